@@ -1,0 +1,117 @@
+"""The image spec that the smoke suites check against (SPEC.json, written by `build.py`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+FLAVORS = ("devel", "runtime")
+_VERSION = re.compile(r"^\d+(\.\d+)*$")
+_OPTIONAL_VERSIONS = (
+    "torchvision",
+    "torchaudio",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "min_driver",
+)
+
+
+class SpecError(ValueError):
+    """SPEC.json is missing, unreadable or malformed."""
+
+
+@dataclass(frozen=True)
+class SmokeSpec:
+    """What the image (or host) under test is meant to contain; None = not checked."""
+
+    tag: str
+    image: str | None
+    flavor: str | None
+    torch: str
+    torchvision: str | None
+    torchaudio: str | None
+    cuda: str | None
+    cudnn: str | None
+    nccl: str | None
+    python: str
+    os: str
+    min_driver: str | None
+    user: str | None
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def cpu_only(self) -> bool:
+        """True when the spec describes a CPU-only torch build."""
+        return self.cuda is None
+
+
+def _str(data: Mapping[str, Any], key: str, *, optional: bool) -> str | None:
+    if key not in data:
+        raise SpecError(f"key {key!r} is missing (use null to skip its checks)")
+    value = data[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        kind = "a non-empty string or null" if optional else "a non-empty string"
+        raise SpecError(f"key {key!r} must be {kind}, got {value!r}")
+    return value
+
+
+def _version(data: Mapping[str, Any], key: str, *, optional: bool) -> str | None:
+    value = _str(data, key, optional=optional)
+    if value is not None and not _VERSION.match(value):
+        raise SpecError(f"key {key!r} must be a dotted version like '1.2.3', got {value!r}")
+    return value
+
+
+def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, str]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise SpecError(f"key {key!r} must be an object of string values, got {value!r}")
+    return MappingProxyType(dict(value))
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> SmokeSpec:
+    """Validate a decoded SPEC.json and build the spec."""
+    flavor = _str(data, "flavor", optional=True)
+    if flavor is not None and flavor not in FLAVORS:
+        raise SpecError(f"key 'flavor' must be one of {FLAVORS} or null, got {flavor!r}")
+    versions = {key: _version(data, key, optional=True) for key in _OPTIONAL_VERSIONS}
+    cudnn = versions["cudnn"]
+    if cudnn is not None and cudnn.count(".") < 2:
+        raise SpecError(f"key 'cudnn' needs at least three parts (9.24.0), got {cudnn!r}")
+    return SmokeSpec(
+        tag=_str(data, "tag", optional=False) or "",
+        image=_str(data, "image", optional=True),
+        flavor=flavor,
+        torch=_version(data, "torch", optional=False) or "",
+        python=_version(data, "python", optional=False) or "",
+        os=_str(data, "os", optional=False) or "",
+        user=_str(data, "user", optional=True),
+        labels=_mapping(data, "labels"),
+        env=_mapping(data, "env"),
+        **versions,
+    )
+
+
+def load_spec(path: str | Path) -> SmokeSpec:
+    """Read and validate SPEC.json; raise SpecError naming the file and the problem."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the image spec: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: the image spec must be a JSON object")
+    try:
+        return spec_from_dict(data)
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc}") from exc

@@ -1,0 +1,207 @@
+"""The compatibility knowledge base: which torch shipped with what, and what each part needs."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+VERIFIED, SECONDARY, UNCERTAIN = "V", "S", "U"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One build of a torch release: `cpu` or a CUDA build such as `cu118`."""
+
+    name: str
+    cudnn: str | None
+    nccl: str | None
+    cuda_toolkit: str | None
+    uncertain: bool
+
+    @property
+    def cuda(self) -> str | None:
+        """The CUDA version (`11.8`) of a `cuXYZ` variant, None for `cpu`."""
+        return variant_cuda(self.name)
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    """One torch minor release line and what was published for it."""
+
+    minor: str
+    patches: tuple[str, ...]
+    python: tuple[str, ...]
+    uncertain_python: tuple[str, ...]
+    pypi_default: str
+    variants: dict[str, Variant]
+    torchvision: dict[str, str]
+    torchaudio: dict[str, str]
+    confidence: str
+    uncertain: tuple[str, ...]
+    sources: tuple[str, ...]
+
+    def is_uncertain(self, path: str) -> bool:
+        """Whether the fact at a dotted path (`variants.cu126.nccl`) is uncertain."""
+        if self.confidence == UNCERTAIN:
+            return True
+        return any(path == u or path.startswith(u + ".") for u in self.uncertain)
+
+    @property
+    def cuda_variants(self) -> list[str]:
+        """CUDA versions published for this release, oldest first."""
+        found = [v.cuda for v in self.variants.values() if v.cuda]
+        return sorted(found, key=version_key)
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    """Facts about one CUDA minor version."""
+
+    version: str
+    image_release: str
+    min_driver: str
+    minor_compat_min_driver: str
+    ubuntu: tuple[str, ...]
+    arch_list: str
+    confidence: str
+
+
+@dataclass(frozen=True)
+class OsRelease:
+    """An operating system images are built on, and how its base image is obtained."""
+
+    name: str
+    provider: str
+    image: str
+    python: str
+    packages: dict[str, str]
+    compilers: dict[str, str]
+    suite: str
+    mirror: str
+    confidence: str
+    sources: tuple[str, ...]
+
+    @property
+    def family(self) -> str:
+        """The distribution (`ubuntu`, `debian`)."""
+        return self.name.rstrip("0123456789.")
+
+    @property
+    def version(self) -> str:
+        """The distribution release (`22.04`, `12`)."""
+        return self.name[len(self.family) :]
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """All facts, indexed for lookup."""
+
+    torch: dict[str, TorchRelease]
+    cuda: dict[str, CudaToolkit]
+    os: dict[str, OsRelease]
+    sources: dict[str, str]
+    index_url_template: str
+    torchaudio_last_release: str
+
+    def release(self, torch_version: str) -> TorchRelease | None:
+        """The release line a full torch version belongs to."""
+        return self.torch.get(minor_of(torch_version))
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Sort key for dotted versions; non-numeric parts sort first."""
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
+def minor_of(version: str) -> str:
+    """`2.7.1` -> `2.7`."""
+    return ".".join(version.split(".")[:2])
+
+
+def variant_cuda(variant: str) -> str | None:
+    """`cu118` -> `11.8`, `cu130` -> `13.0`; None for `cpu`."""
+    if not variant.startswith("cu"):
+        return None
+    digits = variant[2:]
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def cuda_variant(cuda: str) -> str:
+    """`11.8` -> `cu118`; `cpu` stays `cpu`."""
+    return "cpu" if cuda == "cpu" else "cu" + cuda.replace(".", "")
+
+
+def _strings(values: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in values or ())
+
+
+def _release(minor: str, raw: dict[str, Any]) -> TorchRelease:
+    uncertain = _strings(raw.get("uncertain"))
+    variants = {
+        name: Variant(
+            name=name,
+            cudnn=facts.get("cudnn"),
+            nccl=facts.get("nccl"),
+            cuda_toolkit=facts.get("cuda_toolkit"),
+            uncertain=raw.get("confidence") == UNCERTAIN or f"variants.{name}" in uncertain,
+        )
+        for name, facts in raw["variants"].items()
+    }
+    return TorchRelease(
+        minor=minor,
+        patches=_strings(raw["patches"]),
+        python=_strings(raw["python"]),
+        uncertain_python=_strings(raw.get("uncertain_python")),
+        pypi_default=raw["pypi_default"],
+        variants=variants,
+        torchvision=dict(raw.get("torchvision") or {}),
+        torchaudio=dict(raw.get("torchaudio") or {}),
+        confidence=raw["confidence"],
+        uncertain=uncertain,
+        sources=_strings(raw.get("sources")),
+    )
+
+
+def _os(name: str, raw: dict[str, Any]) -> OsRelease:
+    return OsRelease(
+        name=name,
+        provider=raw["provider"],
+        image=raw["image"],
+        python=str(raw["python"]),
+        packages=dict(raw.get("packages") or {}),
+        compilers=dict(raw.get("compilers") or {}),
+        suite=raw.get("suite", ""),
+        mirror=raw.get("mirror", ""),
+        confidence=raw["confidence"],
+        sources=_strings(raw.get("sources")),
+    )
+
+
+def parse(raw: dict[str, Any]) -> KnowledgeBase:
+    """Build the knowledge base from its YAML document."""
+    return KnowledgeBase(
+        torch={minor: _release(minor, r) for minor, r in raw["torch"].items()},
+        cuda={
+            version: CudaToolkit(version=version, ubuntu=_strings(c.pop("ubuntu")), **c)
+            for version, c in raw["cuda"].items()
+        },
+        os={name: _os(name, o) for name, o in raw["os"].items()},
+        sources=dict(raw["sources"]),
+        index_url_template=raw["index_url_template"],
+        torchaudio_last_release=raw["torchaudio_last_release"],
+    )
+
+
+def data_text() -> str:
+    """The knowledge base file's text (part of every image's input digest)."""
+    return resources.files("torchimages").joinpath("data/compat.yaml").read_text("utf-8")
+
+
+@functools.cache
+def load() -> KnowledgeBase:
+    """The knowledge base shipped with the package."""
+    return parse(yaml.safe_load(data_text()))

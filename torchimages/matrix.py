@@ -1,0 +1,193 @@
+"""Read matrix.yaml and expand it into located combinations (GitHub Actions matrix semantics).
+
+Every scalar is read as the text the user wrote, so `cuda: 12.10` stays `12.10` (YAML would
+make it the float 12.1). Each value remembers the line it came from, for error messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .problems import InputError, Problem
+from .suggest import closest
+
+COMBINATION_KEYS = ("torch", "cuda", "python", "os", "cudnn", "nccl", "torchvision", "torchaudio", "flavors")
+AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k != "flavors")
+MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
+TOP_LEVEL_KEYS = ("repository", "matrix")
+DEFAULT_REPOSITORY = "torchimages/pytorch"
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value from the file with the line it came from."""
+
+    value: str | tuple[str, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One combination the matrix asks for, before it is resolved against the knowledge base."""
+
+    values: dict[str, Value]
+    line: int
+
+    def get(self, key: str) -> str | None:
+        """The text of a single-valued key, or None when absent."""
+        found = self.values.get(key)
+        return found.value if found and isinstance(found.value, str) else None
+
+    def line_of(self, key: str) -> int:
+        """The line a key's value came from (the combination's line when absent)."""
+        found = self.values.get(key)
+        return found.line if found else self.line
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A parsed matrix file."""
+
+    path: str
+    repository: str
+    combinations: tuple[Combination, ...]
+    problems: tuple[Problem, ...] = field(default=())
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+class _Reader:
+    """Turns YAML nodes into Values and Combinations, collecting problems on the way."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[Problem] = []
+
+    def problem(self, node: yaml.Node, message: str, key: str = "", **kw: str) -> None:
+        self.problems.append(Problem(message, file=self.path, line=_line(node), key=key, **kw))
+
+    def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(node, f"{what} must be a mapping")
+            return {}
+        out: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key not in allowed:
+                hint = closest(key, allowed)
+                self.problem(
+                    key_node,
+                    f"unknown key '{key}' in {what}",
+                    key=key,
+                    allowed=", ".join(allowed),
+                    suggestion=f"did you mean '{hint}'?" if hint else "",
+                )
+            elif key in out:
+                self.problem(key_node, f"key '{key}' given twice in {what}", key=key)
+            else:
+                out[key] = value_node
+        return out
+
+    def scalar(self, node: yaml.Node, key: str) -> Value | None:
+        if isinstance(node, yaml.ScalarNode) and str(node.value).strip():
+            return Value(str(node.value).strip(), _line(node))
+        self.problem(node, "must be a single value such as '2.7.0'", key=key)
+        return None
+
+    def scalars(self, node: yaml.Node, key: str) -> list[Value]:
+        if isinstance(node, yaml.ScalarNode):
+            one = self.scalar(node, key)
+            return [one] if one else []
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            self.problem(node, "must be a non-empty list of values", key=key)
+            return []
+        return [v for item in node.value if (v := self.scalar(item, key))]
+
+    def entry(self, node: yaml.Node, what: str) -> dict[str, Value]:
+        values: dict[str, Value] = {}
+        for key, value_node in self.mapping(node, what, COMBINATION_KEYS).items():
+            if key == "flavors":
+                items = self.scalars(value_node, key)
+                if items:
+                    values[key] = Value(tuple(str(i.value) for i in items), items[0].line)
+            elif value := self.scalar(value_node, key):
+                values[key] = value
+        return values
+
+    def entries(self, node: yaml.Node, what: str) -> list[tuple[dict[str, Value], int]]:
+        if not isinstance(node, yaml.SequenceNode):
+            self.problem(node, f"{what} must be a list of mappings", key=what)
+            return []
+        return [(self.entry(item, f"an {what} entry"), _line(item)) for item in node.value]
+
+
+def expand(
+    axes: dict[str, list[Value]],
+    exclude: list[dict[str, Value]],
+    include: list[tuple[dict[str, Value], int]],
+    line: int,
+) -> list[Combination]:
+    """GitHub Actions semantics: product of the axes, minus excludes, then includes merged or added."""
+    names = list(axes)
+    product = [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))] if names else []
+
+    def matches(combo: dict[str, Value], entry: dict[str, Value]) -> bool:
+        return all(k in combo and combo[k].value == v.value for k, v in entry.items())
+
+    kept = [c for c in product if not any(matches(c, e) for e in exclude)]
+    merged = [dict(c) for c in kept]
+    extra: list[tuple[dict[str, Value], int]] = []
+    for entry, entry_line in include:
+        hit = False
+        for original, combo in zip(kept, merged):
+            if all(original[k].value == v.value for k, v in entry.items() if k in original):
+                combo.update({k: v for k, v in entry.items() if k not in original})
+                hit = True
+        if not hit:
+            extra.append((entry, entry_line))
+    return [Combination(c, line) for c in merged] + [Combination(e, ln) for e, ln in extra]
+
+
+def parse(text: str, path: str) -> Matrix:
+    """Parse a matrix document; problems are collected, never raised for content."""
+    reader = _Reader(path)
+    try:
+        root = yaml.compose(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at column {mark.column + 1}" if mark else ""
+        problem = Problem(f"malformed YAML{where}: {exc.problem}", file=path, line=mark.line + 1 if mark else 0)
+        raise InputError([problem]) from None
+    if root is None:
+        raise InputError([Problem("the matrix file is empty; it needs a 'matrix:' mapping", file=path)])
+    top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
+    repository = DEFAULT_REPOSITORY
+    if "repository" in top and (repo := reader.scalar(top["repository"], "repository")):
+        repository = str(repo.value)
+    combinations: list[Combination] = []
+    if "matrix" not in top:
+        reader.problem(root, "missing the 'matrix:' mapping", key="matrix")
+    else:
+        body = reader.mapping(top["matrix"], "matrix", MATRIX_KEYS)
+        axes = {k: reader.scalars(v, k) for k, v in body.items() if k in AXIS_KEYS}
+        exclude = [e for e, _ in reader.entries(body["exclude"], "exclude")] if "exclude" in body else []
+        include = reader.entries(body["include"], "include") if "include" in body else []
+        combinations = expand(axes, exclude, include, _line(top["matrix"]))
+        if not combinations:
+            reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
+    return Matrix(path, repository, tuple(combinations), tuple(reader.problems))
+
+
+def read(path: Path) -> Matrix:
+    """Read and parse a matrix file."""
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
+    return parse(text, str(path))

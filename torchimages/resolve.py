@@ -1,0 +1,252 @@
+"""Resolve matrix combinations against the knowledge base into ImageSpecs, or explain why not."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, version_key
+from .matrix import Combination
+from .problems import Problem, Severity
+from .spec import FLAVORS, ImageSpec, Toolkit
+from .suggest import closest, nearest_version
+
+TORCH_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+CUDA_VERSION = re.compile(r"^\d+\.\d+$")
+WHEEL_TOOLKIT_PARTS = ("nvcc", "cudart", "cccl", "crt", "nvrtc")
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The specs one combination yields and the problems found in it."""
+
+    specs: tuple[ImageSpec, ...]
+    problems: tuple[Problem, ...]
+
+
+class _Checker:
+    """Collects located problems for one combination."""
+
+    def __init__(self, combo: Combination, path: str) -> None:
+        self.combo = combo
+        self.path = path
+        self.problems: list[Problem] = []
+
+    def error(self, key: str, message: str, allowed: str = "", suggestion: str = "") -> None:
+        self._add(key, message, allowed, suggestion, Severity.ERROR)
+
+    def warn(self, key: str, message: str) -> None:
+        self._add(key, message, "", "", Severity.WARNING)
+
+    def _add(self, key: str, message: str, allowed: str, suggestion: str, severity: Severity) -> None:
+        line = self.combo.line_of(key)
+        self.problems.append(Problem(message, self.path, line, key, allowed, suggestion, severity))
+
+    @property
+    def failed(self) -> bool:
+        return any(p.severity is Severity.ERROR for p in self.problems)
+
+
+def _did_you_mean(value: str | None) -> str:
+    return f"did you mean {value}?" if value else ""
+
+
+def _release(kb: KnowledgeBase, check: _Checker) -> TorchRelease | None:
+    torch = check.combo.get("torch")
+    if torch is None:
+        check.error("torch", "missing: every combination needs a full torch version", "e.g. 2.7.0")
+        return None
+    if not TORCH_VERSION.match(torch):
+        minor = kb.torch.get(torch)
+        hint = f"did you mean {minor.patches[-1]}?" if minor else ""
+        check.error("torch", f"'{torch}' is not a full torch version", "MAJOR.MINOR.PATCH, e.g. 2.7.0", hint)
+        return None
+    release = kb.release(torch)
+    if release is None:
+        known = sorted(kb.torch, key=version_key)
+        hint = _did_you_mean(nearest_version(torch, [kb.torch[m].patches[-1] for m in known]))
+        check.error("torch", f"torch {torch} is not in the knowledge base", f"{known[0]} to {known[-1]}", hint)
+        return None
+    if torch not in release.patches:
+        hint = _did_you_mean(nearest_version(torch, release.patches))
+        check.error("torch", f"torch {torch} was never published", ", ".join(release.patches), hint)
+        return None
+    return release
+
+
+def _variant(kb: KnowledgeBase, release: TorchRelease, torch: str, check: _Checker) -> Variant | None:
+    cuda = check.combo.get("cuda")
+    published = release.cuda_variants
+    allowed = ", ".join([*published, "cpu"])
+    if cuda is None:
+        check.error("cuda", "missing: say which CUDA build (or cpu)", allowed)
+        return None
+    if cuda.startswith("cu") and cuda[2:].isdigit() and len(cuda) > 3:
+        check.error("cuda", f"'{cuda}' is a wheel index name, not a CUDA version", allowed,
+                    f"did you mean {cuda[2:-1]}.{cuda[-1]}?")
+        return None
+    if cuda != "cpu" and not CUDA_VERSION.match(cuda):
+        check.error("cuda", f"'{cuda}' is not a CUDA version", allowed)
+        return None
+    variant = release.variants.get(cuda_variant(cuda))
+    if variant is None:
+        hint = _did_you_mean(nearest_version(cuda, published))
+        check.error("cuda", f"torch {torch} was published for CUDA {', '.join(published)} (and cpu), not {cuda}",
+                    allowed, hint)
+        return None
+    if variant.cuda and variant.cuda not in kb.cuda:
+        check.error("cuda", f"CUDA {variant.cuda} is not in the knowledge base's toolkit table")
+        return None
+    if variant.uncertain:
+        check.warn("cuda", f"torch {torch}+{variant.name} is an uncertain fact in the knowledge base")
+    return variant
+
+
+def _pinned(check: _Checker, key: str, shipped: str | None, what: str, label: str) -> None:
+    """A matrix may restate cuDNN/NCCL; it must then agree with what the wheel pins."""
+    given = check.combo.get(key)
+    if given is None:
+        return
+    if shipped is None:
+        check.error(key, f"{what} has no {label}: leave '{key}' out")
+    elif given != shipped and not shipped.startswith(given + "."):
+        check.error(key, f"{what} ships {label} {shipped}, not {given}", shipped, f"use {key}: {shipped.split('.')[0]}")
+
+
+def default_os(kb: KnowledgeBase, release: TorchRelease, cuda: str | None) -> str | None:
+    """The newest registry Ubuntu that has toolkit images for the CUDA and a Python torch supports."""
+    candidates = [o for o in kb.os.values() if o.provider == "registry" and o.python in release.python]
+    if cuda:
+        candidates = [o for o in candidates if o.version in kb.cuda[cuda].ubuntu]
+    candidates.sort(key=lambda o: version_key(o.version), reverse=True)
+    return candidates[0].name if candidates else None
+
+
+def _os(kb: KnowledgeBase, release: TorchRelease, variant: Variant, check: _Checker) -> OsRelease | None:
+    name = check.combo.get("os") or default_os(kb, release, variant.cuda)
+    if name is None:
+        check.error("os", f"no known OS fits torch {release.minor} with {variant.name}; name one", ", ".join(kb.os))
+        return None
+    found = kb.os.get(name)
+    if found is None:
+        check.error("os", f"unknown OS '{name}'", ", ".join(kb.os), _did_you_mean(closest(name, kb.os)))
+    elif found.confidence == "U":
+        check.warn("os", f"the package versions pinned for {name} are uncertain; check them before a release")
+    return found
+
+
+def _python(kb: KnowledgeBase, release: TorchRelease, os: OsRelease, check: _Checker) -> str:
+    python = check.combo.get("python") or os.python
+    if python != os.python:
+        providers = [o.name for o in kb.os.values() if o.python == python]
+        hint = f"use os: {providers[0]}" if providers else ""
+        check.error("python", f"{os.name} provides Python {os.python}, not {python}", os.python, hint)
+    if python not in release.python:
+        span = f"{release.python[0]} to {release.python[-1]}"
+        check.error("python", f"torch {release.minor} has wheels for Python {span}, not {python}", span)
+    elif python in release.uncertain_python:
+        check.warn("python", f"Python {python} wheels of torch {release.minor} are experimental")
+    return python
+
+
+def _companion(check: _Checker, key: str, paired: str | None, torch: str) -> str | None:
+    """torchvision / torchaudio: the paired release, or `none` to leave it out."""
+    given = check.combo.get(key)
+    if given == NONE:
+        return None
+    if paired is None:
+        if given:
+            check.error(key, f"no {key} release pairs with torch {torch}", NONE)
+        else:
+            check.warn(key, f"no {key} release pairs with torch {torch}: the image ships without it")
+        return None
+    if given and given != paired:
+        check.error(key, f"torch {torch} pairs with {key} {paired}, not {given}", f"{paired} or {NONE}")
+    return paired
+
+
+def _flavors(check: _Checker) -> tuple[str, ...]:
+    found = check.combo.values.get("flavors")
+    flavors = found.value if found and isinstance(found.value, tuple) else FLAVORS
+    unknown = [f for f in flavors if f not in FLAVORS]
+    for bad in unknown:
+        check.error("flavors", f"unknown flavor '{bad}'", ", ".join(FLAVORS), _did_you_mean(closest(bad, FLAVORS)))
+    if len(set(flavors)) != len(flavors):
+        check.error("flavors", "a flavor is listed twice")
+    return tuple(f for f in FLAVORS if f in flavors)
+
+
+def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[str, ...], check: _Checker) -> Toolkit:
+    cuda = variant.cuda
+    if cuda is None or "devel" not in flavors:
+        return Toolkit(source="none")
+    facts = kb.cuda[cuda]
+    if os.provider == "registry":
+        if os.version not in facts.ubuntu:
+            where = ", ".join(f"{os.family}{v}" for v in facts.ubuntu)
+            check.error("os", f"nvidia/cuda {cuda} devel images exist for {where}, not {os.name}", where,
+                        "or use flavors: [runtime]")
+        return Toolkit("image", f"nvidia/cuda:{facts.image_release}-devel-{os.name}", arch_list=facts.arch_list)
+    if variant.cuda_toolkit is None:
+        check.error("flavors", f"a devel image on {os.name} takes nvcc from NVIDIA's wheels, and the knowledge base "
+                    f"has no cuda-toolkit pin for {variant.name} builds of this torch",
+                    suggestion="use flavors: [runtime] or an ubuntu OS")
+        return Toolkit(source="wheels")
+    extras = ",".join(WHEEL_TOOLKIT_PARTS)
+    return Toolkit("wheels", requirements=(f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}",),
+                   arch_list=facts.arch_list)
+
+
+def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -> Resolved:
+    """One combination -> its ImageSpecs (one per flavor, untagged), or the problems found."""
+    check = _Checker(combo, path)
+    flavors = _flavors(check)
+    release = _release(kb, check)
+    torch = combo.get("torch") or ""
+    variant = _variant(kb, release, torch, check) if release else None
+    if release is None or variant is None:
+        return Resolved((), tuple(check.problems))
+    what = f"torch {torch}+{variant.name}"
+    _pinned(check, "cudnn", variant.cudnn, what, "cuDNN")
+    _pinned(check, "nccl", variant.nccl, what, "NCCL")
+    for key in ("cudnn", "nccl"):
+        if variant.cuda and release.is_uncertain(f"variants.{variant.name}.{key}"):
+            check.warn(key, f"the {key} version of {what} is uncertain in the knowledge base")
+    os = _os(kb, release, variant, check)
+    if os is None:
+        return Resolved((), tuple(check.problems))
+    python = _python(kb, release, os, check)
+    torchvision = _companion(check, "torchvision", release.torchvision.get(torch), torch)
+    torchaudio = _companion(check, "torchaudio", release.torchaudio.get(torch), torch)
+    toolkit = _toolkit(kb, variant, os, flavors, check)
+    if check.failed:
+        return Resolved((), tuple(check.problems))
+    cuda_facts = kb.cuda.get(variant.cuda or "")
+    name_cuda = f"cuda{variant.cuda}" if variant.cuda else "cpu"
+    notes = tuple(p.message for p in check.problems)
+    specs = tuple(
+        ImageSpec(
+            name=f"{torch}-{name_cuda}-py{python}-{os.name}",
+            flavor=flavor,
+            torch=torch,
+            torchvision=torchvision,
+            torchaudio=torchaudio,
+            variant=variant.name,
+            cuda=variant.cuda,
+            cudnn=variant.cudnn,
+            nccl=variant.nccl,
+            python=python,
+            os=os,
+            toolkit=toolkit,
+            index_url=kb.index_url_template.format(variant=variant.name),
+            min_driver=cuda_facts.minor_compat_min_driver if cuda_facts else None,
+            toolkit_driver=cuda_facts.min_driver if cuda_facts else None,
+            flavors=flavors,
+            source=f"{path}:{combo.line}",
+            repository=repository,
+            warnings=notes,
+        )
+        for flavor in flavors
+    )
+    return Resolved(specs, tuple(check.problems))
