@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import plan as planning
 from . import render
-from .problems import InputError
+from .problems import InputError, Problem
 from .spec import ImageSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -19,9 +19,17 @@ DEFAULT_MATRIX = Path("matrix.yaml")
 
 def _load(args: argparse.Namespace) -> planning.Plan:
     loaded = planning.load(args.matrix, args.templates, args.images_dir)
-    for warning in loaded.warnings:
+    for warning in summarize(loaded.warnings):
         print(warning, file=sys.stderr)
     return loaded
+
+
+def summarize(problems: Sequence[Problem]) -> list[str]:
+    """One line per distinct message: the first place it occurs, and how many others."""
+    seen: dict[tuple[str, str], list[Problem]] = {}
+    for problem in problems:
+        seen.setdefault((problem.key, problem.message), []).append(problem)
+    return [str(ps[0]) + (f" (and {len(ps) - 1} more)" if len(ps) > 1 else "") for ps in seen.values()]
 
 
 def spec_json(spec: ImageSpec) -> dict[str, object]:
@@ -85,9 +93,11 @@ def describe(spec: ImageSpec) -> str:
     """One plan line: what is built, from what, with which target."""
     base = spec.toolkit.image if spec.flavor == "devel" and spec.toolkit.source == "image" else spec.os.image
     toolkit = f", nvcc from {spec.toolkit.source}" if spec.flavor == "devel" and spec.toolkit.source != "none" else ""
-    return (f"{spec.reference}\n    dockerfile {spec.dockerfile} --target {spec.flavor}\n"
-            f"    base {base} ({spec.os.provider}){toolkit}; wheels from {spec.index_url}\n"
-            f"    aliases {', '.join(spec.aliases) or '-'}")
+    return (
+        f"{spec.reference}\n    dockerfile {spec.dockerfile} --target {spec.flavor}\n"
+        f"    base {base} ({spec.os.provider}){toolkit}; wheels from {spec.index_url}\n"
+        f"    aliases {', '.join(spec.aliases) or '-'}"
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -107,14 +117,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX, help="matrix file (default: matrix.yaml)")
     parser.add_argument("--templates", type=Path, default=render.DEFAULT_TEMPLATES, help=argparse.SUPPRESS)
-    parser.add_argument("--images-dir", type=Path, default=None,
-                        help="where Dockerfiles are rendered (default: images/ beside the matrix)")
+    parser.add_argument(
+        "--images-dir",
+        type=Path,
+        default=None,
+        help="where Dockerfiles are rendered (default: images/ beside the matrix)",
+    )
 
 
 Command = Callable[[argparse.Namespace], int]
 
 
-def parser(extra: Sequence[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]] = ()) -> argparse.ArgumentParser:
+def parser(
+    extra: Sequence[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]] = (),
+) -> argparse.ArgumentParser:
     """The argument parser; `extra` adds (name, help, configure, run) subcommands."""
     top = argparse.ArgumentParser(prog="build.py", description="Build, verify and test PyTorch/CUDA images.")
     sub = top.add_subparsers(dest="command", required=True)
@@ -142,7 +158,10 @@ def parser(extra: Sequence[tuple[str, str, Callable[[argparse.ArgumentParser], N
     return top
 
 
-def main(argv: Sequence[str] | None = None, extra: Sequence[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]] = ()) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    extra: Sequence[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]] = (),
+) -> int:
     """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage."""
     args = parser(extra).parse_args(argv)
     try:

@@ -69,8 +69,8 @@ class _Reader:
         self.path = path
         self.problems: list[Problem] = []
 
-    def problem(self, node: yaml.Node, message: str, key: str = "", **kw: str) -> None:
-        self.problems.append(Problem(message, file=self.path, line=_line(node), key=key, **kw))
+    def problem(self, node: yaml.Node, message: str, key: str = "", allowed: str = "", suggestion: str = "") -> None:
+        self.problems.append(Problem(message, self.path, _line(node), key, allowed, suggestion))
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
@@ -135,7 +135,8 @@ def expand(
 ) -> list[Combination]:
     """GitHub Actions semantics: product of the axes, minus excludes, then includes merged or added."""
     names = list(axes)
-    product = [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))] if names else []
+    combos = itertools.product(*(axes[n] for n in names))
+    product = [dict(zip(names, combo, strict=True)) for combo in combos] if names else []
 
     def matches(combo: dict[str, Value], entry: dict[str, Value]) -> bool:
         return all(k in combo and combo[k].value == v.value for k, v in entry.items())
@@ -145,7 +146,7 @@ def expand(
     extra: list[tuple[dict[str, Value], int]] = []
     for entry, entry_line in include:
         hit = False
-        for original, combo in zip(kept, merged):
+        for original, combo in zip(kept, merged, strict=True):
             if all(original[k].value == v.value for k, v in entry.items() if k in original):
                 combo.update({k: v for k, v in entry.items() if k not in original})
                 hit = True

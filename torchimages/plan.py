@@ -42,8 +42,9 @@ def load(matrix_path: Path, templates: Path = render.DEFAULT_TEMPLATES, images_d
         (replace(s, digest=input_digest(s, fingerprint)) for s in tagged),
         key=lambda s: (compat.version_key(s.torch), s.variant, s.os.name, s.flavor),
     )
-    return Plan(matrix_path, images_dir or matrix_path.parent / "images", templates, tuple(ordered),
-                tuple(warnings(problems)))
+    return Plan(
+        matrix_path, images_dir or matrix_path.parent / "images", templates, tuple(ordered), tuple(warnings(problems))
+    )
 
 
 def select(plan: Plan, selectors: list[str]) -> list[ImageSpec]:
@@ -59,8 +60,14 @@ def select(plan: Plan, selectors: list[str]) -> list[ImageSpec]:
             near = sorted({n for n in names if n.startswith(selector.split("-")[0])})[:5]
             guess = closest(selector, names)
             options = near or ([guess] if guess else [])
-            problems.append(Problem(f"no image tag starts with '{selector}'", file=str(plan.matrix_path),
-                                    key="selector", suggestion=f"closest: {', '.join(options)}" if options else ""))
+            problems.append(
+                Problem(
+                    f"no image tag starts with '{selector}'",
+                    file=str(plan.matrix_path),
+                    key="selector",
+                    suggestion=f"closest: {', '.join(options)}" if options else "",
+                )
+            )
         chosen.extend(h for h in hits if h not in chosen)
     if problems:
         raise InputError(problems)

@@ -83,8 +83,12 @@ def _variant(kb: KnowledgeBase, release: TorchRelease, torch: str, check: _Check
         check.error("cuda", "missing: say which CUDA build (or cpu)", allowed)
         return None
     if cuda.startswith("cu") and cuda[2:].isdigit() and len(cuda) > 3:
-        check.error("cuda", f"'{cuda}' is a wheel index name, not a CUDA version", allowed,
-                    f"did you mean {cuda[2:-1]}.{cuda[-1]}?")
+        check.error(
+            "cuda",
+            f"'{cuda}' is a wheel index name, not a CUDA version",
+            allowed,
+            f"did you mean {cuda[2:-1]}.{cuda[-1]}?",
+        )
         return None
     if cuda != "cpu" and not CUDA_VERSION.match(cuda):
         check.error("cuda", f"'{cuda}' is not a CUDA version", allowed)
@@ -92,8 +96,9 @@ def _variant(kb: KnowledgeBase, release: TorchRelease, torch: str, check: _Check
     variant = release.variants.get(cuda_variant(cuda))
     if variant is None:
         hint = _did_you_mean(nearest_version(cuda, published))
-        check.error("cuda", f"torch {torch} was published for CUDA {', '.join(published)} (and cpu), not {cuda}",
-                    allowed, hint)
+        check.error(
+            "cuda", f"torch {torch} was published for CUDA {', '.join(published)} (and cpu), not {cuda}", allowed, hint
+        )
         return None
     if variant.cuda and variant.cuda not in kb.cuda:
         check.error("cuda", f"CUDA {variant.cuda} is not in the knowledge base's toolkit table")
@@ -185,17 +190,25 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
     if os.provider == "registry":
         if os.version not in facts.ubuntu:
             where = ", ".join(f"{os.family}{v}" for v in facts.ubuntu)
-            check.error("os", f"nvidia/cuda {cuda} devel images exist for {where}, not {os.name}", where,
-                        "or use flavors: [runtime]")
+            check.error(
+                "os",
+                f"nvidia/cuda {cuda} devel images exist for {where}, not {os.name}",
+                where,
+                "or use flavors: [runtime]",
+            )
         return Toolkit("image", f"nvidia/cuda:{facts.image_release}-devel-{os.name}", arch_list=facts.arch_list)
     if variant.cuda_toolkit is None:
-        check.error("flavors", f"a devel image on {os.name} takes nvcc from NVIDIA's wheels, and the knowledge base "
-                    f"has no cuda-toolkit pin for {variant.name} builds of this torch",
-                    suggestion="use flavors: [runtime] or an ubuntu OS")
+        check.error(
+            "flavors",
+            f"a devel image on {os.name} takes nvcc from NVIDIA's wheels, and the knowledge base "
+            f"has no cuda-toolkit pin for {variant.name} builds of this torch",
+            suggestion="use flavors: [runtime] or an ubuntu OS",
+        )
         return Toolkit(source="wheels")
     extras = ",".join(WHEEL_TOOLKIT_PARTS)
-    return Toolkit("wheels", requirements=(f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}",),
-                   arch_list=facts.arch_list)
+    return Toolkit(
+        "wheels", requirements=(f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}",), arch_list=facts.arch_list
+    )
 
 
 def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -> Resolved:

@@ -26,7 +26,7 @@ def nearest_version(version: str, choices: Iterable[str]) -> str | None:
 
     def distance(choice: str) -> tuple[float, tuple[int, ...]]:
         key = version_key(choice)
-        weight = sum(abs(a - b) * 1000 ** -i for i, (a, b) in enumerate(zip(key, target)))
+        weight = sum(abs(a - b) * 1000**-i for i, (a, b) in enumerate(zip(key, target, strict=False)))
         return (weight, tuple(-k for k in key))
 
     return min(options, key=distance)

@@ -63,8 +63,7 @@ def assign(kb: KnowledgeBase, specs: list[ImageSpec]) -> tuple[list[ImageSpec], 
     for spec in specs:
         groups[(spec.torch, spec.variant, spec.flavor)].add(spec.name)
     suffixes = {
-        i: _suffix(kb, s) if len(groups[(s.torch, s.variant, s.flavor)]) > 1 else ""
-        for i, s in enumerate(specs)
+        i: _suffix(kb, s) if len(groups[(s.torch, s.variant, s.flavor)]) > 1 else "" for i, s in enumerate(specs)
     }
     aliases = _aliases(kb, specs, suffixes)
     tagged = [
@@ -80,7 +79,13 @@ def assign(kb: KnowledgeBase, specs: list[ImageSpec]) -> tuple[list[ImageSpec], 
         if len(holders) > 1:
             where = ", ".join(h.source for h in holders)
             file, _, line = holders[-1].source.rpartition(":")
-            problems.append(Problem(f"two combinations would both be tagged '{name}' ({where})",
-                                    file=file, line=int(line), key="tag",
-                                    suggestion="remove the duplicate or make them differ"))
+            problems.append(
+                Problem(
+                    f"two combinations would both be tagged '{name}' ({where})",
+                    file=file,
+                    line=int(line),
+                    key="tag",
+                    suggestion="remove the duplicate or make them differ",
+                )
+            )
     return tagged, problems

@@ -1,0 +1,62 @@
+# torchimages: build, verify and test PyTorch/CUDA container images.  `make help` lists targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+MATRIX ?= matrix.yaml
+TAG ?=
+BUILD_ARGS ?=
+TEST_ARGS ?=
+PYTEST_ARGS ?=
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --editable '.[dev]'
+	touch $@
+
+.PHONY: help install build render check-render validate list lint test test-unit test-images bench clean
+
+help: ## show this help
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+install: $(VENV)/.installed ## create .venv and install the project with its dev tools
+
+build: $(VENV)/.installed ## build, verify and tag images: make build TAG=2.7.0-cuda11.8 [BUILD_ARGS=...]
+	@if [ -z "$(TAG)" ]; then echo "usage: make build TAG=<tag prefix>, e.g. TAG=2.7.0-cuda11.8 (python build.py list shows tags)"; exit 2; fi
+	$(PY) build.py build --matrix $(MATRIX) $(BUILD_ARGS) $(TAG)
+
+render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and templates
+	$(PY) build.py render --matrix $(MATRIX)
+
+check-render: $(VENV)/.installed ## fail if the committed Dockerfiles are stale
+	$(PY) build.py render --matrix $(MATRIX) --check
+
+validate: $(VENV)/.installed ## check the matrix against the knowledge base
+	$(PY) build.py validate --matrix $(MATRIX)
+
+list: $(VENV)/.installed ## list image tags (TAG= narrows by prefix)
+	$(PY) build.py list --matrix $(MATRIX) $(TAG)
+
+lint: $(VENV)/.installed ## ruff, mypy and hadolint over every rendered Dockerfile
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
+
+test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests
+	$(MAKE) --no-print-directory lint check-render
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: $(VENV)/.installed ## unit tests only (no Docker)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-images: $(VENV)/.installed ## smoke-test built images: make test-images TAG=... [TEST_ARGS=--gpus all]
+	@if [ -z "$(TAG)" ]; then echo "usage: make test-images TAG=<tag prefix>"; exit 2; fi
+	$(PY) build.py test --matrix $(MATRIX) $(TEST_ARGS) $(TAG)
+
+bench: $(VENV)/.installed ## print the benchmark figures (see docs/benchmarks.md)
+	$(PY) bench/plan_render.py
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,37 @@
+"""Shared fixtures: write a matrix file and run the CLI in-process."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from torchimages.commands import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
+    """Write a matrix document (dedented) to a temporary folder and return its path."""
+
+    def write(text: str) -> Path:
+        path = tmp_path / "matrix.yaml"
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run build.py's main with arguments; return (exit status, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -1,0 +1,98 @@
+"""The CLI contract: commands, JSON fields, selectors, exit statuses, nothing written on bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import ROOT
+
+Cli = Callable[..., tuple[int, str, str]]
+GOOD = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n"
+
+
+def test_validate_ok(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    code, out, _ = cli("validate", "--matrix", str(write_matrix(GOOD)))
+    assert code == 0 and "2 combinations, 4 images" in out
+
+
+def test_list_json_fields(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    code, out, _ = cli("list", "--json", "--matrix", str(write_matrix(GOOD)), "2.7.0-cuda11.8")
+    assert code == 0
+    items = json.loads(out)
+    assert [i["tag"] for i in items] == ["2.7.0-cuda11.8-cudnn9-devel", "2.7.0-cuda11.8-cudnn9-runtime"]
+    for item in items:
+        for key in ("tag", "flavor", "torch", "cuda", "cudnn", "nccl", "python", "os", "dockerfile"):
+            assert isinstance(item[key], str), key
+        assert isinstance(item["aliases"], list)
+    assert items[1]["cudnn"] == "9.1.0.70" and items[1]["dockerfile"] == "2.7.0-cuda11.8-py3.10-ubuntu22.04/Dockerfile"
+
+
+def test_selector_without_match_names_closest(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    code, _, err = cli("list", "--matrix", str(write_matrix(GOOD)), "2.7.0-cuda12.6")
+    assert code == 2
+    assert "no image tag starts with '2.7.0-cuda12.6'" in err and "2.7.0-cuda11.8-cudnn9-devel" in err
+
+
+def test_bad_matrix_exit_2_and_writes_nothing(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(GOOD + "    - {torch: 2.8.0, cuda: '11.8'}\n")
+    code, out, err = cli("render", "--matrix", str(path))
+    assert code == 2 and out == ""
+    assert f"{path}:5: error: cuda: torch 2.8.0 was published for CUDA" in err
+    assert not (path.parent / "images").exists()
+
+
+def test_render_check_names_stale_files(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(GOOD)
+    assert cli("render", "--check", "--matrix", str(path))[0] == 1
+    assert cli("render", "--matrix", str(path))[0] == 0
+    assert cli("render", "--check", "--matrix", str(path))[0] == 0
+    target = path.parent / "images" / "2.7.0-cuda11.8-py3.10-ubuntu22.04" / "Dockerfile"
+    target.write_text(target.read_text() + "# edited\n")
+    code, _, err = cli("render", "--check", "--matrix", str(path))
+    assert code == 1 and str(target) in err
+
+
+def test_plan_shows_order_bases_and_targets(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    code, out, _ = cli("plan", "--matrix", str(write_matrix(GOOD)), "2.14.1")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "1. bootstrap base torchimages/bootstrap-debian:12 from the distribution archive"
+    assert "--target devel" in out and "--target runtime" in out and "nvcc from wheels" in out
+
+
+def test_malformed_yaml_exit_2_without_traceback(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("matrix:\n  include: [\n")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), "validate", "--matrix", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "malformed YAML" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_usage_error_is_exit_2() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "frobnicate"], capture_output=True, check=False)
+    assert result.returncode == 2
+
+
+def test_committed_dockerfiles_are_fresh(cli: Cli) -> None:
+    code, _, err = cli("render", "--check", "--matrix", str(ROOT / "matrix.yaml"))
+    assert code == 0, err
+
+
+def test_every_committed_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    assert hadolint, "hadolint is a dev dependency: make install"
+    files = sorted(str(p) for p in (ROOT / "images").glob("*/Dockerfile"))
+    assert files
+    result = subprocess.run(
+        [hadolint, "--config", str(ROOT / ".hadolint.yaml"), *files], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

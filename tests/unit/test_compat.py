@@ -1,0 +1,53 @@
+"""The knowledge base holds the facts users rely on, each with a source and confidence."""
+
+from torchimages import compat
+
+KB = compat.load()
+
+
+def test_2_7_cu118_ships_cudnn_9_not_8() -> None:
+    variant = KB.torch["2.7"].variants["cu118"]
+    assert (variant.cudnn, variant.nccl) == ("9.1.0.70", "2.21.5")
+
+
+def test_cuda_variants_per_release() -> None:
+    assert KB.torch["2.7"].cuda_variants == ["11.8", "12.6", "12.8"]
+    assert KB.torch["2.12"].cuda_variants == ["12.6", "13.0", "13.2"]
+
+
+def test_every_release_cites_known_sources() -> None:
+    for release in KB.torch.values():
+        assert release.sources, release.minor
+        assert set(release.sources) <= set(KB.sources), release.minor
+        assert release.confidence in {"V", "S", "U"}
+
+
+def test_every_cuda_variant_has_toolkit_facts() -> None:
+    for release in KB.torch.values():
+        for cuda in release.cuda_variants:
+            assert cuda in KB.cuda, f"{release.minor} cu{cuda}"
+
+
+def test_torchaudio_has_no_release_after_2_11_1() -> None:
+    paired = {v for r in KB.torch.values() for v in r.torchaudio.values()}
+    newer = [v for v in paired if compat.version_key(v) > compat.version_key(KB.torchaudio_last_release)]
+    assert not newer
+
+
+def test_uncertain_facts_are_marked() -> None:
+    assert KB.torch["2.6"].is_uncertain("variants.cu126.nccl")
+    assert not KB.torch["2.7"].is_uncertain("variants.cu118.nccl")
+    assert KB.torch["2.15"].is_uncertain("variants.cu132.cudnn")
+
+
+def test_variant_names_round_trip() -> None:
+    assert compat.variant_cuda("cu118") == "11.8"
+    assert compat.variant_cuda("cu130") == "13.0"
+    assert compat.cuda_variant("12.6") == "cu126"
+    assert compat.variant_cuda("cpu") is None
+
+
+def test_os_facts() -> None:
+    debian = KB.os["debian12"]
+    assert (debian.family, debian.version, debian.python, debian.provider) == ("debian", "12", "3.11", "bootstrap")
+    assert KB.os["ubuntu24.04"].version == "24.04"

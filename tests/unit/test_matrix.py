@@ -1,0 +1,85 @@
+"""Matrix reading and GitHub Actions expansion semantics."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchimages import matrix
+from torchimages.problems import InputError
+
+
+def values(m: matrix.Matrix) -> list[dict[str, object]]:
+    return [{k: v.value for k, v in c.values.items()} for c in m.combinations]
+
+
+def test_versions_stay_text_as_written() -> None:
+    m = matrix.parse("matrix:\n  include:\n    - {torch: 2.10.0, cuda: 12.10, python: 3.10}\n", "m.yaml")
+    assert values(m) == [{"torch": "2.10.0", "cuda": "12.10", "python": "3.10"}]
+
+
+def test_product_exclude_include_like_github_actions() -> None:
+    text = """
+matrix:
+  torch: [2.7.0, 2.7.1]
+  cuda: ["11.8", "12.6"]
+  exclude:
+    - {torch: 2.7.0, cuda: "12.6"}
+  include:
+    - {cuda: "11.8", os: ubuntu22.04}
+    - {torch: 2.7.1, cuda: "11.8", python: "3.10"}
+    - {torch: 2.14.1, cuda: "13.0"}
+"""
+    got = values(matrix.parse(text, "m.yaml"))
+    assert got == [
+        {"torch": "2.7.0", "cuda": "11.8", "os": "ubuntu22.04"},
+        {"torch": "2.7.1", "cuda": "11.8", "os": "ubuntu22.04", "python": "3.10"},
+        {"torch": "2.7.1", "cuda": "12.6"},
+        {"torch": "2.14.1", "cuda": "13.0"},
+    ]
+
+
+def test_include_never_overwrites_original_values() -> None:
+    text = "matrix:\n  torch: [2.7.0]\n  include:\n    - {torch: 2.7.1, cuda: '12.6'}\n"
+    assert values(matrix.parse(text, "m.yaml")) == [{"torch": "2.7.0"}, {"torch": "2.7.1", "cuda": "12.6"}]
+
+
+def test_values_remember_their_line() -> None:
+    m = matrix.parse("matrix:\n  include:\n    - torch: 2.7.0\n      cuda: '11.8'\n", "m.yaml")
+    combo = m.combinations[0]
+    assert (combo.line, combo.line_of("torch"), combo.line_of("cuda")) == (3, 3, 4)
+
+
+def test_unknown_keys_are_errors_with_a_suggestion() -> None:
+    m = matrix.parse("matrix:\n  include:\n    - {torch: 2.7.0, cdua: '11.8'}\n", "m.yaml")
+    (problem,) = m.problems
+    assert (problem.line, problem.key) == (3, "cdua")
+    assert "did you mean 'cuda'" in problem.suggestion
+
+
+def test_unknown_top_level_key() -> None:
+    m = matrix.parse("matrix:\n  include: [{torch: 2.7.0, cuda: cpu}]\nmatirx: {}\n", "m.yaml")
+    assert [p.key for p in m.problems] == ["matirx"]
+
+
+def test_flavors_is_a_list() -> None:
+    m = matrix.parse("matrix:\n  include:\n    - {torch: 2.7.0, cuda: cpu, flavors: [runtime]}\n", "m.yaml")
+    assert m.combinations[0].values["flavors"].value == ("runtime",)
+
+
+def test_malformed_yaml_reports_line_and_column() -> None:
+    with pytest.raises(InputError) as caught:
+        matrix.parse("matrix:\n  include:\n    - {torch: 2.7.0, cuda: [\n", "m.yaml")
+    (problem,) = caught.value.problems
+    assert problem.line == 4 and "malformed YAML at column" in problem.message
+
+
+def test_empty_file_and_empty_matrix() -> None:
+    with pytest.raises(InputError):
+        matrix.parse("", "m.yaml")
+    m = matrix.parse("matrix: {}\n", "m.yaml")
+    assert any("no combination" in p.message for p in m.problems)
+
+
+def test_axis_must_be_a_non_empty_list() -> None:
+    m = matrix.parse("matrix:\n  torch: []\n", "m.yaml")
+    assert any(p.key == "torch" and "non-empty" in p.message for p in m.problems)

@@ -1,0 +1,126 @@
+"""Validation against the knowledge base: every kind of bad input, reported all at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from torchimages import plan
+from torchimages.problems import InputError, Severity
+
+
+def problems_of(write_matrix: Callable[[str], Path], text: str) -> list[str]:
+    with pytest.raises(InputError) as caught:
+        plan.load(write_matrix(text))
+    return [str(p) for p in caught.value.problems if p.severity is Severity.ERROR]
+
+
+def one_spec(write_matrix: Callable[[str], Path], entry: str) -> plan.Plan:
+    return plan.load(write_matrix(f"matrix:\n  include:\n    - {entry}\n"))
+
+
+def test_the_example_users_type(write_matrix: Callable[[str], Path]) -> None:
+    loaded = one_spec(write_matrix, "{torch: 2.7.0, cuda: '11.8'}")
+    devel, runtime = loaded.specs
+    assert (runtime.cudnn, runtime.nccl, runtime.python, runtime.os.name) == (
+        "9.1.0.70",
+        "2.21.5",
+        "3.10",
+        "ubuntu22.04",
+    )
+    assert runtime.tag == "2.7.0-cuda11.8-cudnn9-runtime"
+    assert devel.toolkit.image == "nvidia/cuda:11.8.0-devel-ubuntu22.04"
+    assert (runtime.torchvision, runtime.torchaudio) == ("0.22.0", "2.7.0")
+
+
+def test_cudnn_8_is_refused_with_the_right_value(write_matrix: Callable[[str], Path]) -> None:
+    (error,) = problems_of(write_matrix, "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8', cudnn: '8'}\n")
+    assert "torch 2.7.0+cu118 ships cuDNN 9.1.0.70, not 8" in error
+    assert "m" in error and ":3:" in error and "cudnn" in error
+
+
+def test_unpublished_cuda_gets_a_suggestion(write_matrix: Callable[[str], Path]) -> None:
+    (error,) = problems_of(write_matrix, "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '12.4'}\n")
+    assert "torch 2.7.0 was published for CUDA 11.8, 12.6, 12.8 (and cpu), not 12.4" in error
+    assert "did you mean 12.6?" in error
+
+
+def test_all_problems_are_reported_at_once(write_matrix: Callable[[str], Path]) -> None:
+    text = """
+matrix:
+  include:
+    - {torch: 2.8.0, cuda: '11.8'}
+    - {torch: 2.7.2, cuda: '12.6'}
+    - {torch: 2.7.0, cuda: cu118}
+    - {torch: '2.7', cuda: '12.6'}
+    - {torch: 2.7.0, cuda: '12.6', nccl: 2.20.5}
+    - {torch: 2.15.0, cuda: '13.2', python: '3.10'}
+    - {torch: 2.7.0, cuda: '12.6', os: ubuntu26.04}
+    - {torch: 2.7.0, cuda: '12.6', flavors: [devel, slim]}
+    - {torch: 2.7.0, cuda: cpu, cudnn: '9'}
+    - {torch: 2.7.0}
+"""
+    errors = problems_of(write_matrix, text)
+    expected = [
+        ":4: error: cuda: torch 2.8.0 was published for CUDA 12.6, 12.8, 12.9",
+        ":5: error: torch: torch 2.7.2 was never published (allowed: 2.7.0, 2.7.1); did you mean 2.7.1?",
+        ":6: error: cuda: 'cu118' is a wheel index name",
+        ":7: error: torch: '2.7' is not a full torch version",
+        ":8: error: nccl: torch 2.7.0+cu126 ships NCCL 2.26.2, not 2.20.5",
+        ":9: error: python: ubuntu24.04 provides Python 3.12, not 3.10",
+        ":9: error: python: torch 2.15 has wheels for Python 3.11 to 3.15, not 3.10",
+        ":10: error: os: unknown OS 'ubuntu26.04'",
+        ":11: error: flavors: unknown flavor 'slim'",
+        ":12: error: cudnn: torch 2.7.0+cpu has no cuDNN",
+        ":13: error: cuda: missing",
+    ]
+    assert len(errors) == len(expected)
+    for want in expected:
+        assert any(want in e for e in errors), want
+
+
+def test_devel_needs_toolkit_images_for_the_os(write_matrix: Callable[[str], Path]) -> None:
+    (error,) = problems_of(write_matrix, "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8', os: ubuntu24.04}\n")
+    assert "nvidia/cuda 11.8 devel images exist for ubuntu20.04, ubuntu22.04, not ubuntu24.04" in error
+    assert "Python" not in error
+
+
+def test_runtime_only_is_fine_without_toolkit_images(write_matrix: Callable[[str], Path]) -> None:
+    text = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '12.8', os: ubuntu22.04, flavors: [runtime]}\n"
+    (spec,) = plan.load(write_matrix(text)).specs
+    assert spec.flavor == "runtime"
+
+
+def test_bootstrap_devel_takes_the_toolkit_torch_pins(write_matrix: Callable[[str], Path]) -> None:
+    devel, _ = one_spec(write_matrix, "{torch: 2.14.1, cuda: '13.0', os: debian12}").specs
+    assert devel.toolkit.source == "wheels"
+    assert devel.toolkit.requirements == ("cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3",)
+
+
+def test_bootstrap_devel_without_a_toolkit_pin_is_refused(write_matrix: Callable[[str], Path]) -> None:
+    (error,) = problems_of(write_matrix, "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '12.6', os: debian12}\n")
+    assert "nvcc from NVIDIA's wheels" in error and "flavors: [runtime]" in error
+
+
+def test_uncertain_facts_warn(write_matrix: Callable[[str], Path]) -> None:
+    loaded = one_spec(write_matrix, "{torch: 2.6.0, cuda: '12.6'}")
+    assert any("nccl version of torch 2.6.0+cu126 is uncertain" in p.message for p in loaded.warnings)
+
+
+def test_companions_can_be_left_out(write_matrix: Callable[[str], Path]) -> None:
+    spec = one_spec(write_matrix, "{torch: 2.13.0, cuda: cpu, torchvision: none, torchaudio: none}").specs[0]
+    assert (spec.torchvision, spec.torchaudio, spec.cuda, spec.cudnn) == (None, None, None, None)
+
+
+def test_torchaudio_pairs_with_its_last_release(write_matrix: Callable[[str], Path]) -> None:
+    spec = one_spec(write_matrix, "{torch: 2.14.1, cuda: '13.0'}").specs[0]
+    assert spec.torchaudio == "2.11.1"
+    errors = problems_of(write_matrix, "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', torchaudio: 2.14.1}\n")
+    assert "pairs with torchaudio 2.11.1, not 2.14.1" in errors[0]
+
+
+def test_default_os_follows_the_cuda_toolkit_images(write_matrix: Callable[[str], Path]) -> None:
+    assert one_spec(write_matrix, "{torch: 2.6.0, cuda: '12.4'}").specs[0].os.name == "ubuntu22.04"
+    assert one_spec(write_matrix, "{torch: 2.6.0, cuda: '12.6'}").specs[0].os.name == "ubuntu24.04"
