@@ -58,6 +58,9 @@ class Matrix:
     problems: tuple[Problem, ...] = field(default=())
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
@@ -159,7 +162,7 @@ def parse(text: str, path: str) -> Matrix:
     """Parse a matrix document; problems are collected, never raised for content."""
     reader = _Reader(path)
     try:
-        root = yaml.compose(text)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at column {mark.column + 1}" if mark else ""

@@ -23,9 +23,14 @@ class Plan:
     warnings: tuple[Problem, ...]
 
 
-def load(matrix_path: Path, templates: Path = render.DEFAULT_TEMPLATES, images_dir: Path | None = None) -> Plan:
+def load(
+    matrix_path: Path,
+    templates: Path = render.DEFAULT_TEMPLATES,
+    images_dir: Path | None = None,
+    kb: compat.KnowledgeBase | None = None,
+) -> Plan:
     """Read, expand, resolve and tag a matrix; raise InputError with every problem found."""
-    kb = compat.load()
+    kb = kb or compat.load()
     parsed = matrix.read(matrix_path)
     problems = list(parsed.problems)
     specs: list[ImageSpec] = []

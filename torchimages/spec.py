@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .compat import OsRelease
@@ -72,9 +72,11 @@ class ImageSpec:
 
     def content(self) -> dict[str, Any]:
         """What shapes the image's bytes (not its tags), as plain data."""
-        data = asdict(self)
-        for key in ("tag", "aliases", "digest", "warnings", "source", "repository", "flavors"):
-            data.pop(key)
+        skip = {"tag", "aliases", "digest", "warnings", "source", "repository", "flavors", "os", "toolkit"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        os = self.os
+        data["os"] = [os.name, os.provider, os.image, os.python, os.packages, os.compilers, os.suite, os.mirror]
+        data["toolkit"] = [self.toolkit.source, self.toolkit.image, self.toolkit.requirements, self.toolkit.arch_list]
         return data
 
     def labels(self) -> dict[str, str]:

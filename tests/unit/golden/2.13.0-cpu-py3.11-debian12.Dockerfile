@@ -40,7 +40,7 @@ ENV TORCH_CUDA_ARCH_LIST=""
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:09849827e1155bbb8dc252a6729e706f3e6b2fa9f47d183d0b91c06742f17cdf" \
+      io.torchimages.input-digest="sha256:f882b2627fb19b2c00bf55d35f9ba2988b37c850fcb3dabcd4f1bba81fedca31" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -62,7 +62,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:25b69885e24013cf3c9a9f31c77aeeb0fa6e7d32fe6053f089930485eca37c12" \
+      io.torchimages.input-digest="sha256:1b3ed0325a08c6b2d9b20c5487961923e89b1dfa129170bd4d9512146b7abc23" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
