@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from . import plan as planning
@@ -17,11 +17,24 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_MATRIX = Path("matrix.yaml")
 
 
-def _load(args: argparse.Namespace) -> planning.Plan:
-    loaded = planning.load(args.matrix, args.templates, args.images_dir)
-    for warning in summarize(loaded.warnings):
-        print(warning, file=sys.stderr)
-    return loaded
+def load_plan(args: argparse.Namespace) -> planning.Plan:
+    """Load the plan named by the common options."""
+    return planning.load(args.matrix, args.templates, args.images_dir)
+
+
+def select(args: argparse.Namespace) -> list[ImageSpec]:
+    """The selected images; prints the warnings that concern them."""
+    loaded = load_plan(args)
+    chosen = planning.select(loaded, args.selectors)
+    lines = {s.source.rpartition(":")[2] for s in chosen}
+    warn(p for p in loaded.warnings if str(p.line) in lines)
+    return chosen
+
+
+def warn(problems: Iterable[Problem]) -> None:
+    """Print warnings, each distinct message once."""
+    for line in summarize(list(problems)):
+        print(line, file=sys.stderr)
 
 
 def summarize(problems: Sequence[Problem]) -> list[str]:
@@ -56,14 +69,15 @@ def spec_json(spec: ImageSpec) -> dict[str, object]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    loaded = _load(args)
+    loaded = load_plan(args)
+    warn(loaded.warnings)
     count = len(render.group(loaded.specs))
     print(f"{args.matrix}: valid, {count} combinations, {len(loaded.specs)} images")
     return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    chosen = planning.select(_load(args), args.selectors)
+    chosen = select(args)
     if args.json:
         print(json.dumps([spec_json(s) for s in chosen], indent=2))
     else:
@@ -73,7 +87,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    loaded = _load(args)
+    loaded = load_plan(args)
     rendered = render.render_all(loaded.specs, loaded.templates)
     if args.check:
         stale = render.stale(rendered, loaded.images_dir)
@@ -101,8 +115,7 @@ def describe(spec: ImageSpec) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    loaded = _load(args)
-    chosen = planning.select(loaded, args.selectors)
+    chosen = select(args)
     bootstraps = sorted({s.os.image for s in chosen if s.os.provider == "bootstrap"})
     step = 1
     for image in bootstraps:

@@ -1,0 +1,115 @@
+"""Where the wheels come from: index URLs, extra indexes, find-links; local folders are served
+on loopback for the duration of a build only, and the whole configuration reaches the build as
+a BuildKit secret (a pip.conf), so no URL or credential lands in a layer or the image history."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+
+@dataclass(frozen=True)
+class WheelSources:
+    """What the user asked for; None index_url means each image's own variant index."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+
+    @property
+    def local_folders(self) -> list[Path]:
+        """Every source that is a folder on this machine."""
+        urls = [u for u in (self.index_url, *self.extra_index_urls, *self.find_links) if u]
+        return [p for u in urls if (p := local_path(u))]
+
+
+@dataclass(frozen=True)
+class Served:
+    """The sources as the build sees them (loopback URLs for local folders)."""
+
+    index_url: str | None
+    extra_index_urls: tuple[str, ...]
+    find_links: tuple[str, ...]
+    needs_host_network: bool
+
+    def pip_conf(self, default_index: str) -> str:
+        """A pip.conf for one image (its variant index unless one was given)."""
+        lines = ["[global]", f"index-url = {self.index_url or default_index}"]
+        if self.extra_index_urls:
+            lines.append("extra-index-url = " + " ".join(self.extra_index_urls))
+        if self.find_links:
+            lines.append("find-links = " + " ".join(self.find_links))
+        return "\n".join(lines) + "\n"
+
+
+def local_path(url: str) -> Path | None:
+    """The folder a `file://` URL or a plain path names, or None for a remote URL."""
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "" and url:
+        return Path(url).resolve()
+    return None
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _serve(root: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _index_root(folder: Path) -> tuple[Path, str]:
+    """Serve an index from its parent, so page links such as `../../files/x.whl` resolve."""
+    return folder.parent, folder.name + "/"
+
+
+@contextlib.contextmanager
+def serve(sources: WheelSources) -> Iterator[Served]:
+    """Serve local folders on 127.0.0.1 while the context is open; remote URLs pass through."""
+    with contextlib.ExitStack() as stack:
+
+        def expose(url: str, as_index: bool) -> str:
+            folder = local_path(url)
+            if folder is None:
+                return url
+            if not folder.is_dir():
+                raise FileNotFoundError(f"wheel source {url} is not a folder")
+            root, below = _index_root(folder) if as_index else (folder, "")
+            return stack.enter_context(_serve(root)) + "/" + below
+
+        index = expose(sources.index_url, True) if sources.index_url else None
+        extras = tuple(expose(u, True) for u in sources.extra_index_urls)
+        links = tuple(expose(u, False) for u in sources.find_links)
+        yield Served(index, extras, links, needs_host_network=bool(sources.local_folders))
+
+
+@contextlib.contextmanager
+def secret_file(text: str) -> Iterator[Path]:
+    """A private temporary file holding a secret, removed afterwards."""
+    fd, name = tempfile.mkstemp(prefix="torchimages-", suffix=".secret")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
