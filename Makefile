@@ -9,22 +9,28 @@ TAG ?=
 BUILD_ARGS ?=
 TEST_ARGS ?=
 PYTEST_ARGS ?=
+# Hand this machine's pip setup (local wheel folders, file:// indexes, CA bundle) to builds: 1 or 0.
+HOST_PIP ?= 1
+WITH_SOURCES = $(if $(filter 1,$(HOST_PIP)),eval "$$(scripts/host-pip-sources)";)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --editable '.[dev]'
 	touch $@
 
-.PHONY: help install build render check-render validate list lint test test-unit test-images bench clean
+.PHONY: help install engine build render check-render validate list lint test test-unit test-images bench clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 install: $(VENV)/.installed ## create .venv and install the project with its dev tools
 
-build: $(VENV)/.installed ## build, verify and tag images: make build TAG=2.7.0-cuda11.8 [BUILD_ARGS=...]
-	@if [ -z "$(TAG)" ]; then echo "usage: make build TAG=<tag prefix>, e.g. TAG=2.7.0-cuda11.8 (python build.py list shows tags)"; exit 2; fi
-	$(PY) build.py build --matrix $(MATRIX) $(BUILD_ARGS) $(TAG)
+engine: ## make sure a Docker engine with BuildKit answers (as root: installs docker.io, mmdebstrap; starts dockerd)
+	@scripts/start-docker.sh >/dev/null
+
+build: $(VENV)/.installed engine ## build, verify and tag images: make build TAG=2.7.0-cuda11.8 [BUILD_ARGS=...]
+	@if [ -z "$(TAG)" ]; then echo "usage: make build TAG=<tag prefix or glob>, e.g. TAG=2.7.0-cuda11.8 (make list shows tags)"; exit 2; fi
+	$(WITH_SOURCES) $(PY) build.py build --matrix $(MATRIX) $(BUILD_ARGS) '$(TAG)'
 
 render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and templates
 	$(PY) build.py render --matrix $(MATRIX)
@@ -44,16 +50,16 @@ lint: $(VENV)/.installed ## ruff, mypy and hadolint over every rendered Dockerfi
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 
-test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests
+test: $(VENV)/.installed engine ## lint, render check, unit and end-to-end tests (real Docker builds)
 	$(MAKE) --no-print-directory lint check-render
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(WITH_SOURCES) $(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: $(VENV)/.installed ## unit tests only (no Docker)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 test-images: $(VENV)/.installed ## smoke-test built images: make test-images TAG=... [TEST_ARGS=--gpus all]
 	@if [ -z "$(TAG)" ]; then echo "usage: make test-images TAG=<tag prefix>"; exit 2; fi
-	$(PY) build.py test --matrix $(MATRIX) $(TEST_ARGS) $(TAG)
+	$(PY) build.py test --matrix $(MATRIX) $(TEST_ARGS) '$(TAG)'
 
 bench: $(VENV)/.installed ## print the benchmark figures (see docs/benchmarks.md)
 	$(PY) bench/plan_render.py

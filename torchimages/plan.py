@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -52,14 +53,21 @@ def load(
     )
 
 
+def matches(selector: str, name: str) -> bool:
+    """A selector is a tag prefix (`2.7.0-cuda11.8`) or a glob (`2.14.1-*-debian12`)."""
+    if any(c in selector for c in "*?["):
+        return fnmatch.fnmatchcase(name, selector)
+    return name.startswith(selector)
+
+
 def select(plan: Plan, selectors: list[str]) -> list[ImageSpec]:
-    """Images whose tag (or an alias) starts with any selector; every selector must match something."""
+    """Images whose tag (or an alias) a selector matches; every selector must match something."""
     if not selectors:
         return list(plan.specs)
     chosen: list[ImageSpec] = []
     problems = []
     for selector in selectors:
-        hits = [s for s in plan.specs if any(t.startswith(selector) for t in (s.tag, *s.aliases))]
+        hits = [s for s in plan.specs if any(matches(selector, t) for t in (s.tag, *s.aliases))]
         if not hits:
             names = [t for s in plan.specs for t in (s.tag, *s.aliases)]
             near = sorted({n for n in names if n.startswith(selector.split("-")[0])})[:5]

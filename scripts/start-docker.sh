@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# start-docker.sh - make a BuildKit-capable Docker engine available on this machine.
+#
+#  * installs Debian's docker.io (engine + 20.10 client) and mmdebstrap if missing
+#  * starts dockerd in the background (no service manager needed) if no engine answers
+#  * prints, on stdout and as its only stdout line, the path of the BuildKit-capable
+#    client (Debian's 20.10 client, normally /usr/bin/docker; the docker first on PATH
+#    may be a 28.x client without buildx, which cannot do BuildKit builds)
+#
+# Idempotent: a second run installs nothing, starts nothing, prints the same path.
+# Env: DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60)
+set -euo pipefail
+
+DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
+DOCKERD_TIMEOUT=${DOCKERD_TIMEOUT:-60}
+PACKAGES=(docker.io mmdebstrap)
+
+log() { printf '[start-docker] %s\n' "$*" >&2; }
+die() { printf '[start-docker] ERROR: %s\n' "$*" >&2; exit 1; }
+
+need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root to $1 (or start a Docker engine yourself)"; }
+
+# 1. packages -----------------------------------------------------------------
+missing=()
+for p in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    need_root "install ${missing[*]}"
+    log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # a third-party source that is unreachable must not stop us: warn, go on
+    apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
+        || die "apt-get install ${missing[*]} failed"
+else
+    log "packages present: ${PACKAGES[*]}"
+fi
+
+# 2. the BuildKit-capable client: the docker binary that the docker.io package owns
+CLIENT=$(dpkg -L docker.io | grep -E '/bin/docker$' | head -n1 || true)
+[ -n "$CLIENT" ] && [ -x "$CLIENT" ] || die "cannot find the docker client installed by docker.io"
+DOCKERD=$(dpkg -L docker.io | grep -E '/s?bin/dockerd$' | head -n1 || true)
+[ -n "$DOCKERD" ] && [ -x "$DOCKERD" ] || die "cannot find dockerd installed by docker.io"
+
+# 3. the engine ---------------------------------------------------------------
+if "$CLIENT" info >/dev/null 2>&1; then
+    log "engine already answers"
+else
+    if pgrep -x dockerd >/dev/null 2>&1; then
+        log "a dockerd process exists but does not answer yet; waiting for it"
+    else
+        need_root "start dockerd"
+        log "starting $DOCKERD (log: $DOCKERD_LOG)"
+        mkdir -p "$(dirname "$DOCKERD_LOG")"
+        # PATH first with /usr/sbin:/usr/bin so dockerd finds Debian's containerd/runc
+        PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH nohup setsid "$DOCKERD" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    fi
+    deadline=$((SECONDS + DOCKERD_TIMEOUT))
+    until "$CLIENT" info >/dev/null 2>&1; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            log "last lines of $DOCKERD_LOG:"
+            tail -n 20 "$DOCKERD_LOG" >&2 || true
+            die "docker engine did not answer within ${DOCKERD_TIMEOUT}s"
+        fi
+        if ! pgrep -x dockerd >/dev/null 2>&1; then
+            tail -n 20 "$DOCKERD_LOG" >&2 || true
+            die "dockerd exited; see $DOCKERD_LOG"
+        fi
+        sleep 0.5
+    done
+    log "engine up after ${SECONDS}s"
+fi
+
+# 4. check BuildKit really works through this client (cheap: no build, just the flag)
+if ! DOCKER_BUILDKIT=1 "$CLIENT" build --help 2>/dev/null | grep -q -- '--secret'; then
+    die "$CLIENT build has no --secret: not a BuildKit-capable client"
+fi
+
+echo "$CLIENT"
