@@ -13,13 +13,10 @@ from .engine import EngineError
 from .wheels import WheelSources
 
 
-def _env_list(name: str) -> list[str]:
-    return os.environ.get(name, "").split()
-
-
 def configure_build(parser: argparse.ArgumentParser) -> None:
     """Options of `build`; each defaults to a TORCHIMAGES_* environment variable."""
     env = os.environ.get
+    defaults = WheelSources.from_environment()
     parser.add_argument("selectors", nargs="+", metavar="SELECTOR", help="tag prefixes, e.g. 2.7.0-cuda11.8")
     parser.add_argument(
         "--jobs", type=int, default=int(env("TORCHIMAGES_JOBS", "1")), help="combinations built at once (default 1)"
@@ -33,19 +30,19 @@ def configure_build(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--index-url",
-        default=env("TORCHIMAGES_INDEX_URL") or None,
+        default=defaults.index_url,
         help="wheel index instead of each image's PyTorch index (URL or local folder)",
     )
     parser.add_argument(
         "--extra-index-url",
         action="append",
-        default=_env_list("TORCHIMAGES_EXTRA_INDEX_URLS"),
+        default=list(defaults.extra_index_urls),
         help="additional wheel index (repeatable; URL or local folder)",
     )
     parser.add_argument(
         "--find-links",
         action="append",
-        default=_env_list("TORCHIMAGES_FIND_LINKS"),
+        default=list(defaults.find_links),
         help="folder or URL of wheel files (repeatable)",
     )
     parser.add_argument(

@@ -95,9 +95,9 @@ def build_command(
     return [*cmd, str(folder)]
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, lines: int = 12, width: int = 240) -> str:
     text = path.read_text(errors="replace").splitlines()
-    return "\n".join("    " + line for line in text[-lines:])
+    return "\n".join("    " + (line if len(line) <= width else line[: width - 3] + "...") for line in text[-lines:])
 
 
 class Builder:

@@ -24,6 +24,16 @@ class WheelSources:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
 
+    @classmethod
+    def from_environment(cls) -> WheelSources:
+        """TORCHIMAGES_INDEX_URL, TORCHIMAGES_EXTRA_INDEX_URLS and TORCHIMAGES_FIND_LINKS (space-separated)."""
+        env = os.environ.get
+        return cls(
+            env("TORCHIMAGES_INDEX_URL") or None,
+            tuple(env("TORCHIMAGES_EXTRA_INDEX_URLS", "").split()),
+            tuple(env("TORCHIMAGES_FIND_LINKS", "").split()),
+        )
+
     @property
     def local_folders(self) -> list[Path]:
         """Every source that is a folder on this machine."""

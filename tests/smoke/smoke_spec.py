@@ -73,9 +73,7 @@ def _version(data: Mapping[str, Any], key: str, *, optional: bool) -> str | None
 
 def _mapping(data: Mapping[str, Any], key: str) -> Mapping[str, str]:
     value = data.get(key) or {}
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise SpecError(f"key {key!r} must be an object of string values, got {value!r}")
     return MappingProxyType(dict(value))
 

@@ -57,6 +57,7 @@ def test_runtime_stage_has_no_compilers_or_toolkit(rendered: dict[str, str]) -> 
 
 def test_cpu_image_has_no_nvidia_environment(rendered: dict[str, str]) -> None:
     text = rendered["2.13.0-cpu-py3.11-debian12/Dockerfile"]
+    assert "FROM os AS devel" in text and "gcc=4:12.2.0-3" in text
     assert "NVIDIA_" not in text and "torchvision" not in text.replace("io.torchimages.torchvision", "")
 
 

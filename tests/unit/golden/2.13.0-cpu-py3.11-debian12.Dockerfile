@@ -35,12 +35,20 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 
 # devel: compilers and nvcc of the same CUDA as the wheels, for building extensions.
 
-ENV TORCH_CUDA_ARCH_LIST=""
+FROM os AS devel
+RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
+    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends \
+        g++=4:12.2.0-3 \
+        gcc=4:12.2.0-3 \
+    && rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99build-ca
+COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:f882b2627fb19b2c00bf55d35f9ba2988b37c850fcb3dabcd4f1bba81fedca31" \
+      io.torchimages.input-digest="sha256:9ea783b354ce1e2909fcec23f2a15850c5ca63b0b3807b5d10a3188cd37fe96e" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -62,7 +70,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:1b3ed0325a08c6b2d9b20c5487961923e89b1dfa129170bd4d9512146b7abc23" \
+      io.torchimages.input-digest="sha256:dc949e8e18b6697f70527f16f568a8c69613d168c5528c258e307d9e743778b9" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -1,0 +1,88 @@
+"""End-to-end fixtures: a real Docker engine, real builds from a test matrix, full cleanup.
+
+Without an engine the tests skip with the reason; with REQUIRE_DOCKER=1 (CI) they fail instead.
+Wheel sources and the CA bundle come from the TORCHIMAGES_* environment (see README).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchimages import engine, plan
+from torchimages.spec import ImageSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    try:
+        return engine.connect()
+    except engine.EngineError as exc:
+        if os.environ.get("REQUIRE_DOCKER") == "1":
+            pytest.fail(f"REQUIRE_DOCKER=1 but {exc}")
+        pytest.skip(f"no Docker engine: {exc}")
+
+
+@dataclass(frozen=True)
+class Built:
+    """A test matrix built for real: its plan, the build's output and status."""
+
+    plan: plan.Plan
+    status: int
+    output: str
+    logs: Path
+
+    def spec(self, flavor: str) -> ImageSpec:
+        return next(s for s in self.plan.specs if s.flavor == flavor)
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """build.py as a user runs it."""
+    command = [sys.executable, str(ROOT / "build.py"), *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+
+
+def remove_repository(client: Any, repository: str) -> None:
+    for image in client.images.list(name=repository):
+        for tag in image.tags:
+            engine.remove_image(client, tag)
+
+
+@pytest.fixture(scope="session")
+def ca_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """The CA bundle builds get (the host's, from TORCHIMAGES_CA_CERT, or certifi's) plus a unique marker."""
+    source = os.environ.get("TORCHIMAGES_CA_CERT")
+    if source is None:
+        import certifi
+
+        source = certifi.where()
+    marker = f"# torchimages-e2e-marker-{uuid.uuid4().hex}".encode()
+    path = tmp_path_factory.mktemp("ca") / "bundle.pem"
+    path.write_bytes(Path(source).read_bytes() + b"\n" + marker + b"\n")
+    return path, marker
+
+
+def build_matrix(client: Any, tmp: Path, entry: str, ca_bundle: tuple[Path, bytes]) -> Iterator[Built]:
+    """Render and build a one-combination matrix; remove everything it made afterwards."""
+    repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
+    matrix = tmp / "matrix.yaml"
+    matrix.write_text(textwrap.dedent(f"repository: {repository}\nmatrix:\n  include:\n    - {entry}\n"))
+    try:
+        render = run_cli("render", "--matrix", matrix)
+        assert render.returncode == 0, render.stderr
+        result = run_cli("build", "--matrix", matrix, "--log-dir", tmp / "logs", "--ca-cert", ca_bundle[0], "*")
+        output = result.stdout + result.stderr
+        yield Built(plan.load(matrix), result.returncode, output, tmp / "logs")
+    finally:
+        remove_repository(client, repository)

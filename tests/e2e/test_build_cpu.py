@@ -1,0 +1,75 @@
+"""A CPU-only torch image (devel + runtime) on the bootstrapped debian12 base, built for real."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchimages import orchestrate
+from torchimages.wheels import WheelSources
+
+from .conftest import Built, build_matrix, run_cli
+
+pytestmark = pytest.mark.e2e
+ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
+
+
+@pytest.fixture(scope="module")
+def built(
+    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
+) -> Iterator[Built]:
+    yield from build_matrix(docker_client, tmp_path_factory.mktemp("cpu"), ENTRY, ca_bundle)
+
+
+def sh(client: Any, image: str, script: str) -> str:
+    output = client.containers.run(image, ["sh", "-c", script], remove=True, network_disabled=True)
+    return str(output.decode())
+
+
+def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
+    assert built.status == 0, built.output
+    assert "2 built" in built.output
+
+
+def test_labels_record_versions_and_digest(built: Built, docker_client: Any) -> None:
+    for flavor in ("devel", "runtime"):
+        spec = built.spec(flavor)
+        labels = docker_client.images.get(spec.reference).labels
+        assert labels["io.torchimages.input-digest"] == spec.digest
+        assert labels["io.torchimages.torch"] == "2.13.0" and labels["io.torchimages.cuda"] == "none"
+
+
+def test_runtime_has_no_compiler_devel_has_gcc(built: Built, docker_client: Any) -> None:
+    probe = "for c in gcc cc g++ c++ nvcc; do command -v $c; done; true"
+    assert sh(docker_client, built.spec("runtime").reference, probe) == ""
+    assert "/usr/bin/gcc" in sh(docker_client, built.spec("devel").reference, probe)
+
+
+def test_default_user_is_not_root(built: Built, docker_client: Any) -> None:
+    out = sh(docker_client, built.spec("runtime").reference, "id -u; touch ~/w && echo writable")
+    assert out.split() == ["1000", "writable"]
+
+
+def test_unchanged_rebuild_is_skipped(built: Built) -> None:
+    again = run_cli("build", "--matrix", built.plan.matrix_path, "--log-dir", built.logs, "*")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 skipped" in again.stdout and "up to date" in again.stdout
+
+
+def test_a_lying_spec_fails_and_leaves_no_tag(built: Built, docker_client: Any) -> None:
+    true_spec = built.spec("runtime")
+    lie = dataclasses.replace(true_spec, torch="2.12.0", tag="lie-runtime", aliases=())
+    options = orchestrate.BuildOptions(
+        images_dir=built.plan.images_dir, log_dir=built.logs, sources=WheelSources.from_environment()
+    )
+    builder = orchestrate.Builder(options, out=lambda _: None)
+    (outcome,) = builder.build([lie])
+    assert outcome.status == "failed"
+    assert "torch: the tag claims 2.12.0, the image has 2.13.0+cpu" in outcome.detail
+    assert docker_client.images.list(name=f"{true_spec.repository}:lie-runtime") == []
+    leftovers = [t for i in docker_client.images.list(name=orchestrate.TEMP_REPOSITORY + "/*") for t in i.tags]
+    assert not [t for t in leftovers if true_spec.name in t]

@@ -1,0 +1,335 @@
+"""Smoke suites that run inside an image (testinfra docker backend) or on a host (local).
+
+    python -m pytest tests/smoke -p no:cacheprovider --hosts=docker://C \
+        --image-spec SPEC.json [--require-gpu] [--python-exe python] [-m "cpu or gpu"]
+
+Facts that need `import torch` are gathered once per host and session (one probe
+process each for facts, single-GPU checks, torch.compile, the CUDA extension and
+NCCL); the tests only compare. The report header, the terminal summary and the
+JUnit file name the GPU, the driver and the image digest.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import pytest
+
+# The helper modules beside this file are imported by plain name whatever the
+# import mode (prepend or importlib) the caller's configuration chooses.
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+import testinfra  # noqa: E402
+import testinfra.host  # noqa: E402
+from smoke_docker import container_image, inspect_image  # noqa: E402
+from smoke_gpu import GpuStatus, diagnose  # noqa: E402
+from smoke_host import (  # noqa: E402
+    GpuQuery,
+    ScriptResult,
+    host_id,
+    is_docker,
+    is_local,
+    query_gpus,
+    run_probe,
+    run_script,
+)
+from smoke_spec import SmokeSpec, SpecError, load_spec  # noqa: E402
+
+T = TypeVar("T")
+REQUIRE_GPU_PREFIX = "--require-gpu:"
+SPEC_KEY = pytest.StashKey[SmokeSpec]()
+CONTEXT_KEY = pytest.StashKey["RunContext"]()
+BANDWIDTH_KEY = pytest.StashKey[list[dict[str, Any]]]()
+MARKERS = {
+    "cpu": "needs no GPU: versions, libraries, users, labels",
+    "gpu": "needs one GPU; skipped without one unless --require-gpu",
+    "multi_gpu": "NCCL across every visible GPU; skipped without one unless --require-gpu",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("torchimages smoke")
+    group.addoption("--image-spec", help="SPEC.json describing the image or host (required)")
+    group.addoption(
+        "--require-gpu",
+        action="store_true",
+        help="fail, instead of skip, GPU tests when the host has no usable GPU",
+    )
+    group.addoption(
+        "--python-exe",
+        default="python",
+        help="the Python (with torch) to probe inside the host (default: python)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    config.stash[BANDWIDTH_KEY] = []
+    if any(getattr(config.option, name, False) for name in ("help", "markers", "showfixtures")):
+        return
+    path = config.getoption("--image-spec")
+    if not path:
+        raise pytest.UsageError(
+            "--image-spec SPEC.json is required: the smoke suites compare the image with "
+            "it (write one for this host with `python tests/smoke/host_spec.py > SPEC.json`)"
+        )
+    try:
+        config.stash[SPEC_KEY] = load_spec(path)
+    except SpecError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+# --- what the report says about the run ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """GPU, driver and image digest of the host under test, for the report."""
+
+    host: str
+    gpus: str
+    driver: str
+    image: str
+    image_digest: str
+
+
+def _first_host(config: pytest.Config) -> testinfra.host.Host:
+    hosts = config.getoption("hosts") or "local://"
+    return testinfra.get_host(hosts.split(",")[0], connection=config.getoption("connection"))
+
+
+def _image_digest(host: testinfra.host.Host, spec: SmokeSpec) -> str:
+    if spec.image:
+        return inspect_image(spec.image).digest
+    if is_docker(host):
+        return container_image(str(host.backend.name))
+    return "none (local host)"
+
+
+def run_context(config: pytest.Config) -> RunContext:
+    """Computed once per session (a few shell commands in the host, no torch)."""
+    if CONTEXT_KEY in config.stash:
+        return config.stash[CONTEXT_KEY]
+    spec = config.stash[SPEC_KEY]
+    host = _first_host(config)
+    try:
+        query = query_gpus(host)
+        gpus = ", ".join(query.names) or "none visible"
+        driver = query.driver or "none"
+    except Exception as exc:
+        gpus, driver = f"unknown ({exc})", "unknown"
+    try:
+        digest = _image_digest(host, spec)
+    except Exception as exc:
+        digest = f"unknown ({type(exc).__name__}: {exc})"
+    context = RunContext(host_id(host), gpus, driver, spec.image or "none", digest)
+    config.stash[CONTEXT_KEY] = context
+    return context
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if SPEC_KEY not in config.stash:
+        return []
+    spec = config.stash[SPEC_KEY]
+    context = run_context(config)
+    return [
+        f"smoke spec: {spec.tag} (torch {spec.torch}, cuda {spec.cuda}, "
+        f"flavor {spec.flavor}, python {spec.python}, {spec.os})",
+        f"smoke host: {context.host}; GPU: {context.gpus}; driver: {context.driver}",
+        f"smoke image: {context.image}; digest: {context.image_digest}",
+    ]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if CONTEXT_KEY not in config.stash:
+        return
+    context = config.stash[CONTEXT_KEY]
+    write = terminalreporter.write_line
+    terminalreporter.section("torchimages smoke")
+    write(f"host {context.host}; GPU: {context.gpus}; driver: {context.driver}")
+    write(f"image {context.image}; digest: {context.image_digest}")
+    for row in config.stash[BANDWIDTH_KEY]:
+        write(
+            f"NCCL all_reduce {row['case']:>12} x{row['world']}: "
+            f"{row['time_us']:10.1f} us  algbw {row['algbw_GBps']:8.2f} GB/s  "
+            f"busbw {row['busbw_GBps']:8.2f} GB/s"
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _smoke_suite_properties(
+    pytestconfig: pytest.Config, record_testsuite_property: Callable[[str, object], None]
+) -> None:
+    """GPU, driver and image digest as JUnit test-suite properties."""
+    context = run_context(pytestconfig)
+    spec = pytestconfig.stash[SPEC_KEY]
+    record_testsuite_property("smoke_host", context.host)
+    record_testsuite_property("gpu", context.gpus)
+    record_testsuite_property("driver", context.driver)
+    record_testsuite_property("image", context.image)
+    record_testsuite_property("image_digest", context.image_digest)
+    record_testsuite_property("spec_tag", spec.tag)
+
+
+# --- options and per-host, per-session caches -----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spec(pytestconfig: pytest.Config) -> SmokeSpec:
+    """The validated --image-spec."""
+    return pytestconfig.stash[SPEC_KEY]
+
+
+@pytest.fixture(scope="session")
+def python_exe(pytestconfig: pytest.Config) -> str:
+    return str(pytestconfig.getoption("--python-exe"))
+
+
+@pytest.fixture(scope="session")
+def require_gpu(pytestconfig: pytest.Config) -> bool:
+    return bool(pytestconfig.getoption("--require-gpu"))
+
+
+@pytest.fixture(scope="session")
+def smoke_cache() -> dict[tuple[str, str], Any]:
+    """Results keyed by (host, what): each probe runs once per host and session."""
+    return {}
+
+
+def cached(cache: dict[tuple[str, str], Any], key: tuple[str, str], make: Callable[[], T]) -> T:
+    """cache[key], computed by make() the first time."""
+    if key not in cache:
+        cache[key] = make()
+    return cast(T, cache[key])
+
+
+@pytest.fixture(scope="module")
+def image_host(host: testinfra.host.Host, spec: SmokeSpec) -> testinfra.host.Host:
+    """The host, when it is an image; image-only checks skip on a bare local host."""
+    if is_local(host) and spec.image is None:
+        pytest.skip("image-only check: the host is local:// and the spec names no image")
+    return host
+
+
+@pytest.fixture(scope="module")
+def facts(host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any], python_exe: str) -> dict[str, Any]:
+    """The facts probe (versions, GPUs seen by torch, import stderr), once per host."""
+    result: ScriptResult = cached(smoke_cache, (host_id(host), "facts"), lambda: run_probe(host, python_exe, "facts"))
+    if result.payload is None:
+        pytest.fail(
+            f"the facts probe did not run with {python_exe!r} in {host_id(host)}: "
+            f"{result.describe()}\nPass the image's Python (with torch) as --python-exe.",
+            pytrace=False,
+        )
+    return dict(result.payload)
+
+
+@pytest.fixture(scope="module")
+def gpu_query(host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any]) -> GpuQuery:
+    """nvidia-smi, device nodes and /dev/shm of the host."""
+    return cached(smoke_cache, (host_id(host), "gpu_query"), lambda: query_gpus(host))
+
+
+@pytest.fixture(scope="module")
+def gpu_status(facts: dict[str, Any], gpu_query: GpuQuery, spec: SmokeSpec) -> GpuStatus:
+    return diagnose(facts, gpu_query, spec)
+
+
+@pytest.fixture(scope="module")
+def gpu(gpu_status: GpuStatus, require_gpu: bool) -> GpuStatus:
+    """A usable GPU, or a visible skip (a failure with --require-gpu) naming each cause."""
+    if not gpu_status.usable:
+        if require_gpu:
+            pytest.fail(f"{REQUIRE_GPU_PREFIX} {gpu_status.message()}", pytrace=False)
+        pytest.skip(gpu_status.message())
+    return gpu_status
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Report a missing GPU under --require-gpu as the test's failure, not a setup error.
+
+    The GPU is what the test checks, so "no GPU" is its verdict (FAILED in the
+    summary, <failure> in JUnit), not a broken fixture.
+    """
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    excinfo = call.excinfo
+    if (
+        report.when == "setup"
+        and report.failed
+        and excinfo is not None
+        and excinfo.errisinstance(pytest.fail.Exception)
+        and str(excinfo.value).startswith(REQUIRE_GPU_PREFIX)
+    ):
+        report.when = "call"
+
+
+def _gpu_probe(
+    host: testinfra.host.Host,
+    cache: dict[tuple[str, str], Any],
+    python_exe: str,
+    name: str,
+    args: tuple[str, ...] = (),
+) -> ScriptResult:
+    key = (host_id(host), name + ":" + ",".join(args))
+    return cached(cache, key, lambda: run_probe(host, python_exe, name, args))
+
+
+@pytest.fixture(scope="module")
+def gpu_checks(
+    host: testinfra.host.Host,
+    gpu: GpuStatus,
+    smoke_cache: dict[tuple[str, str], Any],
+    python_exe: str,
+) -> ScriptResult:
+    """Round trips, matmuls, convolutions and AMP: one process for all."""
+    return _gpu_probe(host, smoke_cache, python_exe, "gpu_checks", ("basic",))
+
+
+@pytest.fixture(scope="module")
+def compile_check(
+    host: testinfra.host.Host,
+    gpu: GpuStatus,
+    smoke_cache: dict[tuple[str, str], Any],
+    python_exe: str,
+) -> ScriptResult:
+    """torch.compile against eager, in its own process."""
+    return _gpu_probe(host, smoke_cache, python_exe, "gpu_checks", ("compile",))
+
+
+@pytest.fixture(scope="module")
+def nccl_run(
+    host: testinfra.host.Host,
+    gpu: GpuStatus,
+    smoke_cache: dict[tuple[str, str], Any],
+    python_exe: str,
+) -> ScriptResult:
+    """The NCCL all_reduce probe, one rank per visible GPU."""
+    return _gpu_probe(host, smoke_cache, python_exe, "nccl_allreduce")
+
+
+@pytest.fixture(scope="module")
+def extension_run(
+    host: testinfra.host.Host,
+    gpu: GpuStatus,
+    smoke_cache: dict[tuple[str, str], Any],
+    python_exe: str,
+) -> ScriptResult:
+    """Build, load and run tests/smoke/cuda_extension.py in the host."""
+    source = (Path(__file__).resolve().parent / "cuda_extension.py").read_text(encoding="utf-8")
+    key = (host_id(host), "cuda_extension")
+    return cached(smoke_cache, key, lambda: run_script(host, python_exe, source))
+
+
+@pytest.fixture(scope="session")
+def bandwidth_rows(pytestconfig: pytest.Config) -> Iterator[list[dict[str, Any]]]:
+    """NCCL bandwidth rows for the terminal summary."""
+    yield pytestconfig.stash[BANDWIDTH_KEY]

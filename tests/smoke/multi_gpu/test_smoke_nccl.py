@@ -1,0 +1,76 @@
+"""NCCL all_reduce over every visible GPU: exact sums and bus bandwidth.
+
+One process per GPU (world size = GPUs visible; 1 still initialises NCCL). Each
+case's bandwidth goes to the terminal summary and to the JUnit file
+(record_property). NVLink multicast stays off (see smoke_host.SAFE_GPU_ENV).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from smoke_gpu import GpuStatus
+from smoke_host import ScriptResult
+
+pytestmark = pytest.mark.multi_gpu
+
+SIZES = ["4KiB", "1MiB", "256MiB"]
+DTYPES = ["fp32", "bf16"]
+
+
+@pytest.fixture(scope="module")
+def nccl(nccl_run: ScriptResult) -> dict[str, Any]:
+    """The NCCL probe's summary; fails with the ranks' errors when it did not run."""
+    payload = nccl_run.payload
+    assert payload is not None, f"the NCCL probe died before reporting: {nccl_run.describe()}"
+    errors = [payload["error"]] if payload.get("error") else []
+    for rank in payload.get("ranks", []):
+        if rank.get("error"):
+            errors.append(f"rank {rank['rank']}: {rank['error']}\n    " + "\n    ".join(rank.get("trace", [])))
+    assert not errors, (
+        "NCCL all_reduce did not run:\n" + "\n".join(errors) + "\nCheck /dev/shm (--shm-size or "
+        "--ipc=host), that every GPU is visible, and NCCL_DEBUG=INFO output."
+    )
+    assert len(payload["ranks"]) == payload["world_size"], (
+        f"only {len(payload['ranks'])} of {payload['world_size']} ranks reported: {nccl_run.describe()}"
+    )
+    return dict(payload)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size", SIZES)
+def test_all_reduce_exact_sum(
+    nccl: dict[str, Any],
+    size: str,
+    dtype: str,
+    record_property: Any,
+    bandwidth_rows: list[dict[str, Any]],
+) -> None:
+    case = f"{size}-{dtype}"
+    world = int(nccl["world_size"])
+    results = [rank["cases"].get(case) for rank in nccl["ranks"]]
+    assert all(results), f"case {case} did not run on every rank"
+    bandwidth = {key: max(float(r[key]) for r in results) for key in ("time_us", "algbw_GBps")}
+    bandwidth["busbw_GBps"] = bandwidth["algbw_GBps"] * 2 * (world - 1) / world
+    for key, value in bandwidth.items():
+        record_property(key, round(value, 3))
+    record_property("world_size", world)
+    row = {"case": case, "world": world, **bandwidth}
+    bandwidth_rows.append(row)
+    print(f"NCCL all_reduce {case} x{world}: busbw {bandwidth['busbw_GBps']:.2f} GB/s")
+    wrong = {rank["rank"]: rank["cases"][case]["mismatches"] for rank in nccl["ranks"]}
+    wrong = {rank: count for rank, count in wrong.items() if count}
+    assert not wrong, (
+        f"all_reduce({case}) over {world} GPUs gave a wrong sum; elements wrong per rank: {wrong}. "
+        "NCCL or the GPU interconnect corrupts data: try NCCL_P2P_DISABLE=1 to narrow it down"
+    )
+
+
+def test_all_reduce_spans_several_gpus(nccl: dict[str, Any], gpu: GpuStatus) -> None:
+    world = int(nccl["world_size"])
+    if gpu.device_count < 2:
+        pytest.skip(f"{gpu.device_count} GPU visible: the multi-rank all_reduce needs 2 or more")
+    assert world == gpu.device_count, f"NCCL ran {world} ranks for {gpu.device_count} GPUs"
+    devices = {rank["device"] for rank in nccl["ranks"]}
+    assert len(nccl["ranks"]) >= 2, f"only {len(nccl['ranks'])} rank reported ({devices})"

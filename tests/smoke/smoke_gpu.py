@@ -1,0 +1,91 @@
+"""Why a host cannot run the GPU suites: the diagnosis behind every GPU skip or failure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from smoke_host import GpuQuery
+from smoke_spec import SmokeSpec
+from smoke_versions import driver_is_older
+
+MIN_SHM_BYTES = 1 << 30
+GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """Whether torch can use a GPU in the host, and if not, every cause found."""
+
+    usable: bool
+    device_count: int
+    causes: tuple[str, ...]
+    shm_problem: str | None
+
+    def message(self) -> str:
+        """One line per cause, for a skip reason or a failure."""
+        return "no usable GPU: " + " | ".join(self.causes)
+
+
+def shm_problem(shm_bytes: int | None) -> str | None:
+    """A cause when /dev/shm is smaller than NCCL and DataLoader workers need."""
+    if shm_bytes is None or shm_bytes >= MIN_SHM_BYTES:
+        return None
+    return (
+        f"/dev/shm is {shm_bytes / GIB:.2f} GiB, under the 1 GiB that NCCL and "
+        "DataLoader workers need: run the container with --shm-size=1g (or more) or --ipc=host"
+    )
+
+
+def _no_device_cause(query: GpuQuery, facts: Mapping[str, Any]) -> str | None:
+    if query.names or query.device_nodes or facts.get("driver_library_loadable"):
+        return None
+    detail = f" (nvidia-smi: {query.nvidia_smi_error})" if query.nvidia_smi_error else ""
+    return (
+        "no NVIDIA device is visible: no /dev/nvidia* device node, no driver library "
+        f"libcuda.so.1 and no GPU from nvidia-smi{detail}; start the container with "
+        "`--gpus all` (needs the NVIDIA Container Toolkit on the host)"
+    )
+
+
+def _old_driver_cause(query: GpuQuery, spec: SmokeSpec) -> str | None:
+    if query.driver is None or spec.min_driver is None:
+        return None
+    if not driver_is_older(query.driver, spec.min_driver):
+        return None
+    return (
+        f"the NVIDIA driver {query.driver} is older than {spec.min_driver}, the minimum "
+        f"that CUDA {spec.cuda} in this image needs: upgrade the host driver to "
+        f">= {spec.min_driver} or use an image built for an older CUDA"
+    )
+
+
+def diagnose(facts: Mapping[str, Any], query: GpuQuery, spec: SmokeSpec) -> GpuStatus:
+    """Combine torch's view (facts probe) with nvidia-smi's into one GPU status."""
+    shm = shm_problem(query.shm_bytes)
+    if facts.get("cuda_available"):
+        return GpuStatus(True, int(facts.get("device_count", 0)), (), shm)
+    causes: list[str] = []
+    if facts.get("import_torch_error"):
+        causes.append(f"`import torch` failed: {facts['import_torch_error']}")
+    elif facts.get("cuda") is None:
+        causes.append(
+            f"torch {facts.get('torch')} is a CPU-only build (torch.version.cuda is None); "
+            "install a CUDA build of torch to use a GPU"
+        )
+    for cause in (_no_device_cause(query, facts), _old_driver_cause(query, spec)):
+        if cause:
+            causes.append(cause)
+    warnings = facts.get("cuda_init_warnings") or []
+    if warnings:
+        causes.append("torch said: " + " / ".join(str(w) for w in warnings)[:500])
+    if len(causes) == 0:
+        causes.append(
+            f"torch.cuda.is_available() is False although a driver {query.driver} and "
+            f"devices {list(query.names) or list(query.device_nodes)} are present; "
+            "check CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES"
+        )
+    if shm:
+        causes.append(shm)
+    return GpuStatus(False, 0, tuple(causes), shm)
