@@ -106,6 +106,7 @@ class KnowledgeBase:
     sources: dict[str, str]
     index_url_template: str
     torchaudio_last_release: str
+    devel_pip: dict[str, str]
 
     def release(self, torch_version: str) -> TorchRelease | None:
         """The release line a full torch version belongs to."""
@@ -193,6 +194,7 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         sources=dict(raw["sources"]),
         index_url_template=raw["index_url_template"],
         torchaudio_last_release=raw["torchaudio_last_release"],
+        devel_pip=dict(raw.get("devel_pip") or {}),
     )
 
 

@@ -184,8 +184,11 @@ def _flavors(check: _Checker) -> tuple[str, ...]:
 
 def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[str, ...], check: _Checker) -> Toolkit:
     cuda = variant.cuda
-    if cuda is None or "devel" not in flavors:
+    tools = tuple(f"{name}=={version}" for name, version in sorted(kb.devel_pip.items()))
+    if "devel" not in flavors:
         return Toolkit(source="none")
+    if cuda is None:
+        return Toolkit(source="none", requirements=tools)
     facts = kb.cuda[cuda]
     if os.provider == "registry":
         if os.version not in facts.ubuntu:
@@ -196,7 +199,8 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
                 where,
                 "or use flavors: [runtime]",
             )
-        return Toolkit("image", f"nvidia/cuda:{facts.image_release}-devel-{os.name}", arch_list=facts.arch_list)
+        image = f"nvidia/cuda:{facts.image_release}-devel-{os.name}"
+        return Toolkit("image", image, requirements=tools, arch_list=facts.arch_list)
     if variant.cuda_toolkit is None:
         check.error(
             "flavors",
@@ -206,9 +210,8 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
         )
         return Toolkit(source="wheels")
     extras = ",".join(WHEEL_TOOLKIT_PARTS)
-    return Toolkit(
-        "wheels", requirements=(f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}",), arch_list=facts.arch_list
-    )
+    toolkit = f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}"
+    return Toolkit("wheels", requirements=(toolkit, *tools), arch_list=facts.arch_list)
 
 
 def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -> Resolved:

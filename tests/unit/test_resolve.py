@@ -96,7 +96,7 @@ def test_runtime_only_is_fine_without_toolkit_images(write_matrix: Callable[[str
 def test_bootstrap_devel_takes_the_toolkit_torch_pins(write_matrix: Callable[[str], Path]) -> None:
     devel, _ = one_spec(write_matrix, "{torch: 2.14.1, cuda: '13.0', os: debian12}").specs
     assert devel.toolkit.source == "wheels"
-    assert devel.toolkit.requirements == ("cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3",)
+    assert devel.toolkit.requirements == ("cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3", "ninja==1.13.2")
 
 
 def test_bootstrap_devel_without_a_toolkit_pin_is_refused(write_matrix: Callable[[str], Path]) -> None:

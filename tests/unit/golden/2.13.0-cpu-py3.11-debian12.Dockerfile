@@ -44,11 +44,18 @@ RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
         gcc=4:12.2.0-3 \
     && rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99build-ca
 COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cpu; fi \
+    && /opt/venv/bin/pip install --no-input \
+        "ninja==1.13.2"
 
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:9ea783b354ce1e2909fcec23f2a15850c5ca63b0b3807b5d10a3188cd37fe96e" \
+      io.torchimages.input-digest="sha256:14f5f5ab24b36e47da5f4c90dfad7153c2547e466da57f21dab764377bbed770" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -70,7 +77,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:dc949e8e18b6697f70527f16f568a8c69613d168c5528c258e307d9e743778b9" \
+      io.torchimages.input-digest="sha256:97a0a4174e0ac9f1fbbce6250751360c67175906383b0a8b59008d66f1f5ccdd" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

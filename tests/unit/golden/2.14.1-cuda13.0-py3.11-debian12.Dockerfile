@@ -52,7 +52,8 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && /opt/venv/bin/pip install --no-input \
-        "cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3"
+        "cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3" \
+        "ninja==1.13.2"
 RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64
 ENV CUDA_HOME=/opt/venv/lib/python3.11/site-packages/nvidia/cu13
 ENV PATH=${CUDA_HOME}/bin:${PATH}
@@ -64,7 +65,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:4129b9174b0c6e9ede612ad6c3971fd60880e2ee53f2f43c68b57fa07c395633" \
+      io.torchimages.input-digest="sha256:c15c705025af562942e436a3b6c7be92a1cc87750336ca3f88af07ce5027433a" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -89,7 +90,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:59bc7a7341d571e93888fd3207e2a006422b3b8459ad4acde5f6a9688e372a0d" \
+      io.torchimages.input-digest="sha256:df231786a21a7569241cd3ad90ddf1d72d210d7483ee799bed2bc391c85d05c1" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -67,6 +67,13 @@ RUN apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 ENV CUDA_HOME=/usr/local/cuda
+RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
+    && /opt/venv/bin/pip install --no-input \
+        "ninja==1.13.2"
 ENV TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
@@ -75,7 +82,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:c60e4a6e964da86a6d42af70942399799f2f96160256825fdfc16b06ae9f982e" \
+      io.torchimages.input-digest="sha256:3468c1c6feff8f5228223de8046c0aaaa45478bb2562e804da9d82d76893db48" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -100,7 +107,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:23fb8435a6f63c39b041d385f724f9fbb47c41d107deebf1e300dc752458198b" \
+      io.torchimages.input-digest="sha256:cf643379fd6718a32c8d4a02278d384a059a74138de72895ddc05891c6dd8425" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \

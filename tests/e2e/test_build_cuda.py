@@ -1,0 +1,98 @@
+"""A CUDA torch image: torch 2.14.1 + CUDA 13.0 on debian12 (Python 3.11), devel + runtime, with
+the real wheels and their nvidia-* libraries. No GPU is needed: nothing here runs a kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchimages import orchestrate
+from torchimages.wheels import WheelSources
+
+from .conftest import ROOT, Built, build_matrix
+
+pytestmark = pytest.mark.e2e
+ENTRY = "{torch: 2.14.1, cuda: '13.0', os: debian12, python: '3.11'}"
+EXTENSION = ROOT / "tests" / "smoke" / "cuda_extension.py"
+
+
+@pytest.fixture(scope="module")
+def built(
+    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
+) -> Iterator[Built]:
+    yield from build_matrix(docker_client, tmp_path_factory.mktemp("cuda"), ENTRY, ca_bundle)
+
+
+def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:
+    output = client.containers.run(image, ["sh", "-c", script], remove=True, **kwargs)
+    return str(output.decode())
+
+
+def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
+    assert built.status == 0, built.output
+    assert "2 built" in built.output
+
+
+def test_runtime_has_no_compiler_and_no_nvcc(built: Built, docker_client: Any) -> None:
+    found = sh(
+        docker_client,
+        built.spec("runtime").reference,
+        "for c in gcc cc g++ c++ nvcc; do command -v $c; done; find / -xdev -name nvcc -type f",
+    )
+    assert found == ""
+
+
+@pytest.mark.parametrize("library", ["libcudnn.so.9", "libnccl.so.2"])
+@pytest.mark.parametrize("flavor", ["runtime", "devel"])
+def test_exactly_one_copy_of_cudnn_and_nccl(built: Built, docker_client: Any, flavor: str, library: str) -> None:
+    found = sh(docker_client, built.spec(flavor).reference, f"find / -xdev -name '{library}*' -not -type d")
+    copies = {Path(line).parent for line in found.split()}
+    assert len(copies) == 1, f"{library} in {sorted(map(str, copies))}"
+
+
+def test_devel_has_nvcc_of_the_wheels_cuda(built: Built, docker_client: Any) -> None:
+    assert "release 13.0" in sh(docker_client, built.spec("devel").reference, "nvcc --version")
+
+
+def test_devel_compiles_a_cuda_extension(built: Built, docker_client: Any) -> None:
+    output = sh(
+        docker_client,
+        built.spec("devel").reference,
+        "cp /probe/cuda_extension.py /tmp/ && cd /tmp && python cuda_extension.py --build-only",
+        volumes={str(EXTENSION.parent): {"bind": "/probe", "mode": "ro"}},
+        network_disabled=True,
+    )
+    (line,) = [x for x in output.splitlines() if x.startswith("SMOKE_JSON:")]
+    result = json.loads(line.removeprefix("SMOKE_JSON:"))
+    assert result["built"] is True, output
+
+
+@pytest.mark.parametrize("flavor", ["runtime", "devel"])
+def test_ca_bundle_is_in_no_layer_and_no_history(
+    built: Built, docker_client: Any, ca_bundle: tuple[Path, bytes], flavor: str
+) -> None:
+    image = docker_client.images.get(built.spec(flavor).reference)
+    marker = ca_bundle[1]
+    history = "\n".join(str(entry.get("CreatedBy", "")) for entry in image.history())
+    assert marker.decode() not in history and "127.0.0.1" not in history
+    tail = b""
+    for chunk in image.save(chunk_size=8 * 1024 * 1024):
+        assert marker not in tail + chunk, "the CA bundle was found in an image layer"
+        tail = chunk[-len(marker) :]
+
+
+def test_a_wrong_cudnn_fails_verification_and_leaves_no_tag(built: Built, docker_client: Any) -> None:
+    true_spec = built.spec("runtime")
+    lie = dataclasses.replace(true_spec, cudnn="9.23.0.1", tag="wrong-cudnn-runtime", aliases=())
+    options = orchestrate.BuildOptions(
+        images_dir=built.plan.images_dir, log_dir=built.logs, sources=WheelSources.from_environment()
+    )
+    (outcome,) = orchestrate.Builder(options, out=lambda _: None).build([lie])
+    assert outcome.status == "failed"
+    assert "cudnn: the tag claims 9.23.0.1, the image has 9.24.0" in outcome.detail
+    assert docker_client.images.list(name=f"{true_spec.repository}:wrong-cudnn-runtime") == []
