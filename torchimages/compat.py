@@ -79,7 +79,7 @@ class OsRelease:
     image: str
     python: str
     packages: dict[str, str]
-    compilers: dict[str, str]
+    devel_packages: dict[str, str]
     suite: str
     mirror: str
     confidence: str
@@ -174,7 +174,7 @@ def _os(name: str, raw: dict[str, Any]) -> OsRelease:
         image=raw["image"],
         python=str(raw["python"]),
         packages=dict(raw.get("packages") or {}),
-        compilers=dict(raw.get("compilers") or {}),
+        devel_packages=dict(raw.get("devel_packages") or {}),
         suite=raw.get("suite", ""),
         mirror=raw.get("mirror", ""),
         confidence=raw["confidence"],

@@ -40,6 +40,13 @@ def wheel_cuda_home(spec: ImageSpec) -> str:
     return f"/opt/venv/lib/python{spec.python}/site-packages/nvidia/cu{major}"
 
 
+def toolkit_links(spec: ImageSpec) -> list[Link]:
+    """The CUDA_HOME layout build tools expect (lib64/, an unversioned libcudart.so) over the wheels'."""
+    home = wheel_cuda_home(spec)
+    major = (spec.cuda or "").split(".")[0]
+    return [Link(f"{home}/lib64", "lib"), Link(f"{home}/lib/libcudart.so", f"libcudart.so.{major}")]
+
+
 def requirements(spec: ImageSpec) -> list[str]:
     """The pinned pip requirements of the venv."""
     pins = [("torch", spec.torch), ("torchvision", spec.torchvision), ("torchaudio", spec.torchaudio)]
@@ -61,12 +68,12 @@ def context(specs: list[ImageSpec]) -> dict[str, Any]:
         "runtime": "runtime" in by_flavor,
         "base_image": first.os.image,
         "packages": first.os.packages,
-        "compilers": first.os.compilers,
+        "devel_packages": first.os.devel_packages,
         "index_url": first.index_url,
         "requirements": requirements(first),
         "toolkit": first.toolkit,
         "wheel_cuda_home": cuda_home,
-        "toolkit_links": [Link(f"{cuda_home}/lib64", "lib")] if first.toolkit.source == "wheels" else [],
+        "toolkit_links": toolkit_links(first) if first.toolkit.source == "wheels" else [],
         "environment": first.environment(),
         "labels": {flavor: spec.labels() for flavor, spec in by_flavor.items()},
     }

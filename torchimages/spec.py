@@ -75,7 +75,7 @@ class ImageSpec:
         skip = {"tag", "aliases", "digest", "warnings", "source", "repository", "flavors", "os", "toolkit"}
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         os = self.os
-        data["os"] = [os.name, os.provider, os.image, os.python, os.packages, os.compilers, os.suite, os.mirror]
+        data["os"] = [os.name, os.provider, os.image, os.python, os.packages, os.devel_packages, os.suite, os.mirror]
         data["toolkit"] = [self.toolkit.source, self.toolkit.image, self.toolkit.requirements, self.toolkit.arch_list]
         return data
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.unit.conftest import ROOT
 
 Cli = Callable[..., tuple[int, str, str]]
 GOOD = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n"

@@ -103,6 +103,7 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
             device_id=device,
         )
         report["device"] = torch.cuda.get_device_name(device)
+        report["device_index"] = torch.cuda.current_device()
         case = 0
         for size_name, size in SIZES.items():
             for dtype_name, dtype in DTYPES.items():

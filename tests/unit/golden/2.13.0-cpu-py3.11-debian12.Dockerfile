@@ -42,6 +42,7 @@ RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     && apt-get install -y --no-install-recommends \
         g++=4:12.2.0-3 \
         gcc=4:12.2.0-3 \
+        python3.11-dev=3.11.2-6+deb12u9 \
     && rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99build-ca
 COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
@@ -55,7 +56,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:14f5f5ab24b36e47da5f4c90dfad7153c2547e466da57f21dab764377bbed770" \
+      io.torchimages.input-digest="sha256:026f5a0095c6eabeb9ee7484502e2a741d0435f6f084522457147603c98d4747" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -77,7 +78,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:97a0a4174e0ac9f1fbbce6250751360c67175906383b0a8b59008d66f1f5ccdd" \
+      io.torchimages.input-digest="sha256:024469a824350069929681ca093dd78f605d99d5769f77cc842be814de4119d9" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -44,6 +44,7 @@ RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     && apt-get install -y --no-install-recommends \
         g++=4:12.2.0-3 \
         gcc=4:12.2.0-3 \
+        python3.11-dev=3.11.2-6+deb12u9 \
     && rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99build-ca
 COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
@@ -54,7 +55,8 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && /opt/venv/bin/pip install --no-input \
         "cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3" \
         "ninja==1.13.2"
-RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64
+RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64 \
+    && ln -s libcudart.so.13 /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so
 ENV CUDA_HOME=/opt/venv/lib/python3.11/site-packages/nvidia/cu13
 ENV PATH=${CUDA_HOME}/bin:${PATH}
 ENV TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
@@ -65,7 +67,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:c15c705025af562942e436a3b6c7be92a1cc87750336ca3f88af07ce5027433a" \
+      io.torchimages.input-digest="sha256:6566b69ada60531e2536a845feded59dd46e59d7091567a6411a8d0906d144c3" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -90,7 +92,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:df231786a21a7569241cd3ad90ddf1d72d210d7483ee799bed2bc391c85d05c1" \
+      io.torchimages.input-digest="sha256:c9e39410f3b22a2f7e820dc19936a7f68f5f966e8576a525b90f4fcb1bdd844f" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -62,6 +62,14 @@ RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch
+RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
+    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends \
+        g++=4:11.2.0-1ubuntu1 \
+        gcc=4:11.2.0-1ubuntu1 \
+        python3.10-dev=3.10.12-1~22.04.11 \
+    && rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99build-ca
 # The toolkit image's NCCL would be a second copy beside the wheel's: remove it.
 RUN apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -82,7 +90,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:3468c1c6feff8f5228223de8046c0aaaa45478bb2562e804da9d82d76893db48" \
+      io.torchimages.input-digest="sha256:5ac6eabe6fb4cac1df0c675a88e2cf41f06da62dd374d47964d24f3ed32beadd" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -107,7 +115,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:cf643379fd6718a32c8d4a02278d384a059a74138de72895ddc05891c6dd8425" \
+      io.torchimages.input-digest="sha256:5f1e772c944ed5fd133dc1b9cc7a2f38a66f0941974344d464ae3b78a40009dd" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
