@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cli, orchestrate
+from . import cli, engine, orchestrate, smoke
 from .engine import EngineError
 from .wheels import WheelSources
 
@@ -57,6 +58,13 @@ def configure_build(parser: argparse.ArgumentParser) -> None:
         help="distribution mirror for bootstrapped bases (default: mmdebstrap's)",
     )
     parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="one build log per image (default logs/)")
+    parser.add_argument(
+        "--test",
+        action="append",
+        choices=("gpu", "none"),
+        default=[],
+        help="the cpu smoke suite always runs before tagging; gpu adds the GPU suites (--gpus auto); none skips",
+    )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -77,7 +85,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         mirror=args.mirror,
     )
     try:
-        outcomes = orchestrate.Builder(options).build(specs)
+        checks = []
+        if "none" not in args.test:
+            suites = smoke.SUITES if "gpu" in args.test else ("cpu",)
+            checks.append(smoke.check(smoke.SmokeOptions(suites=suites), engine.connect()))
+        outcomes = orchestrate.Builder(options, checks).build(specs)
     except (EngineError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return cli.EXIT_USAGE
@@ -85,7 +97,78 @@ def cmd_build(args: argparse.Namespace) -> int:
     return cli.EXIT_FAILED if any(o.status == "failed" for o in outcomes) else cli.EXIT_OK
 
 
-COMMANDS = (("build", "build, verify and tag images (SELECTOR: tag prefix)", configure_build, cmd_build),)
+def configure_test(parser: argparse.ArgumentParser) -> None:
+    """Options of `test`."""
+    parser.add_argument("selectors", nargs="*", metavar="SELECTOR", help="tag prefixes or globs of built images")
+    parser.add_argument(
+        "--host",
+        choices=("docker", "local"),
+        default="docker",
+        help="local: run the suites against this machine instead of image containers",
+    )
+    parser.add_argument("--spec", type=Path, default=None, help="with --host local: SPEC.json (default: this host's)")
+    parser.add_argument("--suites", default=",".join(smoke.SUITES), help="comma-separated: cpu,gpu,multi_gpu")
+    parser.add_argument(
+        "--gpus",
+        choices=("all", "none", "auto"),
+        default="auto",
+        help="GPU request for containers (auto: when the engine has the NVIDIA runtime)",
+    )
+    parser.add_argument("--require-gpu", action="store_true", help="no usable GPU is a failure, not a skip")
+    parser.add_argument("--shm-size", default=smoke.DEFAULT_SHM, help="shared memory of the container (default 2g)")
+    parser.add_argument("--junit", type=Path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
+    parser.add_argument(
+        "--python-exe", default=None, help="Python with torch to probe (default: python, or python3 with --host local)"
+    )
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    suites = tuple(s for s in args.suites.split(",") if s)
+    unknown = [s for s in suites if s not in smoke.SUITES]
+    if unknown or not suites:
+        print(f"error: --suites takes {', '.join(smoke.SUITES)}, not {','.join(unknown) or 'nothing'}", file=sys.stderr)
+        return cli.EXIT_USAGE
+    local = args.host == "local"
+    options = smoke.SmokeOptions(
+        suites,
+        args.gpus,
+        args.require_gpu,
+        args.shm_size,
+        args.junit,
+        args.python_exe or ("python3" if local else "python"),
+    )
+    if local:
+        document = json.loads(args.spec.read_text()) if args.spec else smoke.host_document(options.python_exe)
+        return (
+            cli.EXIT_OK
+            if smoke.run_pytest("local://", document, options, args.junit).returncode == 0
+            else cli.EXIT_FAILED
+        )
+    if not args.selectors:
+        print("error: name the images to test (SELECTOR...), or use --host local", file=sys.stderr)
+        return cli.EXIT_USAGE
+    specs = cli.select(args)
+    try:
+        client = engine.connect()
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return cli.EXIT_USAGE
+    missing = [s.reference for s in specs if engine.image_labels(client, s.reference) is None]
+    if missing:
+        print("error: not built yet (make build TAG=...): " + ", ".join(missing), file=sys.stderr)
+        return cli.EXIT_USAGE
+    results = []
+    for spec in specs:
+        junit = smoke.junit_path(args.junit, spec.tag, len(specs) > 1)
+        results.append((spec.reference, smoke.test_image(client, spec, spec.reference, options, junit).returncode))
+    print(smoke.summary(results))
+    return cli.EXIT_FAILED if any(code for _, code in results) else cli.EXIT_OK
+
+
+COMMANDS = (
+    ("build", "build, verify, smoke-test and tag images (SELECTOR: tag prefix)", configure_build, cmd_build),
+    ("test", "run the smoke suites in built images, or on this machine", configure_test, cmd_test),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -107,6 +107,7 @@ class KnowledgeBase:
     index_url_template: str
     torchaudio_last_release: str
     devel_pip: dict[str, str]
+    numpy: dict[str, str]
 
     def release(self, torch_version: str) -> TorchRelease | None:
         """The release line a full torch version belongs to."""
@@ -195,6 +196,7 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         index_url_template=raw["index_url_template"],
         torchaudio_last_release=raw["torchaudio_last_release"],
         devel_pip=dict(raw.get("devel_pip") or {}),
+        numpy={str(k): str(v) for k, v in (raw.get("numpy") or {}).items()},
     )
 
 

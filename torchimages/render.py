@@ -49,7 +49,12 @@ def toolkit_links(spec: ImageSpec) -> list[Link]:
 
 def requirements(spec: ImageSpec) -> list[str]:
     """The pinned pip requirements of the venv."""
-    pins = [("torch", spec.torch), ("torchvision", spec.torchvision), ("torchaudio", spec.torchaudio)]
+    pins = [
+        ("torch", spec.torch),
+        ("torchvision", spec.torchvision),
+        ("torchaudio", spec.torchaudio),
+        ("numpy", spec.numpy),
+    ]
     return [f"{name}=={version}" for name, version in pins if version]
 
 

@@ -236,6 +236,9 @@ def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -
     torchvision = _companion(check, "torchvision", release.torchvision.get(torch), torch)
     torchaudio = _companion(check, "torchaudio", release.torchaudio.get(torch), torch)
     toolkit = _toolkit(kb, variant, os, flavors, check)
+    numpy = kb.numpy.get(python)
+    if numpy is None:
+        check.warn("python", f"no numpy is pinned for Python {python}: `import torch` will warn about it")
     if check.failed:
         return Resolved((), tuple(check.problems))
     cuda_facts = kb.cuda.get(variant.cuda or "")
@@ -248,6 +251,7 @@ def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -
             torch=torch,
             torchvision=torchvision,
             torchaudio=torchaudio,
+            numpy=numpy,
             variant=variant.name,
             cuda=variant.cuda,
             cudnn=variant.cudnn,

@@ -32,6 +32,7 @@ class ImageSpec:
     torch: str
     torchvision: str | None
     torchaudio: str | None
+    numpy: str | None
     variant: str
     cuda: str | None
     cudnn: str | None

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -73,3 +74,24 @@ def test_a_lying_spec_fails_and_leaves_no_tag(built: Built, docker_client: Any) 
     assert docker_client.images.list(name=f"{true_spec.repository}:lie-runtime") == []
     leftovers = [t for i in docker_client.images.list(name=orchestrate.TEMP_REPOSITORY + "/*") for t in i.tags]
     assert not [t for t in leftovers if true_spec.name in t]
+
+
+def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:
+    junit = tmp_path / "smoke.xml"
+    result = run_cli("test", "--matrix", built.plan.matrix_path, "--junit", junit, "*")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no usable GPU" in result.stdout
+    for flavor in ("devel", "runtime"):
+        suite = ElementTree.parse(junit.with_name(f"smoke-{built.spec(flavor).tag}.xml")).getroot().find("testsuite")
+        assert suite is not None
+        counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
+        assert counts["failures"] == counts["errors"] == 0 and counts["skipped"] > 0, counts
+        assert counts["tests"] - counts["skipped"] >= 10, counts
+
+
+def test_require_gpu_without_a_gpu_fails(built: Built) -> None:
+    result = run_cli(
+        "test", "--matrix", built.plan.matrix_path, "--suites", "gpu", "--require-gpu", built.spec("runtime").tag
+    )
+    assert result.returncode == 1
+    assert "FAILED" in result.stdout

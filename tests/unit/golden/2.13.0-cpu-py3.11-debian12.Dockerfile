@@ -31,7 +31,8 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cpu; fi \
     && /opt/venv/bin/pip install --no-input \
-        torch==2.13.0
+        torch==2.13.0 \
+        numpy==2.4.6
 
 # devel: compilers and nvcc of the same CUDA as the wheels, for building extensions.
 
@@ -56,7 +57,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:026f5a0095c6eabeb9ee7484502e2a741d0435f6f084522457147603c98d4747" \
+      io.torchimages.input-digest="sha256:bd7c29a8902fe67f278d8bf0ebc81c25bd74129b67cd6fbe41d207937e07a92a" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -78,7 +79,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:024469a824350069929681ca093dd78f605d99d5769f77cc842be814de4119d9" \
+      io.torchimages.input-digest="sha256:d0323937e1ed9e07e39ed0bf3a8526359f83651b7a881db1e3e9376c693cb522" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

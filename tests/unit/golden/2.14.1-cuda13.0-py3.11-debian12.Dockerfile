@@ -33,7 +33,8 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && /opt/venv/bin/pip install --no-input \
         torch==2.14.1 \
         torchvision==0.29.1 \
-        torchaudio==2.11.1
+        torchaudio==2.11.1 \
+        numpy==2.4.6
 
 # devel: compilers and nvcc of the same CUDA as the wheels, for building extensions.
 
@@ -67,7 +68,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:6566b69ada60531e2536a845feded59dd46e59d7091567a6411a8d0906d144c3" \
+      io.torchimages.input-digest="sha256:bfb8d1fd94e47d627cccd6637a8f7ed460ec7e64bd36698f5bdc3a0c8f9ef189" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -92,7 +93,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:c9e39410f3b22a2f7e820dc19936a7f68f5f966e8576a525b90f4fcb1bdd844f" \
+      io.torchimages.input-digest="sha256:b38383a57ff9c1c76f59a0aea18cc862055b5c2a84be9227d137445f583465aa" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

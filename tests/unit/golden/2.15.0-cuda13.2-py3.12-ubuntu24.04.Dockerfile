@@ -35,7 +35,8 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
     && /opt/venv/bin/pip install --no-input \
         torch==2.15.0 \
-        torchaudio==2.11.1
+        torchaudio==2.11.1 \
+        numpy==2.4.6
 
 # runtime: the plain OS plus the venv; the wheels bring their own CUDA libraries.
 FROM os AS runtime
@@ -47,7 +48,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:c5cacd2b1781638be618456fb4f4d4cfc1072b547334fc99864705cc96b55c5a" \
+      io.torchimages.input-digest="sha256:cb28bb63550052867fb27c308be2efcbd12e54ef48a425f090289ccdb5f8d4a1" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

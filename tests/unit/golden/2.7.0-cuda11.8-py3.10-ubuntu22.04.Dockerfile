@@ -36,7 +36,8 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && /opt/venv/bin/pip install --no-input \
         torch==2.7.0 \
         torchvision==0.22.0 \
-        torchaudio==2.7.0
+        torchaudio==2.7.0 \
+        numpy==2.2.6
 
 # devel: compilers and nvcc of the same CUDA as the wheels, for building extensions.
 
@@ -90,7 +91,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:5ac6eabe6fb4cac1df0c675a88e2cf41f06da62dd374d47964d24f3ed32beadd" \
+      io.torchimages.input-digest="sha256:00b6cd2f53afbeca10bf4fe2e603509678b2727946a2419088cd5cb86564b479" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -115,7 +116,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:5f1e772c944ed5fd133dc1b9cc7a2f38a66f0941974344d464ae3b78a40009dd" \
+      io.torchimages.input-digest="sha256:2965df3d6f9c053a886dd08a54fb359fecf59edba608adfd7e012664f6f13ba2" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
