@@ -50,7 +50,8 @@ lint: $(VENV)/.installed ## ruff, mypy and hadolint over every rendered Dockerfi
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 
-test: $(VENV)/.installed engine ## lint, render check, unit and end-to-end tests (real Docker builds)
+test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests (real Docker builds)
+	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
 	$(MAKE) --no-print-directory lint check-render
 	$(WITH_SOURCES) $(PY) -m pytest $(PYTEST_ARGS)
 

@@ -8,12 +8,12 @@
 #    may be a 28.x client without buildx, which cannot do BuildKit builds)
 #
 # Idempotent: a second run installs nothing, starts nothing, prints the same path.
-# Env: DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60)
+# Env: EXTRA_PACKAGES (more Debian packages to install, e.g. docker-registry for the tests), DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60)
 set -euo pipefail
 
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 DOCKERD_TIMEOUT=${DOCKERD_TIMEOUT:-60}
-PACKAGES=(docker.io mmdebstrap)
+PACKAGES=(docker.io mmdebstrap ${EXTRA_PACKAGES:-})
 
 log() { printf '[start-docker] %s\n' "$*" >&2; }
 die() { printf '[start-docker] ERROR: %s\n' "$*" >&2; exit 1; }

@@ -58,6 +58,7 @@ def configure_build(parser: argparse.ArgumentParser) -> None:
         help="distribution mirror for bootstrapped bases (default: mmdebstrap's)",
     )
     parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="one build log per image (default logs/)")
+    parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
     parser.add_argument(
         "--test",
         action="append",
@@ -83,6 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         network=args.network,
         docker=args.docker,
         mirror=args.mirror,
+        push=args.push,
     )
     try:
         checks = []

@@ -38,6 +38,7 @@ class BuildOptions:
     network: str | None = None
     docker: str | None = None
     mirror: str | None = None
+    push: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,15 @@ class Builder:
         for tag in (spec.tag, *spec.aliases):
             image.tag(spec.repository, tag)
 
+    def _push(self, spec: ImageSpec) -> list[str]:
+        """Push the public tag and aliases (only verified images have them); return the errors."""
+        errors = []
+        for tag in (spec.tag, *spec.aliases):
+            for line in self.docker.images.push(spec.repository, tag, stream=True, decode=True):
+                if "error" in line:
+                    errors.append(f"{spec.repository}:{tag}: {line['error']}")
+        return errors
+
     def build_one(self, spec: ImageSpec, served: Served, progress: _Progress) -> Outcome:
         """Build to a temporary reference, verify, then apply the public tags; never leave a lie."""
         start = time.monotonic()
@@ -160,6 +170,10 @@ class Builder:
                     spec, "failed", start, "verification failed:\n    " + "\n    ".join(problems), progress
                 )
             self._tag(spec, reference)
+            if self.options.push:
+                failures = self._push(spec)
+                if failures:
+                    return self._finish(spec, "failed", start, "push failed:\n    " + "\n    ".join(failures), progress)
             return self._finish(spec, "built", start, f"{spec.reference} verified", progress)
         finally:
             engine.remove_image(self.docker, reference)

@@ -24,14 +24,19 @@ from torchimages.spec import ImageSpec
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def require(reason: str) -> None:
+    """Skip with the reason; with REQUIRE_DOCKER=1 (CI), fail instead."""
+    if os.environ.get("REQUIRE_DOCKER") == "1":
+        pytest.fail(f"REQUIRE_DOCKER=1 but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def docker_client() -> Any:
     try:
         return engine.connect()
     except engine.EngineError as exc:
-        if os.environ.get("REQUIRE_DOCKER") == "1":
-            pytest.fail(f"REQUIRE_DOCKER=1 but {exc}")
-        pytest.skip(f"no Docker engine: {exc}")
+        require(f"no Docker engine: {exc}")
 
 
 @dataclass(frozen=True)
@@ -73,15 +78,25 @@ def ca_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
     return path, marker
 
 
-def build_matrix(client: Any, tmp: Path, entry: str, ca_bundle: tuple[Path, bytes]) -> Iterator[Built]:
+def build_matrix(
+    client: Any,
+    tmp: Path,
+    entry: str,
+    ca_bundle: tuple[Path, bytes],
+    registry: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> Iterator[Built]:
     """Render and build a one-combination matrix; remove everything it made afterwards."""
     repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
+    if registry:
+        repository = f"{registry}/{repository}"
     matrix = tmp / "matrix.yaml"
     matrix.write_text(textwrap.dedent(f"repository: {repository}\nmatrix:\n  include:\n    - {entry}\n"))
     try:
         render = run_cli("render", "--matrix", matrix)
         assert render.returncode == 0, render.stderr
-        result = run_cli("build", "--matrix", matrix, "--log-dir", tmp / "logs", "--ca-cert", ca_bundle[0], "*")
+        options = ("--log-dir", tmp / "logs", "--ca-cert", ca_bundle[0], *extra)
+        result = run_cli("build", "--matrix", matrix, *options, "*")
         output = result.stdout + result.stderr
         yield Built(plan.load(matrix), result.returncode, output, tmp / "logs")
     finally:
