@@ -144,10 +144,18 @@ class Builder:
                     errors.append(f"{spec.repository}:{tag}: {line['error']}")
         return errors
 
+    def _publish(self, spec: ImageSpec, reference: str) -> list[str]:
+        """Apply the public tag and aliases; push them when asked. Returns the errors."""
+        self._tag(spec, reference)
+        return self._push(spec) if self.options.push else []
+
     def build_one(self, spec: ImageSpec, served: Served, progress: _Progress) -> Outcome:
         """Build to a temporary reference, verify, then apply the public tags; never leave a lie."""
         start = time.monotonic()
         if not self.options.no_cache and self.up_to_date(spec):
+            problems = self._publish(spec, spec.reference)
+            if problems:
+                return self._finish(spec, "failed", start, "push failed:\n    " + "\n    ".join(problems), progress)
             progress.say(f"{spec.tag}: up to date (input digest unchanged), skipped", finished=True)
             return Outcome(spec, "skipped", 0.0, "up to date")
         reference = temporary_reference(spec)
@@ -166,15 +174,14 @@ class Builder:
                 return self._finish(spec, "failed", start, detail, progress)
             problems = self._verify(spec, reference)
             if problems:
-                return self._finish(
-                    spec, "failed", start, "verification failed:\n    " + "\n    ".join(problems), progress
-                )
-            self._tag(spec, reference)
-            if self.options.push:
-                failures = self._push(spec)
-                if failures:
-                    return self._finish(spec, "failed", start, "push failed:\n    " + "\n    ".join(failures), progress)
+                detail = "verification failed:\n    " + "\n    ".join(problems)
+                return self._finish(spec, "failed", start, detail, progress)
+            problems = self._publish(spec, reference)
+            if problems:
+                return self._finish(spec, "failed", start, "push failed:\n    " + "\n    ".join(problems), progress)
             return self._finish(spec, "built", start, f"{spec.reference} verified", progress)
+        except docker.errors.DockerException as exc:
+            return self._finish(spec, "failed", start, f"Docker engine error: {exc}", progress)
         finally:
             engine.remove_image(self.docker, reference)
 

@@ -1,0 +1,43 @@
+"""Without an engine or a BuildKit client, one clear message and exit status 2 (real failures, no mocks)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.conftest import ROOT
+from torchimages import engine
+
+
+def test_no_engine_is_one_clear_message(tmp_path: Path) -> None:
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), "build", "--log-dir", str(tmp_path), "2.14.1-cuda13.0-*-debian12"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    assert "no Docker engine answers" in result.stderr and "dockerd" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_client_that_cannot_build_with_buildkit_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\necho 'BuildKit is enabled but the buildx component is missing' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(engine.EngineError) as caught:
+        engine.find_build_client(str(fake))
+    message = str(caught.value)
+    assert "no docker client here builds with BuildKit" in message and "buildx" in message
+
+
+def test_a_missing_client_is_named() -> None:
+    with pytest.raises(engine.EngineError, match="'/no/such/docker' was not found"):
+        engine.find_build_client("/no/such/docker")
