@@ -15,11 +15,11 @@ RUN --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     && apt-get update \
     && apt-get install -y --no-install-recommends \
         ca-certificates=20240203 \
-        libpython3.12-minimal=3.12.3-1ubuntu0.9 \
-        libpython3.12-stdlib=3.12.3-1ubuntu0.9 \
-        python3.12=3.12.3-1ubuntu0.9 \
-        python3.12-minimal=3.12.3-1ubuntu0.9 \
-        python3.12-venv=3.12.3-1ubuntu0.9 \
+        libpython3.12-minimal=3.12.3-1ubuntu0.13 \
+        libpython3.12-stdlib=3.12.3-1ubuntu0.13 \
+        python3.12=3.12.3-1ubuntu0.13 \
+        python3.12-minimal=3.12.3-1ubuntu0.13 \
+        python3.12-venv=3.12.3-1ubuntu0.13 \
     && rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99build-ca
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
@@ -48,7 +48,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:cb28bb63550052867fb27c308be2efcbd12e54ef48a425f090289ccdb5f8d4a1" \
+      io.torchimages.input-digest="sha256:bbb9a46a4cdb38ad089c690d448d5089a0d082642b69da522fc4f5dd81f85679" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \
