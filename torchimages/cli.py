@@ -22,9 +22,9 @@ def load_plan(args: argparse.Namespace) -> planning.Plan:
     return planning.load(args.matrix, args.templates, args.images_dir)
 
 
-def select(args: argparse.Namespace) -> list[ImageSpec]:
+def select(args: argparse.Namespace, loaded: planning.Plan | None = None) -> list[ImageSpec]:
     """The selected images; prints the warnings that concern them."""
-    loaded = load_plan(args)
+    loaded = loaded or load_plan(args)
     chosen = planning.select(loaded, args.selectors)
     lines = {s.source.rpartition(":")[2] for s in chosen}
     warn(p for p in loaded.warnings if str(p.line) in lines)

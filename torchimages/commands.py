@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,7 +71,7 @@ def configure_build(parser: argparse.ArgumentParser) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     loaded = cli.load_plan(args)
-    specs = cli.select(args)
+    specs = cli.select(args, loaded)
     if args.ca_cert and not args.ca_cert.is_file():
         print(f"error: --ca-cert {args.ca_cert}: no such file", file=sys.stderr)
         return cli.EXIT_USAGE
@@ -140,7 +141,11 @@ def cmd_test(args: argparse.Namespace) -> int:
         args.python_exe or ("python3" if local else "python"),
     )
     if local:
-        document = json.loads(args.spec.read_text()) if args.spec else smoke.host_document(options.python_exe)
+        try:
+            document = json.loads(args.spec.read_text()) if args.spec else smoke.host_document(options.python_exe)
+        except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+            print(f"error: cannot read the host's spec: {exc}", file=sys.stderr)
+            return cli.EXIT_USAGE
         return (
             cli.EXIT_OK
             if smoke.run_pytest("local://", document, options, args.junit).returncode == 0

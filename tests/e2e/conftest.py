@@ -58,6 +58,12 @@ def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
 
 
+def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:
+    """Run a shell script in a throwaway container of the image (no network); its output."""
+    output = client.containers.run(image, ["sh", "-c", script], remove=True, network_disabled=True, **kwargs)
+    return str(output.decode())
+
+
 def remove_repository(client: Any, repository: str) -> None:
     for image in client.images.list(name=repository):
         for tag in image.tags:

@@ -13,7 +13,7 @@ import pytest
 from torchimages import orchestrate
 from torchimages.wheels import WheelSources
 
-from .conftest import Built, build_matrix, run_cli
+from .conftest import Built, build_matrix, run_cli, sh
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
@@ -24,11 +24,6 @@ def built(
     docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
 ) -> Iterator[Built]:
     yield from build_matrix(docker_client, tmp_path_factory.mktemp("cpu"), ENTRY, ca_bundle)
-
-
-def sh(client: Any, image: str, script: str) -> str:
-    output = client.containers.run(image, ["sh", "-c", script], remove=True, network_disabled=True)
-    return str(output.decode())
 
 
 def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
