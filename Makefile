@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]'
 	touch $@
 
-.PHONY: help install engine build render check-render validate list lint test test-unit test-images bench clean
+.PHONY: help install engine build render check-render validate list lint test test-unit test-images bench bench-image clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -62,8 +62,11 @@ test-images: $(VENV)/.installed ## smoke-test built images: make test-images TAG
 	@if [ -z "$(TAG)" ]; then echo "usage: make test-images TAG=<tag prefix>"; exit 2; fi
 	$(PY) build.py test --matrix $(MATRIX) $(TEST_ARGS) '$(TAG)'
 
-bench: $(VENV)/.installed ## print the benchmark figures (see docs/benchmarks.md)
+bench: $(VENV)/.installed ## print the validate+plan+render figures (see docs/benchmarks.md)
 	$(PY) bench/plan_render.py
+
+bench-image: $(VENV)/.installed engine ## image size, cold build and warm rebuild figures (slow; empties the build cache)
+	$(WITH_SOURCES) $(PY) bench/image_build.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

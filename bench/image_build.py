@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SELECTOR = "2.14.1-cuda13.0-cudnn9-runtime-debian12"
 
 
-def run(*args: str | Path) -> float:
+def run(*args: str | Path, env: dict[str, str] | None = None) -> float:
     """Run a command, fail loudly, return its seconds."""
     start = time.perf_counter()
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False)
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False, env=env)
     if result.returncode:
         sys.exit(f"failed: {' '.join(map(str, args))}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return time.perf_counter() - start
@@ -89,7 +89,9 @@ def main() -> None:
         with secret_file(served.pip_conf(spec.index_url)) as conf:
             secrets = ["--secret", f"id=pipconf,src={conf}"] + (["--secret", f"id=cacert,src={ca}"] if ca else [])
             network = ["--network", "host"] if served.needs_host_network else []
-            naive_seconds = run(*build.command, "--tag", naive_tag, *secrets, *network, context)
+            naive_seconds = run(
+                *build.command, "--tag", naive_tag, *secrets, *network, context, env=build.environment()
+            )
         # (b') the bare pip install of the same wheels in a plain container of the base image.
         with secret_file(served.pip_conf(spec.index_url)) as conf:
             volumes = {str(conf): {"bind": "/pip.conf", "mode": "ro"}}
