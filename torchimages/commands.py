@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cli, engine, orchestrate, smoke
+from . import cli, engine, lock, orchestrate, render, smoke
+from . import plan as planning
 from .engine import EngineError
 from .wheels import WheelSources
 
@@ -172,9 +173,36 @@ def cmd_test(args: argparse.Namespace) -> int:
     return cli.EXIT_FAILED if any(code for _, code in results) else cli.EXIT_OK
 
 
+def configure_lock(parser: argparse.ArgumentParser) -> None:
+    """Options of `lock`."""
+    parser.add_argument("selectors", nargs="+", metavar="SELECTOR", help="tag prefixes or globs of built images")
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    loaded = cli.load_plan(args)
+    specs = cli.select(args, loaded)
+    try:
+        client = engine.connect()
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return cli.EXIT_USAGE
+    for members in render.group(specs).values():
+        spec = lock.source(members)
+        if engine.image_labels(client, spec.reference) is None:
+            print(f"error: {spec.reference} is not built yet (make build TAG=...)", file=sys.stderr)
+            return cli.EXIT_USAGE
+        path = lock.write(loaded.images_dir, spec, lock.freeze(client, spec.reference))
+        print(f"locked {spec.name}: {path}")
+    relocked = planning.load(args.matrix, args.templates, args.images_dir)
+    changed = render.write(render.render_all(relocked.specs, relocked.templates), relocked.images_dir)
+    print(f"{len(changed)} Dockerfiles re-rendered to use their lock")
+    return cli.EXIT_OK
+
+
 COMMANDS = (
     ("build", "build, verify, smoke-test and tag images (SELECTOR: tag prefix)", configure_build, cmd_build),
     ("test", "run the smoke suites in built images, or on this machine", configure_test, cmd_test),
+    ("lock", "pin every package of built combinations into images/<name>/requirements.lock", configure_lock, cmd_lock),
 )
 
 

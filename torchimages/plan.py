@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import compat, matrix, render, tags
 from .problems import InputError, Problem, errors, warnings
 from .resolve import resolve
-from .spec import ImageSpec, input_digest
+from .spec import LOCK_FILE, ImageSpec, input_digest
 from .suggest import closest
 
 
@@ -44,13 +45,21 @@ def load(
     if errors(problems):
         raise InputError(errors(problems) + warnings(problems))
     fingerprint = render.template_fingerprint(templates)
+    images = images_dir or matrix_path.parent / "images"
+    locked = (replace(s, lock=lock_digest(images / s.name / LOCK_FILE)) for s in tagged)
     ordered = sorted(
-        (replace(s, digest=input_digest(s, fingerprint)) for s in tagged),
+        (replace(s, digest=input_digest(s, fingerprint)) for s in locked),
         key=lambda s: (compat.version_key(s.torch), s.variant, s.os.name, s.flavor),
     )
-    return Plan(
-        matrix_path, images_dir or matrix_path.parent / "images", templates, tuple(ordered), tuple(warnings(problems))
-    )
+    return Plan(matrix_path, images, templates, tuple(ordered), tuple(warnings(problems)))
+
+
+def lock_digest(path: Path) -> str | None:
+    """The hash of a combination's committed lock file (pip constraints), if it has one."""
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
 
 
 def matches(selector: str, name: str) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from .spec import ImageSpec
+from .spec import LOCK_FILE, ImageSpec
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 ENTRY_TEMPLATE = "Dockerfile.j2"
@@ -76,6 +76,7 @@ def context(specs: list[ImageSpec]) -> dict[str, Any]:
         "devel_packages": first.os.devel_packages,
         "index_url": first.index_url,
         "requirements": requirements(first),
+        "lock": LOCK_FILE if first.lock else "",
         "toolkit": first.toolkit,
         "wheel_cuda_home": cuda_home,
         "toolkit_links": toolkit_links(first) if first.toolkit.source == "wheels" else [],

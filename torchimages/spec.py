@@ -10,6 +10,8 @@ from typing import Any
 from .compat import OsRelease
 
 FLAVORS = ("devel", "runtime")
+# pip constraints pinning every package of a combination (written by `build.py lock`).
+LOCK_FILE = "requirements.lock"
 LABEL_PREFIX = "io.torchimages"
 
 
@@ -46,6 +48,7 @@ class ImageSpec:
     flavors: tuple[str, ...]
     source: str
     repository: str
+    lock: str | None = None
     tag: str = ""
     aliases: tuple[str, ...] = ()
     digest: str = ""

@@ -90,3 +90,20 @@ def test_require_gpu_without_a_gpu_fails(built: Built) -> None:
     )
     assert result.returncode == 1
     assert "FAILED" in result.stdout
+
+
+def test_lock_pins_every_package_and_the_rebuild_installs_exactly_those(built: Built, docker_client: Any) -> None:
+    """Runs last in this module: locking changes the combination's Dockerfile and digest."""
+    matrix = built.plan.matrix_path
+    locked = run_cli("lock", "--matrix", matrix, "*")
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    name = built.spec("runtime").name
+    lock_file = built.plan.images_dir / name / "requirements.lock"
+    pins = {line for line in lock_file.read_text().splitlines() if not line.startswith("#")}
+    assert {"torch==2.13.0+cpu", "numpy==2.4.6"} <= pins
+    assert "--constraint /tmp/requirements.lock" in (built.plan.images_dir / name / "Dockerfile").read_text()
+    assert run_cli("render", "--check", "--matrix", matrix).returncode == 0
+    rebuilt = run_cli("build", "--matrix", matrix, "--log-dir", built.logs, "*")
+    assert rebuilt.returncode == 0 and "2 built" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+    frozen = sh(docker_client, built.spec("runtime").reference, "python -m pip freeze --all | grep -v '^pip=='")
+    assert set(frozen.split()) <= pins

@@ -95,3 +95,19 @@ def test_stale_and_write(tmp_path: Path, rendered: dict[str, str]) -> None:
     assert render.stale(rendered, images) == sorted([first, "old/Dockerfile"])
     render.write(rendered, images)
     assert render.stale(rendered, images) == [] and not (images / "old").exists()
+
+
+def test_a_lock_file_is_mounted_as_constraints_and_shapes_the_digest(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12}\n")
+    images = tmp_path / "images"
+    before = plan.load(path, images_dir=images)
+    name = before.specs[0].name
+    (images / name).mkdir(parents=True)
+    (images / name / "requirements.lock").write_text("torch==2.13.0+cpu\nnumpy==2.4.6\n")
+    after = plan.load(path, images_dir=images)
+    text = render.render_all(after.specs, render.DEFAULT_TEMPLATES)[f"{name}/Dockerfile"]
+    assert text.count("--mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock") == 2
+    assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 2
+    assert {s.digest for s in before.specs}.isdisjoint(s.digest for s in after.specs)

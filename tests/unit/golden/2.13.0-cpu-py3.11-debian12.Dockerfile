@@ -57,7 +57,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:bd7c29a8902fe67f278d8bf0ebc81c25bd74129b67cd6fbe41d207937e07a92a" \
+      io.torchimages.input-digest="sha256:70a6e0d1ecd460705997cfbb79165986707387dd256d4d816c41a29f8d194c20" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -79,7 +79,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:d0323937e1ed9e07e39ed0bf3a8526359f83651b7a881db1e3e9376c693cb522" \
+      io.torchimages.input-digest="sha256:6d72e27667bc69c60d49437e97c1242fb18aa90151a7f6cd065023a5a2ba78fc" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
