@@ -114,8 +114,28 @@ def describe(spec: ImageSpec) -> str:
     )
 
 
+def ci_matrix(specs: list[ImageSpec]) -> dict[str, list[dict[str, str]]]:
+    """A GitHub Actions `strategy.matrix`: one job per combination (its flavors share the venv stage)."""
+    jobs = []
+    for name, members in render.group(specs).items():
+        tags = [s.tag for s in members]
+        jobs.append(
+            {
+                "combination": name.removesuffix("/Dockerfile"),
+                "tags": " ".join(tags),
+                "torch": members[0].torch,
+                "cuda": members[0].cuda or "cpu",
+                "os": members[0].os.name,
+            }
+        )
+    return {"include": jobs}
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     chosen = select(args)
+    if args.format == "github":
+        print(json.dumps(ci_matrix(chosen), separators=(",", ":")))
+        return EXIT_OK
     bootstraps = sorted({s.os.image for s in chosen if s.os.provider == "bootstrap"})
     step = 1
     for image in bootstraps:
@@ -159,9 +179,15 @@ def parser(
     _common(p)
     p.add_argument("--check", action="store_true", help="fail (exit 1) if the committed files are stale")
     p.set_defaults(run=cmd_render)
-    p = sub.add_parser("plan", help="show what would be built, in order")
+    p = sub.add_parser("plan", help="show what would be built, in order (or a CI matrix)")
     _common(p)
     p.add_argument("selectors", nargs="+", metavar="SELECTOR")
+    p.add_argument(
+        "--format",
+        choices=("text", "github"),
+        default="text",
+        help="github: a GitHub Actions matrix, one job per combination (`build.py build ${{ matrix.tags }}`)",
+    )
     p.set_defaults(run=cmd_plan)
     for name, help_text, configure, run in extra:
         p = sub.add_parser(name, help=help_text)

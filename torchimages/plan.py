@@ -70,13 +70,17 @@ def matches(selector: str, name: str) -> bool:
 
 
 def select(plan: Plan, selectors: list[str]) -> list[ImageSpec]:
-    """Images whose tag (or an alias) a selector matches; every selector must match something."""
+    """Images whose tag (or an alias) a selector matches; every selector must match something.
+
+    A selector equal to a tag selects that image alone; otherwise it is a prefix or a glob.
+    """
     if not selectors:
         return list(plan.specs)
     chosen: list[ImageSpec] = []
     problems = []
     for selector in selectors:
-        hits = [s for s in plan.specs if any(matches(selector, t) for t in (s.tag, *s.aliases))]
+        exact = [s for s in plan.specs if selector in (s.tag, *s.aliases)]
+        hits = exact or [s for s in plan.specs if any(matches(selector, t) for t in (s.tag, *s.aliases))]
         if not hits:
             names = [t for s in plan.specs for t in (s.tag, *s.aliases)]
             near = sorted({n for n in names if n.startswith(selector.split("-")[0])})[:5]

@@ -96,3 +96,25 @@ def test_every_committed_dockerfile_passes_hadolint() -> None:
         [hadolint, "--config", str(ROOT / ".hadolint.yaml"), *files], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_full_tag_selects_that_image_alone(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(
+        "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0'}\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n"
+    )
+    assert cli("list", "--matrix", str(path), "2.14.1-cuda13.0-cudnn9-runtime")[1].split() == [
+        "2.14.1-cuda13.0-cudnn9-runtime"
+    ]
+    assert len(cli("list", "--matrix", str(path), "2.14.1-cuda13.0-cudnn9-r")[1].split()) == 2
+    assert cli("list", "--matrix", str(path), "*-debian12")[1].split() == [
+        "2.14.1-cuda13.0-cudnn9-devel-debian12",
+        "2.14.1-cuda13.0-cudnn9-runtime-debian12",
+    ]
+
+
+def test_plan_emits_a_github_actions_matrix(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    code, out, _ = cli("plan", "--format", "github", "--matrix", str(write_matrix(GOOD)), "2")
+    assert code == 0
+    jobs = json.loads(out)["include"]
+    assert [j["combination"] for j in jobs] == ["2.7.0-cuda11.8-py3.10-ubuntu22.04", "2.14.1-cuda13.0-py3.11-debian12"]
+    assert jobs[0]["tags"] == "2.7.0-cuda11.8-cudnn9-devel 2.7.0-cuda11.8-cudnn9-runtime"
