@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -62,6 +63,20 @@ def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:
     """Run a shell script in a throwaway container of the image (no network); its output."""
     output = client.containers.run(image, ["sh", "-c", script], remove=True, network_disabled=True, **kwargs)
     return str(output.decode())
+
+
+def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
+    """`build.py test` on both flavors: cpu checks pass, GPU tests skip with the reason, JUnit written."""
+    junit = tmp / "smoke.xml"
+    result = run_cli("test", "--matrix", built.plan.matrix_path, "--junit", junit, "*")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no usable GPU" in result.stdout
+    for flavor in ("devel", "runtime"):
+        suite = ElementTree.parse(junit.with_name(f"smoke-{built.spec(flavor).tag}.xml")).getroot().find("testsuite")
+        assert suite is not None
+        counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
+        assert counts["failures"] == counts["errors"] == 0 and counts["skipped"] > 0, counts
+        assert counts["tests"] - counts["skipped"] >= 10, counts
 
 
 def remove_repository(client: Any, repository: str) -> None:
