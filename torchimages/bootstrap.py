@@ -14,8 +14,9 @@ from typing import Any
 
 from .compat import OsRelease
 from .engine import EngineError, image_labels
+from .spec import LABEL_PREFIX
 
-DIGEST_LABEL = "io.torchimages.bootstrap-digest"
+DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
 # Leave documentation, manual pages and translations out: smaller images, nothing lost at run time.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 

@@ -138,7 +138,6 @@ def cmd_test(args: argparse.Namespace) -> int:
         args.gpus,
         args.require_gpu,
         args.shm_size,
-        args.junit,
         args.python_exe or ("python3" if local else "python"),
     )
     if local:

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-VERIFIED, SECONDARY, UNCERTAIN = "V", "S", "U"
+UNCERTAIN = "U"  # confidence of a fact: V verified, S secondary source, U uncertain
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,6 @@ class OsRelease:
     packages: dict[str, str]
     devel_packages: dict[str, str]
     suite: str
-    mirror: str
     confidence: str
     sources: tuple[str, ...]
 
@@ -177,7 +176,6 @@ def _os(name: str, raw: dict[str, Any]) -> OsRelease:
         packages=dict(raw.get("packages") or {}),
         devel_packages=dict(raw.get("devel_packages") or {}),
         suite=raw.get("suite", ""),
-        mirror=raw.get("mirror", ""),
         confidence=raw["confidence"],
         sources=_strings(raw.get("sources")),
     )

@@ -15,10 +15,9 @@ from pathlib import Path
 import docker.errors
 
 from . import bootstrap, engine, render, verify
-from .spec import ImageSpec
+from .spec import INPUT_DIGEST_LABEL, ImageSpec
 from .wheels import Served, WheelSources, secret_file, serve
 
-INPUT_DIGEST = "io.torchimages.input-digest"
 TEMP_REPOSITORY = "torchimages-tmp"
 
 # A check run on the temporary image before it gets its public tags; returns problems found.
@@ -112,7 +111,7 @@ class Builder:
     def up_to_date(self, spec: ImageSpec) -> bool:
         """A verified image with this input digest already carries the public tag."""
         labels = engine.image_labels(self.docker, spec.reference)
-        return labels is not None and labels.get(INPUT_DIGEST) == spec.digest
+        return labels is not None and labels.get(INPUT_DIGEST_LABEL) == spec.digest
 
     def _bases(self, specs: Sequence[ImageSpec]) -> None:
         for os in {s.os.name: s.os for s in specs if s.os.provider == "bootstrap"}.values():

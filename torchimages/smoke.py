@@ -32,7 +32,6 @@ class SmokeOptions:
     gpus: str = "auto"  # all | none | auto
     require_gpu: bool = False
     shm_size: str = DEFAULT_SHM
-    junit: Path | None = None
     python_exe: str = "python"
 
 

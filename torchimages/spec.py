@@ -13,6 +13,7 @@ FLAVORS = ("devel", "runtime")
 # pip constraints pinning every package of a combination (written by `build.py lock`).
 LOCK_FILE = "requirements.lock"
 LABEL_PREFIX = "io.torchimages"
+INPUT_DIGEST_LABEL = f"{LABEL_PREFIX}.input-digest"
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class ImageSpec:
         skip = {"tag", "aliases", "digest", "warnings", "source", "repository", "flavors", "os", "toolkit"}
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         os = self.os
-        data["os"] = [os.name, os.provider, os.image, os.python, os.packages, os.devel_packages, os.suite, os.mirror]
+        data["os"] = [os.name, os.provider, os.image, os.python, os.packages, os.devel_packages, os.suite]
         data["toolkit"] = [self.toolkit.source, self.toolkit.image, self.toolkit.requirements, self.toolkit.arch_list]
         return data
 
@@ -95,7 +96,6 @@ class ImageSpec:
             "nccl": self.nccl or "none",
             "python": self.python,
             "os": self.os.name,
-            "input-digest": self.digest,
         }
         return {
             "org.opencontainers.image.title": f"PyTorch {self.torch} ({self.flavor})",
@@ -106,6 +106,7 @@ class ImageSpec:
             "org.opencontainers.image.version": self.torch,
             "org.opencontainers.image.licenses": "BSD-3-Clause",
             **{f"{LABEL_PREFIX}.{k}": v for k, v in versions.items()},
+            INPUT_DIGEST_LABEL: self.digest,
         }
 
     def environment(self) -> dict[str, str]:

@@ -57,7 +57,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:70a6e0d1ecd460705997cfbb79165986707387dd256d4d816c41a29f8d194c20" \
+      io.torchimages.input-digest="sha256:cdd658577373ad90f16d6e73697871172cbe50e87c8885899e0f1cba839cae1f" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -79,7 +79,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:6d72e27667bc69c60d49437e97c1242fb18aa90151a7f6cd065023a5a2ba78fc" \
+      io.torchimages.input-digest="sha256:935ebedc245195bb76c6c3599b8dfc1222e79e2e35ad7522e9b984d35627719a" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
