@@ -3,7 +3,7 @@
 
 import sys
 
-from torchimages.commands import main
+from torchimages.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -59,13 +59,13 @@ def main() -> None:
             images = Path(tmp) / "images"
             start = time.perf_counter()
             loaded = plan.load(path, kb=kb, images_dir=images)
-            rendered = render.render_all(loaded.specs, loaded.templates)
+            rendered = render.render_all(loaded.combinations, loaded.templates)
             render.write(rendered, images)
             timings.append(time.perf_counter() - start)
             for file in images.glob("*/Dockerfile"):
                 file.unlink()
     print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}")
-    print(f"combinations: {len(rendered)}, images: {len(loaded.specs)}")
+    print(f"combinations: {len(rendered)}, images: {len(loaded.images())}")
     print(f"validate+plan+render+write: best {min(timings):.3f} s, median {sorted(timings)[len(timings) // 2]:.3f} s")
 
 

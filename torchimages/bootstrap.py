@@ -10,11 +10,10 @@ import hashlib
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
+from .combination import LABEL_PREFIX
 from .compat import OsRelease
-from .engine import EngineError, image_labels
-from .spec import LABEL_PREFIX
+from .engine import Engine, EngineError
 
 DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
 # Leave documentation, manual pages and translations out: smaller images, nothing lost at run time.
@@ -37,10 +36,10 @@ def digest(os: OsRelease, mirror: str | None) -> str:
     return "sha256:" + hashlib.sha256("\0".join(command(os, mirror)).encode()).hexdigest()
 
 
-def ensure(client: Any, docker_cli: str, os: OsRelease, mirror: str | None, log: Path) -> str:
+def ensure(engine: Engine, os: OsRelease, mirror: str | None, log: Path) -> str:
     """Make the base image unless an identical one is present; return what was done."""
     wanted = digest(os, mirror)
-    labels = image_labels(client, os.image)
+    labels = engine.labels(os.image)
     if labels is not None and labels.get(DIGEST_LABEL) == wanted:
         return f"base {os.image} is up to date"
     if shutil.which("mmdebstrap") is None:
@@ -49,30 +48,17 @@ def ensure(client: Any, docker_cli: str, os: OsRelease, mirror: str | None, log:
             "(apt-get install mmdebstrap)"
         )
     log.parent.mkdir(parents=True, exist_ok=True)
+    changes = (f"LABEL {DIGEST_LABEL}={wanted}", 'CMD ["/bin/bash"]')
     with log.open("wb") as out:
         strap = subprocess.Popen(command(os, mirror), stdout=subprocess.PIPE, stderr=out)
-        imported = subprocess.run(
-            [
-                docker_cli,
-                "import",
-                "--change",
-                f"LABEL {DIGEST_LABEL}={wanted}",
-                "--change",
-                'CMD ["/bin/bash"]',
-                "-",
-                os.image,
-            ],
-            stdin=strap.stdout,
-            stdout=out,
-            stderr=out,
-            check=False,
-        )
-        assert strap.stdout is not None
-        strap.stdout.close()
+        if strap.stdout is None:  # pragma: no cover - Popen with PIPE always has one
+            raise EngineError("mmdebstrap gave no output stream")
+        with strap.stdout:
+            imported = engine.import_rootfs(strap.stdout, os.image, changes, out)
         strap_status = strap.wait()
-    if strap_status or imported.returncode:
+    if strap_status or imported:
         raise EngineError(
-            f"bootstrapping {os.image} failed (mmdebstrap exit {strap_status}, "
-            f"docker import exit {imported.returncode}); see {log}"
+            f"bootstrapping {os.image} failed "
+            f"(mmdebstrap exit {strap_status}, docker import exit {imported}); see {log}"
         )
     return f"base {os.image} bootstrapped from the {os.suite} archive"

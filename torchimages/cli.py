@@ -1,20 +1,41 @@
-"""Command line: validate, list, render, plan (build and test live in their own modules)."""
+"""The command line: one table of commands, each a small function.
+
+validate, list, render and plan need neither Docker nor the docker SDK; build, test and lock import
+the engine (and through it the SDK) only when they run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import plan as planning
 from . import render
+from .combination import Combination, Image
 from .problems import InputError, Problem
-from .spec import ImageSpec
+from .wheels import WheelSources
+
+if TYPE_CHECKING:
+    from .engine import DockerEngine
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_MATRIX = Path("matrix.yaml")
+SUITE_NAMES = ("cpu", "gpu", "multi_gpu")
+
+
+class UsageError(Exception):
+    """A command cannot run as asked (exit status 2); the message says why and what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
 
 
 def load_plan(args: argparse.Namespace) -> planning.Plan:
@@ -22,12 +43,10 @@ def load_plan(args: argparse.Namespace) -> planning.Plan:
     return planning.load(args.matrix, args.templates, args.images_dir)
 
 
-def select(args: argparse.Namespace, loaded: planning.Plan | None = None) -> list[ImageSpec]:
-    """The selected images; prints the warnings that concern them."""
-    loaded = loaded or load_plan(args)
+def select(args: argparse.Namespace, loaded: planning.Plan) -> list[planning.Selected]:
+    """The selected images by combination; prints the warnings that concern them."""
     chosen = planning.select(loaded, args.selectors)
-    lines = {s.source.rpartition(":")[2] for s in chosen}
-    warn(p for p in loaded.warnings if str(p.line) in lines)
+    warn([*loaded.warnings, *(w for s in chosen for w in s.combination.warnings)])
     return chosen
 
 
@@ -45,50 +64,92 @@ def summarize(problems: Sequence[Problem]) -> list[str]:
     return [str(ps[0]) + (f" (and {len(ps) - 1} more)" if len(ps) > 1 else "") for ps in seen.values()]
 
 
-def spec_json(spec: ImageSpec) -> dict[str, object]:
+def connect(docker_cli: str | None = None) -> DockerEngine:
+    """The Docker engine (imports the docker SDK)."""
+    from .engine import DockerEngine
+
+    return DockerEngine(docker_cli)
+
+
+def image_json(combination: Combination, image: Image) -> dict[str, object]:
     """The public, stable description of one image (`list --json`)."""
     return {
-        "tag": spec.tag,
-        "reference": spec.reference,
-        "aliases": list(spec.aliases),
-        "flavor": spec.flavor,
-        "torch": spec.torch,
-        "torchvision": spec.torchvision,
-        "torchaudio": spec.torchaudio,
-        "cuda": spec.cuda or "cpu",
-        "cudnn": spec.cudnn,
-        "nccl": spec.nccl,
-        "python": spec.python,
-        "os": spec.os.name,
-        "dockerfile": spec.dockerfile,
-        "base_image": spec.os.image,
-        "toolkit": spec.toolkit.source,
-        "min_driver": spec.min_driver,
-        "input_digest": spec.digest,
+        "tag": image.tag,
+        "reference": image.reference,
+        "aliases": list(image.aliases),
+        "flavor": image.flavor,
+        "combination": combination.folder,
+        "torch": combination.torch,
+        "torchvision": combination.torchvision,
+        "torchaudio": combination.torchaudio,
+        "cuda": combination.cuda or "cpu",
+        "cudnn": combination.cudnn,
+        "nccl": combination.nccl,
+        "python": combination.python,
+        "os": combination.os.name,
+        "dockerfile": combination.dockerfile,
+        "base_image": combination.os.image,
+        "toolkit": combination.toolkit.provider if image.flavor == "devel" else "none",
+        "devel_from": combination.devel_from if image.flavor == "devel" else None,
+        "min_driver": combination.min_driver,
+        "input_digest": image.input_digest,
     }
+
+
+def describe(combination: Combination, image: Image) -> str:
+    """One plan line: what is built, from what, with which target."""
+    devel = image.flavor == "devel"
+    base = combination.toolkit.image if devel and combination.toolkit.provider == "image" else combination.os.image
+    provider = combination.toolkit.provider
+    toolkit = f", nvcc from {provider}" if devel and provider != "none" else ""
+    return (
+        f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n"
+        f"    base {base} ({combination.os.provider}){toolkit}; wheels from {combination.index_url}\n"
+        f"    aliases {', '.join(image.aliases) or '-'}"
+    )
+
+
+def ci_matrix(chosen: list[planning.Selected]) -> dict[str, list[dict[str, str]]]:
+    """A GitHub Actions `strategy.matrix`: one job per combination (its flavors share layers)."""
+    jobs = [
+        {
+            "combination": s.combination.folder,
+            "tags": " ".join(i.tag for i in s.images),
+            "torch": s.combination.torch,
+            "cuda": s.combination.cuda or "cpu",
+            "os": s.combination.os.name,
+        }
+        for s in chosen
+    ]
+    return {"include": jobs}
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands without Docker
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = load_plan(args)
-    warn(loaded.warnings)
-    count = len(render.group(loaded.specs))
-    print(f"{args.matrix}: valid, {count} combinations, {len(loaded.specs)} images")
+    warn(loaded.all_warnings())
+    images = sum(len(c.images) for c in loaded.combinations)
+    print(f"{args.matrix}: valid, {len(loaded.combinations)} combinations, {images} images")
     return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    chosen = select(args)
+    chosen = select(args, load_plan(args))
     if args.json:
-        print(json.dumps([spec_json(s) for s in chosen], indent=2))
+        print(json.dumps([image_json(s.combination, i) for s in chosen for i in s.images], indent=2))
     else:
-        for spec in chosen:
-            print(spec.tag)
+        for s in chosen:
+            for image in s.images:
+                print(image.tag)
     return EXIT_OK
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     loaded = load_plan(args)
-    rendered = render.render_all(loaded.specs, loaded.templates)
+    rendered = render.render_all(loaded.combinations, loaded.templates)
     if args.check:
         stale = render.stale(rendered, loaded.images_dir)
         for path in stale:
@@ -103,48 +164,114 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def describe(spec: ImageSpec) -> str:
-    """One plan line: what is built, from what, with which target."""
-    base = spec.toolkit.image if spec.flavor == "devel" and spec.toolkit.source == "image" else spec.os.image
-    toolkit = f", nvcc from {spec.toolkit.source}" if spec.flavor == "devel" and spec.toolkit.source != "none" else ""
-    return (
-        f"{spec.reference}\n    dockerfile {spec.dockerfile} --target {spec.flavor}\n"
-        f"    base {base} ({spec.os.provider}){toolkit}; wheels from {spec.index_url}\n"
-        f"    aliases {', '.join(spec.aliases) or '-'}"
-    )
-
-
-def ci_matrix(specs: list[ImageSpec]) -> dict[str, list[dict[str, str]]]:
-    """A GitHub Actions `strategy.matrix`: one job per combination (its flavors share the venv stage)."""
-    jobs = []
-    for name, members in render.group(specs).items():
-        tags = [s.tag for s in members]
-        jobs.append(
-            {
-                "combination": name.removesuffix("/Dockerfile"),
-                "tags": " ".join(tags),
-                "torch": members[0].torch,
-                "cuda": members[0].cuda or "cpu",
-                "os": members[0].os.name,
-            }
-        )
-    return {"include": jobs}
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
-    chosen = select(args)
+    chosen = select(args, load_plan(args))
     if args.format == "github":
         print(json.dumps(ci_matrix(chosen), separators=(",", ":")))
         return EXIT_OK
-    bootstraps = sorted({s.os.image for s in chosen if s.os.provider == "bootstrap"})
-    step = 1
-    for image in bootstraps:
-        print(f"{step}. bootstrap base {image} from the distribution archive")
-        step += 1
-    for spec in chosen:
-        print(f"{step}. {describe(spec)}")
-        step += 1
+    bases = sorted({s.combination.os.image for s in chosen if s.combination.os.provider == "bootstrap"})
+    steps = [f"bootstrap base {image} from the distribution archive" for image in bases]
+    steps += [describe(s.combination, image) for s in chosen for image in s.images]
+    for number, step in enumerate(steps, 1):
+        print(f"{number}. {step}")
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands that talk to Docker
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from . import builder, smoke
+
+    loaded = load_plan(args)
+    chosen = select(args, loaded)
+    if args.ca_cert and not args.ca_cert.is_file():
+        raise UsageError(f"--ca-cert {args.ca_cert}: no such file")
+    options = builder.BuildOptions(
+        images_dir=loaded.images_dir,
+        log_dir=args.log_dir,
+        jobs=args.jobs,
+        no_cache=args.no_cache,
+        ca_cert=args.ca_cert,
+        sources=WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links)),
+        network=args.network,
+        mirror=args.mirror,
+        push=args.push,
+    )
+    engine = connect(args.docker)
+    gate = None
+    if "none" not in args.test:
+        suites = SUITE_NAMES if "gpu" in args.test else ("cpu",)
+        gate = smoke.gate(engine, smoke.SmokeOptions(suites=suites))
+    outcomes = builder.Builder(engine, options, gate).build(chosen)
+    print(builder.summary(outcomes))
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def _suites(text: str) -> tuple[str, ...]:
+    suites = tuple(s for s in text.split(",") if s)
+    unknown = [s for s in suites if s not in SUITE_NAMES]
+    if unknown or not suites:
+        raise UsageError(f"--suites takes {', '.join(SUITE_NAMES)}, not {','.join(unknown) or 'nothing'}")
+    return suites
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from . import smoke
+
+    local = args.host == "local"
+    options = smoke.SmokeOptions(
+        _suites(args.suites),
+        args.gpus,
+        args.require_gpu,
+        args.shm_size,
+        args.python_exe or ("python3" if local else "python"),
+    )
+    if local:
+        try:
+            document = json.loads(args.spec.read_text()) if args.spec else smoke.host_document(options.python_exe)
+        except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+            raise UsageError(f"cannot read the host's spec: {exc}") from None
+        passed = smoke.run_pytest("local://", document, options, args.junit).returncode == 0
+        return EXIT_OK if passed else EXIT_FAILED
+    if not args.selectors:
+        raise UsageError("name the images to test (SELECTOR...), or use --host local")
+    targets = [(s.combination, i) for s in select(args, load_plan(args)) for i in s.images]
+    engine = connect()
+    missing = [i.reference for _, i in targets if engine.labels(i.reference) is None]
+    if missing:
+        raise UsageError("not built yet (make build TAG=...): " + ", ".join(missing))
+    results = []
+    for combination, image in targets:
+        junit = smoke.junit_path(args.junit, image.tag, len(targets) > 1)
+        document = smoke.image_document(combination, image, image.reference)
+        code = smoke.run_suites_in_container(engine, document, options, junit).returncode
+        results.append((image.reference, code))
+    print(smoke.summary(results))
+    return EXIT_FAILED if any(code for _, code in results) else EXIT_OK
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    from . import lock
+
+    loaded = load_plan(args)
+    chosen = select(args, loaded)
+    engine = connect()
+    for s in chosen:
+        image = lock.image_to_freeze(s.combination)
+        if engine.labels(image.reference) is None:
+            raise UsageError(f"{image.reference} is not built yet (make build TAG=...)")
+        path = lock.write(loaded.images_dir, s.combination, image.reference, lock.freeze(engine, image.reference))
+        print(f"locked {s.combination.folder}: {path}")
+    relocked = load_plan(args)
+    changed = render.write(render.render_all(relocked.combinations, relocked.templates), relocked.images_dir)
+    print(f"{len(changed)} Dockerfiles re-rendered to use their lock")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -158,54 +285,165 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-Command = Callable[[argparse.Namespace], int]
+def _selectors(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument(
+        "selectors",
+        nargs="+" if required else "*",
+        metavar="SELECTOR",
+        help="tag prefix (2.7.0-cuda11.8), glob (2.14.1-*-debian12), or a full tag or alias",
+    )
 
 
-def parser(
-    extra: Sequence[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]] = (),
-) -> argparse.ArgumentParser:
-    """The argument parser; `extra` adds (name, help, configure, run) subcommands."""
-    top = argparse.ArgumentParser(prog="build.py", description="Build, verify and test PyTorch/CUDA images.")
-    sub = top.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("validate", help="check the matrix against the knowledge base")
-    _common(p)
-    p.set_defaults(run=cmd_validate)
-    p = sub.add_parser("list", help="list image tags (SELECTOR: tag prefix)")
-    _common(p)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("selectors", nargs="*", metavar="SELECTOR")
-    p.set_defaults(run=cmd_list)
-    p = sub.add_parser("render", help="render Dockerfiles into images/")
-    _common(p)
-    p.add_argument("--check", action="store_true", help="fail (exit 1) if the committed files are stale")
-    p.set_defaults(run=cmd_render)
-    p = sub.add_parser("plan", help="show what would be built, in order (or a CI matrix)")
-    _common(p)
-    p.add_argument("selectors", nargs="+", metavar="SELECTOR")
-    p.add_argument(
+def _no_options(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _list_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    _selectors(parser)
+
+
+def _render_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true", help="fail (exit 1) if the committed files are stale")
+
+
+def _plan_options(parser: argparse.ArgumentParser) -> None:
+    _selectors(parser, required=True)
+    parser.add_argument(
         "--format",
         choices=("text", "github"),
         default="text",
         help="github: a GitHub Actions matrix, one job per combination (`build.py build ${{ matrix.tags }}`)",
     )
-    p.set_defaults(run=cmd_plan)
-    for name, help_text, configure, run in extra:
-        p = sub.add_parser(name, help=help_text)
+
+
+def _build_options(parser: argparse.ArgumentParser) -> None:
+    """Options of `build`; each defaults to a TORCHIMAGES_* environment variable."""
+    env = os.environ.get
+    defaults = WheelSources.from_environment()
+    _selectors(parser, required=True)
+    parser.add_argument(
+        "--jobs", type=int, default=int(env("TORCHIMAGES_JOBS", "1")), help="combinations built at once (default 1)"
+    )
+    parser.add_argument("--no-cache", action="store_true", help="rebuild even when a verified image is present")
+    parser.add_argument(
+        "--ca-cert",
+        type=Path,
+        default=env("TORCHIMAGES_CA_CERT") or None,
+        help="CA bundle for TLS inside the build (a BuildKit secret, never in a layer)",
+    )
+    parser.add_argument(
+        "--index-url", default=defaults.index_url, help="wheel index instead of each image's PyTorch index"
+    )
+    parser.add_argument(
+        "--extra-index-url",
+        action="append",
+        default=list(defaults.extra_index_urls),
+        help="additional wheel index (repeatable; URL or local folder)",
+    )
+    parser.add_argument(
+        "--find-links", action="append", default=list(defaults.find_links), help="folder or URL of wheel files"
+    )
+    parser.add_argument(
+        "--network",
+        default=env("TORCHIMAGES_NETWORK") or None,
+        help="network for RUN steps (host is used automatically for local wheel folders)",
+    )
+    parser.add_argument("--docker", default=None, help="docker client to build with (default: $DOCKER or found)")
+    parser.add_argument(
+        "--mirror",
+        default=env("TORCHIMAGES_MIRROR") or None,
+        help="distribution mirror for bootstrapped bases (default: mmdebstrap's)",
+    )
+    parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="one build log per image (default logs/)")
+    parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
+    parser.add_argument(
+        "--test",
+        action="append",
+        choices=("gpu", "none"),
+        default=[],
+        help="the cpu smoke suite runs before tagging; gpu adds the GPU suites (--gpus auto); none skips them "
+        "(the versions inside are verified regardless)",
+    )
+
+
+def _test_options(parser: argparse.ArgumentParser) -> None:
+    _selectors(parser)
+    parser.add_argument(
+        "--host",
+        choices=("docker", "local"),
+        default="docker",
+        help="local: run the suites against this machine instead of image containers",
+    )
+    parser.add_argument("--spec", type=Path, default=None, help="with --host local: SPEC.json (default: this host's)")
+    parser.add_argument("--suites", default=",".join(SUITE_NAMES), help="comma-separated: cpu,gpu,multi_gpu")
+    parser.add_argument(
+        "--gpus",
+        choices=("all", "none", "auto"),
+        default="auto",
+        help="GPU request for containers (auto: when the engine has the NVIDIA runtime)",
+    )
+    parser.add_argument("--require-gpu", action="store_true", help="no usable GPU is a failure, not a skip")
+    parser.add_argument("--shm-size", default="2g", help="shared memory of the container (default 2g)")
+    parser.add_argument("--junit", type=Path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
+    parser.add_argument(
+        "--python-exe", default=None, help="Python with torch to probe (default: python, or python3 with --host local)"
+    )
+
+
+def _lock_options(parser: argparse.ArgumentParser) -> None:
+    _selectors(parser, required=True)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, help, options and what it runs."""
+
+    name: str
+    help: str
+    options: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS = (
+    Command("validate", "check the matrix against the knowledge base", _no_options, cmd_validate),
+    Command("list", "list image tags", _list_options, cmd_list),
+    Command("render", "render one Dockerfile per combination into images/", _render_options, cmd_render),
+    Command("plan", "show what would be built, in order (or a CI matrix)", _plan_options, cmd_plan),
+    Command("build", "build, verify, smoke-test and tag images", _build_options, cmd_build),
+    Command("test", "run the smoke suites in built images, or on this machine", _test_options, cmd_test),
+    Command(
+        "lock",
+        "pin every package of built combinations into images/<combination>/requirements.lock",
+        _lock_options,
+        cmd_lock,
+    ),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser, from the command table."""
+    top = argparse.ArgumentParser(prog="build.py", description="Build, verify and test PyTorch/CUDA images.")
+    sub = top.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help)
         _common(p)
-        configure(p)
-        p.set_defaults(run=run)
+        command.options(p)
+        p.set_defaults(run=command.run)
     return top
 
 
-def main(
-    argv: Sequence[str] | None = None,
-    extra: Sequence[tuple[str, str, Callable[[argparse.ArgumentParser], None], Command]] = (),
-) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage."""
-    args = parser(extra).parse_args(argv)
+    args = parser().parse_args(argv)
+    from .engine import EngineError  # no SDK import: engine.py imports docker only when connecting
+
     try:
         return int(args.run(args))
     except InputError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    except (UsageError, EngineError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,4 +1,10 @@
-"""The Docker engine: a BuildKit-capable CLI for builds, the docker SDK for everything else."""
+"""The Docker engine: the only module that talks to Docker.
+
+`Engine` is the interface the rest of the tool uses (build a target, import a root filesystem, run a
+probe, start and remove a test container, tag, push, remove); `DockerEngine` implements it with a
+BuildKit-capable CLI for builds and imports and the docker SDK for everything else. Unit tests use
+an in-memory fake with the same methods.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import docker
-import docker.errors
+from typing import IO, Any, Protocol
 
 BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
 HOW_TO_GET_AN_ENGINE = (
@@ -26,7 +31,68 @@ HOW_TO_GET_BUILDKIT = (
 
 
 class EngineError(Exception):
-    """No usable engine or BuildKit client: the message says what is missing and how to get it."""
+    """No usable engine or BuildKit client, or an engine action failed: the message says what and why."""
+
+
+class ProbeError(EngineError):
+    """A probe container could not run, or its command failed."""
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One BuildKit build of one target of a Dockerfile, to a reference."""
+
+    context: Path
+    dockerfile: Path
+    target: str
+    reference: str
+    secrets: tuple[tuple[str, Path], ...] = ()  # (id, file), mounted as BuildKit secrets
+    network: str | None = None
+    no_cache: bool = False
+
+
+class Engine(Protocol):
+    """Every engine action the tool takes."""
+
+    def build(self, request: BuildRequest, log: IO[bytes]) -> int:
+        """Build a target; its output goes to `log`; return the exit status."""
+        ...
+
+    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
+        """Import a root filesystem tar stream as an image; return the exit status."""
+        ...
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        """An image's labels, or None when there is no such image."""
+        ...
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        """Run the image's `python` with args in a throwaway container without network; its stdout."""
+        ...
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
+        """Start a long-running container of the image (no network); return its name."""
+        ...
+
+    def remove_container(self, name: str) -> None:
+        """Remove a container, running or not."""
+        ...
+
+    def gpu_runtime_available(self) -> bool:
+        """Whether the engine can hand GPUs to containers (the NVIDIA runtime is installed)."""
+        ...
+
+    def tag(self, reference: str, repository: str, tag: str) -> None:
+        """Give an image another name."""
+        ...
+
+    def push(self, repository: str, tag: str) -> list[str]:
+        """Push one tag; return the errors (empty on success)."""
+        ...
+
+    def remove_image(self, reference: str) -> None:
+        """Remove an image reference if present."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -36,9 +102,36 @@ class BuildClient:
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
 
+    @property
+    def docker(self) -> str:
+        """The docker CLI binary."""
+        return self.command[0]
+
     def environment(self) -> dict[str, str]:
         """The process environment for a build."""
         return {**os.environ, **dict(self.env)}
+
+
+def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
+    """The BuildKit invocation of one build request."""
+    cmd = [
+        *client.command,
+        "--file",
+        str(request.dockerfile),
+        "--target",
+        request.target,
+        "--tag",
+        request.reference,
+        "--progress",
+        "plain",
+    ]
+    for secret_id, path in request.secrets:
+        cmd += ["--secret", f"id={secret_id},src={path}"]
+    if request.network:
+        cmd += ["--network", request.network]
+    if request.no_cache:
+        cmd.append("--no-cache")
+    return [*cmd, str(request.context)]
 
 
 def _candidates(explicit: str | None) -> list[str]:
@@ -84,8 +177,10 @@ def find_build_client(explicit: str | None = None) -> BuildClient:
     raise EngineError(f"no docker client here builds with BuildKit (tried {tried}); {HOW_TO_GET_BUILDKIT}")
 
 
-def connect() -> Any:
-    """A docker SDK client for a running engine, or EngineError saying how to get one."""
+def _sdk_client() -> Any:
+    import docker  # the SDK is imported only by commands that talk to an engine
+    import docker.errors
+
     try:
         client = docker.from_env(timeout=600)
         client.ping()
@@ -94,16 +189,104 @@ def connect() -> Any:
     return client
 
 
-def image_labels(client: Any, reference: str) -> dict[str, str] | None:
-    """An image's labels, or None when there is no such image."""
-    try:
-        image = client.images.get(reference)
-    except docker.errors.ImageNotFound:
-        return None
-    return dict(image.labels or {})
+class DockerEngine:
+    """The Docker engine through its SDK, and a BuildKit CLI client for builds and imports."""
 
+    def __init__(self, docker_cli: str | None = None) -> None:
+        import docker.errors
+        import docker.types
 
-def remove_image(client: Any, reference: str) -> None:
-    """Remove an image reference if present."""
-    with contextlib.suppress(docker.errors.ImageNotFound):
-        client.images.remove(reference, noprune=False)
+        self._errors = docker.errors
+        self._types = docker.types
+        self.sdk = _sdk_client()
+        self._docker_cli = docker_cli
+        self._client: BuildClient | None = None
+
+    @property
+    def build_client(self) -> BuildClient:
+        """The BuildKit-capable client, found on first use (a probe build)."""
+        if self._client is None:
+            self._client = find_build_client(self._docker_cli)
+        return self._client
+
+    def build(self, request: BuildRequest, log: IO[bytes]) -> int:
+        cmd = build_command(self.build_client, request)
+        log.write((" ".join(cmd) + "\n").encode())
+        log.flush()
+        env = self.build_client.environment()
+        return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+
+    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
+        cmd = [self.build_client.docker, "import"]
+        for change in changes:
+            cmd += ["--change", change]
+        cmd += ["-", reference]
+        return subprocess.run(cmd, stdin=tar_stream, stdout=log, stderr=log, check=False).returncode
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        with self._failures(f"inspecting {reference}"):
+            try:
+                image = self.sdk.images.get(reference)
+            except self._errors.ImageNotFound:
+                return None
+            return dict(image.labels or {})
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        try:
+            output = self.sdk.containers.run(
+                reference, ["python", *args], remove=True, stderr=True, network_disabled=True
+            )
+        except self._errors.ContainerError as exc:
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
+            raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr.strip()}") from None
+        except self._errors.DockerException as exc:
+            raise ProbeError(f"could not run a container of {reference}: {exc}") from None
+        return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
+        requests = [self._types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else []
+        name = f"torchimages-smoke-{uuid.uuid4().hex[:10]}"
+        try:
+            self.sdk.containers.run(
+                reference,
+                ["sleep", "infinity"],
+                detach=True,
+                name=name,
+                shm_size=shm_size,
+                device_requests=requests,
+                network_mode="none",
+            )
+        except self._errors.DockerException as exc:
+            raise EngineError(f"could not start a container of {reference}: {exc}") from None
+        return name
+
+    def remove_container(self, name: str) -> None:
+        with contextlib.suppress(self._errors.NotFound):
+            self.sdk.containers.get(name).remove(force=True)
+
+    def gpu_runtime_available(self) -> bool:
+        return "nvidia" in (self.sdk.info().get("Runtimes") or {})
+
+    def tag(self, reference: str, repository: str, tag: str) -> None:
+        with self._failures(f"tagging {reference} as {repository}:{tag}"):
+            self.sdk.images.get(reference).tag(repository, tag)
+
+    def push(self, repository: str, tag: str) -> list[str]:
+        errors = []
+        with self._failures(f"pushing {repository}:{tag}"):
+            for line in self.sdk.images.push(repository, tag, stream=True, decode=True):
+                if "error" in line:
+                    errors.append(f"{repository}:{tag}: {line['error']}")
+        return errors
+
+    @contextlib.contextmanager
+    def _failures(self, action: str) -> Iterator[None]:
+        """Turn the SDK's errors into EngineError naming the action."""
+        try:
+            yield
+        except self._errors.DockerException as exc:
+            raise EngineError(f"{action} failed: {exc}") from None
+
+    def remove_image(self, reference: str) -> None:
+        with self._failures(f"removing {reference}"), contextlib.suppress(self._errors.ImageNotFound):
+            self.sdk.images.remove(reference, noprune=False)

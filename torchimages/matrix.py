@@ -1,4 +1,4 @@
-"""Read matrix.yaml and expand it into located combinations (GitHub Actions matrix semantics).
+"""Read matrix.yaml and expand it into located rows (GitHub Actions matrix semantics).
 
 Every scalar is read as the text the user wrote, so `cuda: 12.10` stays `12.10` (YAML would
 make it the float 12.1). Each value remembers the line it came from, for error messages.
@@ -31,8 +31,8 @@ class Value:
 
 
 @dataclass(frozen=True)
-class Combination:
-    """One combination the matrix asks for, before it is resolved against the knowledge base."""
+class MatrixRow:
+    """One combination the matrix asks for (an expanded row), before it is resolved against the knowledge base."""
 
     values: dict[str, Value]
     line: int
@@ -54,7 +54,7 @@ class Matrix:
 
     path: str
     repository: str
-    combinations: tuple[Combination, ...]
+    rows: tuple[MatrixRow, ...]
     problems: tuple[Problem, ...] = field(default=())
 
 
@@ -66,7 +66,7 @@ def _line(node: yaml.Node) -> int:
 
 
 class _Reader:
-    """Turns YAML nodes into Values and Combinations, collecting problems on the way."""
+    """Turns YAML nodes into Values and MatrixRows, collecting problems on the way."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -135,7 +135,7 @@ def expand(
     exclude: list[dict[str, Value]],
     include: list[tuple[dict[str, Value], int]],
     line: int,
-) -> list[Combination]:
+) -> list[MatrixRow]:
     """GitHub Actions semantics: product of the axes, minus excludes, then includes merged or added."""
     names = list(axes)
     combos = itertools.product(*(axes[n] for n in names))
@@ -155,7 +155,7 @@ def expand(
                 hit = True
         if not hit:
             extra.append((entry, entry_line))
-    return [Combination(c, line) for c in merged] + [Combination(e, ln) for e, ln in extra]
+    return [MatrixRow(c, line) for c in merged] + [MatrixRow(e, ln) for e, ln in extra]
 
 
 def parse(text: str, path: str) -> Matrix:
@@ -174,7 +174,7 @@ def parse(text: str, path: str) -> Matrix:
     repository = DEFAULT_REPOSITORY
     if "repository" in top and (repo := reader.scalar(top["repository"], "repository")):
         repository = str(repo.value)
-    combinations: list[Combination] = []
+    rows: list[MatrixRow] = []
     if "matrix" not in top:
         reader.problem(root, "missing the 'matrix:' mapping", key="matrix")
     else:
@@ -182,10 +182,10 @@ def parse(text: str, path: str) -> Matrix:
         axes = {k: reader.scalars(v, k) for k, v in body.items() if k in AXIS_KEYS}
         exclude = [e for e, _ in reader.entries(body["exclude"], "exclude")] if "exclude" in body else []
         include = reader.entries(body["include"], "include") if "include" in body else []
-        combinations = expand(axes, exclude, include, _line(top["matrix"]))
-        if not combinations:
+        rows = expand(axes, exclude, include, _line(top["matrix"]))
+        if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
-    return Matrix(path, repository, tuple(combinations), tuple(reader.problems))
+    return Matrix(path, repository, tuple(rows), tuple(reader.problems))
 
 
 def read(path: Path) -> Matrix:

@@ -1,28 +1,45 @@
-"""The validated plan: matrix -> resolved, tagged, digested ImageSpecs; and selection by tag prefix."""
+"""The validated plan: matrix -> resolved, tagged, digested Combinations; selection by tag."""
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import compat, matrix, render, tags
+from .combination import LOCK_FILE, Combination, Image, make_image
 from .problems import InputError, Problem, errors, warnings
 from .resolve import resolve
-from .spec import LOCK_FILE, ImageSpec, input_digest
 from .suggest import closest
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Every image a matrix asks for, in build order, plus the warnings found."""
+    """Every combination a matrix asks for, in build order, plus the warnings that concern no single one."""
 
     matrix_path: Path
     images_dir: Path
     templates: Path
-    specs: tuple[ImageSpec, ...]
+    combinations: tuple[Combination, ...]
     warnings: tuple[Problem, ...]
+
+    def images(self) -> list[tuple[Combination, Image]]:
+        """Every image with its combination, in plan order."""
+        return [(c, image) for c in self.combinations for image in c.images]
+
+    def all_warnings(self) -> list[Problem]:
+        """The matrix's own warnings and every combination's."""
+        return [*self.warnings, *(w for c in self.combinations for w in c.warnings)]
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A combination and the images of it that a command acts on (its Dockerfile always has every flavor)."""
+
+    combination: Combination
+    images: tuple[Image, ...]
 
 
 def load(
@@ -35,23 +52,47 @@ def load(
     kb = kb or compat.load()
     parsed = matrix.read(matrix_path)
     problems = list(parsed.problems)
-    specs: list[ImageSpec] = []
-    for combo in parsed.combinations:
-        resolved = resolve(kb, combo, parsed.path, parsed.repository)
-        problems.extend(resolved.problems)
-        specs.extend(resolved.specs)
-    tagged, clashes = tags.assign(kb, specs)
+    resolved = [resolve(kb, row, parsed.path, parsed.repository) for row in parsed.rows]
+    for result in resolved:
+        problems.extend(result.problems)
+    images_folder = images_dir or matrix_path.parent / "images"
+    found = [
+        (replace(r.combination, lock_digest=lock_digest(images_folder / r.combination.folder / LOCK_FILE)), r.flavors)
+        for r in resolved
+        if r.combination
+    ]
+    problems.extend(_defined_twice([c for c, _ in found]))
+    slots = [(c, flavor) for c, flavors in found for flavor in flavors]
+    namings, clashes = tags.assign(kb, slots)
     problems.extend(clashes)
     if errors(problems):
         raise InputError(errors(problems) + warnings(problems))
     fingerprint = render.template_fingerprint(templates)
-    images = images_dir or matrix_path.parent / "images"
-    locked = (replace(s, lock=lock_digest(images / s.name / LOCK_FILE)) for s in tagged)
-    ordered = sorted(
-        (replace(s, digest=input_digest(s, fingerprint)) for s in locked),
-        key=lambda s: (compat.version_key(s.torch), s.variant, s.os.name, s.flavor),
-    )
-    return Plan(matrix_path, images, templates, tuple(ordered), tuple(warnings(problems)))
+    images: dict[str, list[Image]] = defaultdict(list)
+    for (c, flavor), naming in zip(slots, namings, strict=True):
+        images[c.folder].append(make_image(c, flavor, naming.tag, naming.aliases, fingerprint))
+    complete = [replace(c, images=tuple(images[c.folder])) for c, _ in found]
+    complete.sort(key=lambda c: (compat.version_key(c.torch), c.variant, c.os.name))
+    return Plan(matrix_path, images_folder, templates, tuple(complete), tuple(warnings(list(parsed.problems))))
+
+
+def _defined_twice(combinations: list[Combination]) -> list[Problem]:
+    """Two matrix rows that resolve to the same combination would share one Dockerfile."""
+    first: dict[str, Combination] = {}
+    problems = []
+    for c in combinations:
+        if c.folder in first:
+            problems.append(
+                Problem(
+                    f"this row resolves to the same combination as line {first[c.folder].defined_at.line} ({c.folder})",
+                    file=c.defined_at.file,
+                    line=c.defined_at.line,
+                    suggestion="keep one row (list both flavors in it)",
+                )
+            )
+        else:
+            first[c.folder] = c
+    return problems
 
 
 def lock_digest(path: Path) -> str | None:
@@ -69,32 +110,42 @@ def matches(selector: str, name: str) -> bool:
     return name.startswith(selector)
 
 
-def select(plan: Plan, selectors: list[str]) -> list[ImageSpec]:
-    """Images whose tag (or an alias) a selector matches; every selector must match something.
+def select(plan: Plan, selectors: list[str]) -> list[Selected]:
+    """The images whose tag (or an alias) a selector matches, by combination; every selector must match.
 
-    A selector equal to a tag selects that image alone; otherwise it is a prefix or a glob.
+    A selector equal to a tag or alias selects that image alone; otherwise it is a prefix or a glob.
+    No selector selects everything.
     """
+    everything = plan.images()
     if not selectors:
-        return list(plan.specs)
-    chosen: list[ImageSpec] = []
-    problems = []
-    for selector in selectors:
-        exact = [s for s in plan.specs if selector in (s.tag, *s.aliases)]
-        hits = exact or [s for s in plan.specs if any(matches(selector, t) for t in (s.tag, *s.aliases))]
-        if not hits:
-            names = [t for s in plan.specs for t in (s.tag, *s.aliases)]
-            near = sorted({n for n in names if n.startswith(selector.split("-")[0])})[:5]
-            guess = closest(selector, names)
-            options = near or ([guess] if guess else [])
-            problems.append(
-                Problem(
-                    f"no image tag starts with '{selector}'",
-                    file=str(plan.matrix_path),
-                    key="selector",
-                    suggestion=f"closest: {', '.join(options)}" if options else "",
-                )
-            )
-        chosen.extend(h for h in hits if h not in chosen)
-    if problems:
-        raise InputError(problems)
-    return chosen
+        chosen = everything
+    else:
+        chosen = []
+        problems = []
+        for selector in selectors:
+            exact = [(c, i) for c, i in everything if selector in i.names]
+            hits = exact or [(c, i) for c, i in everything if any(matches(selector, n) for n in i.names)]
+            if not hits:
+                problems.append(_no_match(plan, selector))
+            chosen.extend(h for h in hits if h not in chosen)
+        if problems:
+            raise InputError(problems)
+    picked = {id(i) for _, i in chosen}
+    return [
+        Selected(c, tuple(i for i in c.images if id(i) in picked))
+        for c in plan.combinations
+        if any(id(i) in picked for i in c.images)
+    ]
+
+
+def _no_match(plan: Plan, selector: str) -> Problem:
+    names = [n for _, i in plan.images() for n in i.names]
+    near = sorted({n for n in names if n.startswith(selector.split("-")[0])})[:5]
+    guess = closest(selector, names)
+    options = near or ([guess] if guess else [])
+    return Problem(
+        f"no image tag starts with '{selector}'",
+        file=str(plan.matrix_path),
+        key="selector",
+        suggestion=f"closest: {', '.join(options)}" if options else "",
+    )

@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from .spec import LOCK_FILE, ImageSpec
+from .combination import LOCK_FILE, Combination
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 ENTRY_TEMPLATE = "Dockerfile.j2"
@@ -34,58 +34,56 @@ def template_fingerprint(templates: Path) -> str:
     return digest.hexdigest()
 
 
-def wheel_cuda_home(spec: ImageSpec) -> str:
+def wheel_cuda_home(combination: Combination) -> str:
     """Where NVIDIA's cu13 wheels lay out bin/, include/ and lib/ inside the venv."""
-    major = (spec.cuda or "").split(".")[0]
-    return f"/opt/venv/lib/python{spec.python}/site-packages/nvidia/cu{major}"
+    major = (combination.cuda or "").split(".")[0]
+    return f"/opt/venv/lib/python{combination.python}/site-packages/nvidia/cu{major}"
 
 
-def toolkit_links(spec: ImageSpec) -> list[Link]:
+def toolkit_links(combination: Combination) -> list[Link]:
     """The CUDA_HOME layout build tools expect (lib64/, an unversioned libcudart.so) over the wheels'."""
-    home = wheel_cuda_home(spec)
-    major = (spec.cuda or "").split(".")[0]
+    home = wheel_cuda_home(combination)
+    major = (combination.cuda or "").split(".")[0]
     return [Link(f"{home}/lib64", "lib"), Link(f"{home}/lib/libcudart.so", f"libcudart.so.{major}")]
 
 
-def requirements(spec: ImageSpec) -> list[str]:
+def requirements(combination: Combination) -> list[str]:
     """The pinned pip requirements of the venv."""
     pins = [
-        ("torch", spec.torch),
-        ("torchvision", spec.torchvision),
-        ("torchaudio", spec.torchaudio),
-        ("numpy", spec.numpy),
+        ("torch", combination.torch),
+        ("torchvision", combination.torchvision),
+        ("torchaudio", combination.torchaudio),
+        ("numpy", combination.numpy),
     ]
     return [f"{name}=={version}" for name, version in pins if version]
 
 
-def context(specs: list[ImageSpec]) -> dict[str, Any]:
+def context(combination: Combination) -> dict[str, Any]:
     """The template's view of one combination (all its flavors)."""
-    first = specs[0]
-    by_flavor = {s.flavor: s for s in specs}
-    cuda_home = wheel_cuda_home(first)
+    c = combination
     return {
-        "torch": first.torch,
-        "python": first.python,
-        "os": first.os.name,
-        "cuda_text": f"CUDA {first.cuda}, cuDNN {first.cudnn}, NCCL {first.nccl}" if first.cuda else "CPU only",
-        "flavors": list(by_flavor),
-        "devel": "devel" in by_flavor,
-        "runtime": "runtime" in by_flavor,
-        "base_image": first.os.image,
-        "packages": first.os.packages,
-        "devel_packages": first.os.devel_packages,
-        "index_url": first.index_url,
-        "requirements": requirements(first),
-        "lock": LOCK_FILE if first.lock else "",
-        "toolkit": first.toolkit,
-        "wheel_cuda_home": cuda_home,
-        "toolkit_links": toolkit_links(first) if first.toolkit.source == "wheels" else [],
-        "environment": first.environment(),
-        "labels": {flavor: spec.labels() for flavor, spec in by_flavor.items()},
+        "torch": c.torch,
+        "python": c.python,
+        "os": c.os.name,
+        "cuda_text": f"CUDA {c.cuda}, cuDNN {c.cudnn}, NCCL {c.nccl}" if c.cuda else "CPU only",
+        "flavors": list(c.flavors),
+        "devel": "devel" in c.flavors,
+        "runtime": "runtime" in c.flavors,
+        "base_image": c.os.image,
+        "packages": c.os.packages,
+        "devel_packages": c.os.devel_packages,
+        "index_url": c.index_url,
+        "requirements": requirements(c),
+        "lock": LOCK_FILE if c.lock_digest else "",
+        "toolkit": c.toolkit,
+        "wheel_cuda_home": wheel_cuda_home(c),
+        "toolkit_links": toolkit_links(c) if c.toolkit.provider == "wheels" else [],
+        "environment": c.nvidia_environment(),
+        "labels": {image.flavor: image.label_map() for image in c.images},
     }
 
 
-def environment(templates: Path) -> jinja2.Environment:
+def jinja_environment(templates: Path) -> jinja2.Environment:
     """A strict Jinja2 environment over the templates folder."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates)),
@@ -95,22 +93,13 @@ def environment(templates: Path) -> jinja2.Environment:
     )
 
 
-def group(specs: Iterable[ImageSpec]) -> dict[str, list[ImageSpec]]:
-    """Specs by Dockerfile (one per combination), in plan order."""
-    out: dict[str, list[ImageSpec]] = {}
-    for spec in specs:
-        out.setdefault(spec.dockerfile, []).append(spec)
-    return out
-
-
-def render_all(specs: Iterable[ImageSpec], templates: Path) -> dict[str, str]:
-    """Dockerfile path (relative to images/) -> its text."""
-    env = environment(templates)
-    template = env.get_template(ENTRY_TEMPLATE)
+def render_all(combinations: Iterable[Combination], templates: Path) -> dict[str, str]:
+    """Dockerfile path (relative to images/) -> its text, one per combination."""
+    template = jinja_environment(templates).get_template(ENTRY_TEMPLATE)
     rendered = {}
-    for path, members in group(specs).items():
-        text = template.render(image=context(members))
-        rendered[path] = "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+    for combination in combinations:
+        text = template.render(image=context(combination))
+        rendered[combination.dockerfile] = "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
     return rendered
 
 

@@ -1,34 +1,35 @@
-"""Resolve matrix combinations against the knowledge base into ImageSpecs, or explain why not."""
+"""Resolve matrix rows against the knowledge base into Combinations, or explain why not."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from .combination import FLAVORS, Combination, SourceLocation, Toolkit
 from .compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, version_key
-from .matrix import Combination
+from .matrix import MatrixRow
 from .problems import Problem, Severity
-from .spec import FLAVORS, ImageSpec, Toolkit
 from .suggest import closest, nearest_version
 
 TORCH_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")
-WHEEL_TOOLKIT_PARTS = ("nvcc", "cudart", "cccl", "crt", "nvrtc")
+WHEEL_TOOLKIT_PARTS = ("nvcc", "nvvm", "cudart", "cccl", "crt", "nvrtc")  # nvvm: cicc and libdevice
 NONE = "none"
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """The specs one combination yields and the problems found in it."""
+    """What one matrix row resolves to (None when it has errors), the flavors asked for, the problems found."""
 
-    specs: tuple[ImageSpec, ...]
+    combination: Combination | None
+    flavors: tuple[str, ...]
     problems: tuple[Problem, ...]
 
 
 class _Checker:
-    """Collects located problems for one combination."""
+    """Collects located problems for one matrix row."""
 
-    def __init__(self, combo: Combination, path: str) -> None:
+    def __init__(self, combo: MatrixRow, path: str) -> None:
         self.combo = combo
         self.path = path
         self.problems: list[Problem] = []
@@ -186,9 +187,9 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
     cuda = variant.cuda
     tools = tuple(f"{name}=={version}" for name, version in sorted(kb.devel_pip.items()))
     if "devel" not in flavors:
-        return Toolkit(source="none")
+        return Toolkit(provider="none")
     if cuda is None:
-        return Toolkit(source="none", requirements=tools)
+        return Toolkit(provider="none", requirements=tools)
     facts = kb.cuda[cuda]
     if os.provider == "registry":
         if os.version not in facts.ubuntu:
@@ -208,21 +209,21 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
             f"has no cuda-toolkit pin for {variant.name} builds of this torch",
             suggestion="use flavors: [runtime] or an ubuntu OS",
         )
-        return Toolkit(source="wheels")
+        return Toolkit(provider="wheels")
     extras = ",".join(WHEEL_TOOLKIT_PARTS)
     toolkit = f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}"
     return Toolkit("wheels", requirements=(toolkit, *tools), arch_list=facts.arch_list)
 
 
-def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -> Resolved:
-    """One combination -> its ImageSpecs (one per flavor, untagged), or the problems found."""
+def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> Resolved:
+    """One matrix row -> its Combination (images are added by the plan, once tags are known), or the problems."""
     check = _Checker(combo, path)
     flavors = _flavors(check)
     release = _release(kb, check)
     torch = combo.get("torch") or ""
     variant = _variant(kb, release, torch, check) if release else None
     if release is None or variant is None:
-        return Resolved((), tuple(check.problems))
+        return Resolved(None, flavors, tuple(check.problems))
     what = f"torch {torch}+{variant.name}"
     _pinned(check, "cudnn", variant.cudnn, what, "cuDNN")
     _pinned(check, "nccl", variant.nccl, what, "NCCL")
@@ -231,42 +232,38 @@ def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -
             check.warn(key, f"the {key} version of {what} is uncertain in the knowledge base")
     os = _os(kb, release, variant, check)
     if os is None:
-        return Resolved((), tuple(check.problems))
+        return Resolved(None, flavors, tuple(check.problems))
     python = _python(kb, release, os, check)
     torchvision = _companion(check, "torchvision", release.torchvision.get(torch), torch)
     torchaudio = _companion(check, "torchaudio", release.torchaudio.get(torch), torch)
     toolkit = _toolkit(kb, variant, os, flavors, check)
+    if toolkit.provider == "wheels" and release.is_uncertain(f"variants.{variant.name}.cuda_toolkit"):
+        check.warn("flavors", f"the cuda-toolkit pin of {what} (nvcc for devel) is uncertain in the knowledge base")
     numpy = kb.numpy.get(python)
     if numpy is None:
         check.warn("python", f"no numpy is pinned for Python {python}: `import torch` will warn about it")
     if check.failed:
-        return Resolved((), tuple(check.problems))
+        return Resolved(None, flavors, tuple(check.problems))
     cuda_facts = kb.cuda.get(variant.cuda or "")
     name_cuda = f"cuda{variant.cuda}" if variant.cuda else "cpu"
-    notes = tuple(p.message for p in check.problems)
-    specs = tuple(
-        ImageSpec(
-            name=f"{torch}-{name_cuda}-py{python}-{os.name}",
-            flavor=flavor,
-            torch=torch,
-            torchvision=torchvision,
-            torchaudio=torchaudio,
-            numpy=numpy,
-            variant=variant.name,
-            cuda=variant.cuda,
-            cudnn=variant.cudnn,
-            nccl=variant.nccl,
-            python=python,
-            os=os,
-            toolkit=toolkit,
-            index_url=kb.index_url_template.format(variant=variant.name),
-            min_driver=cuda_facts.minor_compat_min_driver if cuda_facts else None,
-            toolkit_driver=cuda_facts.min_driver if cuda_facts else None,
-            flavors=flavors,
-            source=f"{path}:{combo.line}",
-            repository=repository,
-            warnings=notes,
-        )
-        for flavor in flavors
+    combination = Combination(
+        folder=f"{torch}-{name_cuda}-py{python}-{os.name}",
+        torch=torch,
+        torchvision=torchvision,
+        torchaudio=torchaudio,
+        numpy=numpy,
+        variant=variant.name,
+        cuda=variant.cuda,
+        cudnn=variant.cudnn,
+        nccl=variant.nccl,
+        python=python,
+        os=os,
+        toolkit=toolkit,
+        index_url=kb.index_url_template.format(variant=variant.name),
+        min_driver=cuda_facts.minor_compat_min_driver if cuda_facts else None,
+        toolkit_driver=cuda_facts.min_driver if cuda_facts else None,
+        defined_at=SourceLocation(path, combo.line),
+        repository=repository,
+        warnings=tuple(check.problems),
     )
-    return Resolved(specs, tuple(check.problems))
+    return Resolved(combination, flavors, tuple(check.problems))

@@ -7,16 +7,14 @@ import json
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import docker.errors
-import docker.types
-
-from .spec import ImageSpec
+from .combination import Combination, Image
+from .engine import EngineError
+from .verify import PythonRunner
 
 SMOKE_DIR = Path(__file__).resolve().parent.parent / "tests" / "smoke"
 SUITES = ("cpu", "gpu", "multi_gpu")
@@ -35,24 +33,34 @@ class SmokeOptions:
     python_exe: str = "python"
 
 
-def spec_document(spec: ImageSpec, image: str) -> dict[str, Any]:
-    """The SPEC.json the suites compare an image with."""
+class ContainerEngine(PythonRunner, Protocol):
+    """What the suites need of the engine."""
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str: ...
+
+    def remove_container(self, name: str) -> None: ...
+
+    def gpu_runtime_available(self) -> bool: ...
+
+
+def image_document(combination: Combination, image: Image, reference: str) -> dict[str, Any]:
+    """The SPEC.json the suites compare an image with (`reference` may be a temporary one)."""
     return {
-        "tag": spec.tag,
-        "image": image,
-        "flavor": spec.flavor,
-        "torch": spec.torch,
-        "torchvision": spec.torchvision,
-        "torchaudio": spec.torchaudio,
-        "cuda": spec.cuda,
-        "cudnn": spec.cudnn,
-        "nccl": spec.nccl,
-        "python": spec.python,
-        "os": spec.os.name,
-        "min_driver": spec.min_driver,
+        "tag": image.tag,
+        "image": reference,
+        "flavor": image.flavor,
+        "torch": combination.torch,
+        "torchvision": combination.torchvision,
+        "torchaudio": combination.torchaudio,
+        "cuda": combination.cuda,
+        "cudnn": combination.cudnn,
+        "nccl": combination.nccl,
+        "python": combination.python,
+        "os": combination.os.name,
+        "min_driver": combination.min_driver,
         "user": IMAGE_USER,
-        "labels": spec.labels(),
-        "env": spec.environment(),
+        "labels": image.label_map(),
+        "env": combination.nvidia_environment(),
     }
 
 
@@ -106,41 +114,28 @@ def run_pytest(
         )
 
 
-def wants_gpus(client: Any, gpus: str) -> bool:
+def wants_gpus(engine: ContainerEngine, gpus: str) -> bool:
     """`all` asks, `none` does not, `auto` asks when the engine has the NVIDIA runtime."""
-    if gpus == "auto":
-        return "nvidia" in (client.info().get("Runtimes") or {})
-    return gpus == "all"
+    return engine.gpu_runtime_available() if gpus == "auto" else gpus == "all"
 
 
-def start_container(client: Any, image: str, options: SmokeOptions) -> Any:
-    """A long-running container of the image, with GPUs and shared memory as asked."""
-    requests = (
-        [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if wants_gpus(client, options.gpus) else []
-    )
-    return client.containers.run(
-        image,
-        ["sleep", "infinity"],
-        detach=True,
-        name=f"torchimages-smoke-{uuid.uuid4().hex[:10]}",
-        shm_size=options.shm_size,
-        device_requests=requests,
-        network_mode="none",
-    )
-
-
-def test_image(
-    client: Any, spec: ImageSpec, image: str, options: SmokeOptions, junit: Path | None, capture: bool = False
+def run_suites_in_container(
+    engine: ContainerEngine,
+    document: dict[str, Any],
+    options: SmokeOptions,
+    junit: Path | None,
+    capture: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the suites in a fresh container of `image` (which may be a temporary reference)."""
+    """Run the suites in a fresh container of the document's image, removed afterwards."""
+    reference = str(document["image"])
     try:
-        container = start_container(client, image, options)
-    except docker.errors.APIError as exc:
-        return subprocess.CompletedProcess([], 1, "", f"could not start a container of {image}: {exc}")
+        name = engine.start_container(reference, gpus=wants_gpus(engine, options.gpus), shm_size=options.shm_size)
+    except EngineError as exc:
+        return subprocess.CompletedProcess([], 1, "", str(exc))
     try:
-        return run_pytest(f"docker://{container.name}", spec_document(spec, image), options, junit, capture)
+        return run_pytest(f"docker://{name}", document, options, junit, capture)
     finally:
-        container.remove(force=True)
+        engine.remove_container(name)
 
 
 def host_document(python_exe: str) -> dict[str, Any]:
@@ -149,15 +144,16 @@ def host_document(python_exe: str) -> dict[str, Any]:
     return dict(json.loads(result.stdout))
 
 
-def check(options: SmokeOptions, client: Any) -> Any:
-    """A pre-tag check for the builder: the suites must pass on the temporary image."""
+def gate(engine: ContainerEngine, options: SmokeOptions) -> Any:
+    """The builder's smoke gate: the suites must pass on the temporary image before it is tagged."""
 
-    def run(spec: ImageSpec, reference: str) -> list[str]:
-        result = test_image(client, spec, reference, options, None, capture=True)
+    def run(combination: Combination, image: Image, reference: str) -> list[str]:
+        document = image_document(combination, image, reference)
+        result = run_suites_in_container(engine, document, options, None, capture=True)
         if result.returncode == 0:
             return []
         lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith(("FAILED", "ERROR", "E "))]
-        return [f"smoke suites ({', '.join(options.suites)}) failed:", *lines[-12:]]
+        return [f"smoke suites ({', '.join(options.suites)}) failed:", *(lines[-12:] or [result.stderr.strip()])]
 
     return run
 

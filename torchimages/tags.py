@@ -9,83 +9,97 @@ default CUDA build. Two images can never share a tag or an alias.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass
 
+from .combination import Combination
 from .compat import KnowledgeBase, minor_of, version_key
 from .problems import Problem
 from .resolve import default_os
-from .spec import ImageSpec
 
 
-def base_tag(spec: ImageSpec, torch: str) -> str:
+@dataclass(frozen=True)
+class Naming:
+    """The public names of one image: its tag and aliases."""
+
+    tag: str
+    aliases: tuple[str, ...]
+
+
+# One image to be named: a combination and one of its flavors.
+Slot = tuple[Combination, str]
+
+
+def base_tag(combination: Combination, torch: str) -> str:
     """`<torch>-cuda<X.Y>-cudnn<N>` or `<torch>-cpu`."""
-    if spec.cuda:
-        return f"{torch}-cuda{spec.cuda}-cudnn{spec.cudnn_major}"
+    if combination.cuda:
+        return f"{torch}-cuda{combination.cuda}-cudnn{combination.cudnn_major}"
     return f"{torch}-cpu"
 
 
-def _is_default(kb: KnowledgeBase, spec: ImageSpec) -> bool:
-    release = kb.release(spec.torch)
-    return release is not None and spec.os.name == default_os(kb, release, spec.cuda)
+def _is_default(kb: KnowledgeBase, combination: Combination) -> bool:
+    release = kb.release(combination.torch)
+    return release is not None and combination.os.name == default_os(kb, release, combination.cuda)
 
 
-def _suffix(kb: KnowledgeBase, spec: ImageSpec) -> str:
+def _suffix(kb: KnowledgeBase, combination: Combination) -> str:
     parts = []
-    if spec.python != spec.os.python:
-        parts.append(f"py{spec.python}")
-    if not _is_default(kb, spec):
-        parts.append(spec.os.name)
+    if combination.python != combination.os.python:
+        parts.append(f"py{combination.python}")
+    if not _is_default(kb, combination):
+        parts.append(combination.os.name)
     return "".join(f"-{p}" for p in parts)
 
 
-def _aliases(kb: KnowledgeBase, specs: list[ImageSpec], suffixes: dict[int, str]) -> dict[int, list[str]]:
+def _aliases(kb: KnowledgeBase, slots: list[Slot], suffixes: list[str]) -> dict[int, list[str]]:
     aliases: dict[int, list[str]] = defaultdict(list)
     newest: dict[tuple[str, str, str, str], int] = {}
-    for i, spec in enumerate(specs):
-        key = (minor_of(spec.torch), spec.variant, spec.flavor, suffixes[i])
-        if key not in newest or version_key(spec.torch) > version_key(specs[newest[key]].torch):
+    for i, (combination, flavor) in enumerate(slots):
+        key = (minor_of(combination.torch), combination.variant, flavor, suffixes[i])
+        if key not in newest or version_key(combination.torch) > version_key(slots[newest[key]][0].torch):
             newest[key] = i
     for (minor, _, flavor, suffix), i in newest.items():
-        aliases[i].append(f"{base_tag(specs[i], minor)}-{flavor}{suffix}")
-    top = max((s.torch for s in specs), key=version_key, default=None)
+        aliases[i].append(f"{base_tag(slots[i][0], minor)}-{flavor}{suffix}")
+    top = max((c.torch for c, _ in slots), key=version_key, default=None)
     release = kb.release(top) if top else None
-    for i, spec in enumerate(specs):
-        if release and spec.torch == top and spec.variant == release.pypi_default and not suffixes[i]:
-            aliases[i].append(f"latest-{spec.flavor}")
-            if spec.flavor == "runtime":
+    for i, (combination, flavor) in enumerate(slots):
+        if release and combination.torch == top and combination.variant == release.pypi_default and not suffixes[i]:
+            aliases[i].append(f"latest-{flavor}")
+            if flavor == "runtime":
                 aliases[i].append("latest")
     return aliases
 
 
-def assign(kb: KnowledgeBase, specs: list[ImageSpec]) -> tuple[list[ImageSpec], list[Problem]]:
-    """Give every spec its tag and aliases; report any tag two images would share."""
-    groups: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-    for spec in specs:
-        groups[(spec.torch, spec.variant, spec.flavor)].add(spec.name)
-    suffixes = {
-        i: _suffix(kb, s) if len(groups[(s.torch, s.variant, s.flavor)]) > 1 else "" for i, s in enumerate(specs)
-    }
-    aliases = _aliases(kb, specs, suffixes)
-    tagged = [
-        replace(s, tag=f"{base_tag(s, s.torch)}-{s.flavor}{suffixes[i]}", aliases=tuple(aliases[i]))
-        for i, s in enumerate(specs)
+def assign(kb: KnowledgeBase, slots: list[Slot]) -> tuple[list[Naming], list[Problem]]:
+    """The tag and aliases of every (combination, flavor), in order; a problem for any name two would share."""
+    variants: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for combination, flavor in slots:
+        variants[(combination.torch, combination.variant, flavor)].add(combination.folder)
+    suffixes = [_suffix(kb, c) if len(variants[(c.torch, c.variant, flavor)]) > 1 else "" for c, flavor in slots]
+    aliases = _aliases(kb, slots, suffixes)
+    namings = [
+        Naming(f"{base_tag(c, c.torch)}-{flavor}{suffixes[i]}", tuple(aliases[i]))
+        for i, (c, flavor) in enumerate(slots)
     ]
-    owners: dict[str, list[ImageSpec]] = defaultdict(list)
-    for spec in tagged:
-        for name in (spec.tag, *spec.aliases):
-            owners[name].append(spec)
+    return namings, clashes([(c, n) for (c, _), n in zip(slots, namings, strict=True)])
+
+
+def clashes(named: list[tuple[Combination, Naming]]) -> list[Problem]:
+    """A problem for every tag or alias that two images would share, located at the later definition."""
+    owners: dict[str, list[Combination]] = defaultdict(list)
+    for combination, naming in named:
+        for name in (naming.tag, *naming.aliases):
+            owners[name].append(combination)
     problems = []
     for name, holders in owners.items():
         if len(holders) > 1:
-            where = ", ".join(h.source for h in holders)
-            file, _, line = holders[-1].source.rpartition(":")
+            where = ", ".join(str(h.defined_at) for h in holders)
             problems.append(
                 Problem(
                     f"two combinations would both be tagged '{name}' ({where})",
-                    file=file,
-                    line=int(line),
+                    file=holders[-1].defined_at.file,
+                    line=holders[-1].defined_at.line,
                     key="tag",
                     suggestion="remove the duplicate or make them differ",
                 )
             )
-    return tagged, problems
+    return problems

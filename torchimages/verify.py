@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from .spec import ImageSpec
+from typing import Any, Protocol
 
 # Runs inside the image with its own python; prints one JSON object.
 PROBE = r"""
@@ -60,17 +59,25 @@ def _same(fact: str, expected: str | None, value: Any) -> bool:
     return found == expected
 
 
-def compare(spec: ImageSpec, facts: dict[str, Any]) -> list[Mismatch]:
+class PythonRunner(Protocol):
+    """What verification needs of the engine."""
+
+    def run_python(self, reference: str, args: list[str]) -> str: ...
+
+
+def compare(expected: Mapping[str, str | None], facts: Mapping[str, Any]) -> list[Mismatch]:
     """Every fact that differs (empty when the image is what its tag says)."""
     return [
-        Mismatch(name, expected, None if facts.get(name) is None else str(facts[name]))
-        for name, expected in spec.facts().items()
-        if not _same(name, expected, facts.get(name))
+        Mismatch(name, want, None if facts.get(name) is None else str(facts[name]))
+        for name, want in expected.items()
+        if not _same(name, want, facts.get(name))
     ]
 
 
-def read_facts(client: Any, reference: str) -> dict[str, Any]:
-    """Run the probe in a throwaway container of the image and parse its answer."""
-    output = client.containers.run(reference, ["python", "-c", PROBE], remove=True, stderr=True, network_disabled=True)
-    text = output.decode() if isinstance(output, bytes) else str(output)
-    return dict(json.loads(text.strip().splitlines()[-1]))
+def read_facts(engine: PythonRunner, reference: str) -> dict[str, Any]:
+    """Run the probe in a throwaway container of the image and parse its answer (ValueError if unreadable)."""
+    text = engine.run_python(reference, ["-c", PROBE])
+    lines = text.strip().splitlines()
+    if not lines:
+        raise ValueError("the probe printed nothing")
+    return dict(json.loads(lines[-1]))

@@ -6,6 +6,7 @@ Wheel sources and the CA bundle come from the TORCHIMAGES_* environment (see REA
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -19,8 +20,9 @@ from xml.etree import ElementTree
 
 import pytest
 
-from torchimages import engine, plan
-from torchimages.spec import ImageSpec
+from torchimages import builder, engine, plan
+from torchimages.combination import Combination, Image
+from torchimages.wheels import WheelSources
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +37,7 @@ def require(reason: str) -> None:
 @pytest.fixture(scope="session")
 def docker_client() -> Any:
     try:
-        return engine.connect()
+        return engine.DockerEngine().sdk
     except engine.EngineError as exc:
         require(f"no Docker engine: {exc}")
 
@@ -49,8 +51,13 @@ class Built:
     output: str
     logs: Path
 
-    def spec(self, flavor: str) -> ImageSpec:
-        return next(s for s in self.plan.specs if s.flavor == flavor)
+    @property
+    def combination(self) -> Combination:
+        (combination,) = self.plan.combinations
+        return combination
+
+    def image(self, flavor: str) -> Image:
+        return self.combination.image(flavor)
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -72,7 +79,7 @@ def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no usable GPU" in result.stdout
     for flavor in ("devel", "runtime"):
-        suite = ElementTree.parse(junit.with_name(f"smoke-{built.spec(flavor).tag}.xml")).getroot().find("testsuite")
+        suite = ElementTree.parse(junit.with_name(f"smoke-{built.image(flavor).tag}.xml")).getroot().find("testsuite")
         assert suite is not None
         counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
         assert counts["failures"] == counts["errors"] == 0 and counts["skipped"] > 0, counts
@@ -82,7 +89,22 @@ def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
 def remove_repository(client: Any, repository: str) -> None:
     for image in client.images.list(name=repository):
         for tag in image.tags:
-            engine.remove_image(client, tag)
+            client.images.remove(tag)
+
+
+def build_a_lie(built: Built, tag: str, **facts: str) -> builder.Outcome:
+    """Build the runtime image again under a tag whose promised facts differ from the truth."""
+    true_image = built.image("runtime")
+    lie = dataclasses.replace(
+        built.combination, **facts, images=(dataclasses.replace(true_image, tag=tag, aliases=()),)
+    )
+    options = builder.BuildOptions(
+        images_dir=built.plan.images_dir, log_dir=built.logs, sources=WheelSources.from_environment()
+    )
+    (outcome,) = builder.Builder(engine.DockerEngine(), options, out=lambda _: None).build(
+        [plan.Selected(lie, lie.images)]
+    )
+    return outcome
 
 
 @pytest.fixture(scope="session")

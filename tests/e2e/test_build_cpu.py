@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from torchimages import orchestrate
-from torchimages.wheels import WheelSources
+from torchimages import builder
 
-from .conftest import Built, assert_smoke_suites_pass_without_a_gpu, build_matrix, run_cli, sh
+from .conftest import Built, assert_smoke_suites_pass_without_a_gpu, build_a_lie, build_matrix, run_cli, sh
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
@@ -32,20 +30,20 @@ def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
 
 def test_labels_record_versions_and_digest(built: Built, docker_client: Any) -> None:
     for flavor in ("devel", "runtime"):
-        spec = built.spec(flavor)
-        labels = docker_client.images.get(spec.reference).labels
-        assert labels["io.torchimages.input-digest"] == spec.digest
+        image = built.image(flavor)
+        labels = docker_client.images.get(image.reference).labels
+        assert labels["io.torchimages.input-digest"] == image.input_digest
         assert labels["io.torchimages.torch"] == "2.13.0" and labels["io.torchimages.cuda"] == "none"
 
 
 def test_runtime_has_no_compiler_devel_has_gcc(built: Built, docker_client: Any) -> None:
     probe = "for c in gcc cc g++ c++ nvcc; do command -v $c; done; true"
-    assert sh(docker_client, built.spec("runtime").reference, probe) == ""
-    assert "/usr/bin/gcc" in sh(docker_client, built.spec("devel").reference, probe)
+    assert sh(docker_client, built.image("runtime").reference, probe) == ""
+    assert "/usr/bin/gcc" in sh(docker_client, built.image("devel").reference, probe)
 
 
 def test_default_user_is_not_root(built: Built, docker_client: Any) -> None:
-    out = sh(docker_client, built.spec("runtime").reference, "id -u; touch ~/w && echo writable")
+    out = sh(docker_client, built.image("runtime").reference, "id -u; touch ~/w && echo writable")
     assert out.split() == ["1000", "writable"]
 
 
@@ -55,19 +53,13 @@ def test_unchanged_rebuild_is_skipped(built: Built) -> None:
     assert "2 skipped" in again.stdout and "up to date" in again.stdout
 
 
-def test_a_lying_spec_fails_and_leaves_no_tag(built: Built, docker_client: Any) -> None:
-    true_spec = built.spec("runtime")
-    lie = dataclasses.replace(true_spec, torch="2.12.0", tag="lie-runtime", aliases=())
-    options = orchestrate.BuildOptions(
-        images_dir=built.plan.images_dir, log_dir=built.logs, sources=WheelSources.from_environment()
-    )
-    builder = orchestrate.Builder(options, out=lambda _: None)
-    (outcome,) = builder.build([lie])
+def test_a_lying_tag_fails_and_leaves_no_tag(built: Built, docker_client: Any) -> None:
+    outcome = build_a_lie(built, "lie-runtime", torch="2.12.0")
     assert outcome.status == "failed"
     assert "torch: the tag claims 2.12.0, the image has 2.13.0+cpu" in outcome.detail
-    assert docker_client.images.list(name=f"{true_spec.repository}:lie-runtime") == []
-    leftovers = [t for i in docker_client.images.list(name=orchestrate.TEMP_REPOSITORY + "/*") for t in i.tags]
-    assert not [t for t in leftovers if true_spec.name in t]
+    assert docker_client.images.list(name=f"{built.image('runtime').repository}:lie-runtime") == []
+    leftovers = [t for i in docker_client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
+    assert not [t for t in leftovers if built.combination.folder in t]
 
 
 def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:
@@ -76,7 +68,7 @@ def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built
 
 def test_require_gpu_without_a_gpu_fails(built: Built) -> None:
     result = run_cli(
-        "test", "--matrix", built.plan.matrix_path, "--suites", "gpu", "--require-gpu", built.spec("runtime").tag
+        "test", "--matrix", built.plan.matrix_path, "--suites", "gpu", "--require-gpu", built.image("runtime").tag
     )
     assert result.returncode == 1
     assert "FAILED" in result.stdout
@@ -87,7 +79,7 @@ def test_lock_pins_every_package_and_the_rebuild_installs_exactly_those(built: B
     matrix = built.plan.matrix_path
     locked = run_cli("lock", "--matrix", matrix, "*")
     assert locked.returncode == 0, locked.stdout + locked.stderr
-    name = built.spec("runtime").name
+    name = built.combination.folder
     lock_file = built.plan.images_dir / name / "requirements.lock"
     pins = {line for line in lock_file.read_text().splitlines() if not line.startswith("#")}
     assert {"torch==2.13.0+cpu", "numpy==2.4.6"} <= pins
@@ -95,5 +87,5 @@ def test_lock_pins_every_package_and_the_rebuild_installs_exactly_those(built: B
     assert run_cli("render", "--check", "--matrix", matrix).returncode == 0
     rebuilt = run_cli("build", "--matrix", matrix, "--log-dir", built.logs, "*")
     assert rebuilt.returncode == 0 and "2 built" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
-    frozen = sh(docker_client, built.spec("runtime").reference, "python -m pip freeze --all | grep -v '^pip=='")
+    frozen = sh(docker_client, built.image("runtime").reference, "python -m pip freeze --all | grep -v '^pip=='")
     assert set(frozen.split()) <= pins

@@ -3,7 +3,6 @@ the real wheels and their nvidia-* libraries. No GPU is needed: nothing here run
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +10,7 @@ from typing import Any
 
 import pytest
 
-from torchimages import orchestrate
-from torchimages.wheels import WheelSources
-
-from .conftest import ROOT, Built, assert_smoke_suites_pass_without_a_gpu, build_matrix, sh
+from .conftest import ROOT, Built, assert_smoke_suites_pass_without_a_gpu, build_a_lie, build_matrix, sh
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.14.1, cuda: '13.0', os: debian12, python: '3.11'}"
@@ -36,7 +32,7 @@ def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
 def test_runtime_has_no_compiler_and_no_nvcc(built: Built, docker_client: Any) -> None:
     found = sh(
         docker_client,
-        built.spec("runtime").reference,
+        built.image("runtime").reference,
         "for c in gcc cc g++ c++ nvcc; do command -v $c; done; find / -xdev -name nvcc -type f",
         user="root",
     )
@@ -47,20 +43,20 @@ def test_runtime_has_no_compiler_and_no_nvcc(built: Built, docker_client: Any) -
 @pytest.mark.parametrize("flavor", ["runtime", "devel"])
 def test_exactly_one_copy_of_cudnn_and_nccl(built: Built, docker_client: Any, flavor: str, library: str) -> None:
     found = sh(
-        docker_client, built.spec(flavor).reference, f"find / -xdev -name '{library}*' -not -type d", user="root"
+        docker_client, built.image(flavor).reference, f"find / -xdev -name '{library}*' -not -type d", user="root"
     )
     copies = {Path(line).parent for line in found.split()}
     assert len(copies) == 1, f"{library} in {sorted(map(str, copies))}"
 
 
 def test_devel_has_nvcc_of_the_wheels_cuda(built: Built, docker_client: Any) -> None:
-    assert "release 13.0" in sh(docker_client, built.spec("devel").reference, "nvcc --version")
+    assert "release 13.0" in sh(docker_client, built.image("devel").reference, "nvcc --version")
 
 
 def test_devel_compiles_a_cuda_extension(built: Built, docker_client: Any) -> None:
     output = sh(
         docker_client,
-        built.spec("devel").reference,
+        built.image("devel").reference,
         "cp /probe/cuda_extension.py /tmp/ && cd /tmp && python cuda_extension.py --build-only --arch-list 9.0",
         volumes={str(EXTENSION.parent): {"bind": "/probe", "mode": "ro"}},
     )
@@ -73,7 +69,7 @@ def test_devel_compiles_a_cuda_extension(built: Built, docker_client: Any) -> No
 def test_ca_bundle_is_in_no_layer_and_no_history(
     built: Built, docker_client: Any, ca_bundle: tuple[Path, bytes], flavor: str
 ) -> None:
-    image = docker_client.images.get(built.spec(flavor).reference)
+    image = docker_client.images.get(built.image(flavor).reference)
     marker = ca_bundle[1]
     history = "\n".join(str(entry.get("CreatedBy", "")) for entry in image.history())
     assert marker.decode() not in history and "127.0.0.1" not in history
@@ -84,15 +80,10 @@ def test_ca_bundle_is_in_no_layer_and_no_history(
 
 
 def test_a_wrong_cudnn_fails_verification_and_leaves_no_tag(built: Built, docker_client: Any) -> None:
-    true_spec = built.spec("runtime")
-    lie = dataclasses.replace(true_spec, cudnn="9.23.0.1", tag="wrong-cudnn-runtime", aliases=())
-    options = orchestrate.BuildOptions(
-        images_dir=built.plan.images_dir, log_dir=built.logs, sources=WheelSources.from_environment()
-    )
-    (outcome,) = orchestrate.Builder(options, out=lambda _: None).build([lie])
+    outcome = build_a_lie(built, "wrong-cudnn-runtime", cudnn="9.23.0.1")
     assert outcome.status == "failed"
     assert "cudnn: the tag claims 9.23.0.1, the image has 9.24.0" in outcome.detail
-    assert docker_client.images.list(name=f"{true_spec.repository}:wrong-cudnn-runtime") == []
+    assert docker_client.images.list(name=f"{built.image('runtime').repository}:wrong-cudnn-runtime") == []
 
 
 def test_smoke_suites_pass_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:

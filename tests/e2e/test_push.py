@@ -62,8 +62,8 @@ def built(
 
 def test_verified_images_are_pushed_with_their_aliases(built: Built, registry: str) -> None:
     assert built.status == 0, built.output
-    spec = built.spec("runtime")
-    path = spec.repository.removeprefix(registry + "/")
+    image = built.image("runtime")
+    path = image.repository.removeprefix(registry + "/")
     with urllib.request.urlopen(f"http://{registry}/v2/{path}/tags/list", timeout=10) as answer:
         tags = set(json.load(answer)["tags"])
-    assert tags == {spec.tag, *spec.aliases}
+    assert tags == {image.tag, *image.aliases}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages.commands import main
+from torchimages.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

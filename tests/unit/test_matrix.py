@@ -9,7 +9,7 @@ from torchimages.problems import InputError
 
 
 def values(m: matrix.Matrix) -> list[dict[str, object]]:
-    return [{k: v.value for k, v in c.values.items()} for c in m.combinations]
+    return [{k: v.value for k, v in c.values.items()} for c in m.rows]
 
 
 def test_versions_stay_text_as_written() -> None:
@@ -45,7 +45,7 @@ def test_include_never_overwrites_original_values() -> None:
 
 def test_values_remember_their_line() -> None:
     m = matrix.parse("matrix:\n  include:\n    - torch: 2.7.0\n      cuda: '11.8'\n", "m.yaml")
-    combo = m.combinations[0]
+    combo = m.rows[0]
     assert (combo.line, combo.line_of("torch"), combo.line_of("cuda")) == (3, 3, 4)
 
 
@@ -63,7 +63,7 @@ def test_unknown_top_level_key() -> None:
 
 def test_flavors_is_a_list() -> None:
     m = matrix.parse("matrix:\n  include:\n    - {torch: 2.7.0, cuda: cpu, flavors: [runtime]}\n", "m.yaml")
-    assert m.combinations[0].values["flavors"].value == ("runtime",)
+    assert m.rows[0].values["flavors"].value == ("runtime",)
 
 
 def test_malformed_yaml_reports_line_and_column() -> None:

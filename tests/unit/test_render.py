@@ -23,7 +23,7 @@ matrix:
 
 @pytest.fixture
 def rendered(write_matrix: Callable[[str], Path]) -> dict[str, str]:
-    return render.render_all(plan.load(write_matrix(REPRESENTATIVE)).specs, render.DEFAULT_TEMPLATES)
+    return render.render_all(plan.load(write_matrix(REPRESENTATIVE)).combinations, render.DEFAULT_TEMPLATES)
 
 
 def test_golden_dockerfiles(rendered: dict[str, str]) -> None:
@@ -66,19 +66,19 @@ def test_runtime_only_combination_has_no_devel_target(rendered: dict[str, str]) 
 
 
 def test_rendering_is_deterministic(write_matrix: Callable[[str], Path]) -> None:
-    first = render.render_all(plan.load(write_matrix(REPRESENTATIVE)).specs, render.DEFAULT_TEMPLATES)
-    second = render.render_all(plan.load(write_matrix(REPRESENTATIVE)).specs, render.DEFAULT_TEMPLATES)
+    first = render.render_all(plan.load(write_matrix(REPRESENTATIVE)).combinations, render.DEFAULT_TEMPLATES)
+    second = render.render_all(plan.load(write_matrix(REPRESENTATIVE)).combinations, render.DEFAULT_TEMPLATES)
     assert first == second
 
 
 def test_digest_changes_with_templates_and_versions(write_matrix: Callable[[str], Path], tmp_path: Path) -> None:
     path = write_matrix(REPRESENTATIVE)
-    base = {s.tag: s.digest for s in plan.load(path).specs}
+    base = {i.tag: i.input_digest for _, i in plan.load(path).images()}
     templates = tmp_path / "templates"
     templates.mkdir()
     for source in render.DEFAULT_TEMPLATES.glob("*.j2"):
         (templates / source.name).write_text(source.read_text() + "\n{# changed #}\n")
-    changed = {s.tag: s.digest for s in plan.load(path, templates).specs}
+    changed = {i.tag: i.input_digest for _, i in plan.load(path, templates).images()}
     assert all(base[t] != changed[t] for t in base)
     assert len(set(base.values())) == len(base)
 
@@ -103,11 +103,11 @@ def test_a_lock_file_is_mounted_as_constraints_and_shapes_the_digest(
     path = write_matrix("matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12}\n")
     images = tmp_path / "images"
     before = plan.load(path, images_dir=images)
-    name = before.specs[0].name
+    name = before.combinations[0].folder
     (images / name).mkdir(parents=True)
     (images / name / "requirements.lock").write_text("torch==2.13.0+cpu\nnumpy==2.4.6\n")
     after = plan.load(path, images_dir=images)
-    text = render.render_all(after.specs, render.DEFAULT_TEMPLATES)[f"{name}/Dockerfile"]
+    text = render.render_all(after.combinations, render.DEFAULT_TEMPLATES)[f"{name}/Dockerfile"]
     assert text.count("--mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock") == 2
     assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 2
-    assert {s.digest for s in before.specs}.isdisjoint(s.digest for s in after.specs)
+    assert {i.input_digest for _, i in before.images()}.isdisjoint(i.input_digest for _, i in after.images())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchimages import plan
+from torchimages.combination import Combination
 from torchimages.problems import InputError, Severity
 
 
@@ -17,22 +18,24 @@ def problems_of(write_matrix: Callable[[str], Path], text: str) -> list[str]:
     return [str(p) for p in caught.value.problems if p.severity is Severity.ERROR]
 
 
-def one_spec(write_matrix: Callable[[str], Path], entry: str) -> plan.Plan:
-    return plan.load(write_matrix(f"matrix:\n  include:\n    - {entry}\n"))
+def one_combination(write_matrix: Callable[[str], Path], entry: str) -> Combination:
+    (combination,) = plan.load(write_matrix(f"matrix:\n  include:\n    - {entry}\n")).combinations
+    return combination
 
 
 def test_the_example_users_type(write_matrix: Callable[[str], Path]) -> None:
-    loaded = one_spec(write_matrix, "{torch: 2.7.0, cuda: '11.8'}")
-    devel, runtime = loaded.specs
-    assert (runtime.cudnn, runtime.nccl, runtime.python, runtime.os.name) == (
+    combination = one_combination(write_matrix, "{torch: 2.7.0, cuda: '11.8'}")
+    assert combination.flavors == ("devel", "runtime")
+    assert (combination.cudnn, combination.nccl, combination.python, combination.os.name) == (
         "9.1.0.70",
         "2.21.5",
         "3.10",
         "ubuntu22.04",
     )
-    assert runtime.tag == "2.7.0-cuda11.8-cudnn9-runtime"
-    assert devel.toolkit.image == "nvidia/cuda:11.8.0-devel-ubuntu22.04"
-    assert (runtime.torchvision, runtime.torchaudio) == ("0.22.0", "2.7.0")
+    assert combination.image("runtime").tag == "2.7.0-cuda11.8-cudnn9-runtime"
+    assert combination.toolkit.image == "nvidia/cuda:11.8.0-devel-ubuntu22.04"
+    assert combination.devel_from == "nvidia/cuda:11.8.0-devel-ubuntu22.04"
+    assert (combination.torchvision, combination.torchaudio) == ("0.22.0", "2.7.0")
 
 
 def test_cudnn_8_is_refused_with_the_right_value(write_matrix: Callable[[str], Path]) -> None:
@@ -89,14 +92,17 @@ def test_devel_needs_toolkit_images_for_the_os(write_matrix: Callable[[str], Pat
 
 def test_runtime_only_is_fine_without_toolkit_images(write_matrix: Callable[[str], Path]) -> None:
     text = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '12.8', os: ubuntu22.04, flavors: [runtime]}\n"
-    (spec,) = plan.load(write_matrix(text)).specs
-    assert spec.flavor == "runtime"
+    (combination,) = plan.load(write_matrix(text)).combinations
+    assert combination.flavors == ("runtime",)
 
 
 def test_bootstrap_devel_takes_the_toolkit_torch_pins(write_matrix: Callable[[str], Path]) -> None:
-    devel, _ = one_spec(write_matrix, "{torch: 2.14.1, cuda: '13.0', os: debian12}").specs
-    assert devel.toolkit.source == "wheels"
-    assert devel.toolkit.requirements == ("cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3", "ninja==1.13.2")
+    combination = one_combination(write_matrix, "{torch: 2.14.1, cuda: '13.0', os: debian12}")
+    assert combination.toolkit.provider == "wheels" and combination.devel_from == "runtime"
+    assert combination.toolkit.requirements == (
+        "cuda-toolkit[nvcc,nvvm,cudart,cccl,crt,nvrtc]==13.0.3",
+        "ninja==1.13.2",
+    )
 
 
 def test_bootstrap_devel_without_a_toolkit_pin_is_refused(write_matrix: Callable[[str], Path]) -> None:
@@ -105,22 +111,21 @@ def test_bootstrap_devel_without_a_toolkit_pin_is_refused(write_matrix: Callable
 
 
 def test_uncertain_facts_warn(write_matrix: Callable[[str], Path]) -> None:
-    loaded = one_spec(write_matrix, "{torch: 2.6.0, cuda: '12.6'}")
-    assert any("nccl version of torch 2.6.0+cu126 is uncertain" in p.message for p in loaded.warnings)
+    combination = one_combination(write_matrix, "{torch: 2.6.0, cuda: '12.6'}")
+    assert any("nccl version of torch 2.6.0+cu126 is uncertain" in p.message for p in combination.warnings)
 
 
 def test_companions_can_be_left_out(write_matrix: Callable[[str], Path]) -> None:
-    spec = one_spec(write_matrix, "{torch: 2.13.0, cuda: cpu, torchvision: none, torchaudio: none}").specs[0]
-    assert (spec.torchvision, spec.torchaudio, spec.cuda, spec.cudnn) == (None, None, None, None)
+    combination = one_combination(write_matrix, "{torch: 2.13.0, cuda: cpu, torchvision: none, torchaudio: none}")
+    assert (combination.torchvision, combination.torchaudio, combination.cuda, combination.cudnn) == (None,) * 4
 
 
 def test_torchaudio_pairs_with_its_last_release(write_matrix: Callable[[str], Path]) -> None:
-    spec = one_spec(write_matrix, "{torch: 2.14.1, cuda: '13.0'}").specs[0]
-    assert spec.torchaudio == "2.11.1"
+    assert one_combination(write_matrix, "{torch: 2.14.1, cuda: '13.0'}").torchaudio == "2.11.1"
     errors = problems_of(write_matrix, "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', torchaudio: 2.14.1}\n")
     assert "pairs with torchaudio 2.11.1, not 2.14.1" in errors[0]
 
 
 def test_default_os_follows_the_cuda_toolkit_images(write_matrix: Callable[[str], Path]) -> None:
-    assert one_spec(write_matrix, "{torch: 2.6.0, cuda: '12.4'}").specs[0].os.name == "ubuntu22.04"
-    assert one_spec(write_matrix, "{torch: 2.6.0, cuda: '12.6'}").specs[0].os.name == "ubuntu24.04"
+    assert one_combination(write_matrix, "{torch: 2.6.0, cuda: '12.4'}").os.name == "ubuntu22.04"
+    assert one_combination(write_matrix, "{torch: 2.6.0, cuda: '12.6'}").os.name == "ubuntu24.04"

@@ -13,7 +13,7 @@ from torchimages.problems import InputError
 
 def tags_of(write_matrix: Callable[[str], Path], entries: str) -> dict[str, tuple[str, ...]]:
     loaded = plan.load(write_matrix("matrix:\n  include:\n" + entries))
-    return {s.tag: s.aliases for s in loaded.specs}
+    return {i.tag: i.aliases for _, i in loaded.images()}
 
 
 def test_plain_tags_without_suffixes(write_matrix: Callable[[str], Path]) -> None:
@@ -62,8 +62,8 @@ def test_two_combinations_with_one_tag_are_refused(write_matrix: Callable[[str],
 
 def test_default_matrix_tags_are_unique_and_complete() -> None:
     loaded = plan.load(Path(__file__).resolve().parents[2] / "matrix.yaml")
-    names = [t for s in loaded.specs for t in (s.tag, *s.aliases)]
+    names = [n for _, i in loaded.images() for n in i.names]
     assert len(names) == len(set(names))
-    minors = {s.torch.rsplit(".", 1)[0] for s in loaded.specs}
+    minors = {c.torch.rsplit(".", 1)[0] for c in loaded.combinations}
     assert {f"2.{m}" for m in range(5, 16)} <= minors
     assert "2.7.0-cuda11.8-cudnn9-devel" in names

@@ -57,7 +57,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:cdd658577373ad90f16d6e73697871172cbe50e87c8885899e0f1cba839cae1f" \
+      io.torchimages.input-digest="sha256:bf9ce02530c9f4ccb37d2e476f47ecbc903cb8208c3a1e51bb90f55ac2ea50c1" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -79,7 +79,7 @@ COPY --from=venv --chown=1000:1000 /opt/venv /opt/venv
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:935ebedc245195bb76c6c3599b8dfc1222e79e2e35ad7522e9b984d35627719a" \
+      io.torchimages.input-digest="sha256:5669dd2ce230c54e09718fc5f67015b0c26b6ebc33cdb2bf85d3869bd1d21cef" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -54,7 +54,7 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && /opt/venv/bin/pip install --no-input \
-        "cuda-toolkit[nvcc,cudart,cccl,crt,nvrtc]==13.0.3" \
+        "cuda-toolkit[nvcc,nvvm,cudart,cccl,crt,nvrtc]==13.0.3" \
         "ninja==1.13.2"
 RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64 \
     && ln -s libcudart.so.13 /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so
@@ -68,7 +68,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:f8ed279aff265fd8ca49338f4bd6b34a1d4d2d1580f585102cf237f2ccfa3338" \
+      io.torchimages.input-digest="sha256:dcfe95f5c8babc8ac87ba31510da5ef196a9610486e1412dc10685e1af1613b1" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -93,7 +93,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:5334c9cc4aba2b92d72843501999503e42841ccbe5c677e686e373685931b9bb" \
+      io.torchimages.input-digest="sha256:0c6ea00530b914788d5a939bffc034dbfc545f2838182f4002b95e1177587a79" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -1,0 +1,213 @@
+"""The rules that make tags true, against an in-memory fake engine (no Docker).
+
+Each test breaks when its rule is broken in builder.py: a mismatch or a failed smoke gate leaves no
+tag, verification cannot be skipped, shared names are refused before any build, an up-to-date image
+keeps its aliases and is pushed, and the temporary reference never outlives the build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from torchimages import builder, plan
+from torchimages.builder import Builder, BuildOptions, Outcome
+from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
+from torchimages.engine import BuildRequest, EngineError
+from torchimages.problems import InputError
+
+MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.7.1, cuda: '11.8'}\n"
+
+
+class FakeEngine:
+    """An engine in memory: builds succeed (or fail on demand) and the image holds the given facts."""
+
+    def __init__(self, facts: Callable[[str], dict[str, str | None]], build_status: int = 0) -> None:
+        self.facts = facts  # reference -> what the image really holds
+        self.build_status = build_status
+        self.images: dict[str, dict[str, str]] = {}  # reference -> labels
+        self.built: list[BuildRequest] = []
+        self.probed: list[str] = []
+        self.tagged: list[str] = []
+        self.pushed: list[str] = []
+        self.truth: dict[str, dict[str, str | None]] = {}
+
+    def build(self, request: BuildRequest, log: IO[bytes]) -> int:
+        self.built.append(request)
+        if self.build_status == 0:
+            self.images[request.reference] = {"io.torchimages.flavor": request.target}
+            self.truth[request.reference] = self.facts(request.target)
+        return self.build_status
+
+    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
+        raise AssertionError("no bootstrap base in these tests")
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        return self.images.get(reference)
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        if reference not in self.images:
+            raise EngineError(f"no image {reference}")
+        self.probed.append(reference)
+        return json.dumps(self.truth.get(reference) or self.facts(self.images[reference]["io.torchimages.flavor"]))
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
+        raise AssertionError("the smoke gate is a plain function in these tests")
+
+    def remove_container(self, name: str) -> None:
+        raise AssertionError("no containers in these tests")
+
+    def gpu_runtime_available(self) -> bool:
+        return False
+
+    def tag(self, reference: str, repository: str, tag: str) -> None:
+        assert reference in self.images, f"tagging a missing image {reference}"
+        self.images[f"{repository}:{tag}"] = self.images[reference]
+        self.tagged.append(f"{repository}:{tag}")
+
+    def push(self, repository: str, tag: str) -> list[str]:
+        assert f"{repository}:{tag}" in self.images
+        self.pushed.append(f"{repository}:{tag}")
+        return []
+
+    def remove_image(self, reference: str) -> None:
+        self.images.pop(reference, None)
+
+    def temporary(self) -> list[str]:
+        return [r for r in self.images if r.startswith(builder.TEMP_REPOSITORY)]
+
+
+@pytest.fixture
+def selection(write_matrix: Callable[[str], Path]) -> list[plan.Selected]:
+    return plan.select(plan.load(write_matrix(MATRIX)), [])
+
+
+def true_facts(combination: Combination) -> Callable[[str], dict[str, str | None]]:
+    """What the facts probe reads from a true image: torch with its local label, cuDNN to three parts."""
+    cudnn = ".".join((combination.cudnn or "").split(".")[:3])
+    return lambda flavor: {**combination.expected_facts(), "torch": combination.torch + "+cu118", "cudnn": cudnn}
+
+
+def run(
+    engine: FakeEngine,
+    selected: list[plan.Selected],
+    tmp_path: Path,
+    gate: builder.SmokeGate | None = None,
+    **options: object,
+) -> list[Outcome]:
+    opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs", **options)  # type: ignore[arg-type]
+    return Builder(engine, opts, gate, out=lambda _: None).build(selected)
+
+
+def names(selected: Sequence[plan.Selected]) -> set[str]:
+    return {f"{i.repository}:{n}" for s in selected for i in s.images for n in i.names}
+
+
+def test_a_verified_image_gets_its_tag_and_every_alias(selection: list[plan.Selected], tmp_path: Path) -> None:
+    newest = selection[1:]  # 2.7.1: the minor's aliases and `latest` point at it
+    assert all(image.aliases for image in newest[0].images)
+    engine = FakeEngine(true_facts(newest[0].combination))
+    outcomes = run(engine, newest, tmp_path)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert set(engine.tagged) == names(newest)
+    assert engine.temporary() == [] and engine.pushed == []
+
+
+def test_a_version_that_differs_leaves_no_tag_and_names_both_values(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(lambda flavor: {**true_facts(first[0].combination)(flavor), "cudnn": "9.5.1"})
+    outcomes = run(engine, first, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("cudnn: the tag claims 9.1.0.70, the image has 9.5.1" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.pushed == []
+    assert engine.temporary() == [], "the temporary reference must be removed"
+
+
+def test_a_failing_smoke_gate_leaves_no_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    calls: list[str] = []
+
+    def gate(combination: Combination, image: Image, reference: str) -> list[str]:
+        calls.append(reference)
+        assert reference.startswith(builder.TEMP_REPOSITORY), "the gate runs on the temporary reference"
+        return ["smoke suites (cpu) failed:", "FAILED test_import_is_silent"]
+
+    outcomes = run(engine, first, tmp_path, gate, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"] and len(calls) == 2
+    assert all("FAILED test_import_is_silent" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
+
+
+def test_a_failed_build_leaves_no_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination), build_status=1)
+    outcomes = run(engine, selection[:1], tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("build failed (exit 1)" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.probed == []
+
+
+@pytest.mark.parametrize(
+    ("no_cache", "push", "jobs", "gate"),
+    list(itertools.product([False, True], [False, True], [1, 2], [False, True])),
+)
+def test_no_option_skips_verification(
+    selection: list[plan.Selected], tmp_path: Path, no_cache: bool, push: bool, jobs: int, gate: bool
+) -> None:
+    engine = FakeEngine(lambda flavor: {"torch": "9.9.9", "cuda": None, "python": "3.10", "os": "ubuntu22.04"})
+    passing: builder.SmokeGate = lambda combination, image, reference: []  # noqa: E731
+    outcomes = run(engine, selection, tmp_path, passing if gate else None, no_cache=no_cache, push=push, jobs=jobs)
+    assert {o.status for o in outcomes} == {"failed"}
+    assert all("torch: the tag claims" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.pushed == []
+    assert len(engine.probed) == len(engine.built) == 4
+
+
+def test_images_that_would_share_a_name_are_refused_before_any_build(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    first, second = selection
+    clash = dataclasses.replace(second.images[0], aliases=(*second.images[0].aliases, first.images[0].tag))
+    engine = FakeEngine(true_facts(first.combination))
+    with pytest.raises(InputError, match=f"both be tagged '{first.images[0].repository}:{first.images[0].tag}'"):
+        run(engine, [first, plan.Selected(second.combination, (clash, second.images[1]))], tmp_path)
+    assert engine.built == []
+
+
+def test_an_up_to_date_image_keeps_its_aliases_and_is_pushed(selection: list[plan.Selected], tmp_path: Path) -> None:
+    first = selection[1:]
+    engine = FakeEngine(true_facts(first[0].combination))
+    for image in first[0].images:
+        engine.images[image.reference] = {INPUT_DIGEST_LABEL: image.input_digest}
+    outcomes = run(engine, first, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["skipped", "skipped"]
+    assert engine.built == []
+    assert set(engine.tagged) == set(engine.pushed) == names(first)
+
+
+@pytest.mark.parametrize(("label", "no_cache"), [("sha256:older", False), (None, True)])
+def test_a_changed_input_digest_or_no_cache_rebuilds(
+    selection: list[plan.Selected], tmp_path: Path, label: str | None, no_cache: bool
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    for image in first[0].images:
+        engine.images[image.reference] = {INPUT_DIGEST_LABEL: label or image.input_digest}
+    assert [o.status for o in run(engine, first, tmp_path, no_cache=no_cache)] == ["built", "built"]
+    assert len(engine.built) == 2
+
+
+def test_only_verified_images_are_pushed(selection: list[plan.Selected], tmp_path: Path) -> None:
+    good, bad = selection
+    engine = FakeEngine(true_facts(good.combination))  # every image holds 2.7.0: the 2.7.1 tags would lie
+    outcomes = run(engine, [good, bad], tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["built", "built", "failed", "failed"]
+    assert set(engine.pushed) == names([good]) and not set(engine.tagged) & names([bad])

@@ -1,0 +1,222 @@
+"""Build, verify and tag: a bounded pool over combinations (the flavors of one combination in turn,
+sharing its layers), keep going past a failure, one log per image, one summary at the end.
+
+The rules that make tags true live here, and only here: every image is built to a temporary
+reference; the versions read back from inside it must equal what its tag promises, and the smoke
+gate must pass, before it gets its public tag and aliases; the temporary reference is always removed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import bootstrap, verify
+from .combination import INPUT_DIGEST_LABEL, Combination, Image
+from .engine import BuildRequest, Engine, EngineError
+from .plan import Selected
+from .problems import InputError, Problem
+from .wheels import Served, WheelSources, secret_file, serve
+
+TEMP_REPOSITORY = "torchimages-tmp"
+
+# The smoke gate: run on the temporary reference after verification; returns the problems found.
+SmokeGate = Callable[[Combination, Image, str], list[str]]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Everything a build takes besides the images."""
+
+    images_dir: Path
+    log_dir: Path
+    jobs: int = 1
+    no_cache: bool = False
+    ca_cert: Path | None = None
+    sources: WheelSources = field(default_factory=WheelSources)
+    network: str | None = None
+    mirror: str | None = None
+    push: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one image: built, skipped (up to date) or failed, and why."""
+
+    combination: Combination
+    image: Image
+    status: str  # built | skipped | failed
+    seconds: float
+    detail: str = ""
+
+
+class _Progress:
+    """Thread-safe progress lines."""
+
+    def __init__(self, total: int, out: Callable[[str], None]) -> None:
+        self.total, self.done, self.out, self.lock = total, 0, out, threading.Lock()
+
+    def say(self, message: str, finished: bool = False) -> None:
+        with self.lock:
+            self.done += finished
+            self.out(f"[{self.done}/{self.total}] {message}")
+
+
+def temporary_reference(combination: Combination, image: Image) -> str:
+    """A private reference an image is built to before it earns its public tags."""
+    return f"{TEMP_REPOSITORY}/{combination.folder.replace('+', '_')}:{image.flavor}-{uuid.uuid4().hex[:10]}"
+
+
+def shared_names(selected: Sequence[Selected]) -> list[Problem]:
+    """A problem for every public name (tag or alias) that two selected images would both get."""
+    owners: dict[str, list[str]] = defaultdict(list)
+    for s in selected:
+        for image in s.images:
+            for name in image.names:
+                owners[f"{image.repository}:{name}"].append(f"{s.combination.folder} ({image.flavor})")
+    return [
+        Problem(f"two images would both be tagged '{name}': {', '.join(holders)}", key="tag")
+        for name, holders in owners.items()
+        if len(holders) > 1
+    ]
+
+
+def _tail(path: Path, lines: int = 12, width: int = 240) -> str:
+    text = path.read_text(errors="replace").splitlines()
+    return "\n".join("    " + (line if len(line) <= width else line[: width - 3] + "...") for line in text[-lines:])
+
+
+class Builder:
+    """Builds images through one engine; sequences the steps and enforces the rules that make tags true."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        options: BuildOptions,
+        smoke_gate: SmokeGate | None = None,
+        out: Callable[[str], None] = print,
+    ) -> None:
+        self.engine, self.options, self.smoke_gate, self.out = engine, options, smoke_gate, out
+
+    def build(self, selected: Sequence[Selected]) -> list[Outcome]:
+        """Build every selected image; combinations in parallel (bounded), flavors of one combination in turn.
+
+        Refuses (InputError) before any build when two images would share a public name.
+        """
+        clashes = shared_names(selected)
+        if clashes:
+            raise InputError(clashes)
+        self.options.log_dir.mkdir(parents=True, exist_ok=True)
+        self._ensure_bases([s.combination for s in selected])
+        progress = _Progress(sum(len(s.images) for s in selected), self.out)
+        with serve(self.options.sources) as served, ThreadPoolExecutor(max(1, self.options.jobs)) as pool:
+            results = pool.map(
+                lambda s: [self.build_image(s.combination, image, served, progress) for image in s.images], selected
+            )
+            return [outcome for outcomes in results for outcome in outcomes]
+
+    def _ensure_bases(self, combinations: Sequence[Combination]) -> None:
+        for os in {c.os.name: c.os for c in combinations if c.os.provider == "bootstrap"}.values():
+            log = self.options.log_dir / f"bootstrap-{os.name}.log"
+            self.out(bootstrap.ensure(self.engine, os, self.options.mirror, log))
+
+    def up_to_date(self, image: Image) -> bool:
+        """A verified image with this input digest already carries the public tag."""
+        labels = self.engine.labels(image.reference)
+        return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest
+
+    def build_image(self, combination: Combination, image: Image, served: Served, progress: _Progress) -> Outcome:
+        """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie."""
+        start = time.monotonic()
+        try:
+            if not self.options.no_cache and self.up_to_date(image):
+                problems = self._publish(image, image.reference)
+                if problems:
+                    return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
+                progress.say(f"{image.tag}: up to date (input digest unchanged), skipped", finished=True)
+                return Outcome(combination, image, "skipped", 0.0, "up to date")
+        except EngineError as exc:
+            return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
+        reference = temporary_reference(combination, image)
+        log = self.options.log_dir / f"{image.tag}.log"
+        progress.say(f"{image.tag}: building (log: {log})")
+        try:
+            status = self._build(combination, image, reference, served, log)
+            if status:
+                detail = f"build failed (exit {status}); last lines of {log}:\n{_tail(log)}"
+                return self._finish(combination, image, "failed", start, detail, progress)
+            problems = self._check_before_tagging(combination, image, reference)
+            if problems:
+                return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
+            problems = self._publish(image, reference)
+            if problems:
+                return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
+            return self._finish(combination, image, "built", start, f"{image.reference} verified", progress)
+        except EngineError as exc:
+            return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
+        finally:
+            self.engine.remove_image(reference)
+
+    def _build(self, combination: Combination, image: Image, reference: str, served: Served, log: Path) -> int:
+        folder = self.options.images_dir / combination.folder
+        with secret_file(served.pip_conf(combination.index_url)) as pip_conf, log.open("wb") as handle:
+            secrets = [("pipconf", pip_conf)]
+            if self.options.ca_cert:
+                secrets.append(("cacert", self.options.ca_cert))
+            request = BuildRequest(
+                context=folder,
+                dockerfile=folder / "Dockerfile",
+                target=image.flavor,
+                reference=reference,
+                secrets=tuple(secrets),
+                network=self.options.network or ("host" if served.needs_host_network else None),
+                no_cache=self.options.no_cache,
+            )
+            return self.engine.build(request, handle)
+
+    def _check_before_tagging(self, combination: Combination, image: Image, reference: str) -> list[str]:
+        """Verification (the versions inside equal the tag's), then the smoke gate. Problems, or none."""
+        try:
+            found = verify.read_facts(self.engine, reference)
+        except (EngineError, ValueError) as exc:
+            return [f"could not read the versions inside the image: {exc}"]
+        mismatches = verify.compare(combination.expected_facts(), found)
+        if mismatches:
+            return [str(m) for m in mismatches]
+        return self.smoke_gate(combination, image, reference) if self.smoke_gate else []
+
+    def _publish(self, image: Image, reference: str) -> list[str]:
+        """Apply the public tag and aliases; push them when asked. Returns the push errors."""
+        for name in image.names:
+            self.engine.tag(reference, image.repository, name)
+        if not self.options.push:
+            return []
+        return [error for name in image.names for error in self.engine.push(image.repository, name)]
+
+    def _finish(
+        self, combination: Combination, image: Image, status: str, start: float, detail: str, progress: _Progress
+    ) -> Outcome:
+        seconds = time.monotonic() - start
+        progress.say(
+            f"{image.tag}: {status} in {seconds:.0f} s" + (f"\n    {detail}" if status == "failed" else ""),
+            finished=True,
+        )
+        return Outcome(combination, image, status, seconds, detail)
+
+
+def _listed(what: str, problems: list[str]) -> str:
+    return f"{what}:\n    " + "\n    ".join(problems)
+
+
+def summary(outcomes: Sequence[Outcome]) -> str:
+    """One line per image and a count."""
+    lines = [f"{o.status:8} {o.seconds:6.0f} s  {o.image.reference}" for o in outcomes]
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("built", "skipped", "failed")}
+    lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return "\n".join(lines)

@@ -1,0 +1,205 @@
+"""The unit of the plan: one resolved combination (= one Dockerfile = one build unit) and its images.
+
+A `Combination` holds the facts its flavors share (torch, CUDA, cuDNN, NCCL, Python, OS, toolkit,
+pins, wheel index) and where the matrix defined it; each `Image` holds only what differs between
+flavors: its tag, aliases, input digest and labels. Nothing downstream re-derives a version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .compat import OsRelease
+from .problems import Problem
+
+FLAVORS = ("devel", "runtime")
+# pip constraints pinning every package of a combination (written by `build.py lock`).
+LOCK_FILE = "requirements.lock"
+LABEL_PREFIX = "io.torchimages"
+INPUT_DIGEST_LABEL = f"{LABEL_PREFIX}.input-digest"
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where the matrix defines something: a file and a 1-based line."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """Where a devel image's nvcc comes from: `provider` is `image` (an nvidia/cuda devel image),
+    `wheels` (NVIDIA's pip wheels, installed into the venv) or `none` (no CUDA)."""
+
+    provider: str
+    image: str = ""
+    requirements: tuple[str, ...] = ()
+    arch_list: str = ""
+
+
+@dataclass(frozen=True)
+class Image:
+    """One flavor of a combination: only what differs between flavors."""
+
+    flavor: str
+    repository: str
+    tag: str
+    aliases: tuple[str, ...]
+    input_digest: str
+    labels: tuple[tuple[str, str], ...]
+
+    @property
+    def reference(self) -> str:
+        """The public image reference, `repository:tag`."""
+        return f"{self.repository}:{self.tag}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The tag and every alias."""
+        return (self.tag, *self.aliases)
+
+    def label_map(self) -> dict[str, str]:
+        """The labels as a mapping."""
+        return dict(self.labels)
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One resolved torch/CUDA/Python/OS choice and its images (one per flavor, in FLAVORS order)."""
+
+    folder: str
+    torch: str
+    torchvision: str | None
+    torchaudio: str | None
+    numpy: str | None
+    variant: str
+    cuda: str | None
+    cudnn: str | None
+    nccl: str | None
+    python: str
+    os: OsRelease
+    toolkit: Toolkit
+    index_url: str
+    min_driver: str | None
+    toolkit_driver: str | None
+    defined_at: SourceLocation
+    repository: str
+    lock_digest: str | None = None
+    images: tuple[Image, ...] = ()
+    warnings: tuple[Problem, ...] = ()
+
+    @property
+    def dockerfile(self) -> str:
+        """The rendered Dockerfile's path, relative to the images folder."""
+        return f"{self.folder}/Dockerfile"
+
+    @property
+    def flavors(self) -> tuple[str, ...]:
+        """The flavors this combination builds."""
+        return tuple(image.flavor for image in self.images)
+
+    def image(self, flavor: str) -> Image:
+        """The image of one flavor (KeyError when the combination does not build it)."""
+        for image in self.images:
+            if image.flavor == flavor:
+                return image
+        raise KeyError(f"{self.folder} builds no {flavor} image")
+
+    @property
+    def cudnn_major(self) -> str | None:
+        """`9` for cuDNN 9.1.0.70."""
+        return self.cudnn.split(".")[0] if self.cudnn else None
+
+    @property
+    def devel_from(self) -> str:
+        """What the devel target is built on: `runtime` (toolkit from wheels, or none) or an nvidia/cuda image."""
+        return self.toolkit.image if self.toolkit.provider == "image" else "runtime"
+
+    def nvidia_environment(self) -> dict[str, str]:
+        """Variables for the NVIDIA container toolkit (NVIDIA_REQUIRE_CUDA: the driver must support this
+        CUDA major, under minor-version compatibility). Empty for CPU builds."""
+        if not self.cuda:
+            return {}
+        return {
+            "NVIDIA_VISIBLE_DEVICES": "all",
+            "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+            "NVIDIA_REQUIRE_CUDA": f"cuda>={self.cuda.split('.')[0]}.0",
+        }
+
+    def expected_facts(self) -> dict[str, str | None]:
+        """The facts verification reads back from inside each image, as the tags promise them."""
+        return {
+            "torch": self.torch,
+            "cuda": self.cuda,
+            "cudnn": self.cudnn,
+            "nccl": self.nccl,
+            "python": self.python,
+            "os": self.os.name,
+        }
+
+    def build_inputs(self) -> dict[str, Any]:
+        """What shapes the images' bytes (not their tags or where the matrix says it), as plain data."""
+        os, toolkit = self.os, self.toolkit
+        return {
+            "folder": self.folder,
+            "torch": self.torch,
+            "torchvision": self.torchvision,
+            "torchaudio": self.torchaudio,
+            "numpy": self.numpy,
+            "variant": self.variant,
+            "cuda": self.cuda,
+            "cudnn": self.cudnn,
+            "nccl": self.nccl,
+            "python": self.python,
+            "os": [os.name, os.provider, os.image, os.python, os.packages, os.devel_packages, os.suite],
+            "toolkit": [toolkit.provider, toolkit.image, toolkit.requirements, toolkit.arch_list],
+            "index_url": self.index_url,
+            "lock_digest": self.lock_digest,
+        }
+
+    def labels(self, flavor: str, input_digest: str) -> dict[str, str]:
+        """Image labels: OCI annotations plus every version and the input digest."""
+        versions = {
+            "flavor": flavor,
+            "torch": self.torch,
+            "torchvision": self.torchvision or "none",
+            "torchaudio": self.torchaudio or "none",
+            "cuda": self.cuda or "none",
+            "cudnn": self.cudnn or "none",
+            "nccl": self.nccl or "none",
+            "python": self.python,
+            "os": self.os.name,
+        }
+        return {
+            "org.opencontainers.image.title": f"PyTorch {self.torch} ({flavor})",
+            "org.opencontainers.image.description": (
+                f"PyTorch {self.torch}, {'CUDA ' + self.cuda if self.cuda else 'CPU only'}, "
+                f"Python {self.python} on {self.os.name}"
+            ),
+            "org.opencontainers.image.version": self.torch,
+            "org.opencontainers.image.licenses": "BSD-3-Clause",
+            **{f"{LABEL_PREFIX}.{k}": v for k, v in versions.items()},
+            INPUT_DIGEST_LABEL: input_digest,
+        }
+
+
+def input_digest(combination: Combination, flavor: str, templates_fingerprint: str) -> str:
+    """Hash of everything that shapes one image: the combination's build inputs, the flavor, the templates."""
+    inputs: Mapping[str, Any] = {**combination.build_inputs(), "flavor": flavor}
+    payload = json.dumps(inputs, sort_keys=True, default=str) + "\0" + templates_fingerprint
+    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+def make_image(combination: Combination, flavor: str, tag: str, aliases: tuple[str, ...], fingerprint: str) -> Image:
+    """An image of the combination, with its input digest and labels."""
+    digest = input_digest(combination, flavor, fingerprint)
+    labels = tuple(sorted(combination.labels(flavor, digest).items()))
+    return Image(flavor, combination.repository, tag, aliases, digest, labels)
