@@ -1,8 +1,10 @@
-"""Benchmark a CUDA runtime image: size against its floor, cold build against a bare pip install,
-and a warm rebuild of an unchanged combination. Prints figures; record them in docs/benchmarks.md.
+"""Benchmark both flavors of one CUDA combination: stored bytes, cold build, size against its floor,
+a warm rebuild, and push/pull through a registry on loopback with the venv split into layers against
+the same venv in one layer. Prints figures; record them in docs/benchmarks.md.
 
-Needs a Docker engine and the wheel sources the build uses (TORCHIMAGES_* variables, see README).
-Run: .venv/bin/python bench/image_build.py [--selector TAG] (takes several minutes, removes what it builds).
+Needs a Docker engine, the wheel sources the build uses (TORCHIMAGES_* variables, see README) and,
+for push/pull, Debian's docker-registry. Takes 20-30 minutes; removes what it builds.
+Run: .venv/bin/python bench/image_build.py [--combination PREFIX] [--skip-registry]
 """
 
 from __future__ import annotations
@@ -11,23 +13,29 @@ import argparse
 import datetime
 import os
 import platform
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
+import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from torchimages import engine, plan, render
+from torchimages import plan, render
+from torchimages.engine import DockerEngine
 from torchimages.wheels import WheelSources, secret_file, serve
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SELECTOR = "2.14.1-cuda13.0-cudnn9-runtime-debian12"
+DEFAULT_COMBINATION = "2.14.1-cuda13.0-cudnn9-*-debian12"
+GB = 1e9
 
 
-def run(*args: str | Path, env: dict[str, str] | None = None) -> float:
+def timed(*args: str | Path, env: dict[str, str] | None = None) -> float:
     """Run a command, fail loudly, return its seconds."""
     start = time.perf_counter()
     result = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False, env=env)
@@ -36,107 +44,190 @@ def run(*args: str | Path, env: dict[str, str] | None = None) -> float:
     return time.perf_counter() - start
 
 
-def du_venv(client: Any, image: str) -> int:
-    out = client.containers.run(image, ["du", "-sb", "/opt/venv"], remove=True, user="root")
+def stored_bytes(docker: str, *references: str) -> int:
+    """Bytes the images take together, each layer counted once (the size of one `docker save`)."""
+    with subprocess.Popen([docker, "save", *references], stdout=subprocess.PIPE) as saver:
+        assert saver.stdout is not None
+        total = 0
+        while chunk := saver.stdout.read(1 << 22):
+            total += len(chunk)
+    return total
+
+
+def layers(sdk: Any, reference: str) -> list[str]:
+    return list(sdk.images.get(reference).attrs["RootFS"]["Layers"])
+
+
+def du(sdk: Any, reference: str, path: str) -> int:
+    out = sdk.containers.run(reference, ["du", "-sb", path], remove=True, user="root")
     return int(out.split()[0])
 
 
-def naive_dockerfile(base: str, python: str, requirements: list[str]) -> str:
-    """One stage, pip install without cleanup: what a hand-written Dockerfile often does."""
-    return textwrap.dedent(f"""\
-        FROM {base}
-        RUN apt-get update && apt-get install -y python{python}-venv
-        RUN python{python} -m venv /opt/venv
-        RUN --mount=type=secret,id=pipconf,target=/etc/pip.conf --mount=type=secret,id=cacert,target=/cacert \\
-            PIP_CERT=/cacert /opt/venv/bin/pip install {" ".join(requirements)}
-        """)
+def os_packages_layer(sdk: Any, reference: str) -> int:
+    """The size of the layer that installed the OS packages (interpreter, headers, compiler)."""
+    history = sdk.images.get(reference).history()
+    return max(int(h["Size"]) for h in history if "apt-get install" in (h.get("CreatedBy") or ""))
+
+
+def bare_pip_install(
+    sdk: Any, base: str, python: str, requirements: list[str], index_url: str, ca: str | None
+) -> float:
+    """Seconds of a plain `pip install` of the same wheels in a container of the base image."""
+    with serve(WheelSources.from_environment()) as served, secret_file(served.pip_conf(index_url)) as conf:
+        volumes = {str(conf): {"bind": "/pip.conf", "mode": "ro"}}
+        if ca:
+            volumes[ca] = {"bind": "/ca", "mode": "ro"}
+        box = sdk.containers.run(
+            base,
+            ["sleep", "infinity"],
+            detach=True,
+            volumes=volumes,
+            network_mode="host" if served.needs_host_network else None,
+        )
+        try:
+            py = f"python{python}"
+            setup = f"apt-get update -qq && apt-get install -y -qq {py}-venv && {py} -m venv /v"
+            assert box.exec_run(["bash", "-c", setup]).exit_code == 0
+            env = {"PIP_CONFIG_FILE": "/pip.conf", **({"PIP_CERT": "/ca"} if ca else {})}
+            start = time.perf_counter()
+            result = box.exec_run(["/v/bin/pip", "install", "-q", "--no-cache-dir", *requirements], environment=env)
+            seconds = time.perf_counter() - start
+            assert result.exit_code == 0, result.output[-2000:]
+        finally:
+            box.remove(force=True)
+    return seconds
+
+
+@contextmanager
+def loopback_registry() -> Iterator[tuple[str, Path]]:
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        sys.exit("docker-registry is not installed (apt-get install docker-registry), or pass --skip-registry")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    root = Path(tempfile.mkdtemp(prefix="bench-registry-"))
+    config = root / "config.yml"
+    address = f"127.0.0.1:{port}"
+    config.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\nhttp:\n  addr: {address}\n"
+    )
+    server = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            try:
+                urllib.request.urlopen(f"http://{address}/v2/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield address, root / "data"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def push_and_pull(docker: str, sdk: Any, image: str, registry: str, data: Path, name: str) -> str:
+    """Push an image to the loopback registry, remove it here (every tag) and the build cache, pull it back."""
+    remote = f"{registry}/bench/{name}:{uuid.uuid4().hex[:8]}"
+    before = folder_bytes(data) if data.exists() else 0
+    timed(docker, "tag", image, remote)
+    push = timed(docker, "push", remote)
+    compressed = folder_bytes(data) - before
+    sdk.images.remove(sdk.images.get(image).id, force=True)
+    timed(docker, "builder", "prune", "--all", "--force")
+    pull = timed(docker, "pull", remote)
+    timed(docker, "tag", remote, image)
+    sdk.images.remove(remote)
+    return f"push {push:.0f} s, pull {pull:.0f} s, {compressed / GB:.2f} GB compressed in the registry"
+
+
+def single_layer_copy(docker: str, sdk: Any, base: str, runtime: str) -> str:
+    """The runtime's venv as ONE layer over the same OS layers (the layout before the split)."""
+    tag = f"torchimages-bench/single-layer:{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory() as context:
+        Path(context, "Dockerfile").write_text(
+            f"FROM {runtime} AS source\nFROM {base}\nCOPY --from=source --chown=1000:1000 /opt/venv /opt/venv\n"
+        )
+        timed(docker, "build", "--tag", tag, context, env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    return tag
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--selector", default=DEFAULT_SELECTOR)
-    parser.add_argument("--ca-cert", default=None)
+    parser.add_argument("--combination", default=DEFAULT_COMBINATION, help="selector of one combination's images")
+    parser.add_argument("--ca-cert", default=os.environ.get("TORCHIMAGES_CA_CERT"))
+    parser.add_argument("--skip-registry", action="store_true", help="leave out the push/pull figures")
     args = parser.parse_args()
-    client = engine.connect()
-    build = engine.find_build_client()
+    engine = DockerEngine()
+    sdk, docker = engine.sdk, engine.build_client.docker
     loaded = plan.load(ROOT / "matrix.yaml")
-    (spec,) = plan.select(loaded, [args.selector])
-    ca = args.ca_cert or os.environ.get("TORCHIMAGES_CA_CERT")
-    cli = [sys.executable, ROOT / "build.py", "build", args.selector, "--log-dir", Path(tempfile.mkdtemp()) / "logs"]
-    if ca:
-        cli += ["--ca-cert", ca]
+    (selected,) = plan.select(loaded, [args.combination])
+    combination = selected.combination
+    devel, runtime = combination.image("devel").reference, combination.image("runtime").reference
+    logs = Path(tempfile.mkdtemp()) / "logs"
+    cli = [sys.executable, ROOT / "build.py", "build", args.combination, "--log-dir", logs]
+    if args.ca_cert:
+        cli += ["--ca-cert", args.ca_cert]
 
-    # (b) cold build: empty the build cache and the image first.
-    engine.remove_image(client, spec.reference)
-    for alias in spec.aliases:
-        engine.remove_image(client, f"{spec.repository}:{alias}")
-    run("docker", "builder", "prune", "--all", "--force")
-    cold = run(*cli)
-    # (c) warm rebuild of the unchanged combination: the tool sees the verified digest and skips.
-    warm = run(*cli)
-    # (c') the same through BuildKit's cache alone (--no-cache would bypass it, so drop the tag).
-    engine.remove_image(client, spec.reference)
-    warm_buildkit = run(*cli)
+    # Cold build of both flavors: no image, no build cache (the bootstrapped base stays).
+    for image in combination.images:
+        for name in image.names:
+            engine.remove_image(f"{image.repository}:{name}")
+    timed(docker, "builder", "prune", "--all", "--force")
+    cold = timed(*cli)
+    warm = timed(*cli)
+    pip = bare_pip_install(
+        sdk,
+        combination.os.image,
+        combination.python,
+        render.requirements(combination),
+        combination.index_url,
+        args.ca_cert,
+    )
 
-    # (a) sizes: the image, its floor (base image + installed venv) and a naive single-stage image.
-    size = client.images.get(spec.reference).attrs["Size"]
-    base = client.images.get(spec.os.image).attrs["Size"]
-    venv = du_venv(client, spec.reference)
-    requirements = render.requirements(spec)
-    naive_tag = f"torchimages-bench/naive:{uuid.uuid4().hex[:8]}"
-    with tempfile.TemporaryDirectory() as context, serve(WheelSources.from_environment()) as served:
-        Path(context, "Dockerfile").write_text(naive_dockerfile(spec.os.image, spec.python, requirements))
-        with secret_file(served.pip_conf(spec.index_url)) as conf:
-            secrets = ["--secret", f"id=pipconf,src={conf}"] + (["--secret", f"id=cacert,src={ca}"] if ca else [])
-            network = ["--network", "host"] if served.needs_host_network else []
-            naive_seconds = run(
-                *build.command, "--tag", naive_tag, *secrets, *network, context, env=build.environment()
-            )
-        # (b') the bare pip install of the same wheels in a plain container of the base image.
-        with secret_file(served.pip_conf(spec.index_url)) as conf:
-            volumes = {str(conf): {"bind": "/pip.conf", "mode": "ro"}}
-            if ca:
-                volumes[ca] = {"bind": "/ca", "mode": "ro"}
-            box = client.containers.run(
-                spec.os.image,
-                ["sleep", "infinity"],
-                detach=True,
-                volumes=volumes,
-                network_mode="host" if served.needs_host_network else None,
-            )
-            try:
-                py = f"python{spec.python}"
-                setup = f"apt-get update -qq && apt-get install -y -qq {py}-venv && {py} -m venv /v"
-                assert box.exec_run(["bash", "-c", setup]).exit_code == 0
-                env = {"PIP_CONFIG_FILE": "/pip.conf", **({"PIP_CERT": "/ca"} if ca else {})}
-                start = time.perf_counter()
-                result = box.exec_run(["/v/bin/pip", "install", "-q", "--no-cache-dir", *requirements], environment=env)
-                pip_seconds = time.perf_counter() - start
-                assert result.exit_code == 0, result.output[-2000:]
-            finally:
-                box.remove(force=True)
-    naive_size = client.images.get(naive_tag).attrs["Size"]
-    engine.remove_image(client, naive_tag)
+    together = stored_bytes(docker, devel, runtime)
+    devel_alone = stored_bytes(docker, devel)
+    runtime_size = sdk.images.get(runtime).attrs["Size"]
+    base_size = sdk.images.get(combination.os.image).attrs["Size"]
+    packages = os_packages_layer(sdk, runtime)
+    venv = du(sdk, runtime, "/opt/venv")
+    prefix = layers(sdk, devel)[: len(layers(sdk, runtime))] == layers(sdk, runtime)
 
-    gb = 1e9
     print(f"date: {datetime.date.today()}  machine: {platform.machine()}, {os.cpu_count()} cores")
-    print(f"image: {spec.reference}")
+    print(f"combination: {combination.folder} (devel from {combination.devel_from})")
+    print(f"runtime layers are a prefix of devel's: {prefix}")
     print(
-        f"(a) image size {size / gb:.2f} GB; floor = base {base / gb:.3f} GB + venv {venv / gb:.2f} GB "
-        f"= {(base + venv) / gb:.2f} GB; ratio {size / (base + venv):.3f}"
+        f"(1) stored devel + runtime {together / GB:.2f} GB / devel alone {devel_alone / GB:.2f} GB "
+        f"= {together / devel_alone:.3f} (target <= 1.10)"
     )
     print(
-        f"    naive single-stage image {naive_size / gb:.2f} GB ({naive_size / size:.2f}x), "
-        f"built in {naive_seconds:.0f} s"
+        f"(2) cold build of both flavors {cold:.0f} s / bare pip install {pip:.0f} s = {cold / pip:.2f} (target <= 2.0)"
     )
+    floor = base_size + packages + venv
     print(
-        f"(b) cold build {cold:.0f} s; bare pip install of the same wheels {pip_seconds:.0f} s; "
-        f"ratio {cold / pip_seconds:.2f}"
+        f"(3) runtime {runtime_size / GB:.2f} GB / floor (base {base_size / GB:.3f} + OS packages "
+        f"{packages / GB:.3f} + venv {venv / GB:.2f} GB = {floor / GB:.2f} GB) = {runtime_size / floor:.3f} "
+        "(target <= 1.05)"
     )
-    print(
-        f"(c) warm rebuild, unchanged combination: {warm:.1f} s (skipped by digest); "
-        f"through BuildKit's cache with verification: {warm_buildkit:.1f} s"
-    )
+    print(f"    warm rebuild of the unchanged combination: {warm:.1f} s")
+    if not args.skip_registry:
+        # devel holds every runtime layer: remove it, or the pull would find them all present.
+        sdk.images.remove(sdk.images.get(devel).id, force=True)
+        single = single_layer_copy(docker, sdk, combination.os.image, runtime)
+        with loopback_registry() as (registry, data):
+            split_figures = push_and_pull(docker, sdk, runtime, registry, data, "split")
+            single_figures = push_and_pull(docker, sdk, single, registry, data, "single")
+        print(f"(4) runtime, venv split into layers: {split_figures}")
+        print(f"    the same venv in one layer over the base (no OS-packages layer): {single_figures}")
+        engine.remove_image(single)
+    for image in combination.images:
+        for name in image.names:
+            engine.remove_image(f"{image.repository}:{name}")
 
 
 if __name__ == "__main__":
