@@ -10,9 +10,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cli, engine, lock, orchestrate, render, smoke
+from . import cli, engine, lock, orchestrate, render
 from . import plan as planning
 from .engine import EngineError
+from .smoke import SUITES, runner
 from .wheels import WheelSources
 
 
@@ -91,8 +92,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     try:
         checks = []
         if "none" not in args.test:
-            suites = smoke.SUITES if "gpu" in args.test else ("cpu",)
-            checks.append(smoke.check(smoke.SmokeOptions(suites=suites), engine.connect()))
+            suites = SUITES if "gpu" in args.test else ("cpu",)
+            checks.append(runner.pretag_check(runner.SmokeOptions(suites=suites), engine.DockerEngine()))
         outcomes = orchestrate.Builder(options, checks).build(specs)
     except (EngineError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -111,7 +112,7 @@ def configure_test(parser: argparse.ArgumentParser) -> None:
         help="local: run the suites against this machine instead of image containers",
     )
     parser.add_argument("--spec", type=Path, default=None, help="with --host local: SPEC.json (default: this host's)")
-    parser.add_argument("--suites", default=",".join(smoke.SUITES), help="comma-separated: cpu,gpu,multi_gpu")
+    parser.add_argument("--suites", default=",".join(SUITES), help="comma-separated: cpu,gpu,multi_gpu")
     parser.add_argument(
         "--gpus",
         choices=("all", "none", "auto"),
@@ -119,7 +120,7 @@ def configure_test(parser: argparse.ArgumentParser) -> None:
         help="GPU request for containers (auto: when the engine has the NVIDIA runtime)",
     )
     parser.add_argument("--require-gpu", action="store_true", help="no usable GPU is a failure, not a skip")
-    parser.add_argument("--shm-size", default=smoke.DEFAULT_SHM, help="shared memory of the container (default 2g)")
+    parser.add_argument("--shm-size", default=runner.DEFAULT_SHM, help="shared memory of the container (default 2g)")
     parser.add_argument("--junit", type=Path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
     parser.add_argument(
         "--python-exe", default=None, help="Python with torch to probe (default: python, or python3 with --host local)"
@@ -128,12 +129,12 @@ def configure_test(parser: argparse.ArgumentParser) -> None:
 
 def cmd_test(args: argparse.Namespace) -> int:
     suites = tuple(s for s in args.suites.split(",") if s)
-    unknown = [s for s in suites if s not in smoke.SUITES]
+    unknown = [s for s in suites if s not in SUITES]
     if unknown or not suites:
-        print(f"error: --suites takes {', '.join(smoke.SUITES)}, not {','.join(unknown) or 'nothing'}", file=sys.stderr)
+        print(f"error: --suites takes {', '.join(SUITES)}, not {','.join(unknown) or 'nothing'}", file=sys.stderr)
         return cli.EXIT_USAGE
     local = args.host == "local"
-    options = smoke.SmokeOptions(
+    options = runner.SmokeOptions(
         suites,
         args.gpus,
         args.require_gpu,
@@ -142,13 +143,13 @@ def cmd_test(args: argparse.Namespace) -> int:
     )
     if local:
         try:
-            document = json.loads(args.spec.read_text()) if args.spec else smoke.host_document(options.python_exe)
+            document = json.loads(args.spec.read_text()) if args.spec else runner.host_document(options.python_exe)
         except (OSError, ValueError, subprocess.CalledProcessError) as exc:
             print(f"error: cannot read the host's spec: {exc}", file=sys.stderr)
             return cli.EXIT_USAGE
         return (
             cli.EXIT_OK
-            if smoke.run_pytest("local://", document, options, args.junit).returncode == 0
+            if runner.run_suites("local://", document, options, args.junit).returncode == 0
             else cli.EXIT_FAILED
         )
     if not args.selectors:
@@ -160,15 +161,19 @@ def cmd_test(args: argparse.Namespace) -> int:
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return cli.EXIT_USAGE
+    docker_engine = engine.DockerEngine(client)
     missing = [s.reference for s in specs if engine.image_labels(client, s.reference) is None]
     if missing:
         print("error: not built yet (make build TAG=...): " + ", ".join(missing), file=sys.stderr)
         return cli.EXIT_USAGE
     results = []
     for spec in specs:
-        junit = smoke.junit_path(args.junit, spec.tag, len(specs) > 1)
-        results.append((spec.reference, smoke.test_image(client, spec, spec.reference, options, junit).returncode))
-    print(smoke.summary(results))
+        junit = runner.junit_path(args.junit, spec.tag, len(specs) > 1)
+        result = runner.run_suites_in_container(docker_engine, spec, spec.reference, options, junit)
+        if not result.args:
+            print(f"error: {result.stderr}", file=sys.stderr)
+        results.append((spec.reference, result.returncode))
+    print(runner.summary(results))
     return cli.EXIT_FAILED if any(code for _, code in results) else cli.EXIT_OK
 
 

@@ -7,12 +7,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
+import docker.types
 
 BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
 HOW_TO_GET_AN_ENGINE = (
@@ -107,3 +109,53 @@ def remove_image(client: Any, reference: str) -> None:
     """Remove an image reference if present."""
     with contextlib.suppress(docker.errors.ImageNotFound):
         client.images.remove(reference, noprune=False)
+
+
+class ProbeError(Exception):
+    """A program run in a throwaway container failed: the message says how."""
+
+
+class DockerEngine:
+    """The engine as the verification and the smoke runner see it (the docker SDK underneath)."""
+
+    def __init__(self, client: Any | None = None) -> None:
+        self.client = client if client is not None else connect()
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        """`python ARGS` in a throwaway container of the image, without network; its stdout."""
+        try:
+            output = self.client.containers.run(
+                reference, ["python", *args], remove=True, stdout=True, stderr=False, network_disabled=True
+            )
+        except docker.errors.ContainerError as exc:
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
+            raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr[-2000:]}") from None
+        except docker.errors.DockerException as exc:
+            raise ProbeError(f"could not run python in {reference}: {exc}") from None
+        return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
+        """A detached `sleep infinity` container of the image, without network; its name."""
+        requests = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else []
+        try:
+            container = self.client.containers.run(
+                reference,
+                ["sleep", "infinity"],
+                detach=True,
+                name=f"torchimages-smoke-{uuid.uuid4().hex[:10]}",
+                shm_size=shm_size,
+                device_requests=requests,
+                network_mode="none",
+            )
+        except docker.errors.DockerException as exc:
+            raise ProbeError(f"could not start a container of {reference}: {exc}") from None
+        return str(container.name)
+
+    def remove_container(self, name: str) -> None:
+        """Stop and remove a container; nothing when it is already gone."""
+        with contextlib.suppress(docker.errors.NotFound):
+            self.client.containers.get(name).remove(force=True)
+
+    def gpu_runtime_available(self) -> bool:
+        """Whether the engine has the NVIDIA runtime (NVIDIA Container Toolkit)."""
+        return "nvidia" in (self.client.info().get("Runtimes") or {})

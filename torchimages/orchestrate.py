@@ -20,8 +20,9 @@ from .wheels import Served, WheelSources, secret_file, serve
 
 TEMP_REPOSITORY = "torchimages-tmp"
 
-# A check run on the temporary image before it gets its public tags; returns problems found.
-Check = Callable[[ImageSpec, str], list[str]]
+# A check run on the temporary image before it gets its public tags, with the facts verification
+# read from it (so the check need not probe them again); returns problems found.
+Check = Callable[[ImageSpec, str, verify.Facts], list[str]]
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Builder:
     def __init__(self, options: BuildOptions, checks: Sequence[Check] = (), out: Callable[[str], None] = print):
         self.options, self.checks, self.out = options, tuple(checks), out
         self.docker = engine.connect()
+        self.engine = engine.DockerEngine(self.docker)
         self.client = engine.find_build_client(options.docker)
 
     def up_to_date(self, spec: ImageSpec) -> bool:
@@ -120,13 +122,13 @@ class Builder:
 
     def _verify(self, spec: ImageSpec, reference: str) -> list[str]:
         try:
-            facts = verify.read_facts(self.docker, reference)
-        except (docker.errors.ContainerError, ValueError) as exc:
+            facts = verify.read_facts(self.engine, reference)
+        except (engine.ProbeError, ValueError) as exc:
             return [f"could not read the versions inside the image: {exc}"]
-        problems = [str(m) for m in verify.compare(spec, facts)]
+        problems = [str(m) for m in verify.compare(spec.facts(), facts)]
         for check in self.checks:
             if not problems:
-                problems += check(spec, reference)
+                problems += check(spec, reference, facts)
         return problems
 
     def _tag(self, spec: ImageSpec, reference: str) -> None:
