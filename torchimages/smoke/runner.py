@@ -170,8 +170,12 @@ def pretag_check(options: SmokeOptions, engine: ContainerEngine) -> Callable[[Im
         result = run_suites_in_container(engine, spec, reference, options, None, capture=True, facts=facts)
         if result.returncode == 0:
             return []
-        lines = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith(("FAILED", "ERROR", "E "))]
-        return [f"smoke suites ({', '.join(options.suites)}) failed:", *lines[-12:]]
+        output = (result.stdout + result.stderr).splitlines()
+        # One summary line per failed test (-ra); the assertion lines only when there is none.
+        lines = [ln for ln in output if ln.startswith(("FAILED", "ERROR"))] or [
+            ln for ln in output if ln.startswith("E ")
+        ][-12:]
+        return [f"smoke suites ({', '.join(options.suites)}) failed:", *lines[:40]]
 
     return check
 
