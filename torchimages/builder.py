@@ -26,8 +26,9 @@ from .wheels import Served, WheelSources, secret_file, serve
 
 TEMP_REPOSITORY = "torchimages-tmp"
 
-# The smoke gate: run on the temporary reference after verification; returns the problems found.
-SmokeGate = Callable[[Combination, Image, str], list[str]]
+# The smoke gate: run on the temporary reference after verification, with the facts verification read
+# (so the suites need not probe them again); returns the problems found.
+SmokeGate = Callable[[Combination, Image, str, verify.Facts], list[str]]
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ class Builder:
         mismatches = verify.compare(combination.expected_facts(), found)
         if mismatches:
             return [str(m) for m in mismatches]
-        return self.smoke_gate(combination, image, reference) if self.smoke_gate else []
+        return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
 
     def _publish(self, image: Image, reference: str) -> list[str]:
         """Apply the public tag and aliases; push them when asked. Returns the push errors."""

@@ -20,6 +20,7 @@ from . import plan as planning
 from . import render
 from .combination import Combination, Image
 from .problems import InputError, Problem
+from .smoke import SUITES
 from .wheels import WheelSources
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_MATRIX = Path("matrix.yaml")
-SUITE_NAMES = ("cpu", "gpu", "multi_gpu")
 
 
 class UsageError(Exception):
@@ -182,7 +182,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from . import builder, smoke
+    from . import builder
+    from .smoke import runner
 
     loaded = load_plan(args)
     chosen = select(args, loaded)
@@ -202,8 +203,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     engine = connect(args.docker)
     gate = None
     if "none" not in args.test:
-        suites = SUITE_NAMES if "gpu" in args.test else ("cpu",)
-        gate = smoke.gate(engine, smoke.SmokeOptions(suites=suites))
+        suites = SUITES if "gpu" in args.test else ("cpu",)
+        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine)
     outcomes = builder.Builder(engine, options, gate).build(chosen)
     print(builder.summary(outcomes))
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
@@ -211,17 +212,17 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _suites(text: str) -> tuple[str, ...]:
     suites = tuple(s for s in text.split(",") if s)
-    unknown = [s for s in suites if s not in SUITE_NAMES]
+    unknown = [s for s in suites if s not in SUITES]
     if unknown or not suites:
-        raise UsageError(f"--suites takes {', '.join(SUITE_NAMES)}, not {','.join(unknown) or 'nothing'}")
+        raise UsageError(f"--suites takes {', '.join(SUITES)}, not {','.join(unknown) or 'nothing'}")
     return suites
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from . import smoke
+    from .smoke import document, runner
 
     local = args.host == "local"
-    options = smoke.SmokeOptions(
+    options = runner.SmokeOptions(
         _suites(args.suites),
         args.gpus,
         args.require_gpu,
@@ -230,10 +231,10 @@ def cmd_test(args: argparse.Namespace) -> int:
     )
     if local:
         try:
-            document = json.loads(args.spec.read_text()) if args.spec else smoke.host_document(options.python_exe)
+            host = json.loads(args.spec.read_text()) if args.spec else runner.host_document(options.python_exe)
         except (OSError, ValueError, subprocess.CalledProcessError) as exc:
             raise UsageError(f"cannot read the host's spec: {exc}") from None
-        passed = smoke.run_pytest("local://", document, options, args.junit).returncode == 0
+        passed = runner.run_suites("local://", host, options, args.junit).returncode == 0
         return EXIT_OK if passed else EXIT_FAILED
     if not args.selectors:
         raise UsageError("name the images to test (SELECTOR...), or use --host local")
@@ -244,11 +245,13 @@ def cmd_test(args: argparse.Namespace) -> int:
         raise UsageError("not built yet (make build TAG=...): " + ", ".join(missing))
     results = []
     for combination, image in targets:
-        junit = smoke.junit_path(args.junit, image.tag, len(targets) > 1)
-        document = smoke.image_document(combination, image, image.reference)
-        code = smoke.run_suites_in_container(engine, document, options, junit).returncode
-        results.append((image.reference, code))
-    print(smoke.summary(results))
+        junit = runner.junit_path(args.junit, image.tag, len(targets) > 1)
+        spec = document.image_document(combination, image, image.reference)
+        result = runner.run_suites_in_container(engine, spec, options, junit)
+        if not result.args:  # no container could be started
+            print(f"error: {result.stderr}", file=sys.stderr)
+        results.append((image.reference, result.returncode))
+    print(runner.summary(results))
     return EXIT_FAILED if any(code for _, code in results) else EXIT_OK
 
 
@@ -376,7 +379,7 @@ def _test_options(parser: argparse.ArgumentParser) -> None:
         help="local: run the suites against this machine instead of image containers",
     )
     parser.add_argument("--spec", type=Path, default=None, help="with --host local: SPEC.json (default: this host's)")
-    parser.add_argument("--suites", default=",".join(SUITE_NAMES), help="comma-separated: cpu,gpu,multi_gpu")
+    parser.add_argument("--suites", default=",".join(SUITES), help="comma-separated: cpu,gpu,multi_gpu")
     parser.add_argument(
         "--gpus",
         choices=("all", "none", "auto"),

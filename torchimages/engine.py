@@ -234,11 +234,11 @@ class DockerEngine:
     def run_python(self, reference: str, args: list[str]) -> str:
         try:
             output = self.sdk.containers.run(
-                reference, ["python", *args], remove=True, stderr=True, network_disabled=True
+                reference, ["python", *args], remove=True, stdout=True, stderr=False, network_disabled=True
             )
         except self._errors.ContainerError as exc:
             stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
-            raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr.strip()}") from None
+            raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr[-2000:]}") from None
         except self._errors.DockerException as exc:
             raise ProbeError(f"could not run a container of {reference}: {exc}") from None
         return output.decode(errors="replace") if isinstance(output, bytes) else str(output)

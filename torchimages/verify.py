@@ -1,39 +1,33 @@
-"""Tags never lie: read the versions from inside a built image and compare them with its spec."""
+"""Tags never lie: read the versions from inside a built image and compare them with its spec.
+
+The facts come from the smoke suites' facts probe (torchimages/smoke/probe_scripts/facts.py),
+decoded by torchimages.versions: one probe and one decoder for verification and the cpu suite.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
-# Runs inside the image with its own python; prints one JSON object.
-PROBE = r"""
-import json, platform
-import torch
-def os_name():
-    fields = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
-    return fields.get("ID", "").strip('"') + fields.get("VERSION_ID", "").strip('"')
-def cudnn():
-    v = torch.backends.cudnn.version() if torch.version.cuda else None
-    if not v:
-        return None
-    major = v // 10000 if v >= 90000 else v // 1000
-    rest = v - major * (10000 if v >= 90000 else 1000)
-    return f"{major}.{rest // 100}.{rest % 100}"
-def nccl():
-    if not torch.version.cuda:
-        return None
-    return ".".join(str(p) for p in torch.cuda.nccl.version())
-print(json.dumps({
-    "torch": torch.__version__,
-    "cuda": torch.version.cuda,
-    "cudnn": cudnn(),
-    "nccl": nccl(),
-    "python": ".".join(platform.python_version_tuple()[:2]),
-    "os": os_name(),
-}))
-"""
+from .smoke.probes import parse_payload, probe_source
+from .versions import decode_facts
+
+
+class PythonRunner(Protocol):
+    """What verification needs from the engine (engine.DockerEngine)."""
+
+    def run_python(self, reference: str, args: list[str]) -> str: ...
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the facts probe found in an image: the decoded six facts and its whole answer."""
+
+    versions: Mapping[str, str | None]
+    raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -48,10 +42,9 @@ class Mismatch:
         return f"{self.fact}: the tag claims {self.expected or 'none'}, the image has {self.found or 'none'}"
 
 
-def _same(fact: str, expected: str | None, value: Any) -> bool:
-    if expected is None or value is None:
-        return expected is None and value is None
-    found = str(value)
+def _same(fact: str, expected: str | None, found: str | None) -> bool:
+    if expected is None or found is None:
+        return expected is None and found is None
     if fact == "torch":
         return found.split("+")[0] == expected
     if fact == "cudnn":
@@ -59,25 +52,30 @@ def _same(fact: str, expected: str | None, value: Any) -> bool:
     return found == expected
 
 
-class PythonRunner(Protocol):
-    """What verification needs of the engine."""
+def decode(raw: Mapping[str, Any]) -> Facts:
+    """The facts probe's answer, decoded (torchimages.versions)."""
+    return Facts(MappingProxyType(decode_facts(raw)), MappingProxyType(dict(raw)))
 
-    def run_python(self, reference: str, args: list[str]) -> str: ...
 
-
-def compare(expected: Mapping[str, str | None], facts: Mapping[str, Any]) -> list[Mismatch]:
+def compare(expected: Mapping[str, str | None], facts: Facts) -> list[Mismatch]:
     """Every fact that differs (empty when the image is what its tag says)."""
     return [
-        Mismatch(name, want, None if facts.get(name) is None else str(facts[name]))
-        for name, want in expected.items()
-        if not _same(name, want, facts.get(name))
+        Mismatch(name, value, facts.versions.get(name))
+        for name, value in expected.items()
+        if not _same(name, value, facts.versions.get(name))
     ]
 
 
-def read_facts(engine: PythonRunner, reference: str) -> dict[str, Any]:
-    """Run the probe in a throwaway container of the image and parse its answer (ValueError if unreadable)."""
-    text = engine.run_python(reference, ["-c", PROBE])
-    lines = text.strip().splitlines()
-    if not lines:
-        raise ValueError("the probe printed nothing")
-    return dict(json.loads(lines[-1]))
+def read_facts(engine: PythonRunner, reference: str) -> Facts:
+    """Run the facts probe in a throwaway container of the image and decode its answer.
+
+    Raises engine.ProbeError when the container fails, ValueError when the answer is unreadable.
+    """
+    output = engine.run_python(reference, ["-c", probe_source("facts")])
+    try:
+        raw = parse_payload(output)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the facts probe's answer is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ValueError(f"the facts probe printed no SMOKE_JSON line: {output.strip()[-500:]!r}")
+    return decode(raw)

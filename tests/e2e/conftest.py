@@ -73,7 +73,11 @@ def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:
 
 
 def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
-    """`build.py test` on both flavors: cpu checks pass, GPU tests skip with the reason, JUnit written."""
+    """`build.py test` on both flavors: cpu checks pass, GPU tests skip with the reason, JUnit written.
+
+    The suites come from the installed package (torchimages.smoke.suites, rootdir the package), never
+    from a folder of this repository.
+    """
     junit = tmp / "smoke.xml"
     result = run_cli("test", "--matrix", built.plan.matrix_path, "--junit", junit, "*")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -84,6 +88,8 @@ def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
         counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
         assert counts["failures"] == counts["errors"] == 0 and counts["skipped"] > 0, counts
         assert counts["tests"] - counts["skipped"] >= 10, counts
+        classes = {case.get("classname", "") for case in suite.iter("testcase")}
+        assert "suites.test_cpu_versions" in classes, sorted(classes)
 
 
 def remove_repository(client: Any, repository: str) -> None:

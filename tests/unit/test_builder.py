@@ -16,7 +16,7 @@ from typing import IO
 
 import pytest
 
-from torchimages import builder, plan
+from torchimages import builder, plan, verify
 from torchimages.builder import Builder, BuildOptions, Outcome
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import BuildRequest, EngineError
@@ -55,7 +55,7 @@ class FakeEngine:
         if reference not in self.images:
             raise EngineError(f"no image {reference}")
         self.probed.append(reference)
-        return json.dumps(self.truth.get(reference) or self.facts(self.images[reference]["io.torchimages.flavor"]))
+        return "SMOKE_JSON:" + json.dumps(probe_answer(self.truth[reference]))
 
     def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
         raise AssertionError("the smoke gate is a plain function in these tests")
@@ -83,15 +83,28 @@ class FakeEngine:
         return [r for r in self.images if r.startswith(builder.TEMP_REPOSITORY)]
 
 
+def probe_answer(facts: dict[str, str | None]) -> dict[str, object]:
+    """The facts probe's raw answer for an image holding these versions (cuDNN and NCCL as torch reports them)."""
+    cudnn = [int(p) for p in (facts.get("cudnn") or "0.0.0").split(".")[:3]]
+    os_id = (facts.get("os") or "").rstrip("0123456789.")
+    return {
+        "torch": facts["torch"],
+        "cuda": facts["cuda"],
+        "cudnn": cudnn[0] * 10000 + cudnn[1] * 100 + cudnn[2] if facts.get("cudnn") else None,
+        "nccl": [int(p) for p in (facts["nccl"] or "").split(".")] if facts.get("nccl") else None,
+        "python": facts["python"],
+        "os": {"id": os_id, "version_id": (facts.get("os") or "")[len(os_id) :]},
+    }
+
+
 @pytest.fixture
 def selection(write_matrix: Callable[[str], Path]) -> list[plan.Selected]:
     return plan.select(plan.load(write_matrix(MATRIX)), [])
 
 
 def true_facts(combination: Combination) -> Callable[[str], dict[str, str | None]]:
-    """What the facts probe reads from a true image: torch with its local label, cuDNN to three parts."""
-    cudnn = ".".join((combination.cudnn or "").split(".")[:3])
-    return lambda flavor: {**combination.expected_facts(), "torch": combination.torch + "+cu118", "cudnn": cudnn}
+    """The versions a true image of the combination holds (torch with its local version label)."""
+    return lambda flavor: {**combination.expected_facts(), "torch": combination.torch + "+cu118"}
 
 
 def run(
@@ -136,7 +149,7 @@ def test_a_failing_smoke_gate_leaves_no_tag(selection: list[plan.Selected], tmp_
     engine = FakeEngine(true_facts(first[0].combination))
     calls: list[str] = []
 
-    def gate(combination: Combination, image: Image, reference: str) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
         calls.append(reference)
         assert reference.startswith(builder.TEMP_REPOSITORY), "the gate runs on the temporary reference"
         return ["smoke suites (cpu) failed:", "FAILED test_import_is_silent"]
@@ -162,8 +175,17 @@ def test_a_failed_build_leaves_no_tag(selection: list[plan.Selected], tmp_path: 
 def test_no_option_skips_verification(
     selection: list[plan.Selected], tmp_path: Path, no_cache: bool, push: bool, jobs: int, gate: bool
 ) -> None:
-    engine = FakeEngine(lambda flavor: {"torch": "9.9.9", "cuda": None, "python": "3.10", "os": "ubuntu22.04"})
-    passing: builder.SmokeGate = lambda combination, image, reference: []  # noqa: E731
+    engine = FakeEngine(
+        lambda flavor: {
+            "torch": "9.9.9",
+            "cuda": None,
+            "cudnn": None,
+            "nccl": None,
+            "python": "3.10",
+            "os": "ubuntu22.04",
+        }
+    )
+    passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
     outcomes = run(engine, selection, tmp_path, passing if gate else None, no_cache=no_cache, push=push, jobs=jobs)
     assert {o.status for o in outcomes} == {"failed"}
     assert all("torch: the tag claims" in o.detail for o in outcomes)

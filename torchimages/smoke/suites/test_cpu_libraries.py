@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 import testinfra.host
-from smoke_spec import SmokeSpec
+
+from torchimages.smoke.document import SmokeSpec
 
 pytestmark = pytest.mark.cpu
 

@@ -1,49 +1,39 @@
-"""Smoke suites that run inside an image (testinfra docker backend) or on a host (local).
+"""The smoke suites' pytest plugin: options, markers, fixtures, report hooks.
 
-    python -m pytest tests/smoke -p no:cacheprovider --hosts=docker://C \
-        --image-spec SPEC.json [--require-gpu] [--python-exe python] [-m "cpu or gpu"]
+Registered by name, never found by path:
+
+    python -m pytest -p torchimages.smoke.plugin --pyargs torchimages.smoke.suites \
+        --hosts=docker://C --image-spec SPEC.json [--facts FACTS.json] [--require-gpu] \
+        [--python-exe python] [-m "cpu or gpu or multi_gpu"]
 
 Facts that need `import torch` are gathered once per host and session (one probe
-process each for facts, single-GPU checks, torch.compile, the CUDA extension and
-NCCL); the tests only compare. The report header, the terminal summary and the
-JUnit file name the GPU, the driver and the image digest.
+process each for facts, torch.compile on the CPU, single-GPU checks, torch.compile on
+the GPU, the CUDA extension and NCCL); the tests only compare. `--facts` hands over the
+facts probe's answer that verification already read from the same image, so it is not
+run twice. The report header, the terminal summary and the JUnit file name the GPU, the
+driver and the image digest.
 """
 
 from __future__ import annotations
 
-import sys
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import pytest
+import testinfra
+import testinfra.host
 
-# The helper modules beside this file are imported by plain name whatever the
-# import mode (prepend or importlib) the caller's configuration chooses.
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-
-import testinfra  # noqa: E402
-import testinfra.host  # noqa: E402
-from smoke_docker import container_image, inspect_image  # noqa: E402
-from smoke_gpu import GpuStatus, diagnose  # noqa: E402
-from smoke_host import (  # noqa: E402
-    GpuQuery,
-    ScriptResult,
-    host_id,
-    is_docker,
-    is_local,
-    query_gpus,
-    run_probe,
-    run_script,
-)
-from smoke_spec import SmokeSpec, SpecError, load_spec  # noqa: E402
+from .diagnosis import GpuQuery, GpuStatus, diagnose, query_gpus
+from .document import SmokeSpec, SpecError, load_spec
+from .probes import ScriptResult, container_inspect, host_id, is_docker, is_local, probe_source, run_probe, run_script
 
 T = TypeVar("T")
 REQUIRE_GPU_PREFIX = "--require-gpu:"
 SPEC_KEY = pytest.StashKey[SmokeSpec]()
+FACTS_KEY = pytest.StashKey[dict[str, Any]]()
 CONTEXT_KEY = pytest.StashKey["RunContext"]()
 BANDWIDTH_KEY = pytest.StashKey[list[dict[str, Any]]]()
 MARKERS = {
@@ -62,6 +52,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fail, instead of skip, GPU tests when the host has no usable GPU",
     )
     group.addoption(
+        "--facts",
+        help="the facts probe's answer (JSON) already read from this image, instead of probing again",
+    )
+    group.addoption(
         "--python-exe",
         default="python",
         help="the Python (with torch) to probe inside the host (default: python)",
@@ -78,12 +72,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if not path:
         raise pytest.UsageError(
             "--image-spec SPEC.json is required: the smoke suites compare the image with "
-            "it (write one for this host with `python tests/smoke/host_spec.py > SPEC.json`)"
+            "it (for this machine: `python build.py test --host local`)"
         )
     try:
         config.stash[SPEC_KEY] = load_spec(path)
     except SpecError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    facts = config.getoption("--facts")
+    if facts:
+        try:
+            config.stash[FACTS_KEY] = dict(json.loads(Path(facts).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError) as exc:
+            raise pytest.UsageError(f"--facts {facts}: cannot read the facts: {exc}") from exc
 
 
 # --- what the report says about the run ---------------------------------------------
@@ -105,12 +105,11 @@ def _first_host(config: pytest.Config) -> testinfra.host.Host:
     return testinfra.get_host(hosts.split(",")[0], connection=config.getoption("connection"))
 
 
-def _image_digest(host: testinfra.host.Host, spec: SmokeSpec) -> str:
-    if spec.image:
-        return inspect_image(spec.image).digest
-    if is_docker(host):
-        return container_image(str(host.backend.name))
-    return "none (local host)"
+def _image_digest(host: testinfra.host.Host) -> str:
+    """The id of the image the container runs."""
+    if not is_docker(host):
+        return "none (local host)"
+    return container_inspect(host, "{{.Image}}") or "unknown"
 
 
 def run_context(config: pytest.Config) -> RunContext:
@@ -126,7 +125,7 @@ def run_context(config: pytest.Config) -> RunContext:
     except Exception as exc:
         gpus, driver = f"unknown ({exc})", "unknown"
     try:
-        digest = _image_digest(host, spec)
+        digest = _image_digest(host)
     except Exception as exc:
         digest = f"unknown ({type(exc).__name__}: {exc})"
     context = RunContext(host_id(host), gpus, driver, spec.image or "none", digest)
@@ -219,8 +218,13 @@ def image_host(host: testinfra.host.Host, spec: SmokeSpec) -> testinfra.host.Hos
 
 
 @pytest.fixture(scope="module")
-def facts(host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any], python_exe: str) -> dict[str, Any]:
-    """The facts probe (versions, GPUs seen by torch, import stderr), once per host."""
+def facts(
+    host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any], python_exe: str, pytestconfig: pytest.Config
+) -> dict[str, Any]:
+    """The facts probe (versions, GPUs seen by torch, import stderr), once per host; --facts when given."""
+    given = pytestconfig.stash.get(FACTS_KEY, None)
+    if given is not None:
+        return dict(given)
     result: ScriptResult = cached(smoke_cache, (host_id(host), "facts"), lambda: run_probe(host, python_exe, "facts"))
     if result.payload is None:
         pytest.fail(
@@ -272,7 +276,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.when = "call"
 
 
-def _gpu_probe(
+def _probe(
     host: testinfra.host.Host,
     cache: dict[tuple[str, str], Any],
     python_exe: str,
@@ -291,18 +295,26 @@ def gpu_checks(
     python_exe: str,
 ) -> ScriptResult:
     """Round trips, matmuls, convolutions and AMP: one process for all."""
-    return _gpu_probe(host, smoke_cache, python_exe, "gpu_checks", ("basic",))
+    return _probe(host, smoke_cache, python_exe, "gpu_checks")
 
 
 @pytest.fixture(scope="module")
-def compile_check(
+def compile_cpu_run(
+    host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any], python_exe: str
+) -> ScriptResult:
+    """torch.compile against eager on the CPU, in its own process."""
+    return _probe(host, smoke_cache, python_exe, "torch_compile", ("cpu",))
+
+
+@pytest.fixture(scope="module")
+def compile_gpu_run(
     host: testinfra.host.Host,
     gpu: GpuStatus,
     smoke_cache: dict[tuple[str, str], Any],
     python_exe: str,
 ) -> ScriptResult:
-    """torch.compile against eager, in its own process."""
-    return _gpu_probe(host, smoke_cache, python_exe, "gpu_checks", ("compile",))
+    """torch.compile against eager on the GPU, in its own process."""
+    return _probe(host, smoke_cache, python_exe, "torch_compile", ("cuda",))
 
 
 @pytest.fixture(scope="module")
@@ -313,7 +325,7 @@ def nccl_run(
     python_exe: str,
 ) -> ScriptResult:
     """The NCCL all_reduce probe, one rank per visible GPU."""
-    return _gpu_probe(host, smoke_cache, python_exe, "nccl_allreduce")
+    return _probe(host, smoke_cache, python_exe, "nccl_allreduce")
 
 
 @pytest.fixture(scope="module")
@@ -323,13 +335,20 @@ def extension_run(
     smoke_cache: dict[tuple[str, str], Any],
     python_exe: str,
 ) -> ScriptResult:
-    """Build, load and run tests/smoke/cuda_extension.py in the host."""
-    source = (Path(__file__).resolve().parent / "cuda_extension.py").read_text(encoding="utf-8")
+    """Build, load and run probe_scripts/cuda_extension.py in the host."""
     key = (host_id(host), "cuda_extension")
-    return cached(smoke_cache, key, lambda: run_script(host, python_exe, source))
+    return cached(smoke_cache, key, lambda: run_script(host, python_exe, probe_source("cuda_extension")))
 
 
 @pytest.fixture(scope="session")
 def bandwidth_rows(pytestconfig: pytest.Config) -> Iterator[list[dict[str, Any]]]:
     """NCCL bandwidth rows for the terminal summary."""
     yield pytestconfig.stash[BANDWIDTH_KEY]
+
+
+@pytest.fixture(scope="module")
+def venv_install_run(
+    host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any], python_exe: str
+) -> ScriptResult:
+    """A hand-made wheel installed into the image's venv by its user, then removed."""
+    return _probe(host, smoke_cache, python_exe, "venv_install")

@@ -1,17 +1,64 @@
-"""Why a host cannot run the GPU suites: the diagnosis behind every GPU skip or failure."""
+"""Why no GPU is usable in the host (no device, an old driver, a small /dev/shm): the diagnosis
+behind every GPU skip or failure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from smoke_host import GpuQuery
-from smoke_spec import SmokeSpec
-from smoke_versions import driver_is_older
+from ..versions import driver_is_older
+from .document import SmokeSpec
+
+if TYPE_CHECKING:
+    import testinfra.host
 
 MIN_SHM_BYTES = 1 << 30
 GIB = float(1 << 30)
+
+
+@dataclass(frozen=True)
+class GpuQuery:
+    """What nvidia-smi and the file system of the host say about GPUs."""
+
+    names: tuple[str, ...]
+    driver: str | None
+    device_nodes: tuple[str, ...]
+    shm_bytes: int | None
+    nvidia_smi_error: str | None
+
+
+def _driver_from_proc(host: testinfra.host.Host) -> str | None:
+    result = host.run("cat /proc/driver/nvidia/version 2>/dev/null")
+    for word in result.stdout.split():
+        if word.count(".") >= 1 and word.replace(".", "").isdigit():
+            return str(word)
+    return None
+
+
+def _shm_bytes(host: testinfra.host.Host) -> int | None:
+    result = host.run("df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $2}'")
+    text = result.stdout.strip()
+    return int(text) * 1024 if text.isdigit() else None
+
+
+def query_gpus(host: testinfra.host.Host) -> GpuQuery:
+    """GPU names and driver (nvidia-smi, else /proc), device nodes and /dev/shm size."""
+    smi = host.run("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
+    names: list[str] = []
+    driver: str | None = None
+    error: str | None = None
+    if smi.rc == 0:
+        for line in smi.stdout.splitlines():
+            name, _, version = line.rpartition(",")
+            if name.strip():
+                names.append(name.strip())
+                driver = version.strip()
+    else:
+        error = (smi.stderr or smi.stdout).strip()[-300:] or f"exit status {smi.rc}"
+        driver = _driver_from_proc(host)
+    nodes = host.run("ls /dev/nvidia[0-9]* 2>/dev/null").stdout.split()
+    return GpuQuery(tuple(names), driver, tuple(nodes), _shm_bytes(host), error)
 
 
 @dataclass(frozen=True)

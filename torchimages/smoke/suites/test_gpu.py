@@ -1,6 +1,6 @@
 """Single-GPU checks: device, driver, copies, cuBLAS, cuDNN, AMP, torch.compile, nvcc.
 
-The work runs in a few processes in the host (see conftest.py); each test reads
+The work runs in a few processes in the host (see torchimages/smoke/plugin.py); each test reads
 its own check's result. Without a usable GPU every test here skips with the
 causes (fails with --require-gpu).
 """
@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 import testinfra.host
-from smoke_gpu import GIB, MIN_SHM_BYTES, GpuStatus
-from smoke_host import GpuQuery, ScriptResult, find_nvcc
-from smoke_spec import SmokeSpec
-from smoke_versions import driver_is_older
+
+from torchimages.smoke import checks
+from torchimages.smoke.diagnosis import GIB, MIN_SHM_BYTES, GpuQuery, GpuStatus
+from torchimages.smoke.document import SmokeSpec
+from torchimages.smoke.probes import ScriptResult, find_nvcc
+from torchimages.versions import driver_is_older
 
 pytestmark = [
     pytest.mark.gpu,
@@ -125,15 +127,16 @@ def test_torch_compile_matches_eager(
     request: pytest.FixtureRequest,
     record_property: Any,
 ) -> None:
-    if spec.flavor == "runtime":
-        pytest.skip("runtime image: torch.compile needs a C compiler for Triton (devel only)")
-    if spec.flavor is None and not find_nvcc(host):
-        pytest.skip("bare host without nvcc: torch.compile is checked on devel hosts only")
+    wanted = checks.expectation("torch_compile_gpu", spec.flavor, cuda=spec.cuda is not None)
+    if wanted is False:
+        pytest.skip(checks.reason("torch_compile_gpu", spec.flavor, cuda=spec.cuda is not None))
+    if wanted is None and not host.run("command -v cc").stdout.strip():
+        pytest.skip("a bare host without a C compiler: Triton needs one to build its launchers")
     check_result(
-        request.getfixturevalue("compile_check"),
+        request.getfixturevalue("compile_gpu_run"),
         "compile",
-        "torch.compile (inductor/Triton) failed or disagrees with eager",
-        "check that triton and a C compiler are installed in the devel image",
+        "torch.compile (inductor/Triton) on the GPU failed or disagrees with eager",
+        "Triton needs a C compiler (gcc) and the Python headers (Python.h) in every flavor",
         record_property,
     )
 
@@ -141,12 +144,17 @@ def test_torch_compile_matches_eager(
 def test_cuda_extension_builds_and_runs(
     host: testinfra.host.Host,
     gpu: GpuStatus,
+    spec: SmokeSpec,
     request: pytest.FixtureRequest,
     record_property: Any,
 ) -> None:
+    wanted = checks.expectation("cuda_extension", spec.flavor, cuda=spec.cuda is not None)
+    if wanted is False:
+        pytest.skip(checks.reason("cuda_extension", spec.flavor, cuda=spec.cuda is not None))
     nvcc = find_nvcc(host)
     if not nvcc:
-        pytest.skip("no nvcc in the host (a runtime image): CUDA extensions are built in devel")
+        assert wanted is None, "the devel image has no nvcc: a CUDA extension cannot build (see test_nvcc)"
+        pytest.skip("a bare host without nvcc: CUDA extensions are built where a toolkit is")
     run: ScriptResult = request.getfixturevalue("extension_run")
     payload = run.payload or {}
     record_property("extension_build_seconds", payload.get("build_seconds"))

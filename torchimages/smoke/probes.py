@@ -1,4 +1,9 @@
-"""Running probe scripts and shell queries in the host under test through testinfra."""
+"""Probe scripts (package data in probe_scripts/) and running them in the host under test.
+
+A probe runs with the host's own Python (stdlib + torch only) and prints one line
+`SMOKE_JSON:{...}`; `parse_payload` reads it back. The scripts reach a testinfra host
+through `/bin/sh` (`run_probe`), or a throwaway container through the engine (verify.py).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,15 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
-import testinfra.host
+if TYPE_CHECKING:
+    import testinfra.host
 
 MARK = "SMOKE_JSON:"
-PROBES = Path(__file__).resolve().parent / "probes"
+SCRIPTS_PACKAGE = "torchimages.smoke"
+SCRIPTS_FOLDER = "probe_scripts"
 _EOF = "SMOKE_SCRIPT_EOF_4e1f"
 
 # NVLink multicast (NVLS) stays off in everything the suites start: on shared
@@ -44,6 +51,11 @@ class ScriptResult:
         """Exit status and the end of the output, for assertion messages."""
         tail = (self.stdout + "\n" + self.stderr).strip()[-limit:]
         return f"exit status {self.rc}; output ends with:\n{tail}"
+
+
+def probe_source(name: str) -> str:
+    """The text of probe_scripts/<name>.py, read from the installed package."""
+    return (resources.files(SCRIPTS_PACKAGE) / SCRIPTS_FOLDER / f"{name}.py").read_text(encoding="utf-8")
 
 
 def parse_payload(stdout: str) -> Any:
@@ -100,53 +112,8 @@ def run_probe(
     args: Sequence[str] = (),
     timeout_s: int = 900,
 ) -> ScriptResult:
-    """Run probes/<name>.py in the host."""
-    script = (PROBES / f"{name}.py").read_text(encoding="utf-8")
-    return run_script(host, python, script, args, timeout_s)
-
-
-@dataclass(frozen=True)
-class GpuQuery:
-    """What nvidia-smi and the file system of the host say about GPUs."""
-
-    names: tuple[str, ...]
-    driver: str | None
-    device_nodes: tuple[str, ...]
-    shm_bytes: int | None
-    nvidia_smi_error: str | None
-
-
-def _driver_from_proc(host: testinfra.host.Host) -> str | None:
-    result = host.run("cat /proc/driver/nvidia/version 2>/dev/null")
-    for word in result.stdout.split():
-        if word.count(".") >= 1 and word.replace(".", "").isdigit():
-            return str(word)
-    return None
-
-
-def _shm_bytes(host: testinfra.host.Host) -> int | None:
-    result = host.run("df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $2}'")
-    text = result.stdout.strip()
-    return int(text) * 1024 if text.isdigit() else None
-
-
-def query_gpus(host: testinfra.host.Host) -> GpuQuery:
-    """GPU names and driver (nvidia-smi, else /proc), device nodes and /dev/shm size."""
-    smi = host.run("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
-    names: list[str] = []
-    driver: str | None = None
-    error: str | None = None
-    if smi.rc == 0:
-        for line in smi.stdout.splitlines():
-            name, _, version = line.rpartition(",")
-            if name.strip():
-                names.append(name.strip())
-                driver = version.strip()
-    else:
-        error = (smi.stderr or smi.stdout).strip()[-300:] or f"exit status {smi.rc}"
-        driver = _driver_from_proc(host)
-    nodes = host.run("ls /dev/nvidia[0-9]* 2>/dev/null").stdout.split()
-    return GpuQuery(tuple(names), driver, tuple(nodes), _shm_bytes(host), error)
+    """Run probe_scripts/<name>.py in the host."""
+    return run_script(host, python, probe_source(name), args, timeout_s)
 
 
 FIND_NVCC = 'command -v nvcc || { n="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc"; [ -x "$n" ] && echo "$n"; }'
@@ -170,3 +137,19 @@ def is_local(host: testinfra.host.Host) -> bool:
 def is_docker(host: testinfra.host.Host) -> bool:
     """True for testinfra's docker:// backend."""
     return str(host.backend.NAME) == "docker"
+
+
+def root_host(host: testinfra.host.Host) -> testinfra.host.Host:
+    """The same container as root (docker backend), to read files the image user may not; else the host."""
+    if not is_docker(host):
+        return host
+    import testinfra
+
+    return testinfra.get_host(f"docker://root@{host.backend.name}")
+
+
+def container_inspect(host: testinfra.host.Host, template: str) -> str:
+    """`docker inspect --format TEMPLATE` of the host's container, through the channel testinfra's
+    docker backend already uses (the docker CLI); '' when it cannot be read."""
+    result = host.backend.run_local("docker inspect --format %s %s", template, host.backend.name)
+    return str(result.stdout.strip()) if result.rc == 0 else ""

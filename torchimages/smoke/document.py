@@ -1,4 +1,5 @@
-"""The image spec that the smoke suites check against (SPEC.json, written by `build.py`)."""
+"""The spec document the smoke suites compare an image (or host) against: SPEC.json, its
+validation (`load_spec`), and how it is written from a planned image or from a host's facts."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..versions import FACTS, decode_facts, public_version
+
+if TYPE_CHECKING:
+    from ..combination import Combination, Image
+
+IMAGE_USER = "torch"
 FLAVORS = ("devel", "runtime")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _OPTIONAL_VERSIONS = (
@@ -50,6 +57,10 @@ class SmokeSpec:
     def cpu_only(self) -> bool:
         """True when the spec describes a CPU-only torch build."""
         return self.cuda is None
+
+    def expected_facts(self) -> dict[str, str | None]:
+        """The six facts a tag claims (verify.compare's `expected`)."""
+        return {name: getattr(self, name) for name in FACTS}
 
 
 def _str(data: Mapping[str, Any], key: str, *, optional: bool) -> str | None:
@@ -113,3 +124,55 @@ def load_spec(path: str | Path) -> SmokeSpec:
         return spec_from_dict(data)
     except SpecError as exc:
         raise SpecError(f"{path}: {exc}") from exc
+
+
+def image_document(combination: Combination, image: Image, reference: str) -> dict[str, Any]:
+    """The SPEC.json of a planned image; `reference` is the one under test (maybe temporary)."""
+    return {
+        "tag": image.tag,
+        "image": reference,
+        "flavor": image.flavor,
+        "torch": combination.torch,
+        "torchvision": combination.torchvision,
+        "torchaudio": combination.torchaudio,
+        "cuda": combination.cuda,
+        "cudnn": combination.cudnn,
+        "nccl": combination.nccl,
+        "python": combination.python,
+        "os": combination.os.name,
+        "min_driver": combination.min_driver,
+        "user": IMAGE_USER,
+        "labels": image.label_map(),
+        "env": combination.nvidia_environment(),
+    }
+
+
+def host_document(facts: Mapping[str, Any], tag: str = "local-host") -> dict[str, Any]:
+    """The SPEC.json of a bare host, from the facts probe run with its own Python.
+
+    Image-only keys (image, flavor, user, labels, env, min_driver) are null or empty, so
+    their checks skip with a reason.
+    """
+    decoded = decode_facts(facts)
+
+    def companion(name: str) -> str | None:
+        version = (facts.get(name) or {}).get("version")
+        return None if not version else public_version(str(version))
+
+    return {
+        "tag": tag,
+        "image": None,
+        "flavor": None,
+        "torch": public_version(decoded["torch"] or ""),
+        "torchvision": companion("torchvision"),
+        "torchaudio": companion("torchaudio"),
+        "cuda": decoded["cuda"],
+        "cudnn": decoded["cudnn"],
+        "nccl": decoded["nccl"],
+        "python": decoded["python"],
+        "os": decoded["os"] or "",
+        "min_driver": None,
+        "user": None,
+        "labels": {},
+        "env": {},
+    }

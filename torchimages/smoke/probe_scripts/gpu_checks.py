@@ -1,7 +1,7 @@
 """Probe: single-GPU correctness checks, all in one process, printed as one JSON line.
 
-`python gpu_checks.py basic` runs the round trips, matmuls, cuDNN convolutions and
-the AMP training step; `python gpu_checks.py compile` runs torch.compile. Every
+`python gpu_checks.py` runs the round trips, matmuls, cuDNN convolutions and the AMP
+training step (torch.compile has its own probe, torch_compile.py). Every
 check uses random inputs (never zeros), synchronises the device and reports
 CUDA errors as its own failure; a check never stops the ones after it.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -157,27 +156,6 @@ def check_amp_training() -> Result:
     }
 
 
-def _compiled_function(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return F.gelu(x) * y + torch.sin(x).sum(dim=-1, keepdim=True)
-
-
-def check_compile() -> Result:
-    """torch.compile (inductor, Triton) agrees with eager mode."""
-    x = torch.randn(512, 512, device="cuda")
-    y = torch.randn(512, 512, device="cuda")
-    start = time.perf_counter()
-    compiled = torch.compile(_compiled_function)
-    out = compiled(x, y)
-    torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    error = relative_error(out, _compiled_function(x, y).double().cpu())
-    return {
-        "ok": error <= 1e-5,
-        "detail": f"relative error {error:.3g} against eager (bound 1e-05), compiled and ran in {seconds:.1f} s",
-        "metrics": {"relative_error": error, "compile_seconds": seconds},
-    }
-
-
 def guarded(check: Callable[[], Result]) -> Result:
     """Run one check; turn exceptions and CUDA errors into a failed result."""
     with warnings.catch_warnings(record=True) as caught:
@@ -216,12 +194,11 @@ def basic_checks() -> dict[str, Result]:
 
 
 def main(argv: list[str]) -> None:
-    group = argv[1] if len(argv) > 1 else "basic"
     torch.manual_seed(1234)
     if not torch.cuda.is_available():
         print(MARK + json.dumps({"error": "torch.cuda.is_available() is False"}))
         return
-    results = basic_checks() if group == "basic" else {"compile": guarded(check_compile)}
+    results = basic_checks()
     results["_device"] = {"name": torch.cuda.get_device_name(), "torch": torch.__version__}
     print(MARK + json.dumps(results), flush=True)
 

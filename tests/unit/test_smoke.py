@@ -1,0 +1,234 @@
+"""The smoke package without Docker: the version decoder, the flavor table, verification's
+comparison, the runner's pytest command line and its use of the engine (a fake)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.conftest import ROOT
+from torchimages import engine, verify
+from torchimages.combination import Combination, Image
+from torchimages.smoke import checks, document, runner
+from torchimages.smoke.probes import probe_source
+from torchimages.versions import cudnn_version_string, decode_facts, nccl_version_string
+
+CPU_FACTS: dict[str, Any] = {
+    "torch": "2.13.0+cpu",
+    "cuda": None,
+    "cudnn": None,
+    "nccl": None,
+    "python": "3.11",
+    "os": {"id": "debian", "version_id": "12"},
+    "torchvision": {"version": None, "error": None},
+    "torchaudio": {"version": None, "error": None},
+}
+CUDA_FACTS: dict[str, Any] = {
+    **CPU_FACTS,
+    "torch": "2.14.1+cu130",
+    "cuda": "13.0",
+    "cudnn": 91900,
+    "nccl": [2, 28, 9],
+    "torchvision": {"version": "0.29.1+cu130", "error": None},
+}
+
+
+# --- the one version decoder ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [(92400, "9.24.0"), (90100, "9.1.0"), (91900, "9.19.0"), (8907, "8.9.7"), (8600, "8.6.0"), (7605, "7.6.5")],
+)
+def test_cudnn_codes_of_both_encodings(code: int, expected: str) -> None:
+    assert cudnn_version_string(code) == expected
+
+
+@pytest.mark.parametrize(("reported", "expected"), [((2, 21, 5), "2.21.5"), ([2, 28, 9], "2.28.9"), (21803, "2.18.3")])
+def test_nccl_versions(reported: Any, expected: str) -> None:
+    assert nccl_version_string(reported) == expected
+
+
+def test_decode_facts_of_a_cuda_image() -> None:
+    assert decode_facts(CUDA_FACTS) == {
+        "torch": "2.14.1+cu130",
+        "cuda": "13.0",
+        "cudnn": "9.19.0",
+        "nccl": "2.28.9",
+        "python": "3.11",
+        "os": "debian12",
+    }
+
+
+def test_a_cpu_only_torch_has_no_cudnn_or_nccl_whatever_it_reports() -> None:
+    decoded = decode_facts({**CPU_FACTS, "cudnn": 91900, "nccl": [2, 28, 9]})
+    assert decoded["cudnn"] is None and decoded["nccl"] is None
+
+
+# --- the flavor table -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavor", ["devel", "runtime"])
+def test_every_flavor_has_compilers_headers_and_torch_compile(flavor: str) -> None:
+    for row in ("c_compiler", "python_headers", "torch_compile_cpu", "no_package_caches", "venv_writable"):
+        assert checks.expectation(row, flavor, cuda=False) is True, row
+        assert checks.expectation(row, flavor, cuda=True) is True, row
+    assert checks.expectation("torch_compile_gpu", flavor, cuda=True) is True
+
+
+def test_runtime_has_no_cuda_toolkit() -> None:
+    for row in ("nvcc", "cuda_toolkit", "cuda_extension"):
+        assert checks.expectation(row, "runtime", cuda=True) is False, row
+
+
+def test_devel_has_nvcc_and_builds_extensions_for_cuda_images_only() -> None:
+    assert checks.expectation("nvcc", "devel", cuda=True) is True
+    assert checks.expectation("cuda_extension", "devel", cuda=True) is True
+    assert checks.expectation("nvcc", "devel", cuda=False) is False
+    assert checks.expectation("torch_compile_gpu", "devel", cuda=False) is False
+
+
+def test_a_bare_host_promises_nothing_and_an_unknown_flavor_is_an_error() -> None:
+    assert all(checks.expectation(row, None, cuda=True) is None for row in checks.TABLE)
+    assert "bare host" in checks.reason("nvcc", None, cuda=True)
+    with pytest.raises(ValueError, match="unknown flavor"):
+        checks.expectation("nvcc", "slim", cuda=True)
+
+
+# --- verification -----------------------------------------------------------------------
+
+EXPECTED_CPU = {"torch": "2.13.0", "cuda": None, "cudnn": None, "nccl": None, "python": "3.11", "os": "debian12"}
+
+
+def test_compare_accepts_the_image_its_tag_describes() -> None:
+    assert verify.compare(EXPECTED_CPU, verify.decode(CPU_FACTS)) == []
+    expected = {**EXPECTED_CPU, "torch": "2.14.1", "cuda": "13.0", "cudnn": "9.19.0.56", "nccl": "2.28.9"}
+    assert verify.compare(expected, verify.decode(CUDA_FACTS)) == []
+
+
+def test_compare_names_each_lie_with_both_values() -> None:
+    expected = {**EXPECTED_CPU, "torch": "2.12.0", "cuda": "12.6", "python": "3.12"}
+    messages = [str(m) for m in verify.compare(expected, verify.decode(CPU_FACTS))]
+    assert messages == [
+        "torch: the tag claims 2.12.0, the image has 2.13.0+cpu",
+        "cuda: the tag claims 12.6, the image has none",
+        "python: the tag claims 3.12, the image has 3.11",
+    ]
+
+
+def test_compare_checks_three_parts_of_cudnn() -> None:
+    expected = {"cudnn": "9.20.0.1"}
+    (mismatch,) = verify.compare(expected, verify.decode(CUDA_FACTS))
+    assert str(mismatch) == "cudnn: the tag claims 9.20.0.1, the image has 9.19.0"
+
+
+class FakeEngine:
+    """Records what the runner and verification ask; answers from a script."""
+
+    def __init__(self, output: str = "", gpu_runtime: bool = False, fail: Exception | None = None) -> None:
+        self.output, self.gpu_runtime, self.fail = output, gpu_runtime, fail
+        self.calls: list[tuple[str, Any]] = []
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        self.calls.append(("run_python", (reference, args)))
+        if self.fail:
+            raise self.fail
+        return self.output
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
+        self.calls.append(("start_container", (reference, gpus, shm_size)))
+        return "smoke-fake"
+
+    def remove_container(self, name: str) -> None:
+        self.calls.append(("remove_container", name))
+
+    def gpu_runtime_available(self) -> bool:
+        self.calls.append(("gpu_runtime_available", None))
+        return self.gpu_runtime
+
+
+def test_read_facts_runs_the_one_facts_probe_and_decodes() -> None:
+    import json
+
+    fake = FakeEngine(output="noise\nSMOKE_JSON:" + json.dumps(CUDA_FACTS) + "\n")
+    facts = verify.read_facts(fake, "img:tmp")
+    assert fake.calls == [("run_python", ("img:tmp", ["-c", probe_source("facts")]))]
+    assert facts.versions["cudnn"] == "9.19.0" and facts.raw["cudnn"] == 91900
+
+
+def test_read_facts_without_an_answer_or_with_a_failing_engine() -> None:
+    with pytest.raises(ValueError, match="no SMOKE_JSON"):
+        verify.read_facts(FakeEngine(output="Traceback ..."), "img")
+    with pytest.raises(engine.ProbeError, match="exit"):
+        verify.read_facts(FakeEngine(fail=engine.ProbeError("python exited with status 1")), "img")
+
+
+# --- the runner -------------------------------------------------------------------------
+
+
+def test_the_pytest_command_names_the_plugin_and_the_suites_package(tmp_path: Path) -> None:
+    options = runner.SmokeOptions(suites=("cpu", "gpu"), require_gpu=True, python_exe="python3")
+    cmd = runner.pytest_command("docker://c", tmp_path / "spec.json", options, tmp_path / "j.xml", tmp_path / "f.json")
+    assert cmd[1:7] == ["-m", "pytest", "-p", "torchimages.smoke.plugin", "--pyargs", "torchimages.smoke.suites"]
+    assert not [arg for arg in cmd if "tests/" in arg or "tests" + "\\" in arg]
+    assert "--hosts=docker://c" in cmd and "--require-gpu" in cmd
+    assert cmd[cmd.index("-m", 2) + 1] == "cpu or gpu"
+    assert cmd[cmd.index("--facts") + 1] == str(tmp_path / "f.json")
+    assert cmd[cmd.index("--python-exe") + 1] == "python3"
+
+
+@pytest.mark.parametrize(
+    ("gpus", "runtime", "asked"), [("auto", True, True), ("auto", False, False), ("none", True, False)]
+)
+def test_a_container_per_run_removed_afterwards_facts_reused_without_gpus(
+    monkeypatch: pytest.MonkeyPatch, gpus: str, runtime: bool, asked: bool
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_run(host: str, doc: Any, options: Any, junit: Any, capture: bool, facts: Any) -> Any:
+        seen.update(host=host, doc=doc, facts=facts)
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    monkeypatch.setattr(runner, "run_suites", fake_run)
+    fake = FakeEngine(gpu_runtime=runtime)
+    combination, image = _cpu_image()
+    facts = verify.decode(CPU_FACTS)
+    doc = document.image_document(combination, image, "img:tmp")
+    runner.run_suites_in_container(fake, doc, runner.SmokeOptions(gpus=gpus), None, facts=facts)
+    assert ("start_container", ("img:tmp", asked, "2g")) in fake.calls
+    assert fake.calls[-1] == ("remove_container", "smoke-fake")
+    assert seen["host"] == "docker://smoke-fake" and seen["doc"]["image"] == "img:tmp"
+    assert seen["facts"] == (None if asked else facts.raw)
+
+
+def test_the_host_document_from_facts_is_a_valid_spec() -> None:
+    spec = document.spec_from_dict(document.host_document(CUDA_FACTS, "here"))
+    assert (spec.torch, spec.cudnn, spec.nccl, spec.os, spec.torchvision) == (
+        "2.14.1",
+        "9.19.0",
+        "2.28.9",
+        "debian12",
+        "0.29.1",
+    )
+    assert spec.flavor is None and spec.image is None
+
+
+def test_the_suites_live_in_the_package_and_nothing_there_imports_docker() -> None:
+    assert not (ROOT / "tests" / "smoke").exists()
+    sources = [*(ROOT / "torchimages" / "smoke").rglob("*.py"), ROOT / "torchimages" / "verify.py"]
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n == "docker" or n.startswith("docker.")], path
+
+
+def _cpu_image() -> tuple[Combination, Image]:
+    from torchimages import plan
+
+    loaded = plan.load(ROOT / "matrix.yaml")
+    return next((c, i) for c, i in loaded.images() if c.cuda is None)

@@ -1,0 +1,14 @@
+"""The smoke suites that run inside an image (or on a host): a pytest plugin, its probes and suites.
+
+    plugin.py     pytest options, markers, fixtures, report hooks (`-p torchimages.smoke.plugin`)
+    probes.py     probe scripts (probe_scripts/, package data) run in the host; SMOKE_JSON: answers
+    diagnosis.py  why no GPU is usable: no device, an old driver, a small /dev/shm
+    document.py   the spec document (SPEC.json) the suites compare against: write, load, validate
+    checks.py     which checks apply to which flavor: one table
+    runner.py     run the suites against an image's container or local://, JUnit out
+    suites/       the test modules: cpu, gpu, multi_gpu (markers of the same names)
+
+See docs/smoke-suites.md.
+"""
+
+SUITES = ("cpu", "gpu", "multi_gpu")

@@ -1,0 +1,187 @@
+"""Run the smoke suites against an image (a fresh container each, removed afterwards) or against
+this machine (`local://`); JUnit out. The suites are found as a package, never by a path:
+`python -m pytest -p torchimages.smoke.plugin --pyargs torchimages.smoke.suites ...`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..engine import EngineError
+from . import SUITES
+from .document import host_document as document_of_host
+from .document import image_document
+from .probes import parse_payload, probe_source
+
+if TYPE_CHECKING:
+    from ..combination import Combination, Image
+    from ..verify import Facts
+
+PLUGIN = "torchimages.smoke.plugin"
+SUITES_PACKAGE = "torchimages.smoke.suites"
+DEFAULT_SHM = "2g"
+
+
+class ContainerEngine(Protocol):
+    """What the runner needs from the engine (engine.DockerEngine)."""
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str: ...
+
+    def remove_container(self, name: str) -> None: ...
+
+    def gpu_runtime_available(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    """How to run the suites."""
+
+    suites: tuple[str, ...] = SUITES
+    gpus: str = "auto"  # all | none | auto
+    require_gpu: bool = False
+    shm_size: str = DEFAULT_SHM
+    python_exe: str = "python"
+
+
+def junit_path(base: Path | None, tag: str, several: bool) -> Path | None:
+    """One JUnit file per image: FILE as given for one image, FILE-<tag>.xml for several."""
+    if base is None or not several:
+        return base
+    return base.with_name(f"{base.stem}-{tag}{base.suffix or '.xml'}")
+
+
+def package_dir() -> str:
+    """The installed torchimages.smoke folder: the suites' rootdir (short node ids, no stray config)."""
+    return str(resources.files("torchimages.smoke"))
+
+
+def pytest_command(
+    host: str, spec_file: Path, options: SmokeOptions, junit: Path | None, facts_file: Path | None = None
+) -> list[str]:
+    """The pytest invocation of the suites (see docs/smoke-suites.md)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        PLUGIN,
+        "--pyargs",
+        SUITES_PACKAGE,
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        os.devnull,
+        "--rootdir",
+        package_dir(),
+        "--confcutdir",
+        package_dir(),
+        f"--hosts={host}",
+        "--image-spec",
+        str(spec_file),
+        "--python-exe",
+        options.python_exe,
+        "-m",
+        " or ".join(options.suites),
+        "-ra",
+    ]
+    if facts_file is not None:
+        cmd += ["--facts", str(facts_file)]
+    if options.require_gpu:
+        cmd.append("--require-gpu")
+    if junit:
+        cmd += ["--junitxml", str(junit)]
+    return cmd
+
+
+def run_suites(
+    host: str,
+    document: Mapping[str, Any],
+    options: SmokeOptions,
+    junit: Path | None,
+    capture: bool = False,
+    facts: Mapping[str, Any] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Write the spec (and facts already read), run the suites against a testinfra host URL."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_file = Path(tmp) / "spec.json"
+        spec_file.write_text(json.dumps(document, indent=2))
+        facts_file = None
+        if facts is not None:
+            facts_file = Path(tmp) / "facts.json"
+            facts_file.write_text(json.dumps(dict(facts)))
+        command = pytest_command(host, spec_file, options, junit, facts_file)
+        return subprocess.run(command, text=True, check=False, capture_output=capture)
+
+
+def wants_gpus(engine: ContainerEngine, gpus: str) -> bool:
+    """`all` asks, `none` does not, `auto` asks when the engine has the NVIDIA runtime."""
+    if gpus == "auto":
+        return engine.gpu_runtime_available()
+    return gpus == "all"
+
+
+def run_suites_in_container(
+    engine: ContainerEngine,
+    document: Mapping[str, Any],
+    options: SmokeOptions,
+    junit: Path | None,
+    capture: bool = False,
+    facts: Facts | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the suites in a fresh container of the document's image (which may be a temporary reference).
+
+    `facts`, the facts probe's answer verification already read from the same image, is
+    reused instead of probing again when the container has no GPU (then torch sees the same).
+    """
+    reference = str(document["image"])
+    gpus = wants_gpus(engine, options.gpus)
+    try:
+        name = engine.start_container(reference, gpus=gpus, shm_size=options.shm_size)
+    except EngineError as exc:
+        return subprocess.CompletedProcess([], 1, "", f"could not start a container of {reference}: {exc}")
+    try:
+        reused = None if gpus or facts is None else facts.raw
+        return run_suites(f"docker://{name}", document, options, junit, capture, reused)
+    finally:
+        engine.remove_container(name)
+
+
+def host_document(python_exe: str, tag: str = "local-host") -> dict[str, Any]:
+    """The spec of this machine's own Python: the facts probe run with it, decoded."""
+    result = subprocess.run([python_exe, "-c", probe_source("facts")], capture_output=True, text=True, check=True)
+    raw = parse_payload(result.stdout)
+    if not isinstance(raw, dict) or raw.get("import_torch_error"):
+        reason = raw.get("import_torch_error") if isinstance(raw, dict) else result.stdout[-500:]
+        raise ValueError(f"{python_exe} cannot describe its torch: {reason}")
+    return document_of_host(raw, tag)
+
+
+def smoke_gate(options: SmokeOptions, engine: ContainerEngine) -> Callable[[Combination, Image, str, Facts], list[str]]:
+    """The builder's smoke gate: the suites must pass on the temporary image before it is tagged."""
+
+    def gate(combination: Combination, image: Image, reference: str, facts: Facts) -> list[str]:
+        document = image_document(combination, image, reference)
+        result = run_suites_in_container(engine, document, options, None, capture=True, facts=facts)
+        if result.returncode == 0:
+            return []
+        output = (result.stdout + result.stderr).splitlines()
+        # One summary line per failed test (-ra); the assertion lines only when there is none.
+        lines = [ln for ln in output if ln.startswith(("FAILED", "ERROR"))] or [
+            ln for ln in output if ln.startswith("E ")
+        ][-12:]
+        return [f"smoke suites ({', '.join(options.suites)}) failed:", *(lines[:40] or [result.stderr.strip()])]
+
+    return gate
+
+
+def summary(results: Sequence[tuple[str, int]]) -> str:
+    """One line per image tested."""
+    return "\n".join(f"{'passed' if code == 0 else 'FAILED':7} {name}" for name, code in results)

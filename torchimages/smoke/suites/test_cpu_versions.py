@@ -1,0 +1,66 @@
+"""The versions inside the image equal the spec; `import torch` is silent.
+
+The versions come from the one facts probe and the one decoder that verification before
+tagging uses (torchimages.verify), so the suite and the build can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from torchimages import verify
+from torchimages.smoke.document import SmokeSpec
+from torchimages.versions import FACTS, public_version
+
+pytestmark = pytest.mark.cpu
+
+REBUILD = "rebuild the image from a spec that matches, or fix the spec"
+HINTS = {
+    "torch": REBUILD,
+    "cuda": "install the torch wheel built for that CUDA (the +cpu wheel for a CPU-only image)",
+    "cudnn": "cuDNN is missing, cannot be loaded, or is another version: " + REBUILD,
+    "nccl": "NCCL is missing, cannot be loaded, or is another version: " + REBUILD,
+    "python": "check --python-exe or the image's Python",
+    "os": REBUILD,
+}
+
+
+def test_import_torch_succeeds(facts: dict[str, Any]) -> None:
+    assert facts.get("import_torch_error") is None, (
+        f"`import torch` failed: {facts['import_torch_error']}; check the venv in the image"
+    )
+
+
+def test_import_torch_prints_nothing(facts: dict[str, Any]) -> None:
+    stderr = facts.get("import_torch_stderr", "")
+    assert stderr == "", (
+        f"`import torch` wrote to stderr:\n{stderr[-2000:]}\n"
+        "A warning here shows up in every user's program; install what it asks for "
+        "(for example numpy) or fix the environment it names."
+    )
+
+
+@pytest.mark.parametrize("fact", FACTS)
+def test_version(facts: dict[str, Any], spec: SmokeSpec, fact: str) -> None:
+    expected = spec.expected_facts()[fact]
+    if expected is None and fact in ("cudnn", "nccl") and spec.cuda is not None:
+        pytest.skip(f"spec has no {fact} version (not pinned): not checked")
+    found = verify.decode(facts)
+    mismatches = verify.compare({fact: expected}, found)
+    errors = {name: facts.get(f"{name}_error") for name in ("cudnn", "nccl") if facts.get(f"{name}_error")}
+    detail = f" (the probe said: {errors[fact]})" if fact in errors else ""
+    assert not mismatches, f"{mismatches[0]}{detail}; {HINTS[fact]}"
+
+
+@pytest.mark.parametrize("package", ["torchvision", "torchaudio"])
+def test_companion_version(facts: dict[str, Any], spec: SmokeSpec, package: str) -> None:
+    expected = getattr(spec, package)
+    if expected is None:
+        pytest.skip(f"spec has no {package} version: not checked")
+    reported = facts[package]
+    assert reported["error"] is None, f"`import {package}` failed: {reported['error']}"
+    assert reported["version"] is not None, f"{package} {expected} is not installed; {REBUILD}"
+    found = public_version(reported["version"])
+    assert found == expected, f"{package} is {reported['version']}, the spec says {expected}; {REBUILD}"

@@ -1,0 +1,78 @@
+"""The one decoder of the versions an image reports: the facts probe's raw answer -> the spec's notation.
+
+Both the pre-tag verification (verify.py) and the cpu smoke suite read the facts probe
+(torchimages/smoke/probe_scripts/facts.py) through these functions, so a version is decoded
+in exactly one place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# The facts an image's tag claims, in the order verification reports them.
+FACTS = ("torch", "cuda", "cudnn", "nccl", "python", "os")
+
+_LEADING_NUMBERS = re.compile(r"^\d+(\.\d+)*")
+
+
+def public_version(version: str) -> str:
+    """'2.14.1+cu130' -> '2.14.1' (drops the PEP 440 local part)."""
+    return version.split("+", 1)[0]
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'580.65.06' -> (580, 65, 6); trailing non-numeric text is ignored."""
+    match = _LEADING_NUMBERS.match(version.strip())
+    if match is None:
+        raise ValueError(f"not a version: {version!r}")
+    return tuple(int(part) for part in match.group(0).split("."))
+
+
+def cudnn_version_string(code: int) -> str:
+    """torch.backends.cudnn.version() -> 'major.minor.patch' (92400 -> '9.24.0', 8907 -> '8.9.7').
+
+    cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 and older major*1000 + minor*100 + patch.
+    """
+    if code >= 90000:
+        major, rest = divmod(code, 10000)
+    else:
+        major, rest = divmod(code, 1000)
+    minor, patch = divmod(rest, 100)
+    return f"{major}.{minor}.{patch}"
+
+
+def nccl_version_string(reported: Sequence[int] | int) -> str:
+    """torch.cuda.nccl.version() -> '2.30.7' (a tuple today, an int in old torch: 21803 -> '2.18.3')."""
+    if isinstance(reported, int):
+        major, rest = divmod(reported, 10000) if reported >= 10000 else divmod(reported, 1000)
+        minor, patch = divmod(rest, 100)
+        return f"{major}.{minor}.{patch}"
+    return ".".join(str(part) for part in reported)
+
+
+def first_parts(version: str, count: int) -> str:
+    """'9.24.0.43' -> '9.24.0' for count=3."""
+    return ".".join(version.split(".")[:count])
+
+
+def driver_is_older(driver: str, minimum: str) -> bool:
+    """True when the driver version is below the minimum the image's CUDA needs."""
+    return version_tuple(driver) < version_tuple(minimum)
+
+
+def decode_facts(raw: Mapping[str, Any]) -> dict[str, str | None]:
+    """The facts probe's answer -> the six facts a tag claims, as strings (None: absent, e.g. CPU-only)."""
+    os_release = raw.get("os") or {}
+    cuda_build = raw.get("cuda") is not None  # a CPU-only torch has neither, whatever it reports
+    cudnn = raw.get("cudnn") if cuda_build else None
+    nccl = raw.get("nccl") if cuda_build else None
+    return {
+        "torch": None if raw.get("torch") is None else str(raw["torch"]),
+        "cuda": None if raw.get("cuda") is None else str(raw["cuda"]),
+        "cudnn": None if not cudnn else cudnn_version_string(int(cudnn)),
+        "nccl": None if not nccl else nccl_version_string(nccl),
+        "python": None if raw.get("python") is None else str(raw["python"]),
+        "os": (str(os_release.get("id", "")) + str(os_release.get("version_id", ""))) or None,
+    }
