@@ -7,15 +7,21 @@ import os
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jinja2
 
+from . import compat
+from .resolve import local_label
 from .spec import LOCK_FILE, ImageSpec
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 ENTRY_TEMPLATE = "Dockerfile.j2"
+# Where every image records the OS packages apt installed (`name=version` lines, dpkg-query).
+OS_PACKAGES_FILE = PurePosixPath("/usr/share/torchimages/os-packages.txt")
+# The toolkit image's NCCL would be a second copy beside the wheel's: devel purges it.
+TOOLKIT_IMAGE_PURGE = ("libnccl2", "libnccl-dev")
 
 
 @dataclass(frozen=True)
@@ -47,15 +53,45 @@ def toolkit_links(spec: ImageSpec) -> list[Link]:
     return [Link(f"{home}/lib64", "lib"), Link(f"{home}/lib/libcudart.so", f"libcudart.so.{major}")]
 
 
-def requirements(spec: ImageSpec) -> list[str]:
-    """The pinned pip requirements of the venv."""
+def requirements(spec: ImageSpec, kb: compat.KnowledgeBase | None = None) -> list[str]:
+    """The pinned pip requirements of the venv, torch first.
+
+    A variant PyPI does not serve under the plain version (cpu, a non-default CUDA build) is
+    pinned with its local label (`torch==2.13.0+cpu`), so a build from the wrong index fails at
+    once instead of installing another variant. torchaudio paired from an older release line
+    (its last release) keeps a plain pin: that line may have no wheel for this variant.
+    """
+    label = local_label((kb or compat.load()).release(spec.torch), spec.variant)
+    same_line = spec.torchaudio is not None and compat.minor_of(spec.torchaudio) == compat.minor_of(spec.torch)
     pins = [
-        ("torch", spec.torch),
-        ("torchvision", spec.torchvision),
-        ("torchaudio", spec.torchaudio),
-        ("numpy", spec.numpy),
+        ("torch", spec.torch, label),
+        ("torchvision", spec.torchvision, label),
+        ("torchaudio", spec.torchaudio, label if same_line else ""),
+        ("numpy", spec.numpy, ""),
     ]
-    return [f"{name}=={version}" for name, version in pins if version]
+    return [f"{name}=={version}{suffix}" for name, version, suffix in pins if version]
+
+
+@dataclass(frozen=True)
+class VenvLayer:
+    """One RUN layer of the venv install.
+
+    `kind`: `nvidia` (the nvidia-* libraries torch's resolution pins), `torch` (torch alone,
+    no dependencies), `torch-deps` (torch's remaining dependencies), `rest` (companions, numpy).
+    """
+
+    kind: str
+    requirements: tuple[str, ...]
+
+
+def venv_layers(spec: ImageSpec, kb: compat.KnowledgeBase | None = None) -> list[VenvLayer]:
+    """The venv install split into layers, biggest and least changing first; CPU has no nvidia layer."""
+    torch, *rest = requirements(spec, kb)
+    layers = [VenvLayer("nvidia", (torch,))] if spec.cuda else []
+    layers += [VenvLayer("torch", (torch,)), VenvLayer("torch-deps", (torch,))]
+    if rest:
+        layers.append(VenvLayer("rest", tuple(rest)))
+    return layers
 
 
 def context(specs: list[ImageSpec]) -> dict[str, Any]:
@@ -72,10 +108,14 @@ def context(specs: list[ImageSpec]) -> dict[str, Any]:
         "devel": "devel" in by_flavor,
         "runtime": "runtime" in by_flavor,
         "base_image": first.os.image,
-        "packages": first.os.packages,
-        "devel_packages": first.os.devel_packages,
+        "packages": list(first.os.packages),
+        "devel_packages": list(first.os.devel_packages),
+        "os_packages_file": str(OS_PACKAGES_FILE),
+        "os_packages_dir": str(OS_PACKAGES_FILE.parent),
+        "toolkit_purge": list(TOOLKIT_IMAGE_PURGE),
         "index_url": first.index_url,
-        "requirements": requirements(first),
+        "venv_pip": first.os.pip,
+        "venv_layers": venv_layers(first),
         "lock": LOCK_FILE if first.lock else "",
         "toolkit": first.toolkit,
         "wheel_cuda_home": cuda_home,

@@ -136,8 +136,6 @@ def _os(kb: KnowledgeBase, release: TorchRelease, variant: Variant, check: _Chec
     found = kb.os.get(name)
     if found is None:
         check.error("os", f"unknown OS '{name}'", ", ".join(kb.os), _did_you_mean(closest(name, kb.os)))
-    elif found.confidence == "U":
-        check.warn("os", f"the package versions pinned for {name} are uncertain; check them before a release")
     return found
 
 
@@ -212,6 +210,18 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
     extras = ",".join(WHEEL_TOOLKIT_PARTS)
     toolkit = f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}"
     return Toolkit("wheels", requirements=(toolkit, *tools), arch_list=facts.arch_list)
+
+
+def local_label(release: TorchRelease | None, variant: str) -> str:
+    """`+cpu`, `+cu126`: the label that makes a pin take only this variant's wheel.
+
+    PyPI serves one variant under the plain version (the release's `pypi_default`); any other
+    variant's wheel carries a local version label, and pinning with it fails fast when an index
+    offers only the default build. The default keeps plain pins (its wheels on PyPI have no label).
+    """
+    if release is None or variant == release.pypi_default:
+        return ""
+    return f"+{variant}"
 
 
 def resolve(kb: KnowledgeBase, combo: Combination, path: str, repository: str) -> Resolved:
