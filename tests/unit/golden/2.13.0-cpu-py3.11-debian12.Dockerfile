@@ -34,7 +34,6 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv
 USER 1000:1000
 RUN python3.11 -m venv /opt/venv
-
 # Layer: torch itself.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -53,7 +52,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.13.0+cpu"
-# Layer: the rest (torchvision, torchaudio, numpy).
+# Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
@@ -66,7 +65,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:beb1e4510c1ef78c0a75451f8b3767d5f858580d9d22c9659c460c9fa2a4256a" \
+      io.torchimages.input-digest="sha256:563c7a4cbce36ce32c5851973757e3dea75204715081a499f2fb1bf8f57c7d6c" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -109,7 +108,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:6399575ec84dc5f20620392a4fe56d19e7d50a21d86f64cd870673d9f35bb9cd" \
+      io.torchimages.input-digest="sha256:21bf0abd0125dc800e568df6ad294ff6efec0fcaced1bed28306902f94b728e7" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

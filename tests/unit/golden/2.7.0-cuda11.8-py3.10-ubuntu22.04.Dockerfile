@@ -41,7 +41,6 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && python3.10 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-input "pip==25.3"
-
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -71,7 +70,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.7.0+cu118"
-# Layer: the rest (torchvision, torchaudio, numpy).
+# Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
@@ -89,7 +88,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:f24507a9804a8359d57c6502265efa3e27c84cbc4c07e6a380932064fe623856" \
+      io.torchimages.input-digest="sha256:3b67ab2895166b2ac4f780fb76090ad5caeacc49993161e42df1173e6da70c08" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -157,7 +156,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:4177946e59a67c95ce8f35f46525af73d6aad289cc95bbaa7a7a95a40dc90edd" \
+      io.torchimages.input-digest="sha256:449eb67295a77355181ac9ae3e4a0e79bbabcc18af27c24758ad00ecde28aca5" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
