@@ -12,7 +12,15 @@ import pytest
 from torchimages import orchestrate
 from torchimages.wheels import WheelSources
 
-from .conftest import Built, assert_smoke_suites_pass_without_a_gpu, build_matrix, run_cli, sh
+from .conftest import (
+    Built,
+    assert_images_are_training_bases,
+    assert_smoke_suites_pass_without_a_gpu,
+    assert_torch_compile_works_on_cpu,
+    build_matrix,
+    run_cli,
+    sh,
+)
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
@@ -38,10 +46,14 @@ def test_labels_record_versions_and_digest(built: Built, docker_client: Any) -> 
         assert labels["io.torchimages.torch"] == "2.13.0" and labels["io.torchimages.cuda"] == "none"
 
 
-def test_runtime_has_no_compiler_devel_has_gcc(built: Built, docker_client: Any) -> None:
-    probe = "for c in gcc cc g++ c++ nvcc; do command -v $c; done; true"
-    assert sh(docker_client, built.spec("runtime").reference, probe) == ""
-    assert "/usr/bin/gcc" in sh(docker_client, built.spec("devel").reference, probe)
+def test_images_are_training_bases(built: Built, docker_client: Any) -> None:
+    """runtime has gcc/g++ but no nvcc; no apt/pip state; one venv owned by 1000; devel = runtime + delta."""
+    assert_images_are_training_bases(built, docker_client)
+    assert "/usr/bin/gcc" in sh(docker_client, built.spec("devel").reference, "command -v gcc")
+
+
+def test_torch_compile_works_in_runtime(built: Built, docker_client: Any) -> None:
+    assert_torch_compile_works_on_cpu(built, docker_client)
 
 
 def test_default_user_is_not_root(built: Built, docker_client: Any) -> None:

@@ -14,7 +14,15 @@ import pytest
 from torchimages import orchestrate
 from torchimages.wheels import WheelSources
 
-from .conftest import ROOT, Built, assert_smoke_suites_pass_without_a_gpu, build_matrix, sh
+from .conftest import (
+    ROOT,
+    Built,
+    assert_images_are_training_bases,
+    assert_smoke_suites_pass_without_a_gpu,
+    assert_torch_compile_works_on_cpu,
+    build_matrix,
+    sh,
+)
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.14.1, cuda: '13.0', os: debian12, python: '3.11'}"
@@ -33,14 +41,23 @@ def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
     assert "2 built" in built.output
 
 
-def test_runtime_has_no_compiler_and_no_nvcc(built: Built, docker_client: Any) -> None:
+def test_runtime_has_a_compiler_but_no_nvcc(built: Built, docker_client: Any) -> None:
     found = sh(
         docker_client,
         built.spec("runtime").reference,
-        "for c in gcc cc g++ c++ nvcc; do command -v $c; done; find / -xdev -name nvcc -type f",
+        "for c in gcc g++ nvcc; do command -v $c; done; find / -xdev -name nvcc -type f",
         user="root",
     )
-    assert found == ""
+    assert found.split() == ["/usr/bin/gcc", "/usr/bin/g++"]
+
+
+def test_images_are_training_bases(built: Built, docker_client: Any) -> None:
+    """No apt/pip state; one venv owned by 1000, stored once: runtime's layers are a prefix of devel's."""
+    assert_images_are_training_bases(built, docker_client)
+
+
+def test_torch_compile_works_in_runtime_on_the_cpu(built: Built, docker_client: Any) -> None:
+    assert_torch_compile_works_on_cpu(built, docker_client)
 
 
 @pytest.mark.parametrize("library", ["libcudnn.so.9", "libnccl.so.2"])
