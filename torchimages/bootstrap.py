@@ -19,15 +19,13 @@ from .spec import LABEL_PREFIX
 DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
 # Leave documentation, manual pages and translations out: smaller images, nothing lost at run time.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
-# mmdebstrap's clean-up leaves apt's (empty) lock files; images keep no apt state (cache mounts).
-CLEAN_HOOK = 'rm -f "$1"/var/cache/apt/archives/lock "$1"/var/lib/apt/lists/lock'
 
 
 def command(os: OsRelease, mirror: str | None) -> list[str]:
     """The mmdebstrap command that writes the root filesystem as a tar stream to stdout."""
     cmd = ["mmdebstrap", "--variant=minbase", "--quiet"]
     cmd += [f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES]
-    cmd += ["--dpkgopt=path-include=/usr/share/doc/*/copyright", f"--customize-hook={CLEAN_HOOK}"]
+    cmd += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
     cmd += [os.suite, "-"]
     if mirror:
         cmd.append(mirror)

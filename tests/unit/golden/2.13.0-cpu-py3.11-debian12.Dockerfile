@@ -28,10 +28,12 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place.
+# /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
+# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv
+    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
+    && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock
 USER 1000:1000
 RUN python3.11 -m venv /opt/venv
 # Layer: torch itself.
@@ -65,7 +67,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:563c7a4cbce36ce32c5851973757e3dea75204715081a499f2fb1bf8f57c7d6c" \
+      io.torchimages.input-digest="sha256:3fcc2eeb95e468871c1b6a7040e83dc9b7f5c5933fa07332e4de8fdd9e5eb3da" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -108,7 +110,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:21bf0abd0125dc800e568df6ad294ff6efec0fcaced1bed28306902f94b728e7" \
+      io.torchimages.input-digest="sha256:7d58d7826fa9cb2dc8dfa418516155bb653aecbdf54df6f08359cae7044801b6" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -28,10 +28,12 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place.
+# /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
+# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv
+    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
+    && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock
 USER 1000:1000
 RUN python3.11 -m venv /opt/venv
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
@@ -81,7 +83,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:feab00804a4a6b110174a586d49ba72af9db5f90d2f9635d9b2217bc09ae7d8a" \
+      io.torchimages.input-digest="sha256:1beb6c01e30cc2c95ac3fdb490b38b20597e12fd8133f8be97471ecf35d66973" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -133,7 +135,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:558a62957ce529ac48265f4da4fe202c06382662ea8384f636b4c9b0744a7946" \
+      io.torchimages.input-digest="sha256:8d8f0aca8d3b675098d611f763a4f11fb5575e15a673c501f46a2e1876f30316" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

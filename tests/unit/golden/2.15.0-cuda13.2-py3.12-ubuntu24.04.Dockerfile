@@ -28,10 +28,12 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place.
+# /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
+# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv
+    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
+    && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock
 USER 1000:1000
 RUN python3.12 -m venv /opt/venv
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
@@ -80,7 +82,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:3e9736da911db5c95ba217cafaee085a3d24c7abe5307122eabd11cc5dc938cc" \
+      io.torchimages.input-digest="sha256:f7bb32a2018fbefad10f576e286108aec070b2bd254f107f4a327214e768665a" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

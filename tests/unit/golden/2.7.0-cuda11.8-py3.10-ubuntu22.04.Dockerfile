@@ -28,10 +28,12 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place.
+# /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
+# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv
+    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
+    && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock
 USER 1000:1000
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -88,7 +90,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:3b67ab2895166b2ac4f780fb76090ad5caeacc49993161e42df1173e6da70c08" \
+      io.torchimages.input-digest="sha256:6d211e4c8a67de83bcb56e7cf2f8e50c83f1a63379dbf7c4a1cefe3fcd1965b8" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -132,10 +134,12 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place.
+# /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
+# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv
+    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
+    && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock
 COPY --from=runtime --chown=1000:1000 /opt/venv /opt/venv
 ENV CUDA_HOME=/usr/local/cuda
 USER 1000:1000
@@ -156,7 +160,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:449eb67295a77355181ac9ae3e4a0e79bbabcc18af27c24758ad00ecde28aca5" \
+      io.torchimages.input-digest="sha256:ecf1a2887eb23eef886228c7e3f38a2f32a3eb99d87af63bbaf8e918d2ca9206" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
