@@ -80,6 +80,7 @@ class Combination:
     torchvision: str | None
     torchaudio: str | None
     numpy: str | None
+    pins: tuple[str, ...]  # the venv's pinned requirements, torch first (`torch==2.13.0+cpu`, ...)
     variant: str
     cuda: str | None
     cudnn: str | None
@@ -154,12 +155,13 @@ class Combination:
             "torchvision": self.torchvision,
             "torchaudio": self.torchaudio,
             "numpy": self.numpy,
+            "pins": self.pins,
             "variant": self.variant,
             "cuda": self.cuda,
             "cudnn": self.cudnn,
             "nccl": self.nccl,
             "python": self.python,
-            "os": [os.name, os.provider, os.image, os.python, os.packages, os.devel_packages, os.suite],
+            "os": [os.name, os.provider, os.image, os.python, os.packages, os.devel_packages, os.suite, os.pip],
             "toolkit": [toolkit.provider, toolkit.image, toolkit.requirements, toolkit.arch_list],
             "index_url": self.index_url,
             "lock_digest": self.lock_digest,

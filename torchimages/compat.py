@@ -78,11 +78,12 @@ class OsRelease:
     provider: str
     image: str
     python: str
-    packages: dict[str, str]
-    devel_packages: dict[str, str]
+    packages: tuple[str, ...]  # apt package names (never versions) for every image
+    devel_packages: tuple[str, ...]  # apt package names devel adds
     suite: str
     confidence: str
     sources: tuple[str, ...]
+    pip: str = ""  # the pip the venv is upgraded to before installing ("" keeps the OS's)
 
     @property
     def family(self) -> str:
@@ -173,12 +174,20 @@ def _os(name: str, raw: dict[str, Any]) -> OsRelease:
         provider=raw["provider"],
         image=raw["image"],
         python=str(raw["python"]),
-        packages=dict(raw.get("packages") or {}),
-        devel_packages=dict(raw.get("devel_packages") or {}),
+        packages=_names(name, "packages", raw.get("packages")),
+        devel_packages=_names(name, "devel_packages", raw.get("devel_packages")),
         suite=raw.get("suite", ""),
         confidence=raw["confidence"],
         sources=_strings(raw.get("sources")),
+        pip=str(raw.get("pip") or ""),
     )
+
+
+def _names(os: str, key: str, values: Any) -> tuple[str, ...]:
+    """OS package names; a version (a mapping, or `name=version`) is refused: nobody verifies it."""
+    if isinstance(values, dict) or any("=" in str(v) for v in values or ()):
+        raise ValueError(f"os.{os}.{key}: list package names only, no versions (archives drop them)")
+    return _strings(values)
 
 
 def parse(raw: dict[str, Any]) -> KnowledgeBase:

@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jinja2
@@ -16,6 +16,10 @@ from .combination import LOCK_FILE, Combination
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 ENTRY_TEMPLATE = "Dockerfile.j2"
+# Where every image records the OS packages apt installed (`name=version` lines, dpkg-query).
+OS_PACKAGES_FILE = PurePosixPath("/usr/share/torchimages/os-packages.txt")
+# The toolkit image's NCCL would be a second copy beside the wheel's: devel purges it.
+TOOLKIT_IMAGE_PURGE = ("libnccl2", "libnccl-dev")
 
 
 @dataclass(frozen=True)
@@ -48,14 +52,34 @@ def toolkit_links(combination: Combination) -> list[Link]:
 
 
 def requirements(combination: Combination) -> list[str]:
-    """The pinned pip requirements of the venv."""
-    pins = [
-        ("torch", combination.torch),
-        ("torchvision", combination.torchvision),
-        ("torchaudio", combination.torchaudio),
-        ("numpy", combination.numpy),
-    ]
-    return [f"{name}=={version}" for name, version in pins if version]
+    """The pinned pip requirements of the venv, torch first."""
+    return list(combination.pins)
+
+
+@dataclass(frozen=True)
+class VenvLayer:
+    """One RUN layer of the venv install.
+
+    `kind`: `nvidia` (the nvidia-* libraries torch's resolution pins), `torch` (torch alone,
+    no dependencies), `torch-deps` (torch's remaining dependencies), `rest` (companions, numpy).
+    """
+
+    kind: str
+    requirements: tuple[str, ...]
+
+
+def venv_layers(combination: Combination) -> list[VenvLayer]:
+    """The venv install split into layers, biggest and least changing first; CPU has no nvidia layer.
+
+    Each layer's command names only what it installs, so a change above leaves the layers below cached
+    and byte-identical.
+    """
+    torch, *rest = combination.pins
+    layers = [VenvLayer("nvidia", (torch,))] if combination.cuda else []
+    layers += [VenvLayer("torch", (torch,)), VenvLayer("torch-deps", (torch,))]
+    if rest:
+        layers.append(VenvLayer("rest", tuple(rest)))
+    return layers
 
 
 def context(combination: Combination) -> dict[str, Any]:
@@ -70,10 +94,14 @@ def context(combination: Combination) -> dict[str, Any]:
         "devel": "devel" in c.flavors,
         "runtime": "runtime" in c.flavors,
         "base_image": c.os.image,
-        "packages": c.os.packages,
-        "devel_packages": c.os.devel_packages,
+        "packages": list(c.os.packages),
+        "devel_packages": list(c.os.devel_packages),
+        "os_packages_file": str(OS_PACKAGES_FILE),
+        "os_packages_dir": str(OS_PACKAGES_FILE.parent),
+        "toolkit_purge": list(TOOLKIT_IMAGE_PURGE),
         "index_url": c.index_url,
-        "requirements": requirements(c),
+        "venv_pip": c.os.pip,
+        "venv_layers": venv_layers(c),
         "lock": LOCK_FILE if c.lock_digest else "",
         "toolkit": c.toolkit,
         "wheel_cuda_home": wheel_cuda_home(c),

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from .combination import FLAVORS, Combination, SourceLocation, Toolkit
-from .compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, version_key
+from .compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, minor_of, version_key
 from .matrix import MatrixRow
 from .problems import Problem, Severity
 from .suggest import closest, nearest_version
@@ -137,8 +137,6 @@ def _os(kb: KnowledgeBase, release: TorchRelease, variant: Variant, check: _Chec
     found = kb.os.get(name)
     if found is None:
         check.error("os", f"unknown OS '{name}'", ", ".join(kb.os), _did_you_mean(closest(name, kb.os)))
-    elif found.confidence == "U":
-        check.warn("os", f"the package versions pinned for {name} are uncertain; check them before a release")
     return found
 
 
@@ -215,6 +213,32 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
     return Toolkit("wheels", requirements=(toolkit, *tools), arch_list=facts.arch_list)
 
 
+def local_label(release: TorchRelease, variant: str) -> str:
+    """`+cpu`, `+cu126`: the label that makes a pin take only this variant's wheel.
+
+    PyPI serves one variant under the plain version (the release's `pypi_default`); any other
+    variant's wheel carries a local version label, and pinning with it fails fast when an index
+    offers only the default build. The default keeps plain pins (its wheels on PyPI have no label).
+    """
+    return "" if variant == release.pypi_default else f"+{variant}"
+
+
+def pins(
+    release: TorchRelease, variant: str, torch: str, torchvision: str | None, torchaudio: str | None, numpy: str | None
+) -> tuple[str, ...]:
+    """The pinned pip requirements of the venv, torch first (see local_label). torchaudio paired from an
+    older release line (its last release) keeps a plain pin: that line may have no wheel for this variant."""
+    label = local_label(release, variant)
+    same_line = torchaudio is not None and minor_of(torchaudio) == minor_of(torch)
+    wanted = [
+        ("torch", torch, label),
+        ("torchvision", torchvision, label),
+        ("torchaudio", torchaudio, label if same_line else ""),
+        ("numpy", numpy, ""),
+    ]
+    return tuple(f"{name}=={version}{suffix}" for name, version, suffix in wanted if version)
+
+
 def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> Resolved:
     """One matrix row -> its Combination (images are added by the plan, once tags are known), or the problems."""
     check = _Checker(combo, path)
@@ -252,6 +276,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         torchvision=torchvision,
         torchaudio=torchaudio,
         numpy=numpy,
+        pins=pins(release, variant.name, torch, torchvision, torchaudio, numpy),
         variant=variant.name,
         cuda=variant.cuda,
         cudnn=variant.cudnn,

@@ -92,6 +92,39 @@ def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
         assert "suites.test_cpu_versions" in classes, sorted(classes)
 
 
+PACKAGE_STATE = "/var/cache/apt /var/lib/apt/lists /root/.cache /home/torch/.cache"
+OS_PACKAGES = "/usr/share/torchimages/os-packages.txt"
+
+
+def assert_images_are_training_bases(built: Built, client: Any) -> None:
+    """What issue 9 asks of both flavors: a compiler in runtime (no nvcc), no package-manager state
+    in any layer, one venv owned by uid 1000, runtime's layers a prefix of devel's, the OS package list."""
+    runtime, devel = (built.image(f).reference for f in ("runtime", "devel"))
+    for image in (runtime, devel):
+        leftovers = sh(client, image, f"find {PACKAGE_STATE} -type f 2>/dev/null; true", user="root")
+        assert leftovers == "", f"{image}: package-manager files left: {leftovers}"
+        owners = sh(client, image, "stat -c %u:%g /opt/venv; find /opt/venv ! -uid 1000 | head -3", user="root")
+        assert owners.split() == ["1000:1000"], owners
+        listed = sh(client, image, f"cat {OS_PACKAGES}").splitlines()
+        assert any(line.startswith("gcc=") for line in listed) and any(line.startswith("g++=") for line in listed)
+    assert sh(client, runtime, "for c in gcc g++ nvcc; do command -v $c; done; true").split() == [
+        "/usr/bin/gcc",
+        "/usr/bin/g++",
+    ]
+    layers = {image: client.images.get(image).attrs["RootFS"]["Layers"] for image in (runtime, devel)}
+    assert layers[devel][: len(layers[runtime])] == layers[runtime], "runtime's layers are not a prefix of devel's"
+
+
+def assert_torch_compile_works_on_cpu(built: Built, client: Any) -> None:
+    """Inductor compiles C++ for the CPU at run time: runtime needs gcc/g++ and the Python headers."""
+    script = (
+        "import torch; f = torch.compile(lambda x: torch.sin(x) * 2 + x); x = torch.randn(64); "
+        "assert torch.allclose(f(x), torch.sin(x) * 2 + x); print('COMPILED')"
+    )
+    output = sh(client, built.image("runtime").reference, f'python -c "{script}" 2>&1')
+    assert "COMPILED" in output, output
+
+
 def remove_repository(client: Any, repository: str) -> None:
     for image in client.images.list(name=repository):
         for tag in image.tags:

@@ -1,0 +1,163 @@
+"""Golden strings for the generated building blocks, one small test per block (HPCCM style)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchimages import compat, plan, render
+from torchimages.resolve import local_label
+
+MACROS = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
+TLS = (
+    "    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert "
+    "CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \\\n"
+    "    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; "
+    "else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \\\n"
+    "    && export PIP_CACHE_DIR=/home/torch/.cache/pip \\\n"
+)
+APT_CA = (
+    "if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo \"/run/secrets/cacert\";' "
+    "> /etc/apt/apt.conf.d/99build-ca; fi \\"
+)
+PIP_MOUNTS = (
+    "RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \\\n"
+    "    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \\\n"
+    "    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \\\n"
+)
+
+
+def image(**extra: Any) -> dict[str, Any]:
+    """The template context fields these blocks read."""
+    return {
+        "index_url": "https://download.pytorch.org/whl/cu130",
+        "lock": "",
+        "os_packages_file": str(render.OS_PACKAGES_FILE),
+        "os_packages_dir": str(render.OS_PACKAGES_FILE.parent),
+        **extra,
+    }
+
+
+def block(text: object) -> str:
+    return "\n".join(line.rstrip() for line in str(text).splitlines()).strip("\n")
+
+
+def test_apt_block_uses_cache_mounts_names_only_and_records_the_packages() -> None:
+    expected = textwrap.dedent(
+        """\
+        RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \\
+            --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\
+            --mount=type=secret,id=cacert,target=/run/secrets/cacert \\
+            {ca}
+            && apt-get update \\
+            && apt-get install -y --no-install-recommends \\
+                gcc \\
+                g++ \\
+            && rm -f /etc/apt/apt.conf.d/99build-ca \\
+            && mkdir -p /usr/share/torchimages \\
+            && dpkg-query -W -f '${{Package}}=${{Version}}\\n' > /usr/share/torchimages/os-packages.txt"""
+    ).format(ca=APT_CA)
+    assert block(MACROS.apt_install(image(), ["gcc", "g++"])) == expected
+
+
+def test_apt_block_purges_before_it_installs() -> None:
+    text = block(MACROS.apt_install(image(), ["git"], ["libnccl2", "libnccl-dev"]))
+    assert "    && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \\\n    && apt-get update" in text
+
+
+def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
+    layers = [
+        render.VenvLayer("nvidia", ("torch==2.14.1",)),
+        render.VenvLayer("torch", ("torch==2.14.1",)),
+        render.VenvLayer("torch-deps", ("torch==2.14.1",)),
+        render.VenvLayer("rest", ("numpy==2.4.6",)),
+    ]
+    expected = (
+        "# Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.\n"
+        + PIP_MOUNTS
+        + TLS
+        + "    && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \\\n"
+        '        "torch==2.14.1" \\\n'
+        "    | /opt/venv/bin/python -c \"import json, sys; print(*(p['metadata']['name'] + '==' + "
+        "p['metadata']['version'] for p in json.load(sys.stdin)['install'] if "
+        "p['metadata']['name'].lower().startswith('nvidia')))\" \\\n"
+        "    | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps\n"
+        "# Layer: torch itself.\n" + PIP_MOUNTS + TLS + "    && /opt/venv/bin/pip install --no-input --no-deps \\\n"
+        '        "torch==2.14.1"\n'
+        "# Layer: torch's other dependencies (triton, sympy, ...).\n"
+        + PIP_MOUNTS
+        + TLS
+        + "    && /opt/venv/bin/pip install --no-input \\\n"
+        '        "torch==2.14.1"\n'
+        "# Layer: the remaining pins (companion libraries, numpy).\n"
+        + PIP_MOUNTS
+        + TLS
+        + "    && /opt/venv/bin/pip install --no-input \\\n"
+        '        "numpy==2.4.6"'
+    )
+    assert block(MACROS.venv_layers(image(venv_layers=layers))) == expected
+
+
+def test_a_lock_file_constrains_every_pip_step_of_a_layer() -> None:
+    text = block(MACROS.venv_layers(image(lock="requirements.lock", venv_layers=[render.VenvLayer("nvidia", ("t",))])))
+    assert "    --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \\\n" in text
+    assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 2
+
+
+@pytest.fixture
+def rendered(write_matrix: Callable[[str], Path]) -> Callable[[str], str]:
+    def render_one(entry: str) -> str:
+        combinations = plan.load(write_matrix(f"matrix:\n  include:\n    - {entry}\n")).combinations
+        (text,) = render.render_all(combinations, render.DEFAULT_TEMPLATES).values()
+        return text
+
+    return render_one
+
+
+def test_devel_on_runtime_block(rendered: Callable[[str], str]) -> None:
+    text = rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
+    devel = text[text.index("# devel:") :]
+    expected_head = textwrap.dedent(
+        """\
+        # devel: nvcc of the same CUDA as the wheels and extension build tools.
+        FROM runtime AS devel
+        USER 0:0
+        RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \\"""
+    )
+    assert devel.startswith(expected_head)
+    assert "        git \\\n        make \\\n" in devel
+    assert "os-packages.txt\nUSER 1000:1000\n# The toolkit wheels and build tools, into the same venv.\n" in devel
+
+
+def test_devel_from_a_toolkit_image_copies_the_one_venv(rendered: Callable[[str], str]) -> None:
+    text = rendered("{torch: 2.7.0, cuda: '11.8'}")
+    expected = (
+        "COPY --from=runtime --chown=1000:1000 /opt/venv /opt/venv\nENV CUDA_HOME=/usr/local/cuda\nUSER 1000:1000\n"
+    )
+    assert text.count(expected) == 1 and "FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel" in text
+
+
+def test_pins_with_local_labels(rendered: Callable[[str], str]) -> None:
+    kb = compat.load()
+    assert local_label(kb.release("2.13.0"), "cpu") == "+cpu"
+    assert local_label(kb.release("2.13.0"), "cu126") == "+cu126"
+    assert local_label(kb.release("2.13.0"), "cu130") == ""  # PyPI's default build: plain pins
+    cu126 = rendered("{torch: 2.13.0, cuda: '12.6'}")
+    assert '        "torch==2.13.0+cu126"\n' in cu126 and '        "torchvision==0.28.0+cu126" \\\n' in cu126
+    assert '        "torchaudio==2.11.1" \\\n' in cu126  # an older line's last release keeps a plain pin
+    default = rendered("{torch: 2.14.1, cuda: '13.0', os: debian12}")
+    assert '        "torch==2.14.1"\n' in default and '        "torchvision==0.29.1" \\\n' in default
+    assert '        "torch==2.13.0+cpu"\n' in rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
+
+
+def test_os_packages_are_names_without_versions() -> None:
+    for os in compat.load().os.values():
+        assert os.packages and all("=" not in name for name in (*os.packages, *os.devel_packages))
+        assert {"gcc", "g++", f"python{os.python}-dev"} <= set(os.packages)
+    raw = {"provider": "registry", "image": "x", "python": "3.12", "confidence": "V", "packages": {"gcc": "1"}}
+    with pytest.raises(ValueError, match="no versions"):
+        compat._os("x", raw)
