@@ -22,10 +22,10 @@ pytestmark = [
 
 # Python.h of the interpreter that runs torch (Inductor and Triton include it).
 PYTHON_HEADER = "import os, sysconfig; p = os.path.join(sysconfig.get_paths()['include'], 'Python.h'); print(p)"
-# Unversioned development symlinks of the CUDA runtime: a toolkit's, never the wheels'.
+# The unversioned development symlink of the CUDA runtime: a toolkit's, never the wheels' (the
+# nvidia-cuda-runtime wheel does carry libcudart_static.a, so that is no sign of a toolkit).
 FIND_CUDART_DEV = (
-    "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o "
-    "\\( -name 'libcudart.so' -o -name 'libcudart_static.a' \\) -print 2>/dev/null"
+    "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -name 'libcudart.so' -print 2>/dev/null"
 )
 
 
