@@ -22,9 +22,18 @@ from .combination import INPUT_DIGEST_LABEL, Combination, Image
 from .engine import BuildRequest, Engine, EngineError
 from .plan import Selected
 from .problems import InputError, Problem
+from .render import OS_PACKAGES_FILE
 from .wheels import Served, WheelSources, secret_file, serve
 
 TEMP_REPOSITORY = "torchimages-tmp"
+# Prints what an image holds: its OS package record (written at build time), then the venv's packages.
+INSTALLED_PROBE = f"""
+import importlib.metadata as m
+print("# OS packages ({OS_PACKAGES_FILE})")
+print(open("{OS_PACKAGES_FILE}").read().strip())
+print("# Python packages (sys.prefix)")
+print("\\n".join(sorted(f"{{d.metadata['Name']}}=={{d.version}}" for d in m.distributions())))
+"""
 
 # The smoke gate: run on the temporary reference after verification, with the facts verification read
 # (so the suites need not probe them again); returns the problems found.
@@ -155,6 +164,7 @@ class Builder:
             problems = self._check_before_tagging(combination, image, reference)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
+            self._record_installed(image, reference)
             problems = self._publish(image, reference)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
@@ -191,6 +201,16 @@ class Builder:
         if mismatches:
             return [str(m) for m in mismatches]
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+
+    def _record_installed(self, image: Image, reference: str) -> None:
+        """Write what the verified image holds beside its log, so a rebuild can be compared: the OS
+        packages (the image's own record, `name=version`) and the venv's packages (`name==version`)."""
+        record = self.options.log_dir / f"{image.tag}.installed.txt"
+        try:
+            text = self.engine.run_python(reference, ["-c", INSTALLED_PROBE])
+        except EngineError as exc:
+            text = f"# could not read what {reference} holds: {exc}\n"
+        record.write_text(text)
 
     def _publish(self, image: Image, reference: str) -> list[str]:
         """Apply the public tag and aliases; push them when asked. Returns the push errors."""

@@ -35,6 +35,9 @@ def built(
 def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
     assert built.status == 0, built.output
     assert "2 built" in built.output
+    for flavor in ("devel", "runtime"):  # the build's record of what each image holds
+        record = (built.logs / f"{built.image(flavor).tag}.installed.txt").read_text()
+        assert "\ngcc=" in record and "\ntorch==2.13.0+cpu\n" in record, record[:500]
 
 
 def test_labels_record_versions_and_digest(built: Built, docker_client: Any) -> None:

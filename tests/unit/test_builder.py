@@ -54,6 +54,8 @@ class FakeEngine:
     def run_python(self, reference: str, args: list[str]) -> str:
         if reference not in self.images:
             raise EngineError(f"no image {reference}")
+        if args == ["-c", builder.INSTALLED_PROBE]:
+            return f"# OS packages\ngcc=12.2.0-14\n# Python packages\ntorch=={self.truth[reference]['torch']}\n"
         self.probed.append(reference)
         return "SMOKE_JSON:" + json.dumps(probe_answer(self.truth[reference]))
 
@@ -130,6 +132,8 @@ def test_a_verified_image_gets_its_tag_and_every_alias(selection: list[plan.Sele
     assert [o.status for o in outcomes] == ["built", "built"]
     assert set(engine.tagged) == names(newest)
     assert engine.temporary() == [] and engine.pushed == []
+    for image in newest[0].images:  # what it holds, beside its log, for comparing rebuilds
+        assert "gcc=12.2.0-14" in (tmp_path / "logs" / f"{image.tag}.installed.txt").read_text()
 
 
 def test_a_version_that_differs_leaves_no_tag_and_names_both_values(
