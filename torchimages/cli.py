@@ -450,3 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, EngineError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,7 +14,8 @@ import jinja2
 
 from .combination import LOCK_FILE, Combination
 
-DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+# Shipped inside the package (package data); the top-level templates/ is a symlink to this folder.
+DEFAULT_TEMPLATES = Path(__file__).resolve().parent / "templates"
 ENTRY_TEMPLATE = "Dockerfile.j2"
 # Where every image records the OS packages apt installed (`name=version` lines, dpkg-query).
 OS_PACKAGES_FILE = PurePosixPath("/usr/share/torchimages/os-packages.txt")
@@ -32,6 +33,8 @@ class Link:
 
 def template_fingerprint(templates: Path) -> str:
     """Hash of every template file: part of each image's input digest."""
+    if not (templates / ENTRY_TEMPLATE).is_file():
+        raise FileNotFoundError(f"no {ENTRY_TEMPLATE} in the templates folder {templates}")
     digest = hashlib.sha256()
     for path in sorted(templates.rglob("*.j2")):
         digest.update(path.relative_to(templates).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
