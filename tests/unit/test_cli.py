@@ -118,3 +118,36 @@ def test_plan_emits_a_github_actions_matrix(cli: Cli, write_matrix: Callable[[st
     jobs = json.loads(out)["include"]
     assert [j["combination"] for j in jobs] == ["2.7.0-cuda11.8-py3.10-ubuntu22.04", "2.14.1-cuda13.0-py3.11-debian12"]
     assert jobs[0]["tags"] == "2.7.0-cuda11.8-cudnn9-devel 2.7.0-cuda11.8-cudnn9-runtime"
+
+
+def test_list_prints_every_warning_of_the_selected_combination(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    """A warning on another line than the row's first (here `cuda:`) belongs to the combination all the same."""
+    path = write_matrix(
+        "matrix:\n  include:\n    - torch: 2.15.0\n      cuda: '13.2'\n    - {torch: 2.7.0, cuda: '11.8'}\n"
+    )
+    code, _, err = cli("list", "--matrix", str(path), "2.15")
+    assert code == 0
+    assert f"{path}:4: warning: cuda: torch 2.15.0+cu132 is an uncertain fact" in err
+    assert "2.7.0" not in err
+
+
+def test_commands_without_docker_do_not_import_the_docker_sdk(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(GOOD)
+    script = (
+        "import sys; sys.modules['docker'] = None  # any import of the SDK now fails\n"
+        "from torchimages.cli import main\n"
+        f"for args in (['validate'], ['list', '--json'], ['plan', '2'], ['render']):\n"
+        f"    assert main([*args, '--matrix', {str(path)!r}]) == 0, args\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_two_rows_resolving_to_one_combination_are_refused(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(
+        "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8', flavors: [devel]}\n"
+        "    - {torch: 2.7.0, cuda: '11.8', flavors: [runtime]}\n"
+    )
+    code, _, err = cli("validate", "--matrix", str(path))
+    assert code == 2
+    assert f"{path}:4: error: this row resolves to the same combination as line 3" in err
