@@ -213,30 +213,33 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
     return Toolkit("wheels", requirements=(toolkit, *tools), arch_list=facts.arch_list)
 
 
-def local_label(release: TorchRelease, variant: str) -> str:
-    """`+cpu`, `+cu126`: the label that makes a pin take only this variant's wheel.
+def variant_pin(release: TorchRelease, variant: str, version: str) -> str:
+    """The specifier that takes only this variant's wheel of `version` (`==2.13.0+cpu`, ...).
 
-    PyPI serves one variant under the plain version (the release's `pypi_default`); any other
-    variant's wheel carries a local version label, and pinning with it fails fast when an index
-    offers only the default build. The default keeps plain pins (its wheels on PyPI have no label).
+    A variant other than the release's `pypi_default` is pinned with its local version label, so an
+    index that serves only another build fails at once. The default is served as plain `2.13.0` by
+    PyPI and as `2.13.0+cu130` by PyTorch's index, so it keeps `==2.13.0` and excludes every other
+    variant's label: otherwise a local `+cpu` wheel, which sorts above the plain version, would win.
     """
-    return "" if variant == release.pypi_default else f"+{variant}"
+    if variant != release.pypi_default:
+        return f"=={version}+{variant}"
+    others = sorted(v for v in release.variants if v != variant)
+    return ",".join([f"=={version}", *(f"!={version}+{other}" for other in others)])
 
 
 def pins(
     release: TorchRelease, variant: str, torch: str, torchvision: str | None, torchaudio: str | None, numpy: str | None
 ) -> tuple[str, ...]:
-    """The pinned pip requirements of the venv, torch first (see local_label). torchaudio paired from an
+    """The pinned pip requirements of the venv, torch first (see variant_pin). torchaudio paired from an
     older release line (its last release) keeps a plain pin: that line may have no wheel for this variant."""
-    label = local_label(release, variant)
     same_line = torchaudio is not None and minor_of(torchaudio) == minor_of(torch)
     wanted = [
-        ("torch", torch, label),
-        ("torchvision", torchvision, label),
-        ("torchaudio", torchaudio, label if same_line else ""),
-        ("numpy", numpy, ""),
+        ("torch", torch and variant_pin(release, variant, torch)),
+        ("torchvision", torchvision and variant_pin(release, variant, torchvision)),
+        ("torchaudio", torchaudio and (variant_pin(release, variant, torchaudio) if same_line else f"=={torchaudio}")),
+        ("numpy", numpy and f"=={numpy}"),
     ]
-    return tuple(f"{name}=={version}{suffix}" for name, version, suffix in wanted if version)
+    return tuple(f"{name}{specifier}" for name, specifier in wanted if specifier)
 
 
 def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> Resolved:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from torchimages import compat, plan, render
-from torchimages.resolve import local_label
+from torchimages.resolve import variant_pin
 
 MACROS = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
 TLS = (
@@ -141,16 +141,20 @@ def test_devel_from_a_toolkit_image_copies_the_one_venv(rendered: Callable[[str]
     assert text.count(expected) == 1 and "FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel" in text
 
 
-def test_pins_with_local_labels(rendered: Callable[[str], str]) -> None:
+def test_pins_take_only_the_variants_wheel(rendered: Callable[[str], str]) -> None:
     kb = compat.load()
-    assert local_label(kb.release("2.13.0"), "cpu") == "+cpu"
-    assert local_label(kb.release("2.13.0"), "cu126") == "+cu126"
-    assert local_label(kb.release("2.13.0"), "cu130") == ""  # PyPI's default build: plain pins
+    release = kb.release("2.13.0")
+    assert release is not None
+    assert variant_pin(release, "cpu", "2.13.0") == "==2.13.0+cpu"
+    assert variant_pin(release, "cu126", "2.13.0") == "==2.13.0+cu126"
+    # PyPI's default build: plain (PyPI) or +cu130 (PyTorch's index), never another variant's wheel
+    assert variant_pin(release, "cu130", "2.13.0") == "==2.13.0,!=2.13.0+cpu,!=2.13.0+cu126,!=2.13.0+cu132"
     cu126 = rendered("{torch: 2.13.0, cuda: '12.6'}")
     assert '        "torch==2.13.0+cu126"\n' in cu126 and '        "torchvision==0.28.0+cu126" \\\n' in cu126
     assert '        "torchaudio==2.11.1" \\\n' in cu126  # an older line's last release keeps a plain pin
     default = rendered("{torch: 2.14.1, cuda: '13.0', os: debian12}")
-    assert '        "torch==2.14.1"\n' in default and '        "torchvision==0.29.1" \\\n' in default
+    assert '        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"\n' in default
+    assert '        "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \\\n' in default
     assert '        "torch==2.13.0+cpu"\n' in rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
 
 

@@ -44,7 +44,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \
-        "torch==2.14.1" \
+        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
     | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps
 # Layer: torch itself.
@@ -55,7 +55,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input --no-deps \
-        "torch==2.14.1"
+        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"
 # Layer: torch's other dependencies (triton, sympy, ...).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -64,7 +64,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input \
-        "torch==2.14.1"
+        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"
 # Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -73,7 +73,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input \
-        "torchvision==0.29.1" \
+        "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \
         "torchaudio==2.11.1" \
         "numpy==2.4.6"
 
@@ -83,7 +83,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:eefba4ecef8c5c9f524da50010363e2207e2d7e1b3c4f3018884685c24a07bda" \
+      io.torchimages.input-digest="sha256:aec6dd4f3bc198e3bbe006c15760c0c4cdb463ad9dc73ebf26a8de5215f71818" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -135,7 +135,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:88a1c0486596d5bb5f4a0552d523cdc7b1204f43339b0764f58200949afed08c" \
+      io.torchimages.input-digest="sha256:932463d1d29dedd26156d50e2b2003cc61c7afc191818429ed108a54a687303d" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

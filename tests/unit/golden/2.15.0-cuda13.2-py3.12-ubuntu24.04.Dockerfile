@@ -44,7 +44,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \
-        "torch==2.15.0" \
+        "torch==2.15.0,!=2.15.0+cpu" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
     | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps
 # Layer: torch itself.
@@ -55,7 +55,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input --no-deps \
-        "torch==2.15.0"
+        "torch==2.15.0,!=2.15.0+cpu"
 # Layer: torch's other dependencies (triton, sympy, ...).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -64,7 +64,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip \
     && /opt/venv/bin/pip install --no-input \
-        "torch==2.15.0"
+        "torch==2.15.0,!=2.15.0+cpu"
 # Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -82,7 +82,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:5b1b816b1697da5b7d3c8edc2e948a4feb3ba9ef0e5195b053ed35d24339ad56" \
+      io.torchimages.input-digest="sha256:f751f8e7456969cb3410df5f0130328cfabf4b89d597431ae1a7c4e61f46a1d1" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \
