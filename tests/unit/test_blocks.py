@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -165,3 +166,17 @@ def test_os_packages_are_names_without_versions() -> None:
     raw = {"provider": "registry", "image": "x", "python": "3.12", "confidence": "V", "packages": {"gcc": "1"}}
     with pytest.raises(ValueError, match="no versions"):
         compat._os("x", raw)
+
+
+def test_a_changed_upper_pin_leaves_every_lower_layer_unchanged(write_matrix: Callable[[str], Path]) -> None:
+    """BuildKit keys a layer by its parent and its command: the commands below the changed pin must be
+    byte-identical, so the lower layers stay cached and shared (registries, pulls, the local store)."""
+    kb = compat.load()
+    newer_numpy = dataclasses.replace(kb, numpy={**kb.numpy, "3.11": "2.3.5"})
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n")
+    (before,) = render.render_all(plan.load(path, kb=kb).combinations, render.DEFAULT_TEMPLATES).values()
+    (after,) = render.render_all(plan.load(path, kb=newer_numpy).combinations, render.DEFAULT_TEMPLATES).values()
+    marker = "# Layer: the remaining pins"
+    assert before.index(marker) == after.index(marker)
+    assert before[: before.index(marker)] == after[: after.index(marker)]
+    assert '"numpy==2.4.6"' in before[before.index(marker) :] and '"numpy==2.3.5"' in after[after.index(marker) :]
