@@ -130,11 +130,11 @@ def select(plan: Plan, selectors: list[str]) -> list[Selected]:
             chosen.extend(h for h in hits if h not in chosen)
         if problems:
             raise InputError(problems)
-    picked = {id(i) for _, i in chosen}
+    picked = {image for _, image in chosen}
     return [
-        Selected(c, tuple(i for i in c.images if id(i) in picked))
+        Selected(c, tuple(i for i in c.images if i in picked))
         for c in plan.combinations
-        if any(id(i) in picked for i in c.images)
+        if picked.intersection(c.images)
     ]
 
 
