@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import plan as planning
 from . import render
@@ -24,7 +24,7 @@ from .smoke import SUITES
 from .wheels import WheelSources
 
 if TYPE_CHECKING:
-    from .engine import DockerEngine
+    from .engine import DockerEngine, ImageInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_MATRIX = Path("matrix.yaml")
@@ -219,15 +219,26 @@ def _suites(text: str) -> tuple[str, ...]:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    from .engine import split_run_args
     from .smoke import document, runner
 
     local = args.host == "local"
+    if args.images and args.selectors:
+        raise UsageError(
+            "SELECTOR and --image are mutually exclusive: test images of the matrix by SELECTOR, "
+            "or any local image by --image REF"
+        )
+    if local and (args.images or args.selectors or args.run_args):
+        raise UsageError("--host local tests this machine: it takes no SELECTOR, --image or --run-arg")
+    if args.spec and not (local or args.images):
+        raise UsageError("--spec applies to --host local or --image; matrix images get their spec from the matrix")
     options = runner.SmokeOptions(
         _suites(args.suites),
         args.gpus,
         args.require_gpu,
         args.shm_size,
         args.python_exe or ("python3" if local else "python"),
+        tuple(split_run_args(args.run_args)),
     )
     if local:
         try:
@@ -236,23 +247,96 @@ def cmd_test(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read the host's spec: {exc}") from None
         passed = runner.run_suites("local://", host, options, args.junit).returncode == 0
         return EXIT_OK if passed else EXIT_FAILED
-    if not args.selectors:
-        raise UsageError("name the images to test (SELECTOR...), or use --host local")
-    targets = [(s.combination, i) for s in select(args, load_plan(args)) for i in s.images]
-    engine = connect()
-    missing = [i.reference for _, i in targets if engine.labels(i.reference) is None]
-    if missing:
-        raise UsageError("not built yet (make build TAG=...): " + ", ".join(missing))
+    if args.images:
+        engine = connect()
+        targets = [(_tag_of(reference), spec) for reference, spec in image_specs(engine, args.images, args.spec)]
+    else:
+        if not args.selectors:
+            raise UsageError("name the images to test (SELECTOR... or --image REF), or use --host local")
+        chosen = [(s.combination, i) for s in select(args, load_plan(args)) for i in s.images]
+        engine = connect()
+        missing = [i.reference for _, i in chosen if engine.labels(i.reference) is None]
+        if missing:
+            raise UsageError("not built yet (make build TAG=...): " + ", ".join(missing))
+        targets = [(i.tag, document.image_document(c, i, i.reference)) for c, i in chosen]
     results = []
-    for combination, image in targets:
-        junit = runner.junit_path(args.junit, image.tag, len(targets) > 1)
-        spec = document.image_document(combination, image, image.reference)
+    for tag, spec in targets:
+        junit = runner.junit_path(args.junit, tag, len(targets) > 1)
         result = runner.run_suites_in_container(engine, spec, options, junit)
         if not result.args:  # no container could be started
             print(f"error: {result.stderr}", file=sys.stderr)
-        results.append((image.reference, result.returncode))
+        results.append((str(spec["image"]), result.returncode))
     print(runner.summary(results))
     return EXIT_FAILED if any(code for _, code in results) else EXIT_OK
+
+
+def _tag_of(reference: str) -> str:
+    """A file-name-safe form of an image reference (JUnit FILE-<tag>.xml)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in reference)
+
+
+def image_specs(
+    engine: DockerEngine, references: Sequence[str], spec_file: Path | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The spec of each image given by --image: from --spec FILE, else from its io.torchimages.* labels
+    (an image built FROM one of ours inherits them). Every image is checked before any runs."""
+    from .smoke import document
+
+    template = None
+    if spec_file is not None:
+        try:
+            template = read_spec_file(spec_file)
+        except document.SpecError as exc:
+            raise UsageError(f"--spec: {exc}") from None
+    found = {reference: engine.inspect(reference) for reference in references}
+    missing = [reference for reference, info in found.items() if info is None]
+    if missing:
+        raise UsageError(f"no such image here: {', '.join(missing)} (docker pull it, or build it, before testing it)")
+    specs = []
+    for reference, info in found.items():
+        assert info is not None
+        if template is not None:
+            print(f"{reference}: spec read from {spec_file}")
+            specs.append((reference, {**template, "image": reference}))
+            continue
+        if not document.has_our_labels(info.labels):
+            raise UsageError(
+                f"{reference} has no io.torchimages.* labels, so there is no spec to test it against: "
+                "build it FROM one of our images (it inherits their labels), or pass --spec FILE "
+                "(a SPEC.json, see docs/smoke-suites.md)"
+            )
+        cuda = info.labels.get("io.torchimages.cuda")
+        min_driver = document.known_min_driver(None if cuda in (None, "none") else cuda)
+        try:
+            spec = document.labels_document(reference, info.labels, info.user, min_driver)
+        except document.SpecError as exc:
+            raise UsageError(f"{reference}: its io.torchimages.* labels do not make a spec: {exc}") from None
+        print(f"{reference}: spec read from its io.torchimages.* labels{_inherited(engine, info)}")
+        specs.append((reference, spec))
+    return specs
+
+
+def read_spec_file(path: Path) -> dict[str, Any]:
+    """A SPEC.json, validated (document.load_spec), as the plain mapping the runner writes."""
+    from .smoke import document
+
+    document.load_spec(path)
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _inherited(engine: DockerEngine, info: ImageInfo) -> str:
+    """`, inherited from its base X` when another local image has the same labels and its layers are a
+    prefix of this one's: this image was built FROM it."""
+    digest = info.labels.get("io.torchimages.input-digest")
+    if not digest:
+        return ""
+    for other in engine.images_labelled("io.torchimages.input-digest", digest):
+        derived = len(other.layers) < len(info.layers) and info.layers[: len(other.layers)] == other.layers
+        if other.id != info.id and derived:
+            name = next(iter(other.tags), other.id[:19])
+            return f" (inherited from its base {name}: it was built FROM one of ours)"
+    return ""
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
@@ -373,12 +457,26 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
 def _test_options(parser: argparse.ArgumentParser) -> None:
     _selectors(parser)
     parser.add_argument(
+        "--image",
+        dest="images",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="test any local image instead of matrix images (repeatable; not with SELECTOR): the spec comes from "
+        "its io.torchimages.* labels (ours, or inherited by an image built FROM ours), or from --spec",
+    )
+    parser.add_argument(
         "--host",
         choices=("docker", "local"),
         default="docker",
         help="local: run the suites against this machine instead of image containers",
     )
-    parser.add_argument("--spec", type=Path, default=None, help="with --host local: SPEC.json (default: this host's)")
+    parser.add_argument(
+        "--spec",
+        type=Path,
+        default=None,
+        help="SPEC.json: with --host local (default: this host's), or with --image (default: the image's labels)",
+    )
     parser.add_argument("--suites", default=",".join(SUITES), help="comma-separated: cpu,gpu,multi_gpu")
     parser.add_argument(
         "--gpus",
@@ -388,6 +486,16 @@ def _test_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--require-gpu", action="store_true", help="no usable GPU is a failure, not a skip")
     parser.add_argument("--shm-size", default="2g", help="shared memory of the container (default 2g)")
+    parser.add_argument(
+        "--run-arg",
+        dest="run_args",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra `docker run` options for the test container (repeatable; each value is shell-split, so "
+        "--run-arg='--ulimit memlock=-1' is one option; write --run-arg=--x, with '='). --network here replaces "
+        "the default --network none",
+    )
     parser.add_argument("--junit", type=Path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
     parser.add_argument(
         "--python-exe", default=None, help="Python with torch to probe (default: python, or python3 with --host local)"

@@ -125,15 +125,8 @@ class Combination:
         return self.toolkit.image if self.toolkit.provider == "image" else "runtime"
 
     def nvidia_environment(self) -> dict[str, str]:
-        """Variables for the NVIDIA container toolkit (NVIDIA_REQUIRE_CUDA: the driver must support this
-        CUDA major, under minor-version compatibility). Empty for CPU builds."""
-        if not self.cuda:
-            return {}
-        return {
-            "NVIDIA_VISIBLE_DEVICES": "all",
-            "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
-            "NVIDIA_REQUIRE_CUDA": f"cuda>={self.cuda.split('.')[0]}.0",
-        }
+        """Variables for the NVIDIA container toolkit (see `nvidia_environment`)."""
+        return nvidia_environment(self.cuda)
 
     def expected_facts(self) -> dict[str, str | None]:
         """The facts verification reads back from inside each image, as the tags promise them."""
@@ -191,6 +184,18 @@ class Combination:
             **{f"{LABEL_PREFIX}.{k}": v for k, v in versions.items()},
             INPUT_DIGEST_LABEL: input_digest,
         }
+
+
+def nvidia_environment(cuda: str | None) -> dict[str, str]:
+    """Variables for the NVIDIA container toolkit (NVIDIA_REQUIRE_CUDA: the driver must support this
+    CUDA major, under minor-version compatibility). Empty for CPU builds."""
+    if not cuda:
+        return {}
+    return {
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+        "NVIDIA_REQUIRE_CUDA": f"cuda>={cuda.split('.')[0]}.0",
+    }
 
 
 def input_digest(combination: Combination, flavor: str, templates_fingerprint: str) -> str:

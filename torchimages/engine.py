@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -51,6 +52,48 @@ class BuildRequest:
     no_cache: bool = False
 
 
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the engine knows of a local image: its id, labels, environment, default user and layers."""
+
+    reference: str
+    id: str
+    labels: dict[str, str]
+    env: dict[str, str]
+    user: str
+    layers: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+
+
+def split_run_args(values: Sequence[str]) -> list[str]:
+    """`--run-arg` values as `docker run` tokens: each value is shlex-split (`"--ulimit memlock=-1"` is two)."""
+    tokens: list[str] = []
+    for value in values:
+        try:
+            tokens += shlex.split(value)
+        except ValueError as exc:
+            raise EngineError(f"--run-arg {value!r}: {exc}") from None
+    return tokens
+
+
+def _sets_network(tokens: Sequence[str]) -> bool:
+    return any(t in ("--network", "--net") or t.startswith(("--network=", "--net=")) for t in tokens)
+
+
+def run_command(
+    docker: str, reference: str, name: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()
+) -> list[str]:
+    """The `docker run` of a long-running test container: no network unless `run_args` name one
+    (docker refuses two --network options), the run args (already split into tokens) before the image."""
+    cmd = [docker, "run", "--detach", "--name", name]
+    if not _sets_network(run_args):
+        cmd += ["--network", "none"]
+    cmd += ["--shm-size", shm_size]
+    if gpus:
+        cmd += ["--gpus", "all"]
+    return [*cmd, *run_args, reference, "sleep", "infinity"]
+
+
 class Engine(Protocol):
     """Every engine action the tool takes."""
 
@@ -70,8 +113,9 @@ class Engine(Protocol):
         """Run the image's `python` with args in a throwaway container without network; its stdout."""
         ...
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
-        """Start a long-running container of the image (no network); return its name."""
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
+        """Start a long-running container of the image (no network unless `run_args`, `docker run` options
+        as tokens, name one); return its name."""
         ...
 
     def remove_container(self, name: str) -> None:
@@ -177,6 +221,20 @@ def find_build_client(explicit: str | None = None) -> BuildClient:
     raise EngineError(f"no docker client here builds with BuildKit (tried {tried}); {HOW_TO_GET_BUILDKIT}")
 
 
+def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
+    config = attrs.get("Config") or {}
+    env = dict(item.split("=", 1) if "=" in item else (item, "") for item in config.get("Env") or [])
+    return ImageInfo(
+        reference=reference,
+        id=str(attrs.get("Id", "")),
+        labels=dict(config.get("Labels") or {}),
+        env=env,
+        user=str(config.get("User") or ""),
+        layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+        tags=tuple(attrs.get("RepoTags") or ()),
+    )
+
+
 def _sdk_client() -> Any:
     import docker  # the SDK is imported only by commands that talk to an engine
     import docker.errors
@@ -194,10 +252,8 @@ class DockerEngine:
 
     def __init__(self, docker_cli: str | None = None) -> None:
         import docker.errors
-        import docker.types
 
         self._errors = docker.errors
-        self._types = docker.types
         self.sdk = _sdk_client()
         self._docker_cli = docker_cli
         self._client: BuildClient | None = None
@@ -208,6 +264,15 @@ class DockerEngine:
         if self._client is None:
             self._client = find_build_client(self._docker_cli)
         return self._client
+
+    @property
+    def docker_cli(self) -> str:
+        """The docker CLI binary for `docker run`: the build client's once found, else the one named or on PATH
+        (no probe build)."""
+        if self._client is not None:
+            return self._client.docker
+        named = self._docker_cli or os.environ.get("DOCKER")
+        return named or shutil.which("docker") or "docker"
 
     def build(self, request: BuildRequest, log: IO[bytes]) -> int:
         cmd = build_command(self.build_client, request)
@@ -231,6 +296,21 @@ class DockerEngine:
                 return None
             return dict(image.labels or {})
 
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """An image's id, labels, environment, user and layers, or None when there is no such image."""
+        with self._failures(f"inspecting {reference}"):
+            try:
+                image = self.sdk.images.get(reference)
+            except self._errors.ImageNotFound:
+                return None
+            return _image_info(reference, image.attrs)
+
+    def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
+        """Every local image carrying the label `key=value`."""
+        with self._failures(f"listing images labelled {key}={value}"):
+            found = self.sdk.images.list(filters={"label": f"{key}={value}"})
+            return [_image_info(image.id, image.attrs) for image in found]
+
     def run_python(self, reference: str, args: list[str]) -> str:
         try:
             output = self.sdk.containers.run(
@@ -243,21 +323,18 @@ class DockerEngine:
             raise ProbeError(f"could not run a container of {reference}: {exc}") from None
         return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
-        requests = [self._types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else []
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
+        """Through the docker CLI (the SDK takes no CLI options, and `run_args` are CLI options)."""
         name = f"torchimages-smoke-{uuid.uuid4().hex[:10]}"
+        cmd = run_command(self.docker_cli, reference, name, gpus=gpus, shm_size=shm_size, run_args=run_args)
         try:
-            self.sdk.containers.run(
-                reference,
-                ["sleep", "infinity"],
-                detach=True,
-                name=name,
-                shm_size=shm_size,
-                device_requests=requests,
-                network_mode="none",
-            )
-        except self._errors.DockerException as exc:
-            raise EngineError(f"could not start a container of {reference}: {exc}") from None
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        if result.returncode != 0:
+            self.remove_container(name)  # `docker run` may leave a created container behind
+            stderr = result.stderr.strip() or f"exit status {result.returncode}"
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {stderr}")
         return name
 
     def remove_container(self, name: str) -> None:

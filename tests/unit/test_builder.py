@@ -59,7 +59,7 @@ class FakeEngine:
         self.probed.append(reference)
         return "SMOKE_JSON:" + json.dumps(probe_answer(self.truth[reference]))
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
         raise AssertionError("the smoke gate is a plain function in these tests")
 
     def remove_container(self, name: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,8 @@ class FakeEngine:
             raise self.fail
         return self.output
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str:
-        self.calls.append(("start_container", (reference, gpus, shm_size)))
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
+        self.calls.append(("start_container", (reference, gpus, shm_size, tuple(run_args))))
         return "smoke-fake"
 
     def remove_container(self, name: str) -> None:
@@ -198,8 +199,9 @@ def test_a_container_per_run_removed_afterwards_facts_reused_without_gpus(
     combination, image = _cpu_image()
     facts = verify.decode(CPU_FACTS)
     doc = document.image_document(combination, image, "img:tmp")
-    runner.run_suites_in_container(fake, doc, runner.SmokeOptions(gpus=gpus), None, facts=facts)
-    assert ("start_container", ("img:tmp", asked, "2g")) in fake.calls
+    options = runner.SmokeOptions(gpus=gpus, run_args=("--ipc=host",))
+    runner.run_suites_in_container(fake, doc, options, None, facts=facts)
+    assert ("start_container", ("img:tmp", asked, "2g", ("--ipc=host",))) in fake.calls
     assert fake.calls[-1] == ("remove_container", "smoke-fake")
     assert seen["host"] == "docker://smoke-fake" and seen["doc"]["image"] == "img:tmp"
     assert seen["facts"] == (None if asked else facts.raw)

@@ -147,6 +147,68 @@ def image_document(combination: Combination, image: Image, reference: str) -> di
     }
 
 
+LABEL_KEYS = ("torch", "torchvision", "torchaudio", "cuda", "cudnn", "nccl", "python", "os", "flavor")
+REQUIRED_LABELS = ("torch", "python", "os")
+
+
+def our_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """The `io.torchimages.*` labels of an image (our images carry them; images built FROM ours inherit them)."""
+    from ..combination import LABEL_PREFIX
+
+    return {key: value for key, value in labels.items() if key.startswith(LABEL_PREFIX + ".")}
+
+
+def has_our_labels(labels: Mapping[str, str]) -> bool:
+    """Whether the labels describe the image well enough to write its spec (torch, python and os at least)."""
+    from ..combination import LABEL_PREFIX
+
+    return all(labels.get(f"{LABEL_PREFIX}.{key}") for key in REQUIRED_LABELS)
+
+
+def known_min_driver(cuda: str | None) -> str | None:
+    """The oldest driver a CUDA minor runs on (minor-version compatibility), from the knowledge base; None when
+    CPU-only or unknown."""
+    if not cuda:
+        return None
+    from ..compat import load
+
+    facts = load().cuda.get(".".join(cuda.split(".")[:2]))
+    return facts.minor_compat_min_driver if facts else None
+
+
+def labels_document(
+    reference: str, labels: Mapping[str, str], user: str = "", min_driver: str | None = None
+) -> dict[str, Any]:
+    """The SPEC.json of any image from its `io.torchimages.*` labels (ours, or inherited by an image built FROM
+    ours); `user` is the image's configured USER (a name is kept; empty or numeric means ours, `torch`).
+
+    Labelled `none` means absent (null: not checked). Raise SpecError when the labels are missing or malformed.
+    """
+    from ..combination import LABEL_PREFIX, nvidia_environment
+
+    if not has_our_labels(labels):
+        raise SpecError(f"{reference} has no {LABEL_PREFIX}.torch, .python and .os labels")
+
+    def label(key: str) -> str | None:
+        value = labels.get(f"{LABEL_PREFIX}.{key}")
+        return None if value in (None, "", "none") else value
+
+    name = user.split(":", 1)[0]
+    flavor = label("flavor")
+    document = {
+        "tag": reference,
+        "image": reference,
+        "flavor": flavor if flavor in FLAVORS else None,
+        **{key: label(key) for key in LABEL_KEYS if key != "flavor"},
+        "min_driver": min_driver,
+        "user": name if name and not name.isdigit() else IMAGE_USER,
+        "labels": our_labels(labels),
+        "env": nvidia_environment(label("cuda")),
+    }
+    spec_from_dict(document)  # the labels hold versions in the spec's forms, or this says which does not
+    return document
+
+
 def host_document(facts: Mapping[str, Any], tag: str = "local-host") -> dict[str, Any]:
     """The SPEC.json of a bare host, from the facts probe run with its own Python.
 

@@ -33,7 +33,7 @@ DEFAULT_SHM = "2g"
 class ContainerEngine(Protocol):
     """What the runner needs from the engine (engine.DockerEngine)."""
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str) -> str: ...
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str: ...
 
     def remove_container(self, name: str) -> None: ...
 
@@ -49,6 +49,7 @@ class SmokeOptions:
     require_gpu: bool = False
     shm_size: str = DEFAULT_SHM
     python_exe: str = "python"
+    run_args: tuple[str, ...] = ()  # extra `docker run` options, one token each (engine.split_run_args)
 
 
 def junit_path(base: Path | None, tag: str, several: bool) -> Path | None:
@@ -144,7 +145,7 @@ def run_suites_in_container(
     reference = str(document["image"])
     gpus = wants_gpus(engine, options.gpus)
     try:
-        name = engine.start_container(reference, gpus=gpus, shm_size=options.shm_size)
+        name = engine.start_container(reference, gpus=gpus, shm_size=options.shm_size, run_args=options.run_args)
     except EngineError as exc:
         return subprocess.CompletedProcess([], 1, "", f"could not start a container of {reference}: {exc}")
     try:

@@ -31,7 +31,7 @@ def image_user(image_host: testinfra.host.Host, spec: SmokeSpec) -> testinfra.ho
 
 def test_default_user_is_not_root(image_user: testinfra.host.Host) -> None:
     user = image_user.user()
-    assert user.uid != 0, f"the image runs as root ({user.name}): add `USER` with a non-root user"
+    assert user.uid != 0, f"the image runs as root (uid {user.uid}, {user.name}): add `USER` with a non-root user"
 
 
 def test_default_user_name(image_user: testinfra.host.Host, spec: SmokeSpec) -> None:
