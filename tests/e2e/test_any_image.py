@@ -1,0 +1,122 @@
+"""`build.py test --image REF`: the smoke suites against any local image, not only matrix images.
+
+One CPU runtime image is built for the module; an image built FROM it (one extra layer) stands for a
+team's derived image, and the bootstrapped debian12 base for a foreign image without our labels.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchimages import engine
+
+from .conftest import Built, build_matrix, run_cli
+
+pytestmark = pytest.mark.e2e
+ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
+FOREIGN = "torchimages/bootstrap-debian:12"  # built by the module's build (the debian12 base): no torch labels
+NULLS = dict.fromkeys(("image", "flavor", "torchvision", "torchaudio", "cuda", "cudnn", "nccl", "min_driver", "user"))
+
+
+@pytest.fixture(scope="module")
+def built(
+    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
+) -> Iterator[Built]:
+    yield from build_matrix(docker_client, tmp_path_factory.mktemp("any"), ENTRY, ca_bundle)
+
+
+@pytest.fixture(scope="module")
+def runtime(built: Built) -> str:
+    assert built.status == 0, built.output
+    return built.image("runtime").reference
+
+
+@pytest.fixture(scope="module")
+def derived(runtime: str, docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A team's image: FROM ours plus one layer, built with BuildKit (it inherits our labels)."""
+    context = tmp_path_factory.mktemp("derived")
+    (context / "Dockerfile").write_text(f"FROM {runtime}\nRUN echo hi > /tmp/x\n")
+    reference = f"torchimages-e2e-derived-{uuid.uuid4().hex[:8]}:1"
+    client = engine.find_build_client()
+    command = [*client.command, "--tag", reference, str(context)]
+    result = subprocess.run(command, env=client.environment(), capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    try:
+        yield reference
+    finally:
+        docker_client.images.remove(reference)
+
+
+def test_our_image_by_reference_passes_with_the_spec_from_its_labels(runtime: str, tmp_path: Path) -> None:
+    junit = tmp_path / "j.xml"
+    result = run_cli("test", "--image", runtime, "--suites", "cpu", "--junit", junit)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert f"{runtime}: spec read from its io.torchimages.* labels" in result.stdout
+    assert "inherited" not in result.stdout
+    assert f"passed  {runtime}" in result.stdout
+    assert 'failures="0"' in junit.read_text() and "test_cpu_versions" in junit.read_text()
+
+
+def test_a_derived_image_passes_with_the_labels_inherited_from_its_base(derived: str, built: Built) -> None:
+    result = run_cli("test", "--image", derived, "--suites", "cpu")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    base = built.image("runtime").repository
+    assert f"{derived}: spec read from its io.torchimages.* labels (inherited from its base {base}:" in output
+    assert f"passed  {derived}" in result.stdout
+
+
+def test_a_foreign_image_without_labels_or_spec_is_refused_naming_both_ways(built: Built) -> None:
+    result = run_cli("test", "--image", FOREIGN, "--suites", "cpu")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "has no io.torchimages.* labels" in result.stderr
+    assert "build it FROM one of our images" in result.stderr and "--spec FILE" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_foreign_image_with_a_spec_file_is_tested(built: Built, tmp_path: Path) -> None:
+    """Accepted and its suites run (they fail: the base has no Python with torch)."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"tag": "foreign", "torch": "2.13.0", "python": "3.11", "os": "debian12"} | NULLS))
+    result = run_cli("test", "--image", FOREIGN, "--spec", spec, "--suites", "cpu")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert f"{FOREIGN}: spec read from {spec}" in result.stdout
+    assert f"FAILED  {FOREIGN}" in result.stdout and "test_cpu_versions.py" in result.stdout
+
+
+def test_a_bad_spec_file_or_a_missing_image_is_a_usage_error(runtime: str, tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"tag": "x", "torch": "two"}))
+    bad = run_cli("test", "--image", runtime, "--spec", spec)
+    assert bad.returncode == 2 and f"--spec: {spec}: key" in bad.stderr, bad.stderr
+    missing = run_cli("test", "--image", "torchimages-e2e-no-such-image:nope")
+    assert missing.returncode == 2
+    assert "no such image here: torchimages-e2e-no-such-image:nope" in missing.stderr
+    assert "Traceback" not in bad.stderr + missing.stderr
+
+
+def test_run_args_reach_docker_run(runtime: str) -> None:
+    """--user=0 makes the suite's not-root check fail naming uid 0: the option was applied."""
+    result = run_cli("test", "--image", runtime, "--suites", "cpu", "--run-arg=--user=0 --ipc=host")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "the image runs as root (uid 0, root)" in output
+    assert "FAILED" in result.stdout and "test_default_user_is_not_root" in result.stdout
+
+
+def test_an_invalid_run_arg_is_a_clear_error_for_matrix_images_too(built: Built) -> None:
+    tag = built.image("runtime").tag
+    result = run_cli("test", "--matrix", built.plan.matrix_path, "--suites", "cpu", "--run-arg=--no-such-flag", tag)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "could not start a container" in result.stderr and "--no-such-flag" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"FAILED  {built.image('runtime').reference}" in result.stdout
