@@ -65,7 +65,8 @@ test-images: $(VENV)/.installed ## smoke-test built images: make test-images TAG
 bench: $(VENV)/.installed ## print the validate+plan+render figures (see docs/benchmarks.md)
 	$(PY) bench/plan_render.py
 
-bench-image: $(VENV)/.installed engine ## image size, cold build and warm rebuild figures (slow; empties the build cache)
+bench-image: $(VENV)/.installed ## both flavors: stored bytes, cold build, size vs floor, push/pull (slow; empties the build cache)
+	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(PY) bench/image_build.py
 
 clean: ## remove the virtual environment and caches
