@@ -10,6 +10,7 @@ images it caught are `interrupted`, never `failed` and never tagged.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -264,8 +265,24 @@ def _listed(what: str, problems: list[str]) -> str:
 
 
 def summary(outcomes: Sequence[Outcome]) -> str:
-    """One line per image and a count (interrupted ones counted only when there are some)."""
-    lines = [f"{o.status:11} {o.seconds:6.0f} s  {o.image.reference}" for o in outcomes]
+    """One line per image (a failed or interrupted one with why) and a count (interrupted only when some are)."""
+    lines = []
+    for o in outcomes:
+        lines.append(f"{o.status:11} {o.seconds:6.0f} s  {o.image.reference}")
+        if o.status in ("failed", "interrupted"):
+            lines.append(f"{'':22}{_reason(o.detail)}")
     counts = {s: sum(o.status == s for o in outcomes) for s in ("built", "skipped", "failed", "interrupted")}
     lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "interrupted"))
     return "\n".join(lines)
+
+
+# A build log's own error lines (pip's, apt's, a RUN's), not BuildKit's report of the failed step.
+_STEP_ERROR = re.compile(r"^\s*#\d+ [\d.]+ (.*\b(?:ERROR|Error|error)\b.*)$")
+
+
+def _reason(detail: str) -> str:
+    """The line of an outcome's detail that says why: the last error line its build step printed
+    (`ERROR: No matching distribution found for numpy==0.0.1`), else the detail's first line."""
+    errors = [m.group(1) for m in map(_STEP_ERROR.match, detail.splitlines()) if m]
+    line = errors[-1] if errors else detail.strip().splitlines()[0] if detail.strip() else ""
+    return line if len(line) <= 200 else line[:197] + "..."

@@ -305,3 +305,19 @@ def test_builder_cancel_before_the_build_builds_nothing(selection: list[plan.Sel
     build.cancel()
     assert {o.status for o in build.build(selection)} == {"interrupted"}
     assert engine.built == [] and engine.tagged == []
+
+
+def test_the_summary_says_why_an_image_failed(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """The pip error of a failed build's step, not BuildKit's report of the step, is the summary's reason."""
+    log = (
+        "#9 0.48 ERROR: Could not find a version that satisfies the requirement numpy==0.0.1\n"
+        "#9 0.48 ERROR: No matching distribution found for numpy==0.0.1\n"
+        "#9 ERROR: executor failed running [/bin/bash -o pipefail -c ...]\n------\n"
+    )
+    combination, image = selection[0].combination, selection[0].images[0]
+    failed = Outcome(combination, image, "failed", 3.0, f"build failed (exit 1); last lines of x.log:\n{log}")
+    stopped = Outcome(combination, image, "interrupted", 1.0, "interrupted during the build; not tagged")
+    text = builder.summary([failed, stopped])
+    assert "ERROR: No matching distribution found for numpy==0.0.1" in text.splitlines()[1]
+    assert text.splitlines()[3].strip() == "interrupted during the build; not tagged"
+    assert text.splitlines()[-1] == "0 built, 0 skipped, 1 failed, 1 interrupted"
