@@ -49,7 +49,8 @@ class Matrix:
 
 @pytest.fixture
 def matrix(request: pytest.FixtureRequest, docker_client: Any, tmp_path: Path) -> Iterator[Matrix]:
-    """A matrix of the entries the test's `entries` marker-free parameter names (default: the CPU one)."""
+    """A rendered matrix of the entries given by indirect parametrization (default: the CPU one);
+    its repository is removed afterwards."""
     entries = getattr(request, "param", (CPU,))
     repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
     path = tmp_path / "matrix.yaml"
