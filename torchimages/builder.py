@@ -4,10 +4,13 @@ sharing its layers), keep going past a failure, one log per image, one summary a
 The rules that make tags true live here, and only here: every image is built to a temporary
 reference; the versions read back from inside it must equal what its tag promises, and the smoke
 gate must pass, before it gets its public tag and aliases; the temporary reference is always removed.
+An interrupt (`Builder.cancel`) stops running builds, starts nothing more and tags nothing more: the
+images it caught are `interrupted`, never `failed` and never tagged.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -61,7 +64,7 @@ class Outcome:
 
     combination: Combination
     image: Image
-    status: str  # built | skipped | failed
+    status: str  # built | skipped | failed | interrupted
     seconds: float
     detail: str = ""
 
@@ -111,8 +114,16 @@ class Builder:
         options: BuildOptions,
         smoke_gate: SmokeGate | None = None,
         out: Callable[[str], None] = print,
+        cancelled: threading.Event | None = None,
     ) -> None:
         self.engine, self.options, self.smoke_gate, self.out = engine, options, smoke_gate, out
+        # Set by cancel(); shared with the engine's builds and, through the caller, the smoke gate.
+        self.cancelled = cancelled or threading.Event()
+
+    def cancel(self) -> None:
+        """Stop: running builds are cancelled, no image is started, verified or tagged after this.
+        Safe from a signal handler (it only sets an event)."""
+        self.cancelled.set()
 
     def build(self, selected: Sequence[Selected]) -> list[Outcome]:
         """Build every selected image; combinations in parallel (bounded), flavors of one combination in turn.
@@ -123,7 +134,8 @@ class Builder:
         if clashes:
             raise InputError(clashes)
         self.options.log_dir.mkdir(parents=True, exist_ok=True)
-        self._ensure_bases([s.combination for s in selected])
+        if not self.cancelled.is_set():
+            self._ensure_bases([s.combination for s in selected])
         progress = _Progress(sum(len(s.images) for s in selected), self.out)
         with serve(self.options.sources) as served, ThreadPoolExecutor(max(1, self.options.jobs)) as pool:
             results = pool.map(
@@ -144,6 +156,8 @@ class Builder:
     def build_image(self, combination: Combination, image: Image, served: Served, progress: _Progress) -> Outcome:
         """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie."""
         start = time.monotonic()
+        if self.cancelled.is_set():
+            return self._finish(combination, image, "interrupted", start, "not started", progress)
         try:
             if not self.options.no_cache and self.up_to_date(image):
                 problems = self._publish(image, image.reference)
@@ -158,18 +172,26 @@ class Builder:
         progress.say(f"{image.tag}: building (log: {log})")
         try:
             status = self._build(combination, image, reference, served, log)
+            if self.cancelled.is_set():
+                return self._interrupted(combination, image, start, "during the build", progress)
             if status:
                 detail = f"build failed (exit {status}); last lines of {log}:\n{_tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
             problems = self._check_before_tagging(combination, image, reference)
+            if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
+                return self._interrupted(combination, image, start, "during verification", progress)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
             self._record_installed(image, reference)
+            if self.cancelled.is_set():  # never tag after an interrupt
+                return self._interrupted(combination, image, start, "verified, not tagged", progress)
             problems = self._publish(image, reference)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
             return self._finish(combination, image, "built", start, f"{image.reference} verified", progress)
         except EngineError as exc:
+            if self.cancelled.is_set():
+                return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
             return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
         finally:
             self.engine.remove_image(reference)
@@ -189,7 +211,7 @@ class Builder:
                 network=self.options.network or ("host" if served.needs_host_network else None),
                 no_cache=self.options.no_cache,
             )
-            return self.engine.build(request, handle)
+            return self.engine.build(request, handle, self.cancelled)
 
     def _check_before_tagging(self, combination: Combination, image: Image, reference: str) -> list[str]:
         """Verification (the versions inside equal the tag's), then the smoke gate. Problems, or none."""
@@ -200,6 +222,8 @@ class Builder:
         mismatches = verify.compare(combination.expected_facts(), found)
         if mismatches:
             return [str(m) for m in mismatches]
+        if self.cancelled.is_set():
+            return ["interrupted before the smoke gate"]
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
 
     def _record_installed(self, image: Image, reference: str) -> None:
@@ -220,12 +244,17 @@ class Builder:
             return []
         return [error for name in image.names for error in self.engine.push(image.repository, name)]
 
+    def _interrupted(
+        self, combination: Combination, image: Image, start: float, when: str, progress: _Progress
+    ) -> Outcome:
+        return self._finish(combination, image, "interrupted", start, f"interrupted {when}; not tagged", progress)
+
     def _finish(
         self, combination: Combination, image: Image, status: str, start: float, detail: str, progress: _Progress
     ) -> Outcome:
         seconds = time.monotonic() - start
         progress.say(
-            f"{image.tag}: {status} in {seconds:.0f} s" + (f"\n    {detail}" if status == "failed" else ""),
+            f"{image.tag}: {status} in {seconds:.0f} s" + (f"\n    {detail}" if status != "built" else ""),
             finished=True,
         )
         return Outcome(combination, image, status, seconds, detail)
@@ -236,8 +265,24 @@ def _listed(what: str, problems: list[str]) -> str:
 
 
 def summary(outcomes: Sequence[Outcome]) -> str:
-    """One line per image and a count."""
-    lines = [f"{o.status:8} {o.seconds:6.0f} s  {o.image.reference}" for o in outcomes]
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("built", "skipped", "failed")}
-    lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+    """One line per image (a failed or interrupted one with why) and a count (interrupted only when some are)."""
+    lines = []
+    for o in outcomes:
+        lines.append(f"{o.status:11} {o.seconds:6.0f} s  {o.image.reference}")
+        if o.status in ("failed", "interrupted"):
+            lines.append(f"{'':22}{_reason(o.detail)}")
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("built", "skipped", "failed", "interrupted")}
+    lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "interrupted"))
     return "\n".join(lines)
+
+
+# A build log's own error lines (pip's, apt's, a RUN's), not BuildKit's report of the failed step.
+_STEP_ERROR = re.compile(r"^\s*#\d+ [\d.]+ (.*\b(?:ERROR|Error|error)\b.*)$")
+
+
+def _reason(detail: str) -> str:
+    """The line of an outcome's detail that says why: the last error line its build step printed
+    (`ERROR: No matching distribution found for numpy==0.0.1`), else the detail's first line."""
+    errors = [m.group(1) for m in map(_STEP_ERROR.match, detail.splitlines()) if m]
+    line = errors[-1] if errors else detail.strip().splitlines()[0] if detail.strip() else ""
+    return line if len(line) <= 200 else line[:197] + "..."

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,12 +203,30 @@ def cmd_build(args: argparse.Namespace) -> int:
         push=args.push,
     )
     engine = connect(args.docker)
+    cancelled = threading.Event()
     gate = None
     if "none" not in args.test:
         suites = SUITES if "gpu" in args.test else ("cpu",)
-        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine)
-    outcomes = builder.Builder(engine, options, gate).build(chosen)
+        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled)
+    build = builder.Builder(engine, options, gate, cancelled=cancelled)
+    received: list[int] = []
+
+    def interrupt(signum: int, _frame: object) -> None:
+        if not received:
+            name = signal.Signals(signum).name  # os.write: print may be mid-line in this very thread
+            os.write(2, f"\n{name}: stopping; running builds are cancelled, nothing more is tagged\n".encode())
+        received.append(signum)
+        build.cancel()
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        outcomes = build.build(chosen)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(builder.summary(outcomes))
+    if received:
+        return 128 + received[0]  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
 
 
@@ -545,7 +565,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage."""
+    """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage, 128+N a build
+    stopped by signal N (130 Ctrl-C, 143 SIGTERM)."""
     args = parser().parse_args(argv)
     from .engine import EngineError  # no SDK import: engine.py imports docker only when connecting
 

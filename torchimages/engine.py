@@ -12,8 +12,10 @@ import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -97,8 +99,9 @@ def run_command(
 class Engine(Protocol):
     """Every engine action the tool takes."""
 
-    def build(self, request: BuildRequest, log: IO[bytes]) -> int:
-        """Build a target; its output goes to `log`; return the exit status."""
+    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
+        """Build a target; its output goes to `log`; return the exit status. Returns promptly (the build
+        stopped, its client gone) once `cancelled` is set."""
         ...
 
     def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
@@ -176,6 +179,53 @@ def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
     if request.no_cache:
         cmd.append("--no-cache")
     return [*cmd, str(request.context)]
+
+
+# How often a cancellable subprocess looks at its cancel event, and how long it gets to stop after SIGINT
+# (the docker CLI cancels its BuildKit session on SIGINT) before SIGTERM, then SIGKILL.
+CANCEL_POLL_S = 0.2
+CANCEL_GRACE_S = 10.0
+
+
+def run_cancellable(
+    cmd: Sequence[str], cancelled: threading.Event | None, **kwargs: Any
+) -> subprocess.CompletedProcess[Any]:
+    """Run a command in its own process group (a terminal's Ctrl-C does not reach it: the caller decides);
+    once `cancelled` is set, stop the whole group (SIGINT, then SIGTERM, then SIGKILL) and return at once.
+    `kwargs` go to Popen (stdout/stderr may be PIPE: the output comes back as with subprocess.run)."""
+    process = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+    with process:
+        try:
+            while True:
+                try:
+                    out, err = process.communicate(timeout=CANCEL_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancelled is not None and cancelled.is_set():
+                        out, err = stop_group(process)
+                        break
+        except BaseException:
+            stop_group(process)
+            raise
+    return subprocess.CompletedProcess(list(cmd), process.returncode, out, err)
+
+
+def stop_group(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
+    """Stop a process started with start_new_session, and everything it started; its remaining output."""
+    output: tuple[Any, Any] = (None, None)
+    for sig, grace in ((signal.SIGINT, CANCEL_GRACE_S), (signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        try:
+            output = process.communicate(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # What it started and left behind (a shell's background jobs ignore SIGINT) goes too; the group's id
+    # cannot be reused while any member lives, and an empty group answers ProcessLookupError.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    return output
 
 
 def _candidates(explicit: str | None) -> list[str]:
@@ -274,12 +324,12 @@ class DockerEngine:
         named = self._docker_cli or os.environ.get("DOCKER")
         return named or shutil.which("docker") or "docker"
 
-    def build(self, request: BuildRequest, log: IO[bytes]) -> int:
+    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         cmd = build_command(self.build_client, request)
         log.write((" ".join(cmd) + "\n").encode())
         log.flush()
         env = self.build_client.environment()
-        return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        return run_cancellable(cmd, cancelled, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
     def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
         cmd = [self.build_client.docker, "import"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
@@ -37,9 +38,12 @@ class FakeEngine:
         self.tagged: list[str] = []
         self.pushed: list[str] = []
         self.truth: dict[str, dict[str, str | None]] = {}
+        self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
 
-    def build(self, request: BuildRequest, log: IO[bytes]) -> int:
+    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         self.built.append(request)
+        if self.on_build:
+            self.on_build(request)
         if self.build_status == 0:
             self.images[request.reference] = {"io.torchimages.flavor": request.target}
             self.truth[request.reference] = self.facts(request.target)
@@ -114,10 +118,11 @@ def run(
     selected: list[plan.Selected],
     tmp_path: Path,
     gate: builder.SmokeGate | None = None,
+    cancelled: threading.Event | None = None,
     **options: object,
 ) -> list[Outcome]:
     opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs", **options)  # type: ignore[arg-type]
-    return Builder(engine, opts, gate, out=lambda _: None).build(selected)
+    return Builder(engine, opts, gate, out=lambda _: None, cancelled=cancelled).build(selected)
 
 
 def names(selected: Sequence[plan.Selected]) -> set[str]:
@@ -237,3 +242,82 @@ def test_only_verified_images_are_pushed(selection: list[plan.Selected], tmp_pat
     outcomes = run(engine, [good, bad], tmp_path, push=True)
     assert [o.status for o in outcomes] == ["built", "built", "failed", "failed"]
     assert set(engine.pushed) == names([good]) and not set(engine.tagged) & names([bad])
+
+
+def test_an_interrupt_during_a_build_tags_nothing_and_starts_nothing_more(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    """Ctrl-C while the first image builds: it is `interrupted` (not failed), its temporary reference goes,
+    nothing is tagged or pushed, and no later image is built."""
+    engine = FakeEngine(true_facts(selection[0].combination))
+    cancelled = threading.Event()
+    engine.on_build = lambda request: cancelled.set()  # the signal arrives while the engine builds
+    outcomes = run(engine, selection, tmp_path, cancelled=cancelled, push=True)
+    assert [o.status for o in outcomes] == ["interrupted"] * 4
+    assert "during the build" in outcomes[0].detail and all(o.detail == "not started" for o in outcomes[1:])
+    assert len(engine.built) == 1 and engine.probed == []
+    assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
+    assert "4 interrupted" in builder.summary(outcomes) and "0 failed" in builder.summary(outcomes)
+
+
+def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """Verification and the smoke gate pass, then the interrupt comes (while the build records what the
+    image holds, the last step before tagging): the verified image is still not tagged."""
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    cancelled = threading.Event()
+    probe = engine.run_python
+
+    def run_python(reference: str, args: list[str]) -> str:
+        if args == ["-c", builder.INSTALLED_PROBE]:
+            cancelled.set()
+        return probe(reference, args)
+
+    engine.run_python = run_python  # type: ignore[method-assign]
+    passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
+    outcomes = run(engine, first, tmp_path, passing, cancelled=cancelled)
+    assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
+    assert "verified, not tagged" in outcomes[0].detail and outcomes[1].detail == "not started"
+    assert engine.tagged == [] and engine.temporary() == [] and len(engine.built) == 1
+
+
+def test_a_gate_stopped_by_the_interrupt_is_interrupted_not_failed(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    cancelled = threading.Event()
+
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        cancelled.set()  # the gate's pytest was stopped: it reports failures that are no verdict
+        return ["smoke suites (cpu) failed:", "ERROR interrupted"]
+
+    outcomes = run(engine, first, tmp_path, gate, cancelled=cancelled)
+    assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
+    assert "during verification" in outcomes[0].detail
+    assert engine.tagged == [] and engine.temporary() == []
+
+
+def test_builder_cancel_before_the_build_builds_nothing(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination))
+    opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    build = Builder(engine, opts, out=lambda _: None)
+    build.cancel()
+    assert {o.status for o in build.build(selection)} == {"interrupted"}
+    assert engine.built == [] and engine.tagged == []
+
+
+def test_the_summary_says_why_an_image_failed(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """The pip error of a failed build's step, not BuildKit's report of the step, is the summary's reason."""
+    log = (
+        "#9 0.48 ERROR: Could not find a version that satisfies the requirement numpy==0.0.1\n"
+        "#9 0.48 ERROR: No matching distribution found for numpy==0.0.1\n"
+        "#9 ERROR: executor failed running [/bin/bash -o pipefail -c ...]\n------\n"
+    )
+    combination, image = selection[0].combination, selection[0].images[0]
+    failed = Outcome(combination, image, "failed", 3.0, f"build failed (exit 1); last lines of x.log:\n{log}")
+    stopped = Outcome(combination, image, "interrupted", 1.0, "interrupted during the build; not tagged")
+    text = builder.summary([failed, stopped])
+    assert "ERROR: No matching distribution found for numpy==0.0.1" in text.splitlines()[1]
+    assert text.splitlines()[3].strip() == "interrupted during the build; not tagged"
+    assert text.splitlines()[-1] == "0 built, 0 skipped, 1 failed, 1 interrupted"

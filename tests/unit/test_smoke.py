@@ -190,7 +190,9 @@ def test_a_container_per_run_removed_afterwards_facts_reused_without_gpus(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def fake_run(host: str, doc: Any, options: Any, junit: Any, capture: bool, facts: Any) -> Any:
+    def fake_run(
+        host: str, doc: Any, options: Any, junit: Any, capture: bool, facts: Any, cancelled: Any = None
+    ) -> Any:
         seen.update(host=host, doc=doc, facts=facts)
         return subprocess.CompletedProcess([], 0, "", "")
 

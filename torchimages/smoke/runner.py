@@ -9,13 +9,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..engine import EngineError
+from ..engine import EngineError, run_cancellable
 from . import SUITES
 from .document import host_document as document_of_host
 from .document import image_document
@@ -109,8 +110,10 @@ def run_suites(
     junit: Path | None,
     capture: bool = False,
     facts: Mapping[str, Any] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Write the spec (and facts already read), run the suites against a testinfra host URL."""
+    """Write the spec (and facts already read), run the suites against a testinfra host URL; once
+    `cancelled` is set, pytest (in its own process group, with what it started) is stopped."""
     with tempfile.TemporaryDirectory() as tmp:
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(json.dumps(document, indent=2))
@@ -119,7 +122,10 @@ def run_suites(
             facts_file = Path(tmp) / "facts.json"
             facts_file.write_text(json.dumps(dict(facts)))
         command = pytest_command(host, spec_file, options, junit, facts_file)
-        return subprocess.run(command, text=True, check=False, capture_output=capture)
+        if cancelled is None:
+            return subprocess.run(command, text=True, check=False, capture_output=capture)
+        pipe = subprocess.PIPE if capture else None
+        return run_cancellable(command, cancelled, text=True, stdout=pipe, stderr=pipe)
 
 
 def wants_gpus(engine: ContainerEngine, gpus: str) -> bool:
@@ -136,11 +142,13 @@ def run_suites_in_container(
     junit: Path | None,
     capture: bool = False,
     facts: Facts | None = None,
+    cancelled: threading.Event | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the suites in a fresh container of the document's image (which may be a temporary reference).
 
     `facts`, the facts probe's answer verification already read from the same image, is
     reused instead of probing again when the container has no GPU (then torch sees the same).
+    The container is removed whatever happens: failure, `cancelled`, KeyboardInterrupt.
     """
     reference = str(document["image"])
     gpus = wants_gpus(engine, options.gpus)
@@ -150,7 +158,7 @@ def run_suites_in_container(
         return subprocess.CompletedProcess([], 1, "", f"could not start a container of {reference}: {exc}")
     try:
         reused = None if gpus or facts is None else facts.raw
-        return run_suites(f"docker://{name}", document, options, junit, capture, reused)
+        return run_suites(f"docker://{name}", document, options, junit, capture, reused, cancelled)
     finally:
         engine.remove_container(name)
 
@@ -165,12 +173,15 @@ def host_document(python_exe: str, tag: str = "local-host") -> dict[str, Any]:
     return document_of_host(raw, tag)
 
 
-def smoke_gate(options: SmokeOptions, engine: ContainerEngine) -> Callable[[Combination, Image, str, Facts], list[str]]:
-    """The builder's smoke gate: the suites must pass on the temporary image before it is tagged."""
+def smoke_gate(
+    options: SmokeOptions, engine: ContainerEngine, cancelled: threading.Event | None = None
+) -> Callable[[Combination, Image, str, Facts], list[str]]:
+    """The builder's smoke gate: the suites must pass on the temporary image before it is tagged.
+    `cancelled` (the builder's) stops a running gate: its pytest and container go at once."""
 
     def gate(combination: Combination, image: Image, reference: str, facts: Facts) -> list[str]:
         document = image_document(combination, image, reference)
-        result = run_suites_in_container(engine, document, options, None, capture=True, facts=facts)
+        result = run_suites_in_container(engine, document, options, None, True, facts, cancelled)
         if result.returncode == 0:
             return []
         output = (result.stdout + result.stderr).splitlines()

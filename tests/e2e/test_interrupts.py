@@ -1,0 +1,184 @@
+"""Issue 11, "interrupts never lie", against the real engine: SIGINT during a real build and SIGTERM during
+the smoke gate stop everything, tag nothing, leave no temporary image or container and exit 128+N; a re-run
+finishes the job. A pip failure in one combination fails its images with pip's error; the other's are tagged.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchimages import builder, plan
+
+from .conftest import ROOT, remove_repository, run_cli
+
+pytestmark = pytest.mark.e2e
+CPU = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
+OTHER_CPU = "{torch: 2.12.1, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
+# A BuildKit step line of a pip layer: the interrupt comes while the build installs the venv.
+PIP_STEP = re.compile(rb"^#\d+ \[runtime \d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/pip", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A rendered test matrix under its own repository."""
+
+    path: Path
+    repository: str
+    logs: Path
+
+    @property
+    def plan(self) -> plan.Plan:
+        return plan.load(self.path)
+
+    def build_args(self, ca_bundle: tuple[Path, bytes], *extra: str, logs: Path | None = None) -> list[str | Path]:
+        logs = logs or self.logs
+        return ["build", "--matrix", self.path, "--log-dir", logs, "--ca-cert", ca_bundle[0], *extra, "*"]
+
+
+@pytest.fixture
+def matrix(request: pytest.FixtureRequest, docker_client: Any, tmp_path: Path) -> Iterator[Matrix]:
+    """A rendered matrix of the entries given by indirect parametrization (default: the CPU one);
+    its repository is removed afterwards."""
+    entries = getattr(request, "param", (CPU,))
+    repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
+    path = tmp_path / "matrix.yaml"
+    rows = "".join(f"    - {entry}\n" for entry in entries)
+    path.write_text(textwrap.dedent(f"repository: {repository}\nmatrix:\n  include:\n") + rows)
+    rendered = run_cli("render", "--matrix", path)
+    assert rendered.returncode == 0, rendered.stderr
+    try:
+        yield Matrix(path, repository, tmp_path / "logs")
+    finally:
+        remove_repository(docker_client, repository)
+
+
+def start(args: list[str | Path], output: Path) -> subprocess.Popen[bytes]:
+    """build.py in the background, stdout and stderr into one file."""
+    with output.open("wb") as handle:
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "build.py"), *map(str, args)], stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT
+        )
+
+
+def wait_for(what: str, found: Any, process: subprocess.Popen[bytes], timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not found():
+        assert process.poll() is None, f"build.py ended (exit {process.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.2)
+
+
+def first_image_log_has_a_pip_step(logs: Path) -> bool:
+    return any(PIP_STEP.search(log.read_bytes()) for log in logs.glob("*.log") if not log.name.startswith("bootstrap"))
+
+
+def temporary_prefix(m: Matrix) -> list[str]:
+    return [f"{builder.TEMP_REPOSITORY}/{c.folder.replace('+', '_')}:" for c in m.plan.combinations]
+
+
+def containers_of(client: Any, m: Matrix) -> list[str]:
+    """Containers (running or not) of the matrix's temporary or public images."""
+    prefixes = (*temporary_prefix(m), f"{m.repository}:")
+    return [c.name for c in client.containers.list(all=True) if str(c.attrs["Config"]["Image"]).startswith(prefixes)]
+
+
+def assert_nothing_left(client: Any, m: Matrix) -> None:
+    """No tag or alias of the repository, no temporary image of its combinations, no container of either."""
+    assert client.images.list(name=m.repository) == [], "an interrupted build left a public tag"
+    temporary = [t for i in client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
+    assert not [t for t in temporary if t.startswith(tuple(temporary_prefix(m)))], temporary
+    assert containers_of(client, m) == []
+
+
+def stop(process: subprocess.Popen[bytes], sig: signal.Signals, timeout: float = 30) -> tuple[int, float]:
+    """Send the signal; the exit status and how long build.py took to exit."""
+    sent = time.monotonic()
+    process.send_signal(sig)
+    try:
+        status = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"build.py still running {timeout} s after {sig.name}")
+    return status, time.monotonic() - sent
+
+
+def test_ctrl_c_during_a_build_stops_everything_and_a_rerun_finishes(
+    matrix: Matrix, docker_client: Any, ca_bundle: tuple[Path, bytes], tmp_path: Path
+) -> None:
+    output = tmp_path / "out.txt"
+    process = start(matrix.build_args(ca_bundle, "--no-cache"), output)
+    wait_for("pip step in an image's log", lambda: first_image_log_has_a_pip_step(matrix.logs), process)
+    time.sleep(1)  # inside the step
+    status, seconds = stop(process, signal.SIGINT)
+    text = output.read_text()
+    print(f"SIGINT: exit {status} {seconds:.1f} s after the signal\n{text}")
+    assert status == 130, text
+    assert "2 interrupted" in text and "0 built" in text and "0 failed" in text, text
+    assert_nothing_left(docker_client, matrix)
+    log = (matrix.logs / f"{matrix.plan.combinations[0].image('devel').tag}.log").read_text()
+    assert "naming to" not in log, "the build ran to its end: nothing was cancelled"
+
+    rerun = run_cli(*matrix.build_args(ca_bundle, logs=matrix.logs.with_name("rerun-logs")))
+    assert rerun.returncode == 0 and "2 built" in rerun.stdout, rerun.stdout + rerun.stderr
+    assert {t.split(":")[-1] for i in docker_client.images.list(name=matrix.repository) for t in i.tags} >= {
+        image.tag for image in matrix.plan.combinations[0].images
+    }
+
+
+def test_sigterm_during_the_smoke_gate_removes_its_container_and_tags_nothing(
+    matrix: Matrix, docker_client: Any, ca_bundle: tuple[Path, bytes], tmp_path: Path
+) -> None:
+    """Builds come from BuildKit's cache; the signal comes while the smoke suites run in their container."""
+    output = tmp_path / "out.txt"
+    process = start(matrix.build_args(ca_bundle), output)
+    wait_for("smoke container", lambda: containers_of(docker_client, matrix), process)
+    status, seconds = stop(process, signal.SIGTERM)
+    text = output.read_text()
+    print(f"SIGTERM: exit {status} {seconds:.1f} s after the signal\n{text}")
+    assert status == 143, text
+    assert "interrupted during verification" in text and "0 built" in text, text
+    assert_nothing_left(docker_client, matrix)
+
+
+@pytest.mark.parametrize("matrix", [(CPU, OTHER_CPU)], indirect=True)
+def test_a_pip_failure_fails_only_its_combination(
+    matrix: Matrix, docker_client: Any, ca_bundle: tuple[Path, bytes]
+) -> None:
+    """The 2.12.1 combination's rendered Dockerfile asks pip for numpy==0.0.1 before torch: its images fail
+    with pip's error in the summary; the 2.13.0 images are built, verified and tagged; exit 1."""
+    failing = next(c for c in matrix.plan.combinations if c.torch == "2.12.1")
+    dockerfile = matrix.plan.images_dir / failing.folder / "Dockerfile"
+    install = "/opt/venv/bin/pip install --no-input --no-deps \\"
+    text = dockerfile.read_text()
+    assert install in text
+    dockerfile.write_text(
+        text.replace(install, '/opt/venv/bin/pip install --no-input "numpy==0.0.1" \\\n    && ' + install, 1)
+    )
+    result = run_cli(*matrix.build_args(ca_bundle))
+    output = result.stdout + result.stderr
+    print(output)
+    assert result.returncode == 1, output
+    assert "2 built, 0 skipped, 2 failed" in output, output
+    summary = result.stdout[result.stdout.rindex("[4/4]") :]  # the summary after the last progress line
+    assert summary.count("ERROR: No matching distribution found for numpy==0.0.1") == 2, summary
+    tagged = {t.split(":")[-1] for i in docker_client.images.list(name=matrix.repository) for t in i.tags}
+    good = next(c for c in matrix.plan.combinations if c.torch == "2.13.0")
+    assert {i.tag for i in good.images} <= tagged and not {i.tag for i in failing.images} & tagged, tagged
+    assert_nothing_left_of(docker_client, failing.folder)
+
+
+def assert_nothing_left_of(client: Any, folder: str) -> None:
+    temporary = [t for i in client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
+    assert not [t for t in temporary if folder.replace("+", "_") in t], temporary
