@@ -168,6 +168,17 @@ def parse(text: str, path: str) -> Matrix:
         where = f" at column {mark.column + 1}" if mark else ""
         problem = Problem(f"malformed YAML{where}: {exc.problem}", file=path, line=mark.line + 1 if mark else 0)
         raise InputError([problem]) from None
+    except yaml.reader.ReaderError as exc:
+        line, column = _position(text, exc.position)
+        problem = Problem(
+            f"character {_codepoint(exc.character)} at column {column} is not allowed in YAML "
+            "(control characters other than tab and newline are refused)",
+            file=path,
+            line=line,
+        )
+        raise InputError([problem]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(f"malformed YAML: {exc}", file=path)]) from None
     if root is None:
         raise InputError([Problem("the matrix file is empty; it needs a 'matrix:' mapping", file=path)])
     top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
@@ -188,10 +199,53 @@ def parse(text: str, path: str) -> Matrix:
     return Matrix(path, repository, tuple(rows), tuple(reader.problems))
 
 
+def _position(text: str, index: int) -> tuple[int, int]:
+    """The 1-based line and column of a character index."""
+    before = text[:index]
+    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
+
+
+def _codepoint(character: object) -> str:
+    if isinstance(character, int):
+        return f"U+{character:04X}"
+    if isinstance(character, str) and len(character) == 1:
+        return f"U+{ord(character):04X}"
+    return repr(character)
+
+
+_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32 (little-endian)",
+    b"\x00\x00\xfe\xff": "UTF-32 (big-endian)",
+    b"\xff\xfe": "UTF-16 (little-endian)",
+    b"\xfe\xff": "UTF-16 (big-endian)",
+}
+
+
+def decode(data: bytes, path: str) -> str:
+    """The text of a matrix file, which must be UTF-8 (a UTF-8 byte order mark is allowed)."""
+    for bom, name in _BOMS.items():
+        if data.startswith(bom):
+            raise InputError(
+                [Problem(f"the matrix file is {name} (it starts with a byte order mark); save it as UTF-8", file=path)]
+            )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        byte = data[exc.start : exc.start + 1].hex()
+        problem = Problem(
+            f"the matrix file is not UTF-8: byte 0x{byte} at column {column} ({exc.reason}); save it as UTF-8",
+            file=path,
+            line=line,
+        )
+        raise InputError([problem]) from None
+
+
 def read(path: Path) -> Matrix:
     """Read and parse a matrix file."""
     try:
-        text = path.read_text("utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
-    return parse(text, str(path))
+    return parse(decode(data, str(path)), str(path))
