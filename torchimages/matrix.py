@@ -7,6 +7,8 @@ make it the float 12.1). Each value remembers the line it came from, for error m
 from __future__ import annotations
 
 import itertools
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -242,10 +244,59 @@ def decode(data: bytes, path: str) -> str:
         raise InputError([problem]) from None
 
 
-def read(path: Path) -> Matrix:
-    """Read and parse a matrix file."""
+MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
+DEFAULT_MAX_BYTES = 1024 * 1024
+
+
+def env_limit(variable: str, default: int) -> int:
+    """A positive whole number from the environment, or the default; anything else is refused."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    if not text.isdecimal() or int(text) < 1:
+        raise InputError([Problem(f"{variable}={text!r} must be a positive whole number (default {default})")])
+    return int(text)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file no larger than the limit; anything else is refused before it is read."""
+    limit = env_limit(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES)
     try:
-        data = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
-    return parse(decode(data, str(path)), str(path))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "something else")
+        raise InputError([Problem(f"the matrix file must be a regular file, not {kind}", file=str(path))])
+    with os.fdopen(fd, "rb") as file:
+        try:
+            data = file.read(limit + 1)
+        except OSError as exc:
+            raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
+    if len(data) > limit:
+        raise InputError(
+            [
+                Problem(
+                    f"the matrix file is larger than {limit} bytes; set {MAX_BYTES_VARIABLE} to raise the limit",
+                    file=str(path),
+                )
+            ]
+        )
+    return data
+
+
+def read(path: Path) -> Matrix:
+    """Read and parse a matrix file."""
+    return parse(decode(read_bytes(path), str(path)), str(path))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.unit.conftest import ROOT
 
 Cli = Callable[..., tuple[int, str, str]]
 GOOD = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n"
@@ -47,3 +52,45 @@ def test_undecodable_or_control_characters_are_refused(cli: Cli, tmp_path: Path,
         err = refused(cli, command, "--matrix", str(path))
         assert f"{path}{expected}" in err
     assert not (tmp_path / "images").exists()
+
+
+# 2. Not a regular file; too large
+
+
+def test_a_directory_is_refused(cli: Cli, tmp_path: Path) -> None:
+    err = refused(cli, "validate", "--matrix", str(tmp_path))
+    assert f"{tmp_path}: error: the matrix file must be a regular file, not a directory" in err
+
+
+def test_a_device_is_refused_before_reading(cli: Cli) -> None:
+    err = refused(cli, "validate", "--matrix", "/dev/zero")  # read, it would never end
+    assert "/dev/zero: error: the matrix file must be a regular file, not a character device" in err
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "matrix.yaml"
+    os.mkfifo(fifo)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), "validate", "--matrix", str(fifo)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "must be a regular file, not a FIFO" in result.stderr
+
+
+def test_a_file_over_the_size_limit_is_refused(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_bytes(tmp_path, GOOD.encode() + b"#" * (1024 * 1024))
+    err = refused(cli, "render", "--matrix", str(path))
+    assert "larger than 1048576 bytes; set TORCHIMAGES_MAX_MATRIX_BYTES to raise the limit" in err
+    assert not (tmp_path / "images").exists()
+    monkeypatch.setenv("TORCHIMAGES_MAX_MATRIX_BYTES", str(2 * 1024 * 1024))
+    assert cli("validate", "--matrix", str(path))[0] == 0
+    monkeypatch.setenv("TORCHIMAGES_MAX_MATRIX_BYTES", "10")
+    assert "larger than 10 bytes" in refused(cli, "validate", "--matrix", str(path))
+    monkeypatch.setenv("TORCHIMAGES_MAX_MATRIX_BYTES", "lots")
+    assert "TORCHIMAGES_MAX_MATRIX_BYTES='lots' must be a positive whole number" in refused(
+        cli, "validate", "--matrix", str(path)
+    )
