@@ -7,6 +7,7 @@ make it the float 12.1). Each value remembers the line it came from, for error m
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import stat
 from dataclasses import dataclass, field
@@ -22,6 +23,14 @@ AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k != "flavors")
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
 TOP_LEVEL_KEYS = ("repository", "matrix")
 DEFAULT_REPOSITORY = "torchimages/pytorch"
+# Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
+MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
+DEFAULT_MAX_BYTES = 1024 * 1024
+MAX_COMBINATIONS_VARIABLE = "TORCHIMAGES_MAX_COMBINATIONS"
+DEFAULT_MAX_COMBINATIONS = 10_000
+MAX_ENTRIES_VARIABLE = "TORCHIMAGES_MAX_ENTRIES"
+DEFAULT_MAX_ENTRIES = 1_000
+MAX_NODES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,19 @@ class _Reader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.problems: list[Problem] = []
+        self.visited = 0
+
+    def visit(self, node: yaml.Node) -> None:
+        """Count a node walked; aliases share nodes, so a small file can ask for an endless walk."""
+        self.visited += 1
+        if self.visited > MAX_NODES:
+            problem = Problem(
+                f"the matrix expands to more than {MAX_NODES} YAML nodes (aliases repeating large lists?); "
+                "write it out without aliases",
+                self.path,
+                _line(node),
+            )
+            raise InputError([problem])
 
     def problem(self, node: yaml.Node, message: str, key: str = "", allowed: str = "", suggestion: str = "") -> None:
         self.problems.append(Problem(message, self.path, _line(node), key, allowed, suggestion))
@@ -83,6 +105,7 @@ class _Reader:
             return {}
         out: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
+            self.visit(value_node)
             key = str(key_node.value)
             if key not in allowed:
                 hint = closest(key, allowed)
@@ -112,7 +135,12 @@ class _Reader:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             self.problem(node, "must be a non-empty list of values", key=key)
             return []
-        return [v for item in node.value if (v := self.scalar(item, key))]
+        values = []
+        for item in node.value:
+            self.visit(item)
+            if value := self.scalar(item, key):
+                values.append(value)
+        return values
 
     def entry(self, node: yaml.Node, what: str) -> dict[str, Value]:
         values: dict[str, Value] = {}
@@ -129,7 +157,19 @@ class _Reader:
         if not isinstance(node, yaml.SequenceNode):
             self.problem(node, f"{what} must be a list of mappings", key=what)
             return []
-        return [(self.entry(item, f"an {what} entry"), _line(item)) for item in node.value]
+        limit = env_limit(MAX_ENTRIES_VARIABLE, DEFAULT_MAX_ENTRIES)
+        if len(node.value) > limit:
+            self.problem(
+                node,
+                f"{len(node.value)} entries, more than the limit of {limit}; set {MAX_ENTRIES_VARIABLE} to raise it",
+                key=what,
+            )
+            return []
+        entries = []
+        for item in node.value:
+            self.visit(item)
+            entries.append((self.entry(item, f"an {what} entry"), _line(item)))
+        return entries
 
 
 def expand(
@@ -195,6 +235,17 @@ def parse(text: str, path: str) -> Matrix:
         axes = {k: reader.scalars(v, k) for k, v in body.items() if k in AXIS_KEYS}
         exclude = [e for e, _ in reader.entries(body["exclude"], "exclude")] if "exclude" in body else []
         include = reader.entries(body["include"], "include") if "include" in body else []
+        size = math.prod(len(values) for values in axes.values()) if axes else 0
+        limit = env_limit(MAX_COMBINATIONS_VARIABLE, DEFAULT_MAX_COMBINATIONS)
+        if size > limit:
+            shape = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
+            reader.problem(
+                top["matrix"],
+                f"the axes multiply to {size} combinations ({shape}), more than the limit of {limit}; "
+                f"set {MAX_COMBINATIONS_VARIABLE} to raise it",
+                key="matrix",
+            )
+            return Matrix(path, repository, (), tuple(reader.problems))
         rows = expand(axes, exclude, include, _line(top["matrix"]))
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
@@ -242,10 +293,6 @@ def decode(data: bytes, path: str) -> str:
             line=line,
         )
         raise InputError([problem]) from None
-
-
-MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
-DEFAULT_MAX_BYTES = 1024 * 1024
 
 
 def env_limit(variable: str, default: int) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.unit.conftest import ROOT
+from torchimages import matrix
 
 Cli = Callable[..., tuple[int, str, str]]
 GOOD = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n"
@@ -94,3 +96,59 @@ def test_a_file_over_the_size_limit_is_refused(cli: Cli, tmp_path: Path, monkeyp
     assert "TORCHIMAGES_MAX_MATRIX_BYTES='lots' must be a positive whole number" in refused(
         cli, "validate", "--matrix", str(path)
     )
+
+
+# 3. Aliases that multiply
+
+
+BOMB = (
+    "matrix:\n  torch: &x [1,2,3,4,5,6,7,8,9,10]\n  cuda: *x\n  python: *x\n  os: *x\n"
+    "  cudnn: *x\n  nccl: *x\n  torchvision: *x\n  torchaudio: *x\n"
+)
+
+
+def test_axes_multiplying_past_the_limit_are_refused_before_expanding(
+    cli: Cli, write_matrix: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_expansion(*_: object) -> None:
+        raise AssertionError("the product was expanded")
+
+    monkeypatch.setattr(matrix, "expand", no_expansion)
+    path = write_matrix(BOMB)
+    assert len(BOMB) < 150
+    started = time.monotonic()
+    err = refused(cli, "validate", "--matrix", str(path))
+    assert time.monotonic() - started < 5
+    assert f"{path}:2: error: matrix: the axes multiply to 100000000 combinations" in err
+    assert "more than the limit of 10000; set TORCHIMAGES_MAX_COMBINATIONS to raise it" in err
+
+
+def test_the_combination_limit_is_raisable(
+    cli: Cli, write_matrix: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_matrix("matrix:\n  torch: [2.7.0, 2.7.1]\n  cuda: ['11.8', '12.6']\n")
+    monkeypatch.setenv("TORCHIMAGES_MAX_COMBINATIONS", "3")
+    assert "multiply to 4 combinations (2 torch x 2 cuda)" in refused(cli, "validate", "--matrix", str(path))
+    monkeypatch.setenv("TORCHIMAGES_MAX_COMBINATIONS", "4")
+    assert cli("validate", "--matrix", str(path))[0] == 0
+
+
+def test_include_and_exclude_entries_are_bounded(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    entries = ", ".join(["*e"] * 1001)
+    path = write_matrix(f"e: &e {{torch: 2.7.0, cuda: '11.8'}}\nmatrix:\n  include: [{entries}]\n")
+    err = refused(cli, "validate", "--matrix", str(path))
+    assert f"{path}:3: error: include: 1001 entries, more than the limit of 1000" in err
+    path = write_matrix(f"e: &e {{torch: 2.7.0, cuda: '11.8'}}\nmatrix:\n  torch: [2.7.0]\n  exclude: [{entries}]\n")
+    assert "exclude: 1001 entries" in refused(cli, "validate", "--matrix", str(path))
+
+
+def test_a_walk_through_repeated_aliases_stops(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    flavors = ",".join(["runtime"] * 20_000)
+    entries = ",".join(["*e"] * 1000)
+    path = write_matrix(
+        f"f: &f [{flavors}]\ne: &e {{torch: 2.7.0, cuda: '11.8', flavors: *f}}\nmatrix:\n  include: [{entries}]\n"
+    )
+    started = time.monotonic()
+    err = refused(cli, "validate", "--matrix", str(path))
+    assert time.monotonic() - started < 10
+    assert "the matrix expands to more than 1000000 YAML nodes" in err
