@@ -152,3 +152,19 @@ def test_a_walk_through_repeated_aliases_stops(cli: Cli, write_matrix: Callable[
     err = refused(cli, "validate", "--matrix", str(path))
     assert time.monotonic() - started < 10
     assert "the matrix expands to more than 1000000 YAML nodes" in err
+
+
+# 4. --images-dir naming a file
+
+
+@pytest.mark.parametrize("command", ["validate", "list", "plan", "render"])
+def test_images_dir_naming_a_file_is_refused(cli: Cli, write_matrix: Callable[[str], Path], command: str) -> None:
+    path = write_matrix(GOOD)
+    a_file = path.parent / "afile"
+    a_file.write_text("keep me\n")
+    selector = ["2"] if command == "plan" else []
+    err = refused(cli, command, "--matrix", str(path), "--images-dir", str(a_file), *selector)
+    assert f"{a_file}: error: --images-dir: the images folder is not a directory" in err
+    err = refused(cli, command, "--matrix", str(path), "--images-dir", str(a_file / "sub"), *selector)
+    assert f"the images folder is inside {a_file}, which is not a directory" in err
+    assert a_file.read_text() == "keep me\n"
