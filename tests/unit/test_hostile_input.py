@@ -168,3 +168,74 @@ def test_images_dir_naming_a_file_is_refused(cli: Cli, write_matrix: Callable[[s
     err = refused(cli, command, "--matrix", str(path), "--images-dir", str(a_file / "sub"), *selector)
     assert f"the images folder is inside {a_file}, which is not a directory" in err
     assert a_file.read_text() == "keep me\n"
+
+
+# 5. Standard output closed early
+
+
+def run_build(args: list[str], stdout: int, stderr: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), *args],
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["plan", "2"], ["validate"]])
+def test_a_reader_that_went_away_ends_quietly_with_141(args: list[str]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -1` that has already left: every write fails with EPIPE
+    try:
+        result = run_build(args, stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141, result.stderr
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+
+
+def test_stderr_into_a_closed_pipe_too_ends_quietly_with_141() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `build.py list 2>&1 | head -1`
+    try:
+        result = run_build(["list"], stdout=write_end, stderr=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141
+
+
+def test_a_full_stdout_is_a_one_line_error() -> None:
+    with open("/dev/full", "w") as full:
+        result = run_build(["list", "--json"], stdout=full.fileno())
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+    assert result.stderr.splitlines()[-1] == "error: cannot write the output: No space left on device"
+
+
+def test_a_closed_stdout_is_refused(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(GOOD)
+    result = subprocess.run(
+        f"{sys.executable} {ROOT / 'build.py'} render --matrix {path} >&-",
+        shell=True,  # the test needs a shell to close stdout
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert result.returncode == 2 and result.stderr == "error: standard output is closed\n"
+    assert not (path.parent / "images").exists()
+
+
+def test_errors_into_a_closed_pipe_end_quietly_with_141(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(GOOD + "    - {torch: 2.8.0, cuda: '11.8'}\n")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `build.py validate 2>&1 | head -1`
+    try:
+        result = run_build(["validate", "--matrix", str(path)], stdout=write_end, stderr=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141
