@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from .problems import InputError, Problem
+from .reference import repository_problem
 from .suggest import closest
 
 COMBINATION_KEYS = ("torch", "cuda", "python", "os", "cudnn", "nccl", "torchvision", "torchaudio", "flavors")
@@ -226,7 +227,10 @@ def parse(text: str, path: str) -> Matrix:
     top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
     repository = DEFAULT_REPOSITORY
     if "repository" in top and (repo := reader.scalar(top["repository"], "repository")):
-        repository = str(repo.value)
+        if broken := repository_problem(str(repo.value)):
+            reader.problem(top["repository"], broken, key="repository")
+        else:
+            repository = str(repo.value)
     rows: list[MatrixRow] = []
     if "matrix" not in top:
         reader.problem(root, "missing the 'matrix:' mapping", key="matrix")

@@ -13,6 +13,7 @@ import pytest
 
 from tests.unit.conftest import ROOT
 from torchimages import matrix
+from torchimages.reference import repository_problem
 
 Cli = Callable[..., tuple[int, str, str]]
 GOOD = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n"
@@ -239,3 +240,61 @@ def test_errors_into_a_closed_pipe_end_quietly_with_141(write_matrix: Callable[[
     finally:
         os.close(write_end)
     assert result.returncode == 141
+
+
+# 6. The repository follows the OCI reference grammar
+
+
+@pytest.mark.parametrize(
+    "repository",
+    [
+        "torchimages/pytorch",
+        "pytorch",
+        "ghcr.io/org/team/pytorch",
+        "localhost:5000/a/b",
+        "registry.example.com:443/a_b/c__d/e-f/g---h/i.j",
+        "Registry-1.Example.COM/x",
+        "localhost/x",
+    ],
+)
+def test_good_repositories_are_accepted(repository: str) -> None:
+    assert repository_problem(repository) is None
+
+
+@pytest.mark.parametrize(
+    ("repository", "rule"),
+    [
+        ("Torchimages/pytorch", "path component 'Torchimages' has capital letters"),
+        ("torchimages/pytorch:latest", "has no tag"),
+        ("torchimages/pytorch@sha256:" + "0" * 64, "has no digest"),
+        ("torch images/pytorch", "no spaces or control characters"),
+        ("torch\x00images", "no spaces or control characters"),
+        ("torch\u200bimages", "no spaces or control characters"),
+        ("x/a..b", "path component 'a..b' must be lowercase letters and digits"),
+        ("a..b/c", "registry host 'a..b' must be"),
+        ("a/_b", "path component '_b' must be"),
+        ("a/b-", "path component 'b-' must be"),
+        ("a___b", "path component 'a___b' must be"),
+        ("a//b", "no empty path component"),
+        ("a/b/", "no empty path component"),
+        ("/a", "no empty path component"),
+        ("-bad.host/a", "registry host '-bad.host' must be"),
+        ("host..com/a", "registry host 'host..com' must be"),
+        ("localhost:99999/a", "the port must be a number from 1 to 65535"),
+        ("localhost:port/a", "the port must be a number"),
+        ("pytörch", "ASCII only"),
+        ("a" * 256, "at most 255 characters"),
+    ],
+)
+def test_bad_repositories_name_the_rule(repository: str, rule: str) -> None:
+    problem = repository_problem(repository)
+    assert problem is not None and rule in problem
+
+
+def test_a_bad_repository_is_refused_with_its_line(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("# where tags go\nrepository: torchimages/PyTorch:2\n" + GOOD)
+    err = refused(cli, "render", "--matrix", str(path))
+    assert f"{path}:2: error: repository: a repository has no tag" in err
+    assert not (path.parent / "images").exists()
+    path = write_matrix("repository: 'a..b'\n" + GOOD)
+    assert f"{path}:1: error: repository: path component 'a..b' must be" in refused(cli, "list", "--matrix", str(path))
