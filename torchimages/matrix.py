@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from .problems import InputError, Problem
+from .problems import InputError, Problem, Severity
 from .reference import repository_problem
 from .suggest import closest
 
@@ -99,6 +99,36 @@ class _Reader:
 
     def problem(self, node: yaml.Node, message: str, key: str = "", allowed: str = "", suggestion: str = "") -> None:
         self.problems.append(Problem(message, self.path, _line(node), key, allowed, suggestion))
+
+    def check_excludes(self, axes: dict[str, list[Value]], excludes: list[tuple[dict[str, Value], int]]) -> None:
+        """An exclude naming a key that is no axis can never match (an error); one that matches no
+        combination of the axes does nothing (a warning). Decided from the axes, without the product."""
+        for entry, line in excludes:
+            strays = [key for key in entry if key not in axes]
+            for key in strays:
+                self.problems.append(
+                    Problem(
+                        f"'{key}' is not an axis of this matrix, so this exclude can never match",
+                        self.path,
+                        entry[key].line,
+                        key,
+                        allowed=", ".join(axes) or "no axis is defined",
+                    )
+                )
+            if strays:
+                continue
+            missing = [(k, v) for k, v in entry.items() if v.value not in {a.value for a in axes[k]}]
+            if missing:
+                key, value = missing[0]
+                self.problems.append(
+                    Problem(
+                        f"this exclude matches no combination ({key} {value.value} is not among the {key} values)",
+                        self.path,
+                        line,
+                        key,
+                        severity=Severity.WARNING,
+                    )
+                )
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
@@ -237,7 +267,9 @@ def parse(text: str, path: str) -> Matrix:
     else:
         body = reader.mapping(top["matrix"], "matrix", MATRIX_KEYS)
         axes = {k: reader.scalars(v, k) for k, v in body.items() if k in AXIS_KEYS}
-        exclude = [e for e, _ in reader.entries(body["exclude"], "exclude")] if "exclude" in body else []
+        excludes = reader.entries(body["exclude"], "exclude") if "exclude" in body else []
+        reader.check_excludes(axes, excludes)
+        exclude = [e for e, _ in excludes]
         include = reader.entries(body["include"], "include") if "include" in body else []
         size = math.prod(len(values) for values in axes.values()) if axes else 0
         limit = env_limit(MAX_COMBINATIONS_VARIABLE, DEFAULT_MAX_COMBINATIONS)

@@ -298,3 +298,30 @@ def test_a_bad_repository_is_refused_with_its_line(cli: Cli, write_matrix: Calla
     assert not (path.parent / "images").exists()
     path = write_matrix("repository: 'a..b'\n" + GOOD)
     assert f"{path}:1: error: repository: path component 'a..b' must be" in refused(cli, "list", "--matrix", str(path))
+
+
+# 7. Excludes that match nothing
+
+
+def test_an_exclude_matching_nothing_is_a_warning_with_its_line(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(
+        "matrix:\n  torch: [2.7.0]\n  cuda: ['11.8', '12.6']\n  exclude:\n    - {torch: 2.7.0, cuda: '12.6'}\n"
+        "    - {torch: 2.7.1, cuda: '12.6'}\n"
+    )
+    code, _, err = cli("validate", "--matrix", str(path))
+    assert code == 0, err
+    assert f"{path}:6: warning: torch: this exclude matches no combination (torch 2.7.1 is not among" in err
+    assert ":5:" not in err
+
+
+@pytest.mark.parametrize(
+    ("entry", "key"), [("{torch: 2.7.0, flavors: [devel]}", "flavors"), ("{torch: 2.7.0, os: debian12}", "os")]
+)
+def test_an_exclude_naming_no_axis_is_an_error(
+    cli: Cli, write_matrix: Callable[[str], Path], entry: str, key: str
+) -> None:
+    path = write_matrix(f"matrix:\n  torch: [2.7.0]\n  cuda: ['11.8', '12.6']\n  exclude:\n    - {entry}\n")
+    err = refused(cli, "render", "--matrix", str(path))
+    assert f"{path}:5: error: {key}: '{key}' is not an axis of this matrix, so this exclude can never match" in err
+    assert "(allowed: torch, cuda)" in err
+    assert not (path.parent / "images").exists()
