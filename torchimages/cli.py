@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from . import plan as planning
 from . import render
 from .combination import Combination, Image
-from .problems import InputError, Problem
+from .problems import InputError, Problem, distinct, shown
 from .smoke import SUITES
 from .wheels import WheelSources
 
@@ -587,11 +587,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         code = int(args.run(args))
     except InputError as exc:
-        for problem in exc.problems:
+        for problem in distinct(exc.problems):
             print(problem, file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, EngineError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(shown(f"error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     sys.stdout.flush()  # a closed or full stdout fails here, where main catches it, not at exit
     return code

@@ -37,7 +37,26 @@ class Problem:
             parts.append(f" (allowed: {self.allowed})")
         if self.suggestion:
             parts.append(f"; {self.suggestion}")
-        return "".join(parts)
+        return shown("".join(parts))
+
+
+def shown(text: str) -> str:
+    """Text safe to print: every character that is not printable (NUL, a zero-width space, a line or
+    paragraph separator, an escape, a newline) is shown as its escape, so a message is one honest line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def distinct(problems: list[Problem]) -> list[Problem]:
+    """The problems without repeats (the same problem found once per combination is told once)."""
+    seen: set[str] = set()
+    out = []
+    for problem in problems:
+        if str(problem) not in seen:
+            seen.add(str(problem))
+            out.append(problem)
+    return out
 
 
 class InputError(Exception):

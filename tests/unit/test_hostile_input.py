@@ -13,6 +13,7 @@ import pytest
 
 from tests.unit.conftest import ROOT
 from torchimages import matrix
+from torchimages.problems import shown
 from torchimages.reference import repository_problem
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -325,3 +326,29 @@ def test_an_exclude_naming_no_axis_is_an_error(
     assert f"{path}:5: error: {key}: '{key}' is not an axis of this matrix, so this exclude can never match" in err
     assert "(allowed: torch, cuda)" in err
     assert not (path.parent / "images").exists()
+
+
+# 8. Values shown escaped; each error told once
+
+
+def test_invisible_characters_are_shown_escaped(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(
+        'matrix:\n  torch: ["2.7.0\\u200b", "2.7.0\\0", "x\\u2028y", "a\\u202eb"]\n'
+        '  cuda: ["11.8"]\n  include:\n    - {"tor\\u200bch": 2.7.0}\n'
+    )
+    err = refused(cli, "validate", "--matrix", str(path))
+    for escaped in ("'2.7.0\\u200b'", "'2.7.0\\x00'", "'x\\u2028y'", "'a\\u202eb'", "unknown key 'tor\\u200bch'"):
+        assert escaped in err, escaped
+    assert all(line.isprintable() for line in err.splitlines())
+    assert len(err.splitlines()) == 5
+
+
+def test_an_error_repeated_for_every_combination_is_told_once(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("matrix:\n  torch: [2.99.0]\n  cuda: ['11.8', '12.6', '12.8']\n  python: ['3.10', '3.11']\n")
+    err = refused(cli, "validate", "--matrix", str(path))
+    assert err.count("torch 2.99.0 is not in the knowledge base") == 1, err
+
+
+def test_shown_escapes_only_what_is_not_printable() -> None:
+    assert shown("2.7.0 ok") == "2.7.0 ok"
+    assert shown("a\x00b\u200bc\u2028d\te\x1b") == "a\\x00b\\u200bc\\u2028d\\te\\x1b"
