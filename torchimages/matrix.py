@@ -155,7 +155,11 @@ class _Reader:
 
     def scalar(self, node: yaml.Node, key: str) -> Value | None:
         if isinstance(node, yaml.ScalarNode) and str(node.value).strip():
-            return Value(str(node.value).strip(), _line(node))
+            text = str(node.value)
+            if text != text.strip():
+                self.problem(node, f"{text!r} has spaces around it; write {text.strip()!r}", key=key)
+                return None
+            return Value(text, _line(node))
         self.problem(node, "must be a single value such as '2.7.0'", key=key)
         return None
 

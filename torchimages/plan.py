@@ -136,6 +136,17 @@ def select(plan: Plan, selectors: list[str]) -> list[Selected]:
     A selector equal to a tag or alias selects that image alone; otherwise it is a prefix or a glob.
     No selector selects everything.
     """
+    blank = [
+        Problem(
+            f"selector {selector!r} is empty or has spaces around it",
+            key="selector",
+            suggestion=f"did you mean {selector.strip()!r}?" if selector.strip() else "name a tag prefix or glob",
+        )
+        for selector in selectors
+        if not selector.strip() or selector != selector.strip()
+    ]
+    if blank:
+        raise InputError(blank)
     everything = plan.images()
     if not selectors:
         chosen = everything

@@ -352,3 +352,29 @@ def test_an_error_repeated_for_every_combination_is_told_once(cli: Cli, write_ma
 def test_shown_escapes_only_what_is_not_printable() -> None:
     assert shown("2.7.0 ok") == "2.7.0 ok"
     assert shown("a\x00b\u200bc\u2028d\te\x1b") == "a\\x00b\\u200bc\\u2028d\\te\\x1b"
+
+
+# 9. Empty selectors; values with spaces around them
+
+
+@pytest.mark.parametrize("command", ["list", "plan"])
+@pytest.mark.parametrize("selector", ["", "   ", " 2.7.0", "2.7.0-cuda11.8 "])
+def test_blank_or_padded_selectors_are_refused(
+    cli: Cli, write_matrix: Callable[[str], Path], command: str, selector: str
+) -> None:
+    err = refused(cli, command, "--matrix", str(write_matrix(GOOD)), selector)
+    assert f"error: selector: selector {selector!r} is empty or has spaces around it" in err
+
+
+def test_a_value_with_spaces_around_it_is_refused_not_stripped(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("matrix:\n  include:\n    - {torch: ' 2.7.0', cuda: \"11.8\\t\"}\n")
+    err = refused(cli, "validate", "--matrix", str(path))
+    assert f"{path}:3: error: torch: ' 2.7.0' has spaces around it; write '2.7.0'" in err
+    assert f"{path}:3: error: cuda: '11.8\\t' has spaces around it; write '11.8'" in err
+    path = write_matrix("repository: 'torchimages/pytorch '\n" + GOOD)
+    assert "repository: 'torchimages/pytorch ' has spaces around it" in refused(cli, "list", "--matrix", str(path))
+
+
+def test_a_padded_selector_suggests_the_trimmed_one(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    err = refused(cli, "list", "--matrix", str(write_matrix(GOOD)), " 2.7.0")
+    assert "did you mean '2.7.0'?" in err
