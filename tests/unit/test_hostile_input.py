@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from tests.unit.conftest import ROOT
 from torchimages import matrix
+from torchimages.cli import main
 from torchimages.problems import shown
 from torchimages.reference import repository_problem
 
@@ -378,3 +385,127 @@ def test_a_value_with_spaces_around_it_is_refused_not_stripped(cli: Cli, write_m
 def test_a_padded_selector_suggests_the_trimmed_one(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
     err = refused(cli, "list", "--matrix", str(write_matrix(GOOD)), " 2.7.0")
     assert "did you mean '2.7.0'?" in err
+
+
+# 10. Property: whatever the matrix, no traceback, exit 0 or 2, located refusals, nothing written on refusal
+
+INJECTED = "{{ 'INJ' ~ 'ECTED' }}"  # rendered by Jinja, this would read INJECTED
+HOSTILE_TEXT = [
+    "",
+    " ",
+    "\u200b",
+    "2.7.0\u200b",
+    "\x00",
+    "\u2028",
+    "\u202e",
+    "\ufeff",
+    "x" * 100_000,
+    INJECTED,
+    "{% for x in range(10**9) %}{% endfor %}",
+    "{# c #}",
+    "${HOME}",
+    "$(id)",
+    "../../etc",
+    "*",
+    "[",
+    "-",
+    "~",
+    "null",
+    "yes",
+    "12.10",
+    "2.7",
+    "2.7.0.0",
+    "<<",
+]
+VALID = ["2.7.0", "2.7.1", "2.14.1", "11.8", "12.6", "13.0", "cpu", "3.10", "3.11", "ubuntu22.04", "debian12"]
+KEYS = [*matrix.COMBINATION_KEYS, "include", "exclude", "repository", "matrix", "Torch", "tor\u200bch", "<<"]
+
+scalars = st.one_of(
+    st.sampled_from(VALID),
+    st.sampled_from(HOSTILE_TEXT),
+    st.text(max_size=20),
+    st.integers(),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+entries = st.dictionaries(st.sampled_from(matrix.COMBINATION_KEYS), values, max_size=4)
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> bytes:
+    """A matrix file: a valid one with hostile values put in, or hostile throughout; shared lists (YAML
+    aliases), deep nesting, broken quoting, arbitrary text and bytes."""
+    shared = draw(st.lists(st.sampled_from(VALID), min_size=1, max_size=3))
+    document: dict[str, object]
+    if draw(st.booleans()):
+        row: dict[str, object] = {"torch": "2.7.0", "cuda": "11.8"}
+        document = {"matrix": {"include": [row]}}
+        for _ in range(draw(st.integers(0, 2))):
+            place = draw(st.sampled_from(["row", "flavors", "repository", "exclude", "top"]))
+            value = draw(st.one_of(scalars, values))
+            if place == "row":
+                row[draw(st.sampled_from(KEYS))] = value
+            elif place == "flavors":
+                row["flavors"] = draw(st.lists(st.one_of(st.sampled_from(["devel", "runtime"]), scalars), max_size=3))
+            elif place == "repository":
+                document["repository"] = value
+            elif place == "exclude":
+                document["matrix"] = {"torch": ["2.7.0"], "cuda": ["11.8", "12.6"], "exclude": [{"cuda": value}]}
+            else:
+                document[draw(st.sampled_from(KEYS))] = value
+    else:
+        body: dict[str, object] = {}
+        for axis in draw(st.lists(st.sampled_from(matrix.AXIS_KEYS), max_size=3, unique=True)):
+            body[axis] = shared if draw(st.booleans()) else draw(st.lists(st.one_of(scalars, values), max_size=3))
+        if draw(st.booleans()):
+            body["include"] = draw(st.lists(entries, max_size=3)) if draw(st.booleans()) else draw(values)
+        if draw(st.booleans()):
+            body["exclude"] = draw(st.lists(entries, max_size=2))
+        document = {"matrix": body if draw(st.integers(0, 9)) else draw(values)}
+        if draw(st.booleans()):
+            document["repository"] = draw(st.one_of(st.sampled_from(["torchimages/pytorch", "a/b"]), scalars))
+    text = yaml.safe_dump(document, allow_unicode=draw(st.booleans()), width=10**9)
+    shape = draw(st.integers(0, 19))
+    if shape == 19:
+        depth = draw(st.integers(1, 2000))
+        text += "deep: " + "[" * depth + "]" * depth + "\n"
+    elif shape == 18:
+        text = draw(st.text(max_size=200))
+    elif shape == 17:
+        text = text.replace("'", "", 1)
+    elif shape == 16:
+        return draw(st.binary(max_size=200))
+    elif shape == 15:
+        return text.encode(draw(st.sampled_from(["utf-16", "latin-1", "utf-32"])), errors="replace")
+    return text.encode("utf-8", errors="surrogatepass")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(documents())
+def test_no_matrix_hurts(document: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "matrix.yaml"
+        path.write_bytes(document)
+        images = Path(folder) / "images"
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["render", "--matrix", str(path), "--images-dir", str(images)])
+        event(f"exit {code}")
+        assert code in (0, 2), err.getvalue()
+        assert "INJECTED" not in out.getvalue() + err.getvalue()
+        if code == 2:
+            lines = err.getvalue().splitlines()
+            assert lines and lines[0].startswith(str(path)), lines
+            assert all(line.isprintable() and ("error: " in line or "warning: " in line) for line in lines), lines
+            assert not images.exists() and out.getvalue() == ""
+        else:
+            rendered = [p.read_text() for p in images.glob("*/Dockerfile")]
+            assert rendered and not any("INJECTED" in text for text in rendered)
