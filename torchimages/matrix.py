@@ -137,6 +137,9 @@ class _Reader:
         out: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
             self.visit(value_node)
+            if not isinstance(key_node, yaml.ScalarNode):  # str() of a list or mapping key walks all its aliases
+                self.problem(key_node, f"a key in {what} must be a plain word, not a list or mapping")
+                continue
             key = str(key_node.value)
             if key not in allowed:
                 hint = closest(key, allowed)

@@ -40,12 +40,19 @@ class Problem:
         return shown("".join(parts))
 
 
+MAX_SHOWN = 1000
+
+
 def shown(text: str) -> str:
     """Text safe to print: every character that is not printable (NUL, a zero-width space, a line or
-    paragraph separator, an escape, a newline) is shown as its escape, so a message is one honest line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    paragraph separator, an escape, a newline) is shown as its escape, so a message is one honest line;
+    a line longer than MAX_SHOWN keeps its start and end (a huge value is not printed whole)."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > MAX_SHOWN:
+        head, tail = MAX_SHOWN * 2 // 3, MAX_SHOWN // 4
+        text = f"{text[:head]}...[{len(text) - head - tail} characters cut]...{text[-tail:]}"
+    return text
 
 
 def distinct(problems: list[Problem]) -> list[Problem]:

@@ -359,6 +359,7 @@ def test_an_error_repeated_for_every_combination_is_told_once(cli: Cli, write_ma
 def test_shown_escapes_only_what_is_not_printable() -> None:
     assert shown("2.7.0 ok") == "2.7.0 ok"
     assert shown("a\x00b\u200bc\u2028d\te\x1b") == "a\\x00b\\u200bc\\u2028d\\te\\x1b"
+    assert len(shown("x" * 10**6)) < 1100
 
 
 # 9. Empty selectors; values with spaces around them
@@ -509,3 +510,24 @@ def test_no_matrix_hurts(document: bytes) -> None:
         else:
             rendered = [p.read_text() for p in images.glob("*/Dockerfile")]
             assert rendered and not any("INJECTED" in text for text in rendered)
+
+
+# Found by the above: a list used as a key, and huge values
+
+
+def test_a_list_key_of_nested_aliases_is_refused_quickly(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for name, below in zip("bcdefg", "abcdef", strict=True):
+        levels.append(f"{name}: &{name} [{', '.join([f'*{below}'] * 10)}]")
+    path = write_matrix("\n".join(levels) + "\n? *g\n: 1\n" + GOOD)
+    started = time.monotonic()
+    err = refused(cli, "validate", "--matrix", str(path))
+    assert time.monotonic() - started < 5
+    # an alias is its anchor's node, so the line is the anchor's (7), not the `? *g` line
+    assert f"{path}:7: error: a key in the matrix file must be a plain word, not a list or mapping" in err
+
+
+def test_a_huge_value_is_not_printed_whole(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("matrix:\n  include:\n    - {cuda: '11.8', torch: " + "2" * 500_000 + "}\n")
+    err = refused(cli, "validate", "--matrix", str(path))
+    assert len(err) < 5000 and "characters cut]" in err and err.startswith(f"{path}:3: error: torch: '222")
