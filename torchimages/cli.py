@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from . import plan as planning
 from . import render
 from .combination import Combination, Image
-from .problems import InputError, Problem
+from .problems import InputError, Problem, distinct, shown
 from .smoke import SUITES
 from .wheels import WheelSources
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .engine import DockerEngine, ImageInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
 DEFAULT_MATRIX = Path("matrix.yaml")
 
 
@@ -564,21 +565,82 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage, 128+N a build
-    stopped by signal N (130 Ctrl-C, 143 SIGTERM)."""
-    args = parser().parse_args(argv)
+class _Stdout:
+    """Standard output, remembering whether writing to it failed (so that error is told from others)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError:
+            self.failed = True
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _silence(stream: TextIO) -> None:
+    """Point a standard stream at /dev/null so the interpreter's own flush at exit finds nothing to fail on."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (captured in tests)
+        pass
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the chosen command; bad input and usage print their message (exit status 2)."""
     from .engine import EngineError  # no SDK import: engine.py imports docker only when connecting
 
     try:
-        return int(args.run(args))
+        code = int(args.run(args))
     except InputError as exc:
-        for problem in exc.problems:
+        for problem in distinct(exc.problems):
             print(problem, file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, EngineError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(shown(f"error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
+    sys.stdout.flush()  # a closed or full stdout fails here, where main catches it, not at exit
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage, 141 reader gone,
+    128+N a build stopped by signal N (130 Ctrl-C, 143 SIGTERM)."""
+    args = parser().parse_args(argv)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): the output would be lost without a word
+        print("error: standard output is closed", file=sys.stderr)
+        return EXIT_USAGE
+    real_stdout = sys.stdout
+    stdout = _Stdout(real_stdout)
+    sys.stdout = cast(TextIO, stdout)
+    try:
+        return _run(args)
+    except BrokenPipeError:  # the reader went away (`build.py list 2>&1 | head -1`): quiet, as shells do
+        _silence(real_stdout)
+        _silence(sys.stderr)
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if not stdout.failed:
+            raise
+        _silence(real_stdout)
+        print(f"error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        sys.stdout = real_stdout
 
 
 if __name__ == "__main__":

@@ -7,12 +7,16 @@ make it the float 12.1). Each value remembers the line it came from, for error m
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from .problems import InputError, Problem
+from .problems import InputError, Problem, Severity
+from .reference import repository_problem
 from .suggest import closest
 
 COMBINATION_KEYS = ("torch", "cuda", "python", "os", "cudnn", "nccl", "torchvision", "torchaudio", "flavors")
@@ -20,6 +24,14 @@ AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k != "flavors")
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
 TOP_LEVEL_KEYS = ("repository", "matrix")
 DEFAULT_REPOSITORY = "torchimages/pytorch"
+# Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
+MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
+DEFAULT_MAX_BYTES = 1024 * 1024
+MAX_COMBINATIONS_VARIABLE = "TORCHIMAGES_MAX_COMBINATIONS"
+DEFAULT_MAX_COMBINATIONS = 10_000
+MAX_ENTRIES_VARIABLE = "TORCHIMAGES_MAX_ENTRIES"
+DEFAULT_MAX_ENTRIES = 1_000
+MAX_NODES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -71,9 +83,52 @@ class _Reader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.problems: list[Problem] = []
+        self.visited = 0
+
+    def visit(self, node: yaml.Node) -> None:
+        """Count a node walked; aliases share nodes, so a small file can ask for an endless walk."""
+        self.visited += 1
+        if self.visited > MAX_NODES:
+            problem = Problem(
+                f"the matrix expands to more than {MAX_NODES} YAML nodes (aliases repeating large lists?); "
+                "write it out without aliases",
+                self.path,
+                _line(node),
+            )
+            raise InputError([problem])
 
     def problem(self, node: yaml.Node, message: str, key: str = "", allowed: str = "", suggestion: str = "") -> None:
         self.problems.append(Problem(message, self.path, _line(node), key, allowed, suggestion))
+
+    def check_excludes(self, axes: dict[str, list[Value]], excludes: list[tuple[dict[str, Value], int]]) -> None:
+        """An exclude naming a key that is no axis can never match (an error); one that matches no
+        combination of the axes does nothing (a warning). Decided from the axes, without the product."""
+        for entry, line in excludes:
+            strays = [key for key in entry if key not in axes]
+            for key in strays:
+                self.problems.append(
+                    Problem(
+                        f"'{key}' is not an axis of this matrix, so this exclude can never match",
+                        self.path,
+                        entry[key].line,
+                        key,
+                        allowed=", ".join(axes) or "no axis is defined",
+                    )
+                )
+            if strays:
+                continue
+            missing = [(k, v) for k, v in entry.items() if v.value not in {a.value for a in axes[k]}]
+            if missing:
+                key, value = missing[0]
+                self.problems.append(
+                    Problem(
+                        f"this exclude matches no combination ({key} {value.value} is not among the {key} values)",
+                        self.path,
+                        line,
+                        key,
+                        severity=Severity.WARNING,
+                    )
+                )
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
@@ -81,6 +136,10 @@ class _Reader:
             return {}
         out: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
+            self.visit(value_node)
+            if not isinstance(key_node, yaml.ScalarNode):  # str() of a list or mapping key walks all its aliases
+                self.problem(key_node, f"a key in {what} must be a plain word, not a list or mapping")
+                continue
             key = str(key_node.value)
             if key not in allowed:
                 hint = closest(key, allowed)
@@ -99,7 +158,11 @@ class _Reader:
 
     def scalar(self, node: yaml.Node, key: str) -> Value | None:
         if isinstance(node, yaml.ScalarNode) and str(node.value).strip():
-            return Value(str(node.value).strip(), _line(node))
+            text = str(node.value)
+            if text != text.strip():
+                self.problem(node, f"{text!r} has spaces around it; write {text.strip()!r}", key=key)
+                return None
+            return Value(text, _line(node))
         self.problem(node, "must be a single value such as '2.7.0'", key=key)
         return None
 
@@ -110,7 +173,12 @@ class _Reader:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             self.problem(node, "must be a non-empty list of values", key=key)
             return []
-        return [v for item in node.value if (v := self.scalar(item, key))]
+        values = []
+        for item in node.value:
+            self.visit(item)
+            if value := self.scalar(item, key):
+                values.append(value)
+        return values
 
     def entry(self, node: yaml.Node, what: str) -> dict[str, Value]:
         values: dict[str, Value] = {}
@@ -127,7 +195,19 @@ class _Reader:
         if not isinstance(node, yaml.SequenceNode):
             self.problem(node, f"{what} must be a list of mappings", key=what)
             return []
-        return [(self.entry(item, f"an {what} entry"), _line(item)) for item in node.value]
+        limit = env_limit(MAX_ENTRIES_VARIABLE, DEFAULT_MAX_ENTRIES)
+        if len(node.value) > limit:
+            self.problem(
+                node,
+                f"{len(node.value)} entries, more than the limit of {limit}; set {MAX_ENTRIES_VARIABLE} to raise it",
+                key=what,
+            )
+            return []
+        entries = []
+        for item in node.value:
+            self.visit(item)
+            entries.append((self.entry(item, f"an {what} entry"), _line(item)))
+        return entries
 
 
 def expand(
@@ -168,30 +248,145 @@ def parse(text: str, path: str) -> Matrix:
         where = f" at column {mark.column + 1}" if mark else ""
         problem = Problem(f"malformed YAML{where}: {exc.problem}", file=path, line=mark.line + 1 if mark else 0)
         raise InputError([problem]) from None
+    except yaml.reader.ReaderError as exc:
+        line, column = _position(text, exc.position)
+        problem = Problem(
+            f"character {_codepoint(exc.character)} at column {column} is not allowed in YAML "
+            "(control characters other than tab and newline are refused)",
+            file=path,
+            line=line,
+        )
+        raise InputError([problem]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([Problem(f"malformed YAML: {exc}", file=path)]) from None
     if root is None:
         raise InputError([Problem("the matrix file is empty; it needs a 'matrix:' mapping", file=path)])
     top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
     repository = DEFAULT_REPOSITORY
     if "repository" in top and (repo := reader.scalar(top["repository"], "repository")):
-        repository = str(repo.value)
+        if broken := repository_problem(str(repo.value)):
+            reader.problem(top["repository"], broken, key="repository")
+        else:
+            repository = str(repo.value)
     rows: list[MatrixRow] = []
     if "matrix" not in top:
         reader.problem(root, "missing the 'matrix:' mapping", key="matrix")
     else:
         body = reader.mapping(top["matrix"], "matrix", MATRIX_KEYS)
         axes = {k: reader.scalars(v, k) for k, v in body.items() if k in AXIS_KEYS}
-        exclude = [e for e, _ in reader.entries(body["exclude"], "exclude")] if "exclude" in body else []
+        excludes = reader.entries(body["exclude"], "exclude") if "exclude" in body else []
+        reader.check_excludes(axes, excludes)
+        exclude = [e for e, _ in excludes]
         include = reader.entries(body["include"], "include") if "include" in body else []
+        size = math.prod(len(values) for values in axes.values()) if axes else 0
+        limit = env_limit(MAX_COMBINATIONS_VARIABLE, DEFAULT_MAX_COMBINATIONS)
+        if size > limit:
+            shape = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
+            reader.problem(
+                top["matrix"],
+                f"the axes multiply to {size} combinations ({shape}), more than the limit of {limit}; "
+                f"set {MAX_COMBINATIONS_VARIABLE} to raise it",
+                key="matrix",
+            )
+            return Matrix(path, repository, (), tuple(reader.problems))
         rows = expand(axes, exclude, include, _line(top["matrix"]))
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
     return Matrix(path, repository, tuple(rows), tuple(reader.problems))
 
 
-def read(path: Path) -> Matrix:
-    """Read and parse a matrix file."""
+def _position(text: str, index: int) -> tuple[int, int]:
+    """The 1-based line and column of a character index."""
+    before = text[:index]
+    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
+
+
+def _codepoint(character: object) -> str:
+    if isinstance(character, int):
+        return f"U+{character:04X}"
+    if isinstance(character, str) and len(character) == 1:
+        return f"U+{ord(character):04X}"
+    return repr(character)
+
+
+_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32 (little-endian)",
+    b"\x00\x00\xfe\xff": "UTF-32 (big-endian)",
+    b"\xff\xfe": "UTF-16 (little-endian)",
+    b"\xfe\xff": "UTF-16 (big-endian)",
+}
+
+
+def decode(data: bytes, path: str) -> str:
+    """The text of a matrix file, which must be UTF-8 (a UTF-8 byte order mark is allowed)."""
+    for bom, name in _BOMS.items():
+        if data.startswith(bom):
+            raise InputError(
+                [Problem(f"the matrix file is {name} (it starts with a byte order mark); save it as UTF-8", file=path)]
+            )
     try:
-        text = path.read_text("utf-8")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        byte = data[exc.start : exc.start + 1].hex()
+        problem = Problem(
+            f"the matrix file is not UTF-8: byte 0x{byte} at column {column} ({exc.reason}); save it as UTF-8",
+            file=path,
+            line=line,
+        )
+        raise InputError([problem]) from None
+
+
+def env_limit(variable: str, default: int) -> int:
+    """A positive whole number from the environment, or the default; anything else is refused."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    if not text.isdecimal() or int(text) < 1:
+        raise InputError([Problem(f"{variable}={text!r} must be a positive whole number (default {default})")])
+    return int(text)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file no larger than the limit; anything else is refused before it is read."""
+    limit = env_limit(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
-    return parse(text, str(path))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "something else")
+        raise InputError([Problem(f"the matrix file must be a regular file, not {kind}", file=str(path))])
+    with os.fdopen(fd, "rb") as file:
+        try:
+            data = file.read(limit + 1)
+        except OSError as exc:
+            raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
+    if len(data) > limit:
+        raise InputError(
+            [
+                Problem(
+                    f"the matrix file is larger than {limit} bytes; set {MAX_BYTES_VARIABLE} to raise the limit",
+                    file=str(path),
+                )
+            ]
+        )
+    return data
+
+
+def read(path: Path) -> Matrix:
+    """Read and parse a matrix file."""
+    return parse(decode(read_bytes(path), str(path)), str(path))

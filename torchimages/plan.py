@@ -56,6 +56,7 @@ def load(
     for result in resolved:
         problems.extend(result.problems)
     images_folder = images_dir or matrix_path.parent / "images"
+    _check_folder(images_folder)
     found = [
         (replace(r.combination, lock_digest=lock_digest(images_folder / r.combination.folder / LOCK_FILE)), r.flavors)
         for r in resolved
@@ -74,6 +75,25 @@ def load(
     complete = [replace(c, images=tuple(images[c.folder])) for c, _ in found]
     complete.sort(key=lambda c: (compat.version_key(c.torch), c.variant, c.os.name))
     return Plan(matrix_path, images_folder, templates, tuple(complete), tuple(warnings(list(parsed.problems))))
+
+
+def _check_folder(folder: Path) -> None:
+    """The images folder, or the first of its parents that exists, must be a directory."""
+    for path in (folder, *folder.parents):
+        if path.exists() or path.is_symlink():
+            if not path.is_dir():
+                what = "is" if path == folder else f"is inside {path}, which is"
+                raise InputError(
+                    [
+                        Problem(
+                            f"the images folder {what} not a directory",
+                            file=str(folder),
+                            key="--images-dir",
+                            suggestion="name a folder (it is created when missing)",
+                        )
+                    ]
+                )
+            return
 
 
 def _defined_twice(combinations: list[Combination]) -> list[Problem]:
@@ -116,6 +136,17 @@ def select(plan: Plan, selectors: list[str]) -> list[Selected]:
     A selector equal to a tag or alias selects that image alone; otherwise it is a prefix or a glob.
     No selector selects everything.
     """
+    blank = [
+        Problem(
+            f"selector {selector!r} is empty or has spaces around it",
+            key="selector",
+            suggestion=f"did you mean {selector.strip()!r}?" if selector.strip() else "name a tag prefix or glob",
+        )
+        for selector in selectors
+        if not selector.strip() or selector != selector.strip()
+    ]
+    if blank:
+        raise InputError(blank)
     everything = plan.images()
     if not selectors:
         chosen = everything

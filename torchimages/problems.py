@@ -37,7 +37,33 @@ class Problem:
             parts.append(f" (allowed: {self.allowed})")
         if self.suggestion:
             parts.append(f"; {self.suggestion}")
-        return "".join(parts)
+        return shown("".join(parts))
+
+
+MAX_SHOWN = 1000
+
+
+def shown(text: str) -> str:
+    """Text safe to print: every character that is not printable (NUL, a zero-width space, a line or
+    paragraph separator, an escape, a newline) is shown as its escape, so a message is one honest line;
+    a line longer than MAX_SHOWN keeps its start and end (a huge value is not printed whole)."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > MAX_SHOWN:
+        head, tail = MAX_SHOWN * 2 // 3, MAX_SHOWN // 4
+        text = f"{text[:head]}...[{len(text) - head - tail} characters cut]...{text[-tail:]}"
+    return text
+
+
+def distinct(problems: list[Problem]) -> list[Problem]:
+    """The problems without repeats (the same problem found once per combination is told once)."""
+    seen: set[str] = set()
+    out = []
+    for problem in problems:
+        if str(problem) not in seen:
+            seen.add(str(problem))
+            out.append(problem)
+    return out
 
 
 class InputError(Exception):
