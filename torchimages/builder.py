@@ -29,6 +29,9 @@ from .render import OS_PACKAGES_FILE
 from .wheels import Served, WheelSources, secret_file, serve
 
 TEMP_REPOSITORY = "torchimages-tmp"
+# The first words of a failed build's detail when the cause is the machine, not the build: the summary's reason.
+ENGINE_GONE = "the Docker engine at"
+NO_SPACE = "no space left on device"
 # Prints what an image holds: its OS package record (written at build time), then the venv's packages.
 INSTALLED_PROBE = f"""
 import importlib.metadata as m
@@ -175,7 +178,7 @@ class Builder:
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, "during the build", progress)
             if status:
-                detail = f"build failed (exit {status}); last lines of {log}:\n{_tail(log)}"
+                detail = f"{self._why_failed(image, log)} (exit {status})\nlast lines of {log}:\n{_tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
             problems = self._check_before_tagging(combination, image, reference)
             if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
@@ -194,7 +197,19 @@ class Builder:
                 return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
             return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
         finally:
-            self.engine.remove_image(reference)
+            try:
+                self.engine.remove_image(reference)
+            except EngineError as exc:  # the engine is gone: the outcome already says so
+                progress.say(f"{image.tag}: could not remove {reference}: {exc}")
+
+    def _why_failed(self, image: Image, log: Path) -> str:
+        """A failed build's cause when it is not the build's own: the engine stopped answering, or its
+        disk is full; else plain "build failed"."""
+        if not self.engine.answers():
+            return f"{ENGINE_GONE} {self.engine.address()} stopped answering during the build of {image.tag}"
+        if NO_SPACE in log.read_text(errors="replace").lower():
+            return f"{NO_SPACE}: the build failed, the engine's disk is full (free space in its data root, re-run)"
+        return "build failed"
 
     def _build(self, combination: Combination, image: Image, reference: str, served: Served, log: Path) -> int:
         folder = self.options.images_dir / combination.folder
@@ -242,7 +257,7 @@ class Builder:
             self.engine.tag(reference, image.repository, name)
         if not self.options.push:
             return []
-        return [error for name in image.names for error in self.engine.push(image.repository, name)]
+        return [error for name in image.names for error in self.engine.push(image.repository, name, self.out)]
 
     def _interrupted(
         self, combination: Combination, image: Image, start: float, when: str, progress: _Progress
@@ -283,6 +298,12 @@ _STEP_ERROR = re.compile(r"^\s*#\d+ [\d.]+ (.*\b(?:ERROR|Error|error)\b.*)$")
 def _reason(detail: str) -> str:
     """The line of an outcome's detail that says why: the last error line its build step printed
     (`ERROR: No matching distribution found for numpy==0.0.1`), else the detail's first line."""
+    first = detail.strip().splitlines()[0] if detail.strip() else ""
     errors = [m.group(1) for m in map(_STEP_ERROR.match, detail.splitlines()) if m]
-    line = errors[-1] if errors else detail.strip().splitlines()[0] if detail.strip() else ""
+    if first.startswith((ENGINE_GONE, NO_SPACE)):
+        line = first
+    elif errors:
+        line = errors[-1]
+    else:
+        line = detail.strip().splitlines()[0] if detail.strip() else ""
     return line if len(line) <= 200 else line[:197] + "..."

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -133,8 +135,16 @@ class Engine(Protocol):
         """Give an image another name."""
         ...
 
-    def push(self, repository: str, tag: str) -> list[str]:
-        """Push one tag; return the errors (empty on success)."""
+    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
+        """Push one tag, retrying transient failures (each retry told to `say`); the errors (none on success)."""
+        ...
+
+    def answers(self) -> bool:
+        """Whether the engine still answers (a ping)."""
+        ...
+
+    def address(self) -> str:
+        """Where the engine is, for messages: `unix:///var/run/docker.sock`, `tcp://...`."""
         ...
 
     def remove_image(self, reference: str) -> None:
@@ -228,6 +238,50 @@ def stop_group(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
     return output
 
 
+# A push is tried at most PUSH_TRIES times; the n-th retry waits PUSH_BACKOFF_S * 2**(n-1) seconds.
+PUSH_TRIES = 3
+PUSH_BACKOFF_S = 2.0
+# A registry's or the network's passing trouble (worth another try); an auth or "denied"/"unknown" error is not.
+_TRANSIENT = re.compile(
+    r"connection (?:refused|reset|aborted)|broken pipe|timed? ?out|timeout|\bEOF\b|temporar(?:y|ily)|"
+    r"no such host|network is unreachable|\b50[0234]\b|internal server error|bad gateway|service unavailable|"
+    r"gateway time|too many requests|\b429\b",
+    re.IGNORECASE,
+)
+_PERMANENT = re.compile(
+    r"denied|unauthori[sz]ed|authentication required|forbidden|\bunknown\b|not found", re.IGNORECASE
+)
+
+
+def transient(error: str) -> bool:
+    """Whether a push error is worth another try: a connection or server (5xx, 429) error, never an auth,
+    "denied" or "unknown" one."""
+    return bool(_TRANSIENT.search(error)) and not _PERMANENT.search(error)
+
+
+def push_with_retries(
+    attempt: Callable[[], list[str]],
+    what: str,
+    say: Callable[[str], None],
+    tries: int = PUSH_TRIES,
+    backoff_s: float = PUSH_BACKOFF_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """Run `attempt` (one push: its errors, or EngineError) until it succeeds, fails for good or has been
+    tried `tries` times; exponential backoff between tries, each retry told to `say`. The last errors."""
+    for n in range(1, tries + 1):
+        try:
+            errors = attempt()
+        except EngineError as exc:
+            errors = [str(exc)]
+        if not errors or n == tries or not all(map(transient, errors)):
+            return errors
+        delay = backoff_s * 2 ** (n - 1)
+        say(f"{what}: push failed ({errors[-1]}); retry {n}/{tries - 1} in {delay:.0f} s")
+        sleep(delay)
+    return errors
+
+
 def _candidates(explicit: str | None) -> list[str]:
     if explicit:
         return [explicit]
@@ -292,9 +346,31 @@ def _sdk_client() -> Any:
     try:
         client = docker.from_env(timeout=600)
         client.ping()
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, *CONNECTION_ERRORS) as exc:
         raise EngineError(f"no Docker engine answers ({exc}); {HOW_TO_GET_AN_ENGINE}") from None
     return client
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises, besides its DockerException, when the engine is gone: requests' errors
+    (connection refused, reset, read timeout) and the OSErrors beneath them."""
+    import requests.exceptions
+
+    return (requests.exceptions.RequestException, OSError)
+
+
+CONNECTION_ERRORS = _connection_errors()
+
+
+def _short(exc: BaseException) -> str:
+    """A connection error's cause (`[Errno 111] Connection refused`), not requests' paragraph around it."""
+    found = re.findall(r"\[Errno -?\d+\] [^'\")]+", str(exc))
+    return found[-1] if found else f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def engine_address() -> str:
+    """The engine the SDK and CLI talk to: DOCKER_HOST, else the default socket."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
 class DockerEngine:
@@ -369,7 +445,7 @@ class DockerEngine:
         except self._errors.ContainerError as exc:
             stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
             raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr[-2000:]}") from None
-        except self._errors.DockerException as exc:
+        except (self._errors.DockerException, *CONNECTION_ERRORS) as exc:
             raise ProbeError(f"could not run a container of {reference}: {exc}") from None
         return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
 
@@ -388,23 +464,36 @@ class DockerEngine:
         return name
 
     def remove_container(self, name: str) -> None:
-        with contextlib.suppress(self._errors.NotFound):
+        with self._failures(f"removing container {name}"), contextlib.suppress(self._errors.NotFound):
             self.sdk.containers.get(name).remove(force=True)
 
     def gpu_runtime_available(self) -> bool:
-        return "nvidia" in (self.sdk.info().get("Runtimes") or {})
+        with self._failures("asking the engine for its runtimes"):
+            return "nvidia" in (self.sdk.info().get("Runtimes") or {})
+
+    def answers(self) -> bool:
+        try:
+            return bool(self.sdk.ping())
+        except (self._errors.DockerException, *CONNECTION_ERRORS):
+            return False
+
+    def address(self) -> str:
+        return engine_address()
 
     def tag(self, reference: str, repository: str, tag: str) -> None:
         with self._failures(f"tagging {reference} as {repository}:{tag}"):
             self.sdk.images.get(reference).tag(repository, tag)
 
-    def push(self, repository: str, tag: str) -> list[str]:
-        errors = []
-        with self._failures(f"pushing {repository}:{tag}"):
-            for line in self.sdk.images.push(repository, tag, stream=True, decode=True):
-                if "error" in line:
-                    errors.append(f"{repository}:{tag}: {line['error']}")
-        return errors
+    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
+        def attempt() -> list[str]:
+            errors = []
+            with self._failures(f"pushing {repository}:{tag}"):
+                for line in self.sdk.images.push(repository, tag, stream=True, decode=True):
+                    if "error" in line:
+                        errors.append(f"{repository}:{tag}: {line['error']}")
+            return errors
+
+        return push_with_retries(attempt, f"{repository}:{tag}", say or print)
 
     @contextlib.contextmanager
     def _failures(self, action: str) -> Iterator[None]:
@@ -413,6 +502,10 @@ class DockerEngine:
             yield
         except self._errors.DockerException as exc:
             raise EngineError(f"{action} failed: {exc}") from None
+        except CONNECTION_ERRORS as exc:  # the engine stopped answering (or never did)
+            raise EngineError(
+                f"{action} failed: the Docker engine at {engine_address()} does not answer ({_short(exc)})"
+            ) from None
 
     def remove_image(self, reference: str) -> None:
         with self._failures(f"removing {reference}"), contextlib.suppress(self._errors.ImageNotFound):

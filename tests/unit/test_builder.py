@@ -39,6 +39,7 @@ class FakeEngine:
         self.pushed: list[str] = []
         self.truth: dict[str, dict[str, str | None]] = {}
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
+        self.up = True  # whether the engine answers a ping
 
     def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         self.built.append(request)
@@ -77,10 +78,16 @@ class FakeEngine:
         self.images[f"{repository}:{tag}"] = self.images[reference]
         self.tagged.append(f"{repository}:{tag}")
 
-    def push(self, repository: str, tag: str) -> list[str]:
+    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
         assert f"{repository}:{tag}" in self.images
         self.pushed.append(f"{repository}:{tag}")
         return []
+
+    def answers(self) -> bool:
+        return self.up
+
+    def address(self) -> str:
+        return "unix:///fake/docker.sock"
 
     def remove_image(self, reference: str) -> None:
         self.images.pop(reference, None)
@@ -321,3 +328,55 @@ def test_the_summary_says_why_an_image_failed(selection: list[plan.Selected], tm
     assert "ERROR: No matching distribution found for numpy==0.0.1" in text.splitlines()[1]
     assert text.splitlines()[3].strip() == "interrupted during the build; not tagged"
     assert text.splitlines()[-1] == "0 built, 0 skipped, 1 failed, 1 interrupted"
+
+
+class GoneEngine(FakeEngine):
+    """The engine stops during the first build: every later call fails as DockerEngine's do (EngineError)."""
+
+    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
+        self.built.append(request)
+        self.up = False
+        return 1
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        if not self.up:
+            raise EngineError(f"inspecting {reference} failed: the Docker engine at {self.address()} does not answer")
+        return super().labels(reference)
+
+    def remove_image(self, reference: str) -> None:
+        if not self.up:
+            raise EngineError(f"removing {reference} failed: the Docker engine does not answer")
+
+
+def test_an_engine_stopped_during_a_build_is_named(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """Issue 11: the engine stops mid-build: the image fails with a message naming the engine, nothing is
+    tagged, the next image fails with an engine error, and nothing raises (the removal's failure is said)."""
+    engine = GoneEngine(true_facts(selection[0].combination))
+    said: list[str] = []
+    opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    outcomes = Builder(engine, opts, out=said.append).build(selection[:1])
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    first = outcomes[0].detail.splitlines()[0]
+    assert first.startswith("the Docker engine at unix:///fake/docker.sock stopped answering during the build of")
+    assert "does not answer" in outcomes[1].detail
+    assert engine.tagged == [] and len(engine.built) == 1
+    assert builder.summary(outcomes).splitlines()[1].strip() == first
+    assert any("could not remove" in line for line in said)
+
+
+def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination), build_status=1)
+
+    def full(request: BuildRequest) -> None:
+        (tmp_path / "logs").mkdir(exist_ok=True)
+        for path in (tmp_path / "logs").glob("*.log"):
+            path.write_text(
+                "#9 41.2 ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n"
+            )
+
+    engine.on_build = full
+    outcomes = run(engine, selection[:1], tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    reasons = builder.summary(outcomes).splitlines()
+    assert reasons[1].strip().startswith("no space left on device: the build failed, the engine's disk is full")
+    assert engine.tagged == []
