@@ -19,7 +19,7 @@ TLS = (
     "CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \\\n"
     "    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; "
     "else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \\\n"
-    "    && export PIP_CACHE_DIR=/home/torch/.cache/pip \\\n"
+    "    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \\\n"
 )
 APT_CA = (
     "if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo \"/run/secrets/cacert\";' "
@@ -54,8 +54,8 @@ def test_apt_block_uses_cache_mounts_names_only_and_records_the_packages() -> No
             --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\
             --mount=type=secret,id=cacert,target=/run/secrets/cacert \\
             {ca}
-            && apt-get update \\
-            && apt-get install -y --no-install-recommends \\
+            && apt-get update -o Acquire::Retries=3 \\
+            && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \\
                 gcc \\
                 g++ \\
             && rm -f /etc/apt/apt.conf.d/99build-ca \\
@@ -67,7 +67,10 @@ def test_apt_block_uses_cache_mounts_names_only_and_records_the_packages() -> No
 
 def test_apt_block_purges_before_it_installs() -> None:
     text = block(MACROS.apt_install(image(), ["git"], ["libnccl2", "libnccl-dev"]))
-    assert "    && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \\\n    && apt-get update" in text
+    assert (
+        "    && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \\\n"
+        "    && apt-get update -o Acquire::Retries=3" in text
+    )
 
 
 def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:

@@ -16,8 +16,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
+    && apt-get update -o Acquire::Retries=3 \
+    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
         ca-certificates \
         python3.11 \
         python3.11-venv \
@@ -42,7 +42,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cpu; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.13.0+cpu"
 # Layer: torch's other dependencies (triton, sympy, ...).
@@ -51,7 +51,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cpu; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.13.0+cpu"
 # Layer: the remaining pins (companion libraries, numpy).
@@ -60,14 +60,14 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cpu; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "numpy==2.4.6"
 
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:d0b6331045c9bfce535d94a4e11e54ed22273be42fa2b5991485b37722831f78" \
+      io.torchimages.input-digest="sha256:f974082ce45f63a64d76523f2034801f4772c0fc7235bb2fbadf958a0fe898c8" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -89,8 +89,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
+    && apt-get update -o Acquire::Retries=3 \
+    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
         git \
         make \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
@@ -103,14 +103,14 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cpu; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "ninja==1.13.2"
 
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:9e6ac74e58abd7afb6d8f05bb0b9c65cfcc0af50ac54fe5cfeb8049944730e9b" \
+      io.torchimages.input-digest="sha256:1d44f2028742a636ac85b954895c050f2c4d6ab818df023543ee09c6ba5775c3" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

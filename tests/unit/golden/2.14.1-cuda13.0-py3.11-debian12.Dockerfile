@@ -16,8 +16,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
+    && apt-get update -o Acquire::Retries=3 \
+    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
         ca-certificates \
         python3.11 \
         python3.11-venv \
@@ -42,7 +42,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
@@ -53,7 +53,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"
 # Layer: torch's other dependencies (triton, sympy, ...).
@@ -62,7 +62,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"
 # Layer: the remaining pins (companion libraries, numpy).
@@ -71,7 +71,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \
         "torchaudio==2.11.1" \
@@ -83,7 +83,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:aec6dd4f3bc198e3bbe006c15760c0c4cdb463ad9dc73ebf26a8de5215f71818" \
+      io.torchimages.input-digest="sha256:391a13db258261f70b59cd4331bd4d389d21a6164957f723abcfb2f3b98609c0" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -105,8 +105,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
+    && apt-get update -o Acquire::Retries=3 \
+    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
         git \
         make \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
@@ -119,7 +119,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "cuda-toolkit[nvcc,nvvm,cudart,cccl,crt,nvrtc]==13.0.3" \
         "ninja==1.13.2"
@@ -135,7 +135,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:932463d1d29dedd26156d50e2b2003cc61c7afc191818429ed108a54a687303d" \
+      io.torchimages.input-digest="sha256:08233dc01652ebf3bf206c3dbc3d9dfcf38e1f0691fe85bd8135c27a070907a3" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

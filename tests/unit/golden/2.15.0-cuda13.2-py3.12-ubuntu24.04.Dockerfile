@@ -16,8 +16,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
+    && apt-get update -o Acquire::Retries=3 \
+    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
         ca-certificates \
         python3.12 \
         python3.12-venv \
@@ -42,7 +42,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \
         "torch==2.15.0,!=2.15.0+cpu" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
@@ -53,7 +53,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.15.0,!=2.15.0+cpu"
 # Layer: torch's other dependencies (triton, sympy, ...).
@@ -62,7 +62,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.15.0,!=2.15.0+cpu"
 # Layer: the remaining pins (companion libraries, numpy).
@@ -71,7 +71,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torchaudio==2.11.1" \
         "numpy==2.4.6"
@@ -82,7 +82,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:f751f8e7456969cb3410df5f0130328cfabf4b89d597431ae1a7c4e61f46a1d1" \
+      io.torchimages.input-digest="sha256:e75804bf71aee79a7b437cd1b82e204810b49af2815309a7c13166e4364b7129" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

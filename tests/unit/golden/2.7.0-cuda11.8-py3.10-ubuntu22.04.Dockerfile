@@ -16,8 +16,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
+    && apt-get update -o Acquire::Retries=3 \
+    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
         ca-certificates \
         python3.10 \
         python3.10-venv \
@@ -40,7 +40,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && python3.10 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-input "pip==25.3"
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
@@ -49,7 +49,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \
         "torch==2.7.0+cu118" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
@@ -60,7 +60,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.7.0+cu118"
 # Layer: torch's other dependencies (triton, sympy, ...).
@@ -69,7 +69,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.7.0+cu118"
 # Layer: the remaining pins (companion libraries, numpy).
@@ -78,7 +78,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torchvision==0.22.0+cu118" \
         "torchaudio==2.7.0+cu118" \
@@ -90,7 +90,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:f9dfe082e5fbc796ad01093af686b652581d3cf01df5c2afe673e605c9db71af" \
+      io.torchimages.input-digest="sha256:c317c4c90156b029691b550d5980ea0f4bd599be2250161e326a1f8842669649" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -120,8 +120,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends \
+    && apt-get update -o Acquire::Retries=3 \
+    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
         ca-certificates \
         python3.10 \
         python3.10-venv \
@@ -149,7 +149,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip \
+    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "ninja==1.13.2"
 ENV TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
@@ -160,7 +160,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:76871683f89ad0ddfa4fcb3e1ba6f44b0378bd230b0b4877fbd60ddc37a0a0ef" \
+      io.torchimages.input-digest="sha256:69e4ed8e37d6f497a41e0fdb275008b79804ff5b2d88dc2284dec7beb0677dde" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
