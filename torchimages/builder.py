@@ -178,7 +178,7 @@ class Builder:
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, "during the build", progress)
             if status:
-                detail = f"{self._why_failed(image, log)} (exit {status})\nlast lines of {log}:\n{_tail(log)}"
+                detail = f"{self._why_failed(image, log, status)}\nlast lines of {log}:\n{_tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
             problems = self._check_before_tagging(combination, image, reference)
             if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
@@ -202,14 +202,17 @@ class Builder:
             except EngineError as exc:  # the engine is gone: the outcome already says so
                 progress.say(f"{image.tag}: could not remove {reference}: {exc}")
 
-    def _why_failed(self, image: Image, log: Path) -> str:
+    def _why_failed(self, image: Image, log: Path, status: int) -> str:
         """A failed build's cause when it is not the build's own: the engine stopped answering, or its
         disk is full; else plain "build failed"."""
         if not self.engine.answers():
-            return f"{ENGINE_GONE} {self.engine.address()} stopped answering during the build of {image.tag}"
+            return (
+                f"{ENGINE_GONE} {self.engine.address()} stopped answering during the build of {image.tag} "
+                f"(build exit {status}); re-run once it is back"
+            )
         if NO_SPACE in log.read_text(errors="replace").lower():
-            return f"{NO_SPACE}: the build failed, the engine's disk is full (free space in its data root, re-run)"
-        return "build failed"
+            return f"{NO_SPACE}: the build failed (exit {status}): the engine's disk is full; free space, re-run"
+        return f"build failed (exit {status})"
 
     def _build(self, combination: Combination, image: Image, reference: str, served: Served, log: Path) -> int:
         folder = self.options.images_dir / combination.folder

@@ -378,5 +378,7 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
     outcomes = run(engine, selection[:1], tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     reasons = builder.summary(outcomes).splitlines()
-    assert reasons[1].strip().startswith("no space left on device: the build failed, the engine's disk is full")
+    assert (
+        reasons[1].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
+    )
     assert engine.tagged == []
