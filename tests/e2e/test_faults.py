@@ -47,6 +47,14 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _mentioning(text: str) -> list[int]:
     """Processes whose command line names `text` (this engine's containerd and shims)."""
     found = []
@@ -118,18 +126,24 @@ class PrivateEngine:
         self.process.send_signal(sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=grace or 0.01)
-        for pid in [*descendants, *_mentioning(str(self.folder))]:
+        swept = [*descendants, *_mentioning(str(self.folder))]
+        for pid in swept:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         self.process.kill()
         self.process.wait(timeout=30)
         self.process = None
+        deadline = time.monotonic() + 10  # gone, or at least dead (a zombie until its new parent reaps it)
+        while any(_alive(pid) for pid in swept) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # A restarted dockerd reuses a containerd whose pid file names a live pid ("containerd is still
+        # running"), and times out when that pid is not containerd any more: the file goes.
+        (self.folder / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
 
     def unmount(self) -> None:
         """Unmount what dockerd left under its folders (deepest first), lazily."""
-        roots = (str(self.folder), str(self.data_root))
         mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-        for point in sorted((m for m in mounts if m.startswith(roots) and m not in roots), key=len, reverse=True):
+        for point in sorted((m for m in mounts if m.startswith(f"{self.folder}/")), key=len, reverse=True):
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
@@ -169,6 +183,10 @@ def private_engine(archive: Path, tmpfs_mb: int | None = None) -> Iterator[Priva
         yield engine
     finally:
         engine.kill(signal.SIGTERM, grace=20)
+        keep = os.environ.get("TORCHIMAGES_FAULT_LOGS")  # a folder to keep the private dockerds' logs in
+        if keep:
+            for log in folder.glob("dockerd-*.log"):
+                shutil.copy(log, Path(keep) / f"{folder.name}-{log.name}")
         engine.unmount()
         if tmpfs:
             subprocess.run(["umount", "-l", str(tmpfs)], capture_output=True, check=False)
@@ -224,6 +242,13 @@ def finish(process: subprocess.Popen[bytes], output: Path, timeout: float = 240)
     return status, output.read_text(errors="replace")
 
 
+def summary_of(text: str) -> str:
+    """The summary build.py prints at the end: from its (last) line of a failed image."""
+    starts = [m.start() for m in re.finditer(r"^failed +\d+ s  ", text, re.MULTILINE)]
+    assert starts, f"no failed image in the summary: {text}"
+    return text[starts[-1] :]
+
+
 def tagged(engine: PrivateEngine, tag: str) -> bool:
     return engine.docker("image", "inspect", tag).returncode == 0
 
@@ -249,7 +274,7 @@ def test_an_engine_killed_mid_build_is_named_and_a_rerun_completes(engine: Priva
     engine.timings["exit after the kill"] = time.monotonic() - killed
     assert status == 1, text
     assert f"the Docker engine at {engine.host} stopped answering during the build of 2.13.0-cpu-runtime" in text
-    summary = text[text.rindex("failed ") :]
+    summary = summary_of(text)
     assert f"the Docker engine at {engine.host} stopped answering" in summary, text
     assert "Traceback" not in text, text
 
@@ -267,7 +292,7 @@ def test_a_full_disk_is_named_and_nothing_is_tagged(small_engine: PrivateEngine,
         build(small_engine, matrix, tmp_path / "logs", tmp_path / "build.out"), tmp_path / "build.out"
     )
     assert status == 1, text
-    summary = text[text.rindex("failed ") :]
+    summary = summary_of(text)
     assert "no space left on device" in summary, text
     assert "Traceback" not in text, text
     assert not tagged(small_engine, tag) and temporary_images(small_engine) == []
