@@ -80,6 +80,11 @@ class PrivateEngine:
     def host(self) -> str:
         return f"unix://{self.folder}/docker.sock"
 
+    @property
+    def bridge(self) -> str:
+        """The private engine's own bridge interface (at most 15 characters)."""
+        return "tib" + self.folder.name.removeprefix("tif-")[:12]
+
     def docker(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["docker", "-H", self.host, *args], capture_output=True, text=True, check=False, **kwargs)
 
@@ -99,7 +104,8 @@ class PrivateEngine:
             "--pidfile",
             str(self.folder / "docker.pid"),
             "--iptables=false",
-            "--bridge=none",
+            # its own bridge: a second dockerd with --bridge=none deletes the machine engine's docker0
+            f"--bridge={self.bridge}",
         ]
         with (self.folder / f"dockerd-{self.starts}.log").open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -167,6 +173,8 @@ def private_engine(archive: Path, tmpfs_mb: int | None = None) -> Iterator[Priva
     when given. Everything is stopped, unmounted and removed afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="tif-", dir="/tmp"))  # short: a unix socket path is at most 107 bytes
     engine = PrivateEngine(folder, folder / "root")
+    made = subprocess.run(["ip", "link", "add", engine.bridge, "type", "bridge"], capture_output=True, text=True)
+    assert made.returncode == 0, f"cannot make the private engine's bridge {engine.bridge}: {made.stderr}"
     tmpfs = None
     try:
         if tmpfs_mb:
@@ -190,7 +198,20 @@ def private_engine(archive: Path, tmpfs_mb: int | None = None) -> Iterator[Priva
         engine.unmount()
         if tmpfs:
             subprocess.run(["umount", "-l", str(tmpfs)], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", engine.bridge], capture_output=True, check=False)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _has_docker0() -> bool:
+    return subprocess.run(["ip", "link", "show", "docker0"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_engine_keeps_its_bridge() -> Iterator[None]:
+    """The private engines must leave the machine's engine alone (its docker0 bridge included)."""
+    before = _has_docker0()
+    yield
+    assert _has_docker0() == before, "a private engine removed the shared engine's docker0 bridge"
 
 
 @pytest.fixture(scope="module")
