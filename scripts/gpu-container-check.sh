@@ -80,6 +80,9 @@ cleanup() {
         fi
         wait "$dockerd_pid" 2>/dev/null
     fi
+    if [ "${bridge:-none}" != none ]; then
+        ip link del "$bridge" 2>/dev/null
+    fi
     if grep -q " $tmp/" /proc/mounts; then
         echo "left $tmp in place: something under it is still mounted"
     else
@@ -146,8 +149,15 @@ else
 fi
 export DOCKER_HOST="unix://$tmp/docker.sock"
 say "start dockerd on $DOCKER_HOST (log: $out/dockerd.log)"
+# A dockerd with --bridge=none deletes an existing docker0: beside another engine (a dry run on a
+# development machine) take a bridge of our own instead, so that engine keeps its network.
+bridge=none
+if ip link show docker0 >/dev/null 2>&1; then
+    bridge="tigpu$$"
+    ip link add "$bridge" type bridge || die "cannot make the bridge $bridge"
+fi
 dockerd_cmd=(dockerd --host "$DOCKER_HOST" --data-root "$data_root" --exec-root "$tmp/exec"
-    --pidfile "$tmp/docker.pid" --iptables=false --ip-masq=false --bridge=none --userland-proxy=false)
+    --pidfile "$tmp/docker.pid" --iptables=false --ip-masq=false --bridge="$bridge" --userland-proxy=false)
 printf '+'
 printf ' %q' "${dockerd_env[@]}" "${dockerd_cmd[@]}"
 printf '\n'
