@@ -60,10 +60,10 @@ class Built:
         return self.combination.image(flavor)
 
 
-def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """build.py as a user runs it."""
+def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """build.py as a user runs it (in this environment, or `env`)."""
     command = [sys.executable, str(ROOT / "build.py"), *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+    return subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
 
 
 def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:

@@ -1,0 +1,83 @@
+"""A transient network failure is retried (pip's own retries, PIP_RETRIES in every pip step of the
+Dockerfiles): a wheel server that drops the first connection to every path still gives a verified
+image, and the build log says pip retried. The real engine and a real build."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import textwrap
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from torchimages.wheels import local_path
+
+from .conftest import remove_repository, require, run_cli
+
+pytestmark = pytest.mark.e2e
+ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
+
+
+class _DropFirstHandler(http.server.SimpleHTTPRequestHandler):
+    """Closes the connection without an answer the first time each path is asked for."""
+
+    def do_GET(self) -> None:
+        dropped: set[str] = self.server.dropped  # type: ignore[attr-defined]
+        if self.path not in dropped:
+            dropped.add(self.path)
+            self.close_connection = True
+            return
+        super().do_GET()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def flaky_wheel_folder() -> Iterator[tuple[str, set[str]]]:
+    """This machine's local wheel folder (TORCHIMAGES_FIND_LINKS) served on loopback, flakily."""
+    folders = [p for u in os.environ.get("TORCHIMAGES_FIND_LINKS", "").split() if (p := local_path(u)) and p.is_dir()]
+    if not folders:
+        require("no local wheel folder in TORCHIMAGES_FIND_LINKS to serve (see scripts/host-pip-sources)")
+    handler = functools.partial(_DropFirstHandler, directory=str(folders[0]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.dropped = set()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/", server.dropped  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_dropped_connection_is_retried_and_the_log_says_so(
+    flaky_wheel_folder: tuple[str, set[str]], docker_client: Any, tmp_path: Path, ca_bundle: tuple[Path, bytes]
+) -> None:
+    url, dropped = flaky_wheel_folder
+    repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(textwrap.dedent(f"repository: {repository}\nmatrix:\n  include:\n    - {ENTRY}\n"))
+    assert run_cli("render", "--matrix", matrix).returncode == 0
+    logs = tmp_path / "logs"
+    env = {**os.environ, "TORCHIMAGES_FIND_LINKS": url}  # the flaky server instead of the folder itself
+    try:
+        result = run_cli(
+            "build", "--matrix", matrix, "--no-cache", "--network", "host", "--test", "none",
+            "--log-dir", logs, "--ca-cert", ca_bundle[0], "*",
+            env=env,
+        )  # fmt: skip
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output
+        assert "1 built" in output
+        assert any(path.endswith(".whl") for path in dropped), sorted(dropped)
+        log = next(logs.glob("*runtime*.log")).read_text(errors="replace")
+        assert "Retrying (Retry(" in log, "pip's retry is not in the build log"
+    finally:
+        remove_repository(docker_client, repository)
