@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from . import plan as planning
 from . import render
-from .combination import Combination, Image
+from .combination import INPUT_DIGEST_LABEL, LABEL_PREFIX, Combination, Image
 from .problems import InputError, Problem, distinct, shown
 from .smoke import SUITES
 from .wheels import WheelSources
@@ -326,7 +326,7 @@ def image_specs(
                 "build it FROM one of our images (it inherits their labels), or pass --spec FILE "
                 "(a SPEC.json, see docs/smoke-suites.md)"
             )
-        cuda = info.labels.get("io.torchimages.cuda")
+        cuda = info.labels.get(f"{LABEL_PREFIX}.cuda")
         min_driver = document.known_min_driver(None if cuda in (None, "none") else cuda)
         try:
             spec = document.labels_document(reference, info.labels, info.user, min_driver)
@@ -349,10 +349,10 @@ def read_spec_file(path: Path) -> dict[str, Any]:
 def _inherited(engine: DockerEngine, info: ImageInfo) -> str:
     """`, inherited from its base X` when another local image has the same labels and its layers are a
     prefix of this one's: this image was built FROM it."""
-    digest = info.labels.get("io.torchimages.input-digest")
+    digest = info.labels.get(INPUT_DIGEST_LABEL)
     if not digest:
         return ""
-    for other in engine.images_labelled("io.torchimages.input-digest", digest):
+    for other in engine.images_labelled(INPUT_DIGEST_LABEL, digest):
         derived = len(other.layers) < len(info.layers) and info.layers[: len(other.layers)] == other.layers
         if other.id != info.id and derived:
             name = next(iter(other.tags), other.id[:19])
