@@ -1,8 +1,11 @@
-"""Only verified images are pushed: a real registry (Debian's docker-registry) on loopback."""
+"""Only verified images are pushed: a real registry (Debian's docker-registry) on loopback. A registry that
+drops the connections of the first attempt gets the push again (the retry is printed); a registry that
+refuses the push for good (read-only) is not asked again."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 
 from .conftest import Built, build_matrix, require
+from .flaky import connection_dropper
 
 pytestmark = pytest.mark.e2e
 
@@ -25,16 +29,20 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+CPU_RUNTIME = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
+
+
+def start_registry(root: Path, read_only: bool = False) -> Iterator[str]:
+    """Debian's docker-registry on a free loopback port, storing under `root`; its address."""
     binary = shutil.which("docker-registry")
     if binary is None:
         require("Debian's docker-registry is not installed (make test installs it)")
-    root = tmp_path_factory.mktemp("registry")
     address = f"127.0.0.1:{free_port()}"
+    root.mkdir(parents=True, exist_ok=True)
     config = root / "config.yml"
+    maintenance = "  maintenance:\n    readonly:\n      enabled: true\n" if read_only else ""
     config.write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\nhttp:\n  addr: {address}\n"
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n{maintenance}http:\n  addr: {address}\n"
     )
     server = subprocess.Popen([str(binary), "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -51,19 +59,58 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from start_registry(tmp_path_factory.mktemp("registry"))
+
+
+@pytest.fixture(scope="module")
 def built(
     docker_client: Any, registry: str, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
 ) -> Iterator[Built]:
-    entry = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
     yield from build_matrix(
-        docker_client, tmp_path_factory.mktemp("push"), entry, ca_bundle, registry=registry, extra=("--push",)
+        docker_client, tmp_path_factory.mktemp("push"), CPU_RUNTIME, ca_bundle, registry=registry, extra=("--push",)
     )
+
+
+def pushed_tags(registry: str, repository: str) -> set[str]:
+    path = repository.removeprefix(registry + "/")
+    with urllib.request.urlopen(f"http://{registry}/v2/{path}/tags/list", timeout=10) as answer:
+        return set(json.load(answer)["tags"])
 
 
 def test_verified_images_are_pushed_with_their_aliases(built: Built, registry: str) -> None:
     assert built.status == 0, built.output
     image = built.image("runtime")
-    path = image.repository.removeprefix(registry + "/")
-    with urllib.request.urlopen(f"http://{registry}/v2/{path}/tags/list", timeout=10) as answer:
-        tags = set(json.load(answer)["tags"])
-    assert tags == {image.tag, *image.aliases}
+    assert pushed_tags(registry, image.repository) == {image.tag, *image.aliases}
+
+
+def test_a_push_whose_connections_are_dropped_is_retried_and_lands(
+    docker_client: Any, registry: str, tmp_path: Path, ca_bundle: tuple[Path, bytes]
+) -> None:
+    """The registry's network resets every connection of the first push attempt (a real TCP relay)."""
+    with connection_dropper(registry, window_s=1.0) as flaky:
+        for built in build_matrix(
+            docker_client, tmp_path, CPU_RUNTIME, ca_bundle, registry=flaky.address, extra=("--push",)
+        ):
+            assert built.status == 0, built.output
+            assert flaky.dropped > 0 and flaky.relayed > 0, (flaky.dropped, flaky.relayed)
+            image = built.image("runtime")
+            assert re.search(rf"{re.escape(image.repository)}:\S+: push failed \(.+\); retry 1/2 in 2 s", built.output), (
+                built.output
+            )
+            assert pushed_tags(flaky.address, image.repository) == {image.tag, *image.aliases}
+
+
+def test_a_push_the_registry_refuses_for_good_is_not_retried(
+    docker_client: Any, tmp_path: Path, ca_bundle: tuple[Path, bytes]
+) -> None:
+    """A read-only registry answers 405: a real error, reported once, never retried; the image fails."""
+    for read_only in start_registry(tmp_path / "registry", read_only=True):
+        (tmp_path / "build").mkdir()
+        for built in build_matrix(
+            docker_client, tmp_path / "build", CPU_RUNTIME, ca_bundle, registry=read_only, extra=("--push",)
+        ):
+            assert built.status == 1, built.output
+            assert "405" in built.output, built.output
+            assert "retry" not in built.output, built.output
+            assert "0 built" in built.output and "1 failed" in built.output, built.output
