@@ -41,9 +41,8 @@ def start_registry(root: Path, read_only: bool = False) -> Iterator[str]:
     root.mkdir(parents=True, exist_ok=True)
     config = root / "config.yml"
     maintenance = "  maintenance:\n    readonly:\n      enabled: true\n" if read_only else ""
-    config.write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n{maintenance}http:\n  addr: {address}\n"
-    )
+    storage = f"storage:\n  filesystem:\n    rootdirectory: {root}/data\n{maintenance}"
+    config.write_text(f"version: 0.1\n{storage}http:\n  addr: {address}\n")
     server = subprocess.Popen([str(binary), "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(50):
@@ -95,9 +94,8 @@ def test_a_push_whose_connections_are_dropped_is_retried_and_lands(
             assert built.status == 0, built.output
             assert flaky.dropped > 0 and flaky.relayed > 0, (flaky.dropped, flaky.relayed)
             image = built.image("runtime")
-            assert re.search(rf"{re.escape(image.repository)}:\S+: push failed \(.+\); retry 1/2 in 2 s", built.output), (
-                built.output
-            )
+            retried = rf"{re.escape(image.repository)}:\S+: push failed \(.+\); retry 1/2 in 2 s"
+            assert re.search(retried, built.output), built.output
             assert pushed_tags(flaky.address, image.repository) == {image.tag, *image.aliases}
 
 

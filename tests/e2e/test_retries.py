@@ -1,11 +1,13 @@
-"""A transient network failure is retried (pip's own retries, PIP_RETRIES in every pip step of the
-Dockerfiles): a wheel server that drops the first connection to every path still gives a verified
-image, and the build log says pip retried. The real engine and a real build."""
+"""Transient network failures are retried, and the build log says so. One real build meets two faults:
+a wheel server that drops the first connection to every path (pip's own retries, PIP_RETRIES in every
+pip step) and an HTTP proxy for apt that goes down for a few seconds at the first index request (the
+Dockerfile's retry of apt's network steps). The image is still built and verified."""
 
 from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import textwrap
 import threading
@@ -19,6 +21,7 @@ import pytest
 from torchimages.wheels import local_path
 
 from .conftest import remove_repository, require, run_cli
+from .flaky import OutageProxy
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
@@ -57,16 +60,37 @@ def flaky_wheel_folder() -> Iterator[tuple[str, set[str]]]:
         server.server_close()
 
 
-def test_a_dropped_connection_is_retried_and_the_log_says_so(
-    flaky_wheel_folder: tuple[str, set[str]], docker_client: Any, tmp_path: Path, ca_bundle: tuple[Path, bytes]
+@pytest.fixture
+def docker_config_with_flaky_apt_proxy(tmp_path: Path) -> Iterator[tuple[Path, OutageProxy]]:
+    """A docker client configuration whose proxy (handed to builds as http_proxy, Docker's own feature
+    for users behind a proxy) is an `OutageProxy`; loopback (the wheel server) is not proxied."""
+    proxy = OutageProxy(trigger="InRelease", outage_s=2.5)
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    proxies = {"default": {"httpProxy": proxy.url, "noProxy": "127.0.0.1,localhost"}}
+    (config / "config.json").write_text(json.dumps({"proxies": proxies}))
+    try:
+        yield config, proxy
+    finally:
+        proxy.close()
+
+
+def test_transient_failures_are_retried_and_the_log_says_so(
+    flaky_wheel_folder: tuple[str, set[str]],
+    docker_config_with_flaky_apt_proxy: tuple[Path, OutageProxy],
+    docker_client: Any,
+    tmp_path: Path,
+    ca_bundle: tuple[Path, bytes],
 ) -> None:
     url, dropped = flaky_wheel_folder
+    docker_config, apt_proxy = docker_config_with_flaky_apt_proxy
     repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(textwrap.dedent(f"repository: {repository}\nmatrix:\n  include:\n    - {ENTRY}\n"))
     assert run_cli("render", "--matrix", matrix).returncode == 0
     logs = tmp_path / "logs"
-    env = {**os.environ, "TORCHIMAGES_FIND_LINKS": url}  # the flaky server instead of the folder itself
+    # the flaky server instead of the folder itself; the client configuration with the flaky proxy
+    env = {**os.environ, "TORCHIMAGES_FIND_LINKS": url, "DOCKER_CONFIG": str(docker_config)}
     try:
         result = run_cli(
             "build", "--matrix", matrix, "--no-cache", "--network", "host", "--test", "none",
@@ -79,5 +103,8 @@ def test_a_dropped_connection_is_retried_and_the_log_says_so(
         assert any(path.endswith(".whl") for path in dropped), sorted(dropped)
         log = next(logs.glob("*runtime*.log")).read_text(errors="replace")
         assert "Retrying (Retry(" in log, "pip's retry is not in the build log"
+        assert apt_proxy.failed and apt_proxy.served_after > 0, (apt_proxy.failed, apt_proxy.served_after)
+        apt_retry = "torchimages: network step failed, retry 1/2 in 10 s: apt-get update"
+        assert apt_retry in log, "apt's retry is not in the build log"
     finally:
         remove_repository(docker_client, repository)

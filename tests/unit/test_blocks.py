@@ -54,10 +54,15 @@ def test_apt_block_uses_cache_mounts_names_only_and_records_the_packages() -> No
             --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\
             --mount=type=secret,id=cacert,target=/run/secrets/cacert \\
             {ca}
-            && apt-get update -o Acquire::Retries=3 \\
-            && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \\
+            && retry() {{ for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; \
+echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; }} \\
+            && set -- \\
                 gcc \\
                 g++ \\
+            && retry apt-get update --error-on=any -o Acquire::Retries=3 \\
+            && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \\
+            && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \\
+            && apt-get install -y --no-install-recommends "$@" \\
             && rm -f /etc/apt/apt.conf.d/99build-ca \\
             && mkdir -p /usr/share/torchimages \\
             && dpkg-query -W -f '${{Package}}=${{Version}}\\n' > /usr/share/torchimages/os-packages.txt"""
@@ -69,7 +74,7 @@ def test_apt_block_purges_before_it_installs() -> None:
     text = block(MACROS.apt_install(image(), ["git"], ["libnccl2", "libnccl-dev"]))
     assert (
         "    && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \\\n"
-        "    && apt-get update -o Acquire::Retries=3" in text
+        "    && retry apt-get update --error-on=any -o Acquire::Retries=3" in text
     )
 
 

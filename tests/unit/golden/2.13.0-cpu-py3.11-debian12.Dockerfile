@@ -16,14 +16,18 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update -o Acquire::Retries=3 \
-    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
+    && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
+    && set -- \
         ca-certificates \
         python3.11 \
         python3.11-venv \
         python3.11-dev \
         gcc \
         g++ \
+    && retry apt-get update --error-on=any -o Acquire::Retries=3 \
+    && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
+    && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
+    && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
@@ -67,7 +71,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:f974082ce45f63a64d76523f2034801f4772c0fc7235bb2fbadf958a0fe898c8" \
+      io.torchimages.input-digest="sha256:0312ce4b6cab075ffbf46c48c1043aa17e6c68f7cb332a919b4d3d49548ddb15" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -89,10 +93,14 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update -o Acquire::Retries=3 \
-    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
+    && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
+    && set -- \
         git \
         make \
+    && retry apt-get update --error-on=any -o Acquire::Retries=3 \
+    && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
+    && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
+    && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
@@ -110,7 +118,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:1d44f2028742a636ac85b954895c050f2c4d6ab818df023543ee09c6ba5775c3" \
+      io.torchimages.input-digest="sha256:b1aefebb6bce11e9e17f306683f4962c53a51153f9495c90bd72fc9a19a4e8b5" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -16,14 +16,18 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update -o Acquire::Retries=3 \
-    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
+    && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
+    && set -- \
         ca-certificates \
         python3.11 \
         python3.11-venv \
         python3.11-dev \
         gcc \
         g++ \
+    && retry apt-get update --error-on=any -o Acquire::Retries=3 \
+    && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
+    && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
+    && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
@@ -83,7 +87,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:391a13db258261f70b59cd4331bd4d389d21a6164957f723abcfb2f3b98609c0" \
+      io.torchimages.input-digest="sha256:f73737680096be8a04aa0a8101e07c98eac461ec67d778be5155e3dd06c74987" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -105,10 +109,14 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update -o Acquire::Retries=3 \
-    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
+    && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
+    && set -- \
         git \
         make \
+    && retry apt-get update --error-on=any -o Acquire::Retries=3 \
+    && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
+    && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
+    && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
@@ -135,7 +143,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:08233dc01652ebf3bf206c3dbc3d9dfcf38e1f0691fe85bd8135c27a070907a3" \
+      io.torchimages.input-digest="sha256:75b214d13d58e602d4114b01feafc735b3bd409988cddac6fd8ccad2b865c411" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

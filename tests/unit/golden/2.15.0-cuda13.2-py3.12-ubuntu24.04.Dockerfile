@@ -16,14 +16,18 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update -o Acquire::Retries=3 \
-    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
+    && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
+    && set -- \
         ca-certificates \
         python3.12 \
         python3.12-venv \
         python3.12-dev \
         gcc \
         g++ \
+    && retry apt-get update --error-on=any -o Acquire::Retries=3 \
+    && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
+    && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
+    && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
@@ -82,7 +86,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:e75804bf71aee79a7b437cd1b82e204810b49af2815309a7c13166e4364b7129" \
+      io.torchimages.input-digest="sha256:5541599e4e98ef2e2917cb1d85c3c5f2e5adfadc70ae7809fef90be3af2cea79" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

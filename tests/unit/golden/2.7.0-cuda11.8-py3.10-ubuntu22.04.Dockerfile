@@ -16,14 +16,18 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get update -o Acquire::Retries=3 \
-    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
+    && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
+    && set -- \
         ca-certificates \
         python3.10 \
         python3.10-venv \
         python3.10-dev \
         gcc \
         g++ \
+    && retry apt-get update --error-on=any -o Acquire::Retries=3 \
+    && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
+    && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
+    && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
@@ -90,7 +94,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:c317c4c90156b029691b550d5980ea0f4bd599be2250161e326a1f8842669649" \
+      io.torchimages.input-digest="sha256:57bb837e30b865d8d36f1b3a1c0612b554b139a5f3cacf4108c3a10dbe72c864" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -119,9 +123,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert \
     if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
-    && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \
-    && apt-get update -o Acquire::Retries=3 \
-    && apt-get install -o Acquire::Retries=3 -y --no-install-recommends \
+    && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
+    && set -- \
         ca-certificates \
         python3.10 \
         python3.10-venv \
@@ -130,6 +133,11 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         g++ \
         git \
         make \
+    && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \
+    && retry apt-get update --error-on=any -o Acquire::Retries=3 \
+    && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
+    && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
+    && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
@@ -160,7 +168,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:69e4ed8e37d6f497a41e0fdb275008b79804ff5b2d88dc2284dec7beb0677dde" \
+      io.torchimages.input-digest="sha256:2eae0e15db6efa3bbaad35e3745e54ebfbf1eafbf9b781db3cde1d4ef4bf116f" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
