@@ -407,7 +407,7 @@ def lock_bases(args: argparse.Namespace) -> int:
             if digest:
                 found[name] = digest
             else:
-                failures.append(f"{name}: {error}")
+                failures.append(str(error))  # names the reference pulled: the base, or its mirror's name
     for failure in failures:
         print(f"error: {failure}", file=sys.stderr)
     if args.check:
