@@ -268,8 +268,9 @@ def check_driver(facts: HostFacts, need: Needs) -> Check:
             return Check(
                 name, FAIL, _no_gpu(facts), f"install an NVIDIA GPU driver >= {floor} (nvidia-smi must answer)"
             )
+        building = "" if need.host_only else "fine for building; "
         return Check(
-            name, SKIP, f"{_no_gpu(facts)}: fine for building; the GPU suites skip (--require-gpu makes this a failure)"
+            name, SKIP, f"{_no_gpu(facts)}: {building}the GPU suites skip (--require-gpu makes this a failure)"
         )
     gpus = f" ({', '.join(sorted(set(facts.gpus)))})" if facts.gpus else ""
     too_old = [i for i in cuda if i.min_driver and driver_is_older(facts.driver, i.min_driver)]
