@@ -28,7 +28,6 @@ from . import registry
 from .combination import Combination, RegistryBase
 from .compat import KnowledgeBase
 from .problems import InputError, Problem, Severity
-from .reference import _PATH_COMPONENT, _domain_problem
 
 LOCK_SUFFIX = ".bases.lock"
 LOCK_COMMAND = "python build.py lock --bases"
@@ -58,25 +57,6 @@ class BaseSettings:
     @property
     def lock_exists(self) -> bool:
         return self.lock_file.is_file()
-
-
-def mirror_problem(text: str) -> str | None:
-    """Why `text` is not a `HOST[:PORT][/PREFIX]` mirror, or None when it is one."""
-    if not text or any(c.isspace() or not c.isprintable() for c in text) or not text.isascii():
-        return "name a registry as HOST[:PORT][/PREFIX], without spaces"
-    if "://" in text:
-        return "name the registry without a scheme (HOST[:PORT][/PREFIX], not https://...)"
-    if "@" in text:
-        return "a mirror has no digest: HOST[:PORT][/PREFIX]"
-    host, _, prefix = text.partition("/")
-    if not ("." in host or ":" in host or host == "localhost"):
-        return f"'{host}' is not a registry host: it needs a '.' or a ':PORT' (or is localhost), as Docker reads names"
-    if broken := _domain_problem(host):
-        return broken
-    for component in prefix.split("/") if prefix else ():
-        if not _PATH_COMPONENT.fullmatch(component):
-            return f"prefix component '{component}' must be lowercase letters and digits with '.', '_' or '-' inside"
-    return None
 
 
 def mirrored(name: str, mirror: str | None) -> str:

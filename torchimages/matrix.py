@@ -15,9 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from .bases import mirror_problem
 from .problems import InputError, Problem, Severity
-from .reference import repository_problem
+from .reference import mirror_problem, repository_problem
 from .suggest import closest
 
 COMBINATION_KEYS = ("torch", "cuda", "python", "os", "cudnn", "nccl", "torchvision", "torchaudio", "flavors")

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import bases, compat, matrix, render, tags
+from . import bases, compat, matrix, reference, render, tags
 from .combination import LOCK_FILE, Combination, Image, make_image
 from .problems import InputError, Problem, Severity, errors, warnings
 from .resolve import resolve
@@ -56,7 +56,7 @@ def load(
     kb = kb or compat.load()
     parsed = matrix.read(matrix_path)
     problems = list(parsed.problems)
-    if base_registry is not None and (broken := bases.mirror_problem(base_registry)):
+    if base_registry is not None and (broken := reference.mirror_problem(base_registry)):
         raise InputError([Problem(broken, key="--base-registry")])
     lock_file = bases.lock_path(matrix_path)
     settings = bases.BaseSettings(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import bases, compat, plan, registry, render
+from torchimages import bases, compat, plan, reference, registry, render
 from torchimages.problems import InputError
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -84,13 +84,13 @@ def test_a_mirror_keeps_the_full_docker_hub_path(name: str, mirror: str | None, 
     ],
 )
 def test_a_bad_mirror_is_refused_with_the_rule(mirror: str, complaint: str) -> None:
-    problem = bases.mirror_problem(mirror)
+    problem = reference.mirror_problem(mirror)
     assert problem is not None and complaint in problem
 
 
 def test_good_mirrors_pass() -> None:
     for mirror in ("127.0.0.1:5000", "mirror.example.com/a/docker-hub", "localhost:5000/x"):
-        assert bases.mirror_problem(mirror) is None, mirror
+        assert reference.mirror_problem(mirror) is None, mirror
 
 
 def test_locked_bases_are_pulled_by_digest_and_change_the_input_digest(write_matrix: Callable[[str], Path]) -> None:

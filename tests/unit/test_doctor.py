@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +13,8 @@ from torchimages import doctor, plan
 from torchimages.combination import RegistryBase
 from torchimages.doctor import FAIL, OK, SKIP, WARN, Check, HostFacts, ImageNeed, Needs
 
+Cli = Callable[..., tuple[int, str, str]]
+ROOT = Path(__file__).resolve().parents[2]
 H200 = ("NVIDIA H200",)
 ENGINE = {"engine_version": "20.10.24", "engine_address": "unix:///var/run/docker.sock"}
 CUDA13 = ImageNeed("2.14.1-cuda13.0-cudnn9-runtime", "13.0", "580.65.06", "580.65.06", 6 * doctor.GB)
@@ -142,3 +146,33 @@ def test_bootstrapped_bases_need_mmdebstrap_unless_present(present: bool, mmdebs
     base = "torchimages/bootstrap-debian:12"
     facts = HostFacts(present_images=frozenset({base} if present else ()), mmdebstrap=mmdebstrap)
     assert doctor.check_bootstrap(facts, Needs((CPU,), (), (base,))).status == status
+
+
+def test_doctor_without_the_docker_sdk_says_so_and_still_checks_the_driver(
+    write_matrix: Callable[[str], Path],
+) -> None:
+    """The GPU machine has no Docker and no SDK: the doctor still runs, through the real CLI."""
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n")
+    script = (
+        "import sys; sys.modules['docker'] = None; sys.modules['docker.errors'] = None\n"
+        "from torchimages.cli import main\n"
+        f"sys.exit(main(['doctor', '--matrix', {str(path)!r}, '2.14.1-cuda13.0-cudnn9-runtime']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL  Docker engine" in result.stdout
+    assert "the docker SDK (Python package `docker`) is not installed" in result.stdout
+    assert "NVIDIA driver" in result.stdout and "Traceback" not in result.stderr
+    host_only = script.replace("'doctor', ", "'doctor', '--host-only', ")
+    result = subprocess.run([sys.executable, "-c", host_only], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_lock_without_selectors_or_bases_is_a_usage_error(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n")
+    code, _, err = cli("lock", "--matrix", str(path))
+    assert code == 2 and "SELECTOR" in err and "lock --bases" in err
+    code, _, err = cli("lock", "--matrix", str(path), "--check", "2.14.1")
+    assert code == 2 and "--check applies to --bases" in err
+    code, out, _ = cli("lock", "--bases", "--matrix", str(path))
+    assert code == 0 and "no registry bases in the selection" in out
