@@ -217,13 +217,14 @@ def check_registry_bases(facts: HostFacts, need: Needs) -> Check:
     if not need.registry_bases:
         return Check(name, OK, "none needed: the selection's bases are bootstrapped (no registry)")
     errors = dict(facts.base_errors)
-    missing = [
-        f"{base.reference}: {errors.get(base.reference) or 'not asked'}"
-        for base in need.registry_bases
-        if base.reference not in facts.present_images and errors.get(base.reference, "not asked")
-    ]
-    if missing:
-        return Check(name, FAIL, "not reachable and not present here: " + "; ".join(missing), HOW_TO_MIRROR)
+    by_error: dict[str, list[str]] = {}  # one public registry down is one reason for many bases
+    for base in need.registry_bases:
+        error = errors.get(base.reference, "not asked")
+        if base.reference not in facts.present_images and error:
+            by_error.setdefault(error, []).append(base.reference)
+    if by_error:
+        missing = "; ".join(f"{', '.join(refs)}: {error}" for error, refs in by_error.items())
+        return Check(name, FAIL, f"not reachable and not present here: {missing}", HOW_TO_MIRROR)
     unlocked = [base.name for base in need.registry_bases if not base.digest]
     answer = f"{len(need.registry_bases)} answer or are present ({', '.join(b.pull for b in need.registry_bases)})"
     if unlocked:
