@@ -8,7 +8,9 @@ MATRIX ?= matrix.yaml
 TAG ?=
 BUILD_ARGS ?=
 TEST_ARGS ?=
+DOCTOR_ARGS ?=
 PYTEST_ARGS ?=
+DOCTOR_ARGS ?=
 # Hand this machine's pip setup (local wheel folders, file:// indexes, CA bundle) to builds: 1 or 0.
 HOST_PIP ?= 1
 WITH_SOURCES = $(if $(filter 1,$(HOST_PIP)),eval "$$(scripts/host-pip-sources)";)
@@ -18,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]'
 	touch $@
 
-.PHONY: help install engine build render check-render validate list lint test test-unit test-images bench bench-image clean
+.PHONY: help install engine build doctor render check-render validate list lint test test-unit test-images bench bench-image clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,6 +33,9 @@ engine: ## make sure a Docker engine with BuildKit answers (as root: installs do
 build: $(VENV)/.installed engine ## build, verify and tag images: make build TAG=2.7.0-cuda11.8 [BUILD_ARGS=...]
 	@if [ -z "$(TAG)" ]; then echo "usage: make build TAG=<tag prefix or glob>, e.g. TAG=2.7.0-cuda11.8 (make list shows tags)"; exit 2; fi
 	$(WITH_SOURCES) $(PY) build.py build --matrix $(MATRIX) $(BUILD_ARGS) '$(TAG)'
+
+doctor: $(VENV)/.installed ## check this machine for the selected images: make doctor TAG=2.14.1-cuda13.0 [DOCTOR_ARGS=--host-only]
+	$(PY) build.py doctor --matrix $(MATRIX) $(DOCTOR_ARGS) $(if $(TAG),'$(TAG)')
 
 render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and templates
 	$(PY) build.py render --matrix $(MATRIX)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -43,7 +44,7 @@ class UsageError(Exception):
 
 def load_plan(args: argparse.Namespace) -> planning.Plan:
     """Load the plan named by the common options."""
-    return planning.load(args.matrix, args.templates, args.images_dir)
+    return planning.load(args.matrix, args.templates, args.images_dir, base_registry=args.base_registry)
 
 
 def select(args: argparse.Namespace, loaded: planning.Plan) -> list[planning.Selected]:
@@ -363,6 +364,12 @@ def _inherited(engine: DockerEngine, info: ImageInfo) -> str:
 def cmd_lock(args: argparse.Namespace) -> int:
     from . import lock
 
+    if args.bases:
+        return lock_bases(args)
+    if args.check:
+        raise UsageError("--check applies to --bases (lock files of packages are read from built images)")
+    if not args.selectors:
+        raise UsageError("name the combinations whose packages to lock (SELECTOR...), or lock --bases")
     loaded = load_plan(args)
     chosen = select(args, loaded)
     engine = connect()
@@ -378,6 +385,90 @@ def cmd_lock(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def lock_bases(args: argparse.Namespace) -> int:
+    """`lock --bases`: resolve every registry base of the selection (all without SELECTOR) to its digest, through
+    the mirror where one is set, into the bases lock beside the matrix; re-render. `--check` compares instead."""
+    from . import bases, registry
+
+    loaded = load_plan(args)
+    chosen = select(args, loaded) if args.selectors else [planning.Selected(c, c.images) for c in loaded.combinations]
+    settings = loaded.bases
+    assert settings is not None
+    wanted = {b.name: b for s in chosen for b in s.combination.registry_bases}
+    if not wanted:
+        print("no registry bases in the selection (bootstrapped bases need no lock)")
+        return EXIT_OK
+    names = sorted(wanted)
+    found: dict[str, str] = {}
+    failures = []
+    with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
+        answers = pool.map(lambda n: _digest_or_error(registry, wanted[n].pull), names)
+        for name, (digest, error) in zip(names, answers, strict=True):
+            if digest:
+                found[name] = digest
+            else:
+                failures.append(str(error))  # names the reference pulled: the base, or its mirror's name
+    for failure in failures:
+        print(f"error: {failure}", file=sys.stderr)
+    if args.check:
+        moved = [
+            f"{n}: locked {settings.locks.get(n) or 'nothing'}, the registry serves {d}"
+            for n, d in found.items()
+            if settings.locks.get(n) != d
+        ]
+        for line in moved:
+            print(f"stale: {line}", file=sys.stderr)
+        if moved or failures:
+            print(f"run `{bases.LOCK_COMMAND}` and commit {settings.lock_file.name}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{settings.lock_file}: {len(found)} bases up to date")
+        return EXIT_OK
+    if failures:
+        print(
+            f"nothing written: every base must answer (`{bases.LOCK_COMMAND} --base-registry HOST/PREFIX` "
+            "resolves them through a mirror)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    used = {b.name for c in loaded.combinations for b in c.registry_bases}
+    digests = {n: d for n, d in settings.locks.items() if n in used} | found
+    bases.write_locks(settings.lock_file, digests, args.matrix.name, settings.mirror)
+    for name in names:
+        print(f"locked {name}: {wanted[name].pull}@{found[name]}")
+    relocked = load_plan(args)
+    changed = render.write(render.render_all(relocked.combinations, relocked.templates), relocked.images_dir)
+    print(f"{settings.lock_file}: {len(digests)} bases; {len(changed)} Dockerfiles re-rendered to pull them by digest")
+    return EXIT_OK
+
+
+def _digest_or_error(registry: Any, reference: str) -> tuple[str | None, str | None]:
+    try:
+        return registry.resolve_digest(reference), None
+    except registry.RegistryError as exc:
+        return None, str(exc)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+
+    chosen = select(args, load_plan(args))
+    need = doctor.needs(chosen, host_only=args.host_only, require_gpu=args.require_gpu)
+    tags = [i.tag for i in need.images]
+    shown_tags = ", ".join(tags[:3]) + (f" and {len(tags) - 3} more" if len(tags) > 3 else "")
+    mode = "run without Docker (--host-only)" if args.host_only else "build and run"
+    print(f"doctor: can this machine {mode} {len(tags)} image{'s' * (len(tags) != 1)} ({shown_tags})?")
+    checks = doctor.run_checks(doctor.gather(need, args.docker), need)
+    for line in doctor.report(checks):
+        print(line)
+    failed = [c.name for c in checks if c.failed]
+    print(
+        f"doctor: {len(failed)} failed ({', '.join(failed)})"
+        if failed
+        else "doctor: everything the selection needs is here"
+    )
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------
 # Options
 
@@ -390,6 +481,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="where Dockerfiles are rendered (default: images/ beside the matrix)",
+    )
+    parser.add_argument(
+        "--base-registry",
+        default=os.environ.get("TORCHIMAGES_BASE_REGISTRY") or None,
+        metavar="HOST/PREFIX",
+        help="pull registry bases from this mirror (ubuntu:24.04 -> HOST/PREFIX/library/ubuntu:24.04); "
+        "overrides the matrix's base_registry",
     )
 
 
@@ -524,7 +622,26 @@ def _test_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _lock_options(parser: argparse.ArgumentParser) -> None:
-    _selectors(parser, required=True)
+    _selectors(parser)
+    parser.add_argument(
+        "--bases",
+        action="store_true",
+        help="lock every registry base (of the SELECTORs, or all) to its digest in <matrix>.bases.lock",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="with --bases: exit 1 if the registry serves other digests"
+    )
+
+
+def _doctor_options(parser: argparse.ArgumentParser) -> None:
+    _selectors(parser)
+    parser.add_argument(
+        "--host-only",
+        action="store_true",
+        help="check only what running on this machine without Docker needs (driver, /dev/shm)",
+    )
+    parser.add_argument("--require-gpu", action="store_true", help="no usable GPU is a failure, not a skip")
+    parser.add_argument("--docker", default=None, help="docker client to probe (default: $DOCKER or found)")
 
 
 @dataclass(frozen=True)
@@ -546,10 +663,12 @@ COMMANDS = (
     Command("test", "run the smoke suites in built images, or on this machine", _test_options, cmd_test),
     Command(
         "lock",
-        "pin every package of built combinations into images/<combination>/requirements.lock",
+        "pin every package of built combinations into images/<combination>/requirements.lock, "
+        "or (--bases) every registry base to its digest",
         _lock_options,
         cmd_lock,
     ),
+    Command("doctor", "check that this machine can build and run the selected images", _doctor_options, cmd_doctor),
 )
 
 

@@ -46,6 +46,21 @@ class Toolkit:
 
 
 @dataclass(frozen=True)
+class RegistryBase:
+    """A base image pulled from a registry: its name in the knowledge base (`ubuntu:24.04`), where it is
+    pulled from (that name, or its mirror's) and the digest the bases lock pins (None: not locked)."""
+
+    name: str
+    pull: str
+    digest: str | None = None
+
+    @property
+    def reference(self) -> str:
+        """What FROM names: `pull@digest` when locked, else `pull`."""
+        return f"{self.pull}@{self.digest}" if self.digest else self.pull
+
+
+@dataclass(frozen=True)
 class Image:
     """One flavor of a combination: only what differs between flavors."""
 
@@ -94,6 +109,7 @@ class Combination:
     defined_at: SourceLocation
     repository: str
     lock_digest: str | None = None
+    registry_bases: tuple[RegistryBase, ...] = ()  # set by the plan (bases.py); FROM names their references
     images: tuple[Image, ...] = ()
     warnings: tuple[Problem, ...] = ()
 

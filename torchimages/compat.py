@@ -97,6 +97,20 @@ class OsRelease:
 
 
 @dataclass(frozen=True)
+class BaseImageEol:
+    """Registry base tags (`image`, a glob) their publisher removed (`gone`) or will remove (`going`)."""
+
+    image: str
+    status: str
+    reason: str
+    replacement: str
+    sources: tuple[str, ...]
+
+
+EOL_STATUSES = ("gone", "going")
+
+
+@dataclass(frozen=True)
 class KnowledgeBase:
     """All facts, indexed for lookup."""
 
@@ -108,6 +122,7 @@ class KnowledgeBase:
     torchaudio_last_release: str
     devel_pip: dict[str, str]
     numpy: dict[str, str]
+    base_image_eol: tuple[BaseImageEol, ...] = ()
 
     def release(self, torch_version: str) -> TorchRelease | None:
         """The release line a full torch version belongs to."""
@@ -204,7 +219,24 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         torchaudio_last_release=raw["torchaudio_last_release"],
         devel_pip=dict(raw.get("devel_pip") or {}),
         numpy={str(k): str(v) for k, v in (raw.get("numpy") or {}).items()},
+        base_image_eol=tuple(_eol(entry, raw["sources"]) for entry in raw.get("base_image_eol") or ()),
     )
+
+
+def _eol(raw: dict[str, Any], sources: dict[str, str]) -> BaseImageEol:
+    """One end-of-life entry; it must name a known status and at least one known source."""
+    entry = BaseImageEol(
+        image=str(raw["image"]),
+        status=str(raw["status"]),
+        reason=str(raw["reason"]),
+        replacement=str(raw["replacement"]),
+        sources=_strings(raw.get("sources")),
+    )
+    if entry.status not in EOL_STATUSES:
+        raise ValueError(f"base_image_eol {entry.image}: status is {' or '.join(EOL_STATUSES)}, not {entry.status}")
+    if not entry.sources or any(s not in sources for s in entry.sources):
+        raise ValueError(f"base_image_eol {entry.image}: name its sources (keys of `sources`)")
+    return entry
 
 
 def data_text() -> str:

@@ -354,8 +354,10 @@ def _sdk_client() -> Any:
 def _connection_errors() -> tuple[type[BaseException], ...]:
     """What the SDK raises, besides its DockerException, when the engine is gone: requests' errors
     (connection refused, reset, read timeout) and the OSErrors beneath them."""
-    import requests.exceptions
-
+    try:
+        import requests.exceptions
+    except ImportError:  # no SDK (nor requests) on this machine: commands that need no engine still run
+        return (OSError,)
     return (requests.exceptions.RequestException, OSError)
 
 
@@ -371,6 +373,49 @@ def _short(exc: BaseException) -> str:
 def engine_address() -> str:
     """The engine the SDK and CLI talk to: DOCKER_HOST, else the default socket."""
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `build.py doctor` asks of the engine: whether one answers (else why not), its version, where it
+    keeps images, its container runtimes, and which of the asked references it holds."""
+
+    address: str
+    version: str | None  # None: no engine answers
+    error: str | None
+    data_root: str | None = None
+    runtimes: tuple[str, ...] = ()
+    present: frozenset[str] = frozenset()
+
+
+def engine_facts(references: Sequence[str] = ()) -> EngineFacts:
+    """The engine's facts without raising: on a machine without Docker, or without the docker SDK, the
+    error says which (and how to get it)."""
+    address = engine_address()
+    try:
+        import docker.errors
+    except ImportError as exc:
+        return EngineFacts(address, None, f"the docker SDK (Python package `docker`) is not installed ({exc})")
+    try:
+        client = _sdk_client()
+        info = client.info()
+        present = set()
+        for reference in references:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.get(reference)
+                present.add(reference)
+    except EngineError as exc:
+        return EngineFacts(address, None, str(exc))
+    except (docker.errors.DockerException, *CONNECTION_ERRORS) as exc:
+        return EngineFacts(address, None, f"the engine at {address} failed to answer ({_short(exc)})")
+    return EngineFacts(
+        address,
+        str(info.get("ServerVersion") or "unknown"),
+        None,
+        str(info.get("DockerRootDir") or "") or None,
+        tuple(sorted(info.get("Runtimes") or {})),
+        frozenset(present),
+    )
 
 
 class DockerEngine:

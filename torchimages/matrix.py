@@ -16,13 +16,13 @@ from pathlib import Path
 import yaml
 
 from .problems import InputError, Problem, Severity
-from .reference import repository_problem
+from .reference import mirror_problem, repository_problem
 from .suggest import closest
 
 COMBINATION_KEYS = ("torch", "cuda", "python", "os", "cudnn", "nccl", "torchvision", "torchaudio", "flavors")
 AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k != "flavors")
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
-TOP_LEVEL_KEYS = ("repository", "matrix")
+TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "matrix")
 DEFAULT_REPOSITORY = "torchimages/pytorch"
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
 MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
@@ -68,6 +68,8 @@ class Matrix:
     repository: str
     rows: tuple[MatrixRow, ...]
     problems: tuple[Problem, ...] = field(default=())
+    base_registry: str | None = None  # HOST[:PORT][/PREFIX] registry bases are pulled from (bases.py)
+    require_locked_bases: bool = False  # a registry base without a digest in the bases lock is an error
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -268,6 +270,7 @@ def parse(text: str, path: str) -> Matrix:
             reader.problem(top["repository"], broken, key="repository")
         else:
             repository = str(repo.value)
+    settings = _base_settings(reader, top)
     rows: list[MatrixRow] = []
     if "matrix" not in top:
         reader.problem(root, "missing the 'matrix:' mapping", key="matrix")
@@ -288,11 +291,27 @@ def parse(text: str, path: str) -> Matrix:
                 f"set {MAX_COMBINATIONS_VARIABLE} to raise it",
                 key="matrix",
             )
-            return Matrix(path, repository, (), tuple(reader.problems))
+            return Matrix(path, repository, (), tuple(reader.problems), *settings)
         rows = expand(axes, exclude, include, _line(top["matrix"]))
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
-    return Matrix(path, repository, tuple(rows), tuple(reader.problems))
+    return Matrix(path, repository, tuple(rows), tuple(reader.problems), *settings)
+
+
+def _base_settings(reader: _Reader, top: dict[str, yaml.Node]) -> tuple[str | None, bool]:
+    """`base_registry` (a HOST[:PORT][/PREFIX] mirror) and `require_locked_bases` (true or false)."""
+    mirror = None
+    if "base_registry" in top and (value := reader.scalar(top["base_registry"], "base_registry")):
+        if broken := mirror_problem(str(value.value)):
+            reader.problem(top["base_registry"], broken, key="base_registry")
+        else:
+            mirror = str(value.value)
+    require = False
+    if "require_locked_bases" in top and (flag := reader.scalar(top["require_locked_bases"], "require_locked_bases")):
+        if flag.value not in ("true", "false"):
+            reader.problem(top["require_locked_bases"], "must be true or false", key="require_locked_bases")
+        require = flag.value == "true"
+    return mirror, require
 
 
 def _position(text: str, index: int) -> tuple[int, int]:

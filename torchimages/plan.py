@@ -8,9 +8,9 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import compat, matrix, render, tags
+from . import bases, compat, matrix, reference, render, tags
 from .combination import LOCK_FILE, Combination, Image, make_image
-from .problems import InputError, Problem, errors, warnings
+from .problems import InputError, Problem, Severity, errors, warnings
 from .resolve import resolve
 from .suggest import closest
 
@@ -24,6 +24,7 @@ class Plan:
     templates: Path
     combinations: tuple[Combination, ...]
     warnings: tuple[Problem, ...]
+    bases: bases.BaseSettings | None = None  # the registry bases' mirror and lock (None: no matrix read)
 
     def images(self) -> list[tuple[Combination, Image]]:
         """Every image with its combination, in plan order."""
@@ -47,21 +48,34 @@ def load(
     templates: Path = render.DEFAULT_TEMPLATES,
     images_dir: Path | None = None,
     kb: compat.KnowledgeBase | None = None,
+    base_registry: str | None = None,
 ) -> Plan:
-    """Read, expand, resolve and tag a matrix; raise InputError with every problem found."""
+    """Read, expand, resolve and tag a matrix; raise InputError with every problem found.
+
+    `base_registry` (a HOST[:PORT][/PREFIX] mirror) overrides the matrix's `base_registry`."""
     kb = kb or compat.load()
     parsed = matrix.read(matrix_path)
     problems = list(parsed.problems)
+    if base_registry is not None and (broken := reference.mirror_problem(base_registry)):
+        raise InputError([Problem(broken, key="--base-registry")])
+    lock_file = bases.lock_path(matrix_path)
+    settings = bases.BaseSettings(
+        lock_file, bases.read_locks(lock_file), base_registry or parsed.base_registry, parsed.require_locked_bases
+    )
     resolved = [resolve(kb, row, parsed.path, parsed.repository) for row in parsed.rows]
     for result in resolved:
         problems.extend(result.problems)
     images_folder = images_dir or matrix_path.parent / "images"
     _check_folder(images_folder)
-    found = [
-        (replace(r.combination, lock_digest=lock_digest(images_folder / r.combination.folder / LOCK_FILE)), r.flavors)
-        for r in resolved
-        if r.combination
-    ]
+    found = []
+    for r in resolved:
+        if r.combination:
+            locked = replace(r.combination, lock_digest=lock_digest(images_folder / r.combination.folder / LOCK_FILE))
+            pinned, base_problems = bases.apply(locked, settings)
+            base_problems += bases.eol_problems(kb, pinned)
+            problems.extend(p for p in base_problems if p.severity is Severity.ERROR)
+            pinned = replace(pinned, warnings=(*pinned.warnings, *warnings(base_problems)))
+            found.append((pinned, r.flavors))
     problems.extend(_defined_twice([c for c, _ in found]))
     slots = [(c, flavor) for c, flavors in found for flavor in flavors]
     namings, clashes = tags.assign(kb, slots)
@@ -74,7 +88,8 @@ def load(
         images[c.folder].append(make_image(c, flavor, naming.tag, naming.aliases, fingerprint))
     complete = [replace(c, images=tuple(images[c.folder])) for c, _ in found]
     complete.sort(key=lambda c: (compat.version_key(c.torch), c.variant, c.os.name))
-    return Plan(matrix_path, images_folder, templates, tuple(complete), tuple(warnings(list(parsed.problems))))
+    plan_warnings = warnings(list(parsed.problems)) + bases.unused_entries(settings, complete)
+    return Plan(matrix_path, images_folder, templates, tuple(complete), tuple(plan_warnings), settings)
 
 
 def _check_folder(folder: Path) -> None:

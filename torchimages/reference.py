@@ -9,6 +9,7 @@
 
 As Docker does, the first component is a registry host when it has a '.' or ':' or is `localhost`.
 A repository here carries no tag and no digest: the tags come from the matrix.
+A registry mirror (`--base-registry`, `base_registry:`) is `domain ['/' path-component]*`.
 """
 
 from __future__ import annotations
@@ -61,4 +62,23 @@ def _domain_problem(domain: str) -> str | None:
         return (
             f"registry host '{host}' must be names of letters, digits and inner '-', separated by one '.' (host[:port])"
         )
+    return None
+
+
+def mirror_problem(text: str) -> str | None:
+    """Why `text` is not a `HOST[:PORT][/PREFIX]` mirror, or None when it is one."""
+    if not text or any(c.isspace() or not c.isprintable() for c in text) or not text.isascii():
+        return "name a registry as HOST[:PORT][/PREFIX], without spaces"
+    if "://" in text:
+        return "name the registry without a scheme (HOST[:PORT][/PREFIX], not https://...)"
+    if "@" in text:
+        return "a mirror has no digest: HOST[:PORT][/PREFIX]"
+    host, _, prefix = text.partition("/")
+    if not ("." in host or ":" in host or host == "localhost"):
+        return f"'{host}' is not a registry host: it needs a '.' or a ':PORT' (or is localhost), as Docker reads names"
+    if broken := _domain_problem(host):
+        return broken
+    for component in prefix.split("/") if prefix else ():
+        if not _PATH_COMPONENT.fullmatch(component):
+            return f"prefix component '{component}' must be lowercase letters and digits with '.', '_' or '-' inside"
     return None

@@ -1,0 +1,166 @@
+"""Registry bases locked to digests, through a mirror, against a real registry on loopback (Debian's
+docker-registry) holding the bootstrapped Debian base under registry-base names; and `build.py doctor`
+through the real CLI on this machine (no GPU, no public registry)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from torchimages import bases, bootstrap, compat, engine
+
+from .conftest import run_cli
+from .test_push import registry  # noqa: F401  (the registry fixture)
+
+pytestmark = pytest.mark.e2e
+
+UBUNTU = "ubuntu:24.04"
+TOOLKIT = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
+SELECTION = "2.14.1-cuda13.0-cudnn9"
+MATRIX = """\
+    matrix:
+      include:
+        - {torch: 2.14.1, cuda: "13.0", os: ubuntu24.04}
+        - {torch: 2.14.1, cuda: "13.0", os: debian12}
+    """
+
+
+def push(client: Any, image: str, reference: str) -> str:
+    """Push a local image under `reference`; the digest the registry stored it under."""
+    repository, tag = reference.rsplit(":", 1)
+    client.images.get(image).tag(repository, tag)
+    digest = ""
+    for line in client.images.push(repository, tag, stream=True, decode=True):
+        assert "error" not in line, line
+        digest = (line.get("aux") or {}).get("Digest", digest)
+    assert digest.startswith("sha256:"), f"no digest reported for {reference}"
+    return digest
+
+
+def tiny_image(client: Any, name: str) -> str:
+    """A one-file image (a different manifest than the Debian base); its id."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        info = tarfile.TarInfo("marker")
+        info.size = len(name)
+        tar.addfile(info, io.BytesIO(name.encode()))
+    repository, tag = name.rsplit(":", 1)
+    client.api.import_image_from_data(data.getvalue(), repository=repository, tag=tag)
+    return str(client.images.get(name).id)
+
+
+@pytest.fixture(scope="module")
+def mirror(docker_client: Any, registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:  # noqa: F811
+    """The loopback registry holding the Debian base as ubuntu:24.04 and as an nvidia/cuda devel image."""
+    debian = compat.load().os["debian12"]
+    log = tmp_path_factory.mktemp("bootstrap") / "bootstrap.log"
+    bootstrap.ensure(engine.DockerEngine(), debian, None, log)  # usually present already: a label check
+    names = {UBUNTU: f"{registry}/library/{UBUNTU}", TOOLKIT: f"{registry}/{TOOLKIT}"}
+    try:
+        yield {name: push(docker_client, debian.image, pushed) for name, pushed in names.items()}
+    finally:
+        for pushed in names.values():
+            docker_client.images.remove(pushed)
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> Path:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(textwrap.dedent(MATRIX))
+    return path
+
+
+def test_lock_bases_pins_every_registry_base_through_the_mirror(
+    matrix: Path,
+    mirror: dict[str, str],
+    registry: str,  # noqa: F811
+    docker_client: Any,
+) -> None:
+    locked = run_cli("lock", "--bases", "--matrix", matrix, "--base-registry", registry)
+    assert locked.returncode == 0, locked.stderr
+    lock = yaml.safe_load(bases.lock_path(matrix).read_text())
+    assert lock == {"bases": {UBUNTU: mirror[UBUNTU], TOOLKIT: mirror[TOOLKIT]}}
+    dockerfiles = {p.parent.name: p.read_text() for p in (matrix.parent / "images").glob("*/Dockerfile")}
+    ubuntu = dockerfiles["2.14.1-cuda13.0-py3.12-ubuntu24.04"]
+    assert f"FROM {registry}/library/{UBUNTU}@{mirror[UBUNTU]} AS runtime" in ubuntu
+    assert f"FROM {registry}/{TOOLKIT}@{mirror[TOOLKIT]} AS devel" in ubuntu
+    assert "FROM torchimages/bootstrap-debian:12 AS runtime" in dockerfiles["2.14.1-cuda13.0-py3.11-debian12"]
+    pinned = f"{registry}/library/ubuntu@{lock['bases'][UBUNTU]}"
+    pulled = docker_client.images.pull(pinned)  # the engine pulls exactly what FROM names
+    try:
+        assert pulled.id == docker_client.images.get("torchimages/bootstrap-debian:12").id
+    finally:
+        docker_client.images.remove(pinned)
+    check = run_cli("lock", "--bases", "--check", "--matrix", matrix, "--base-registry", registry)
+    assert check.returncode == 0, check.stderr
+    rendered = run_cli("render", "--check", "--matrix", matrix, "--base-registry", registry)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "not locked" not in rendered.stderr
+
+
+def test_a_moved_tag_makes_the_lock_stale(
+    matrix: Path,
+    mirror: dict[str, str],
+    registry: str,  # noqa: F811
+    docker_client: Any,
+) -> None:
+    assert run_cli("lock", "--bases", "--matrix", matrix, "--base-registry", registry).returncode == 0
+    other = tiny_image(docker_client, f"torchimages-e2e-{matrix.parent.name.lower()[-8:]}/other:1")
+    try:
+        moved = push(docker_client, other, f"{registry}/library/{UBUNTU}")
+        check = run_cli("lock", "--bases", "--check", "--matrix", matrix, "--base-registry", registry)
+        assert check.returncode == 1, check.stdout
+        assert f"stale: {UBUNTU}: locked {mirror[UBUNTU]}, the registry serves {moved}" in check.stderr
+        assert "run `python build.py lock --bases`" in check.stderr
+    finally:
+        push(docker_client, "torchimages/bootstrap-debian:12", f"{registry}/library/{UBUNTU}")  # put it back
+        docker_client.images.remove(other, force=True)  # its tag and the registry digest it was pushed under
+
+
+def test_a_base_the_registry_lacks_writes_nothing(
+    tmp_path: Path,
+    mirror: dict[str, str],
+    registry: str,  # noqa: F811
+) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text("matrix:\n  include:\n    - {torch: 2.7.1, cuda: '12.6', os: ubuntu22.04}\n")
+    result = run_cli("lock", "--bases", "--matrix", path, "--base-registry", registry)
+    assert result.returncode == 1
+    assert f"error: {registry}/library/ubuntu:22.04: {registry} has no such manifest (HTTP 404)" in result.stderr
+    assert "nothing written" in result.stderr
+    assert not bases.lock_path(path).exists()
+
+
+def test_doctor_passes_with_the_mirror_and_says_there_is_no_gpu(
+    matrix: Path,
+    mirror: dict[str, str],
+    registry: str,  # noqa: F811
+) -> None:
+    assert run_cli("lock", "--bases", "--matrix", matrix, "--base-registry", registry).returncode == 0
+    result = run_cli("doctor", "--matrix", matrix, "--base-registry", registry, f"{SELECTION}-runtime")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok    registry bases" in result.stdout and "each locked to a digest" in result.stdout
+    assert "skip  NVIDIA driver" in result.stdout and "no NVIDIA GPU here" in result.stdout
+    assert "doctor: everything the selection needs is here" in result.stdout
+
+
+def test_doctor_without_a_registry_fails_ubuntu_and_passes_debian(matrix: Path) -> None:
+    ubuntu = run_cli("doctor", "--matrix", matrix, f"{SELECTION}-runtime")
+    assert ubuntu.returncode == 1, ubuntu.stdout
+    assert "FAIL  registry bases" in ubuntu.stdout and "registry-1.docker.io does not answer" in ubuntu.stdout
+    assert "fix: make the registry reachable, or mirror the bases and pass --base-registry" in ubuntu.stdout
+    assert "no NVIDIA GPU here" in ubuntu.stdout
+    assert "doctor: 1 failed (registry bases)" in ubuntu.stdout
+    debian = run_cli("doctor", "--matrix", matrix, f"{SELECTION}-runtime-debian12")
+    assert debian.returncode == 0, debian.stdout
+    assert "ok    registry bases            none needed" in debian.stdout
+    required = run_cli("doctor", "--matrix", matrix, "--require-gpu", f"{SELECTION}-runtime-debian12")
+    assert required.returncode == 1
+    assert "FAIL  NVIDIA driver" in required.stdout and "install an NVIDIA GPU driver >= 580.65.06" in required.stdout

@@ -1,0 +1,202 @@
+"""Registry bases: names, mirrors, digest locks in the rendered FROM lines, end-of-life warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from torchimages import bases, compat, plan, reference, registry, render
+from torchimages.problems import InputError
+
+Cli = Callable[..., tuple[int, str, str]]
+UBUNTU = "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}\n"
+DEBIAN = "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n"
+OS_DIGEST = "sha256:" + "a" * 64
+TOOLKIT_DIGEST = "sha256:" + "b" * 64
+TOOLKIT = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
+
+
+def write_lock(matrix: Path, entries: dict[str, str]) -> Path:
+    path = bases.lock_path(matrix)
+    bases.write_locks(path, entries, matrix.name, None)
+    return path
+
+
+def dockerfile(loaded: plan.Plan) -> str:
+    (text,) = render.render_all(loaded.combinations, loaded.templates).values()
+    return text
+
+
+@pytest.mark.parametrize(
+    ("reference", "domain", "path", "tag", "digest"),
+    [
+        ("ubuntu:24.04", "docker.io", "library/ubuntu", "24.04", ""),
+        ("nvidia/cuda:13.0.0-devel-ubuntu24.04", "docker.io", "nvidia/cuda", "13.0.0-devel-ubuntu24.04", ""),
+        ("127.0.0.1:5000/library/ubuntu:24.04", "127.0.0.1:5000", "library/ubuntu", "24.04", ""),
+        ("localhost/hub/ubuntu", "localhost", "hub/ubuntu", "latest", ""),
+        (f"ubuntu:24.04@{OS_DIGEST}", "docker.io", "library/ubuntu", "24.04", OS_DIGEST),
+        ("nvcr.io/nvidia/cuda:12.8.1-devel-ubuntu24.04", "nvcr.io", "nvidia/cuda", "12.8.1-devel-ubuntu24.04", ""),
+    ],
+)
+def test_references_are_split_as_docker_normalises_them(
+    reference: str, domain: str, path: str, tag: str, digest: str
+) -> None:
+    assert registry.parse(reference) == registry.Reference(domain, path, tag, digest)
+
+
+def test_loopback_registries_are_spoken_to_over_http() -> None:
+    assert registry.scheme("127.0.0.1:5000") == "http"
+    assert registry.scheme("localhost:5000") == "http"
+    assert registry.scheme("registry-1.docker.io") == "https"
+    url = registry.manifest_url(registry.parse("ubuntu:24.04"))
+    assert url == "https://registry-1.docker.io/v2/library/ubuntu/manifests/24.04"
+
+
+@pytest.mark.parametrize(
+    ("name", "mirror", "pulled"),
+    [
+        ("ubuntu:24.04", "mirror.example.com/hub", "mirror.example.com/hub/library/ubuntu:24.04"),
+        ("ubuntu:24.04", "127.0.0.1:5000", "127.0.0.1:5000/library/ubuntu:24.04"),
+        (TOOLKIT, "mirror.example.com/hub", f"mirror.example.com/hub/{TOOLKIT}"),
+        (
+            "nvcr.io/nvidia/cuda:13.0.0-base-ubuntu24.04",
+            "m.example.com",
+            "m.example.com/nvidia/cuda:13.0.0-base-ubuntu24.04",
+        ),
+        ("ubuntu:24.04", None, "ubuntu:24.04"),
+    ],
+)
+def test_a_mirror_keeps_the_full_docker_hub_path(name: str, mirror: str | None, pulled: str) -> None:
+    assert bases.mirrored(name, mirror) == pulled
+
+
+@pytest.mark.parametrize(
+    ("mirror", "complaint"),
+    [
+        ("https://mirror.example.com", "without a scheme"),
+        ("mirror", "not a registry host"),
+        ("mirror.example.com/Hub", "prefix component 'Hub'"),
+        ("mirror.example.com:99999", "port"),
+        ("mirror.example.com/hub@sha256:00", "no digest"),
+        ("mirror .example.com", "without spaces"),
+    ],
+)
+def test_a_bad_mirror_is_refused_with_the_rule(mirror: str, complaint: str) -> None:
+    problem = reference.mirror_problem(mirror)
+    assert problem is not None and complaint in problem
+
+
+def test_good_mirrors_pass() -> None:
+    for mirror in ("127.0.0.1:5000", "mirror.example.com/a/docker-hub", "localhost:5000/x"):
+        assert reference.mirror_problem(mirror) is None, mirror
+
+
+def test_locked_bases_are_pulled_by_digest_and_change_the_input_digest(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(UBUNTU)
+    unlocked = plan.load(path)
+    write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    locked = plan.load(path)
+    text = dockerfile(locked)
+    assert f"FROM ubuntu:24.04@{OS_DIGEST} AS runtime" in text
+    assert f"FROM {TOOLKIT}@{TOOLKIT_DIGEST} AS devel" in text
+    (combination,) = locked.combinations
+    assert not any("not locked" in w.message for w in combination.warnings)
+    before = {i.flavor: i.input_digest for i in unlocked.combinations[0].images}
+    after = {i.flavor: i.input_digest for i in combination.images}
+    assert before["runtime"] != after["runtime"] and before["devel"] != after["devel"]
+
+
+def test_a_mirror_rewrites_registry_bases_and_keeps_the_digest(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("base_registry: mirror.example.com/hub\n" + UBUNTU)
+    write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    text = dockerfile(plan.load(path))
+    assert f"FROM mirror.example.com/hub/library/ubuntu:24.04@{OS_DIGEST} AS runtime" in text
+    assert f"FROM mirror.example.com/hub/{TOOLKIT}@{TOOLKIT_DIGEST} AS devel" in text
+    overridden = dockerfile(plan.load(path, base_registry="127.0.0.1:5000"))
+    assert f"FROM 127.0.0.1:5000/library/ubuntu:24.04@{OS_DIGEST} AS runtime" in overridden
+
+
+def test_bootstrapped_bases_are_never_rewritten(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(DEBIAN)
+    loaded = plan.load(path, base_registry="mirror.example.com/hub")
+    assert "FROM torchimages/bootstrap-debian:12 AS runtime" in dockerfile(loaded)
+    assert loaded.combinations[0].registry_bases == ()
+    assert not loaded.all_warnings()
+
+
+def test_a_missing_lock_is_one_warning_with_the_command(write_matrix: Callable[[str], Path]) -> None:
+    loaded = plan.load(write_matrix(UBUNTU))
+    (warning,) = [w for w in loaded.all_warnings() if "not locked" in w.message]
+    assert "matrix.bases.lock does not exist" in str(warning)
+    assert "python build.py lock --bases" in str(warning)
+    assert "FROM ubuntu:24.04 AS runtime" in dockerfile(loaded)
+
+
+def test_required_locks_make_a_missing_entry_an_error(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("require_locked_bases: true\n" + UBUNTU)
+    write_lock(path, {"ubuntu:24.04": OS_DIGEST})
+    code, _, err = cli("render", "--matrix", str(path))
+    assert code == 2, err
+    assert (
+        f"error: os: registry bases are not locked to a digest: matrix.bases.lock has no entry for them ({TOOLKIT})"
+        in err
+    )
+    assert "python build.py lock --bases" in err
+    assert not (path.parent / "images").exists()
+
+
+def test_a_lock_entry_no_base_uses_is_a_stale_warning(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(UBUNTU)
+    write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST, "ubuntu:22.04": OS_DIGEST})
+    (warning,) = plan.load(path).warnings
+    assert "stale entries for bases no combination uses: ubuntu:22.04" in str(warning)
+
+
+def test_a_malformed_lock_is_refused_with_the_fix(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(UBUNTU)
+    bases.lock_path(path).write_text("bases:\n  ubuntu:24.04: latest\n")
+    with pytest.raises(InputError) as caught:
+        plan.load(path)
+    assert "'latest' is not a sha256:<64 hex> digest" in str(caught.value)
+    code, _, err = cli("validate", "--matrix", str(path))
+    assert code == 2 and "lock --bases" in err
+
+
+def test_a_bad_base_registry_exits_2(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(UBUNTU)
+    code, _, err = cli("render", "--matrix", str(path), "--base-registry", "https://mirror.example.com")
+    assert code == 2
+    assert "--base-registry: name the registry without a scheme" in err
+    path.write_text("base_registry: mirror\nrequire_locked_bases: maybe\n" + UBUNTU)
+    code, _, err = cli("validate", "--matrix", str(path))
+    assert code == 2
+    assert "matrix.yaml:1: error: base_registry: 'mirror' is not a registry host" in err
+    assert "matrix.yaml:2: error: require_locked_bases: must be true or false" in err
+
+
+def test_an_end_of_life_base_warns_with_replacement_and_source(write_matrix: Callable[[str], Path]) -> None:
+    loaded = plan.load(write_matrix("matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n"))
+    (warning,) = [w for w in loaded.all_warnings() if "end-of-life" in w.message]
+    text = str(warning)
+    assert "base nvidia/cuda:11.8.0-* is end-of-life and will be removed" in text
+    assert "(sources: NVIMG, COG)" in text
+    assert "use a CUDA 12.6 or newer build" in text
+
+
+def test_a_supported_base_gives_no_end_of_life_warning(write_matrix: Callable[[str], Path]) -> None:
+    loaded = plan.load(write_matrix("matrix:\n  include:\n    - {torch: 2.7.1, cuda: '12.6'}\n"))
+    assert not [w for w in loaded.all_warnings() if "end-of-life" in w.message]
+
+
+def test_end_of_life_facts_name_their_sources() -> None:
+    kb = compat.load()
+    assert kb.base_image_eol, "the knowledge base marks nvidia/cuda tags NVIDIA removes"
+    for entry in kb.base_image_eol:
+        assert entry.sources and all(s in kb.sources for s in entry.sources)
+    raw = {"image": "x:*", "status": "gone", "reason": "r", "replacement": "y"}
+    with pytest.raises(ValueError, match="name its sources"):
+        compat._eol(raw, kb.sources)
+    with pytest.raises(ValueError, match="status is gone or going"):
+        compat._eol({**raw, "status": "old", "sources": ["NVIMG"]}, kb.sources)

@@ -1,0 +1,178 @@
+"""The host doctor's checks, each a pure function of gathered facts: fed fake facts here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from torchimages import doctor, plan
+from torchimages.combination import RegistryBase
+from torchimages.doctor import FAIL, OK, SKIP, WARN, Check, HostFacts, ImageNeed, Needs
+
+Cli = Callable[..., tuple[int, str, str]]
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ("NVIDIA H200",)
+ENGINE = {"engine_version": "20.10.24", "engine_address": "unix:///var/run/docker.sock"}
+CUDA13 = ImageNeed("2.14.1-cuda13.0-cudnn9-runtime", "13.0", "580.65.06", "580.65.06", 6 * doctor.GB)
+CUDA132 = ImageNeed("2.15.0-cuda13.2-cudnn9-runtime", "13.2", "580.65.06", "595.45.04", 6 * doctor.GB)
+CPU = ImageNeed("2.13.0-cpu-runtime-debian12", None, None, None, 2 * doctor.GB)
+UBUNTU = RegistryBase("ubuntu:24.04", "ubuntu:24.04")
+
+
+def need(*images: ImageNeed, bases: tuple[RegistryBase, ...] = (), **kwargs: bool) -> Needs:
+    return Needs(images, bases, (), **kwargs)
+
+
+def test_driver_580_runs_a_cuda_13_0_image() -> None:
+    check = doctor.check_driver(HostFacts(driver="580.159.04", gpus=H200), need(CUDA13))
+    assert check.status == OK
+    assert "driver 580.159.04 (NVIDIA H200) >= 580.65.06, the minimum of CUDA 13.0" in check.message
+
+
+def test_a_newer_minimum_fails_naming_both_versions() -> None:
+    check = doctor.check_driver(HostFacts(driver="575.57.08", gpus=H200), need(CUDA13, CPU))
+    assert check.status == FAIL
+    assert "driver 575.57.08 (NVIDIA H200) is older than 580.65.06, the minimum of 2.14.1-cuda13.0" in check.message
+    assert ">= 580.65.06" in check.fix
+
+
+def test_minor_version_compatibility_is_a_warning() -> None:
+    check = doctor.check_driver(HostFacts(driver="580.159.04", gpus=H200), need(CUDA13, CUDA132))
+    assert check.status == WARN
+    assert "CUDA 13.2 runs under minor-version compatibility" in check.message
+
+
+def test_no_gpu_is_said_and_skipped_unless_required() -> None:
+    facts = HostFacts(nvidia_smi_error="not found")
+    skipped = doctor.check_driver(facts, need(CUDA13))
+    assert skipped.status == SKIP
+    assert "no NVIDIA GPU here (nvidia-smi: not found): fine for building" in skipped.message
+    required = doctor.check_driver(facts, need(CUDA13, require_gpu=True))
+    assert required.status == FAIL and "driver >= 580.65.06" in required.fix
+    assert doctor.check_driver(facts, need(CPU)).status == SKIP
+
+
+def test_no_engine_fails_and_points_at_host_only() -> None:
+    facts = HostFacts(engine_error="the docker SDK (Python package `docker`) is not installed")
+    check = doctor.check_engine(facts, need(CUDA13))
+    assert check.status == FAIL
+    assert "pip install docker" in check.fix and "--host-only" in check.fix
+    assert doctor.check_engine(facts, need(CUDA13, host_only=True)).status == SKIP
+    assert doctor.check_build_client(facts, need(CUDA13)).status == SKIP
+    assert doctor.check_engine(HostFacts(**ENGINE), need(CUDA13)).status == OK
+
+
+def test_unreachable_registry_bases_fail_with_the_mirror_fix() -> None:
+    facts = HostFacts(base_errors=(("ubuntu:24.04", "registry-1.docker.io does not answer (no such host)"),))
+    check = doctor.check_registry_bases(facts, need(CUDA13, bases=(UBUNTU,)))
+    assert check.status == FAIL
+    assert "ubuntu:24.04: registry-1.docker.io does not answer" in check.message
+    assert "--base-registry HOST/PREFIX" in check.fix and "debian12" in check.fix
+
+
+def test_a_base_present_here_or_answering_passes() -> None:
+    present = HostFacts(present_images=frozenset({"ubuntu:24.04"}))
+    assert doctor.check_registry_bases(present, need(CUDA13, bases=(UBUNTU,))).status == WARN  # not locked
+    locked = RegistryBase("ubuntu:24.04", "ubuntu:24.04", "sha256:" + "a" * 64)
+    answers = HostFacts(base_errors=((locked.reference, None),))
+    assert doctor.check_registry_bases(answers, need(CUDA13, bases=(locked,))).status == OK
+    assert doctor.check_registry_bases(HostFacts(), need(CPU)).status == OK
+
+
+def test_too_little_disk_fails_with_how_much_more() -> None:
+    facts = HostFacts(**ENGINE, disk_path="/var/lib/docker", free_bytes=10 * doctor.GB)
+    check = doctor.check_disk(facts, need(CUDA13, CPU))
+    assert check.status == FAIL  # 6 + 2 + the largest (6) again = 14 GB
+    assert "14.0 GB estimated for 2 images" in check.message and "free 4.0 GB more" in check.fix
+    roomy = HostFacts(**ENGINE, disk_path="/var/lib/docker", free_bytes=100 * doctor.GB)
+    assert doctor.check_disk(roomy, need(CUDA13, CPU)).status == OK
+
+
+def test_the_container_toolkit_is_needed_only_with_a_gpu() -> None:
+    gpu = {"driver": "580.159.04", "gpus": H200}
+    missing = doctor.check_container_toolkit(HostFacts(**gpu), need(CUDA13))
+    assert missing.status == WARN and "nvidia-ctk" in missing.fix
+    assert doctor.check_container_toolkit(HostFacts(**gpu), need(CUDA13, require_gpu=True)).status == FAIL
+    runtime = HostFacts(runtimes=("nvidia", "runc"), **gpu)
+    assert doctor.check_container_toolkit(runtime, need(CUDA13)).status == OK
+    cdi = HostFacts(cdi_specs=("/etc/cdi/nvidia.yaml",), **gpu)
+    assert "CDI spec /etc/cdi/nvidia.yaml" in doctor.check_container_toolkit(cdi, need(CUDA13)).message
+    assert doctor.check_container_toolkit(HostFacts(), need(CUDA13)).status == SKIP
+
+
+def test_a_small_dev_shm_matters_for_multi_gpu_runs_on_the_host() -> None:
+    two = ("NVIDIA H200", "NVIDIA H200")
+    small = HostFacts(gpus=two, driver="580.159.04", shm_bytes=64 << 20)
+    check = doctor.check_shm(small, need(CUDA13, host_only=True, require_gpu=True))
+    assert check.status == FAIL and "0.06 GiB, under the 1 GiB that NCCL across 2 GPUs needs" in check.message
+    assert doctor.check_shm(small, need(CUDA13)).status == OK  # containers get --shm-size
+    assert doctor.check_shm(HostFacts(gpus=H200), need(CUDA13, host_only=True)).status == SKIP
+
+
+def test_nvidia_smi_output_is_parsed() -> None:
+    names, driver = doctor.parse_nvidia_smi("NVIDIA H200, 580.159.04\nNVIDIA H200, 580.159.04\n")
+    assert names == ("NVIDIA H200", "NVIDIA H200") and driver == "580.159.04"
+    assert doctor.parse_nvidia_smi("") == ((), None)
+
+
+def test_the_report_puts_each_fix_under_its_failure() -> None:
+    lines = doctor.report([Check("a", OK, "fine"), Check("longer name", FAIL, "broken", "mend it")])
+    assert lines == ["ok    a            fine", "FAIL  longer name  broken", "                   fix: mend it"]
+
+
+def test_needs_follow_the_selection(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(
+        "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}\n"
+        "    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}\n"
+    )
+    loaded = plan.load(path)
+    runtime = doctor.needs(plan.select(loaded, ["2.14.1-cuda13.0-cudnn9-runtime"]))
+    assert [b.name for b in runtime.registry_bases] == ["ubuntu:24.04"]  # runtime alone needs no toolkit image
+    both = doctor.needs(plan.select(loaded, ["2.14.1"]))
+    assert [b.name for b in both.registry_bases] == ["ubuntu:24.04", "nvidia/cuda:13.0.0-devel-ubuntu24.04"]
+    cpu = doctor.needs(plan.select(loaded, ["2.13.0"]))
+    assert cpu.registry_bases == () and cpu.bootstrapped_bases == ("torchimages/bootstrap-debian:12",)
+    assert cpu.cuda_images == ()
+
+
+@pytest.mark.parametrize(
+    ("present", "mmdebstrap", "status"), [(True, False, OK), (False, True, OK), (False, False, FAIL)]
+)
+def test_bootstrapped_bases_need_mmdebstrap_unless_present(present: bool, mmdebstrap: bool, status: str) -> None:
+    base = "torchimages/bootstrap-debian:12"
+    facts = HostFacts(present_images=frozenset({base} if present else ()), mmdebstrap=mmdebstrap)
+    assert doctor.check_bootstrap(facts, Needs((CPU,), (), (base,))).status == status
+
+
+def test_doctor_without_the_docker_sdk_says_so_and_still_checks_the_driver(
+    write_matrix: Callable[[str], Path],
+) -> None:
+    """The GPU machine has no Docker and no SDK: the doctor still runs, through the real CLI."""
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n")
+    script = (
+        "import sys; sys.modules['docker'] = None; sys.modules['docker.errors'] = None\n"
+        "from torchimages.cli import main\n"
+        f"sys.exit(main(['doctor', '--matrix', {str(path)!r}, '2.14.1-cuda13.0-cudnn9-runtime']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL  Docker engine" in result.stdout
+    assert "the docker SDK (Python package `docker`) is not installed" in result.stdout
+    assert "NVIDIA driver" in result.stdout and "Traceback" not in result.stderr
+    host_only = script.replace("'doctor', ", "'doctor', '--host-only', ")
+    result = subprocess.run([sys.executable, "-c", host_only], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_lock_without_selectors_or_bases_is_a_usage_error(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n")
+    code, _, err = cli("lock", "--matrix", str(path))
+    assert code == 2 and "SELECTOR" in err and "lock --bases" in err
+    code, _, err = cli("lock", "--matrix", str(path), "--check", "2.14.1")
+    assert code == 2 and "--check applies to --bases" in err
+    code, out, _ = cli("lock", "--bases", "--matrix", str(path))
+    assert code == 0 and "no registry bases in the selection" in out
