@@ -131,7 +131,7 @@ def bake_file(entries: Sequence[Entry], cache: Cache = Cache()) -> dict[str, Any
     }
 
 
-def read_metadata(text: str, source: str) -> dict[str, dict[str, Any]]:
+def read_metadata(text: str, source: str) -> dict[str, Any]:
     """buildx's --metadata-file: an object of target name -> object (other keys, such as buildx's
     `buildx.build.warnings`, may be anything). InputError when it is not JSON or not that shape."""
 
@@ -144,12 +144,10 @@ def read_metadata(text: str, source: str) -> dict[str, dict[str, Any]]:
         raise problem(f"not JSON ({exc}): expected the file `docker buildx bake --metadata-file` writes") from None
     if not isinstance(data, dict):
         raise problem(f"expected a JSON object of bake target -> build result, not {type(data).__name__}")
-    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+    return data
 
 
-def baked_images(
-    metadata: Mapping[str, Mapping[str, Any]], selected: Sequence[Selected], source: str
-) -> dict[Image, Baked]:
+def baked_images(metadata: Mapping[str, Any], selected: Sequence[Selected], source: str) -> dict[Image, Baked]:
     """Each selected image's temporary reference and the digests its builder reported, from the metadata;
     InputError naming every selected image the metadata has no entry for, or a malformed entry."""
     found: dict[Image, Baked] = {}
@@ -167,6 +165,9 @@ def baked_images(
                         suggestion="bake it (build.py bake, docker buildx bake --metadata-file), or leave it out",
                     )
                 )
+                continue
+            if not isinstance(entry, dict):
+                problems.append(Problem(f"target '{name}': malformed entry {entry!r}", file=source, key="--from"))
                 continue
             names = entry.get(IMAGE_NAME, "")
             ids = tuple(entry[k] for k in DIGEST_KEYS if k in entry)
