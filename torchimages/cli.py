@@ -7,6 +7,7 @@ the engine (and through it the SDK) only when they run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -255,7 +256,8 @@ def cmd_bake(args: argparse.Namespace) -> int:
         network=args.network,
     )
     entries = []
-    with wheels.serve(sources) as served:  # remote URLs only: nothing is served, they pass through
+    with wheels.serve(sources) as passed:  # remote URLs only: nothing is served, they pass through
+        served = dataclasses.replace(passed, trusted_hosts=tuple(args.trusted_host))
         for s in chosen:
             pip_conf = _secret(args.secrets_dir, served.pip_conf(s.combination.index_url))
             for image in s.images:
@@ -613,7 +615,17 @@ def _bake_options(parser: argparse.ArgumentParser) -> None:
         "--extra-index-url", action="append", default=list(defaults.extra_index_urls), help="more index URLs"
     )
     parser.add_argument("--find-links", action="append", default=list(defaults.find_links), help="wheel page URLs")
-    parser.add_argument("--network", default=env("TORCHIMAGES_NETWORK") or None, help="network for RUN steps")
+    parser.add_argument(
+        "--trusted-host",
+        action="append",
+        default=[],
+        help="a host pip may reach over plain http (a wheel server on the builder's bridge gateway)",
+    )
+    parser.add_argument(
+        "--network",
+        default=env("TORCHIMAGES_NETWORK") or None,
+        help="network for RUN steps (buildx 0.13 ignores a bake target's network; later releases read it)",
+    )
 
 
 def _promote_options(parser: argparse.ArgumentParser) -> None:

@@ -251,7 +251,8 @@ def test_bake_writes_the_file_and_the_pip_conf_secret(
     out, secrets = tmp_path / "bake.json", tmp_path / "secrets"
     code, _, err = cli(
         "bake", "--matrix", str(matrix_file), "--output", str(out), "--secrets-dir", str(secrets),
-        "--extra-index-url", "https://mirror.example/simple", "2.13.0-cpu",
+        "--extra-index-url", "https://mirror.example/simple", "--find-links", "http://172.17.0.1:8000/",
+        "--trusted-host", "172.17.0.1", "2.13.0-cpu",
     )  # fmt: skip
     assert code == 0, err
     definition = json.loads(out.read_text())
@@ -259,6 +260,7 @@ def test_bake_writes_the_file_and_the_pip_conf_secret(
     (pip_conf,) = secrets.iterdir()
     assert definition["target"]["2_13_0-cpu-devel"]["secret"] == [f"id=pipconf,src={pip_conf}"]
     assert "extra-index-url = https://mirror.example/simple" in pip_conf.read_text()
+    assert "trusted-host = 172.17.0.1" in pip_conf.read_text().splitlines()
     assert pip_conf.stat().st_mode & 0o077 == 0, "the pip.conf may hold credentials: private"
 
 
