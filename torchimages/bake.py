@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .builder import Baked, is_temporary, temporary_reference
+from .builder import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
 from .combination import Combination, Image
 from .engine import BuildRequest
 from .plan import Selected
@@ -58,9 +58,11 @@ def bake_token(image: Image) -> str:
     return "bake-" + image.input_digest.rsplit(":", 1)[-1][:12]
 
 
-def bake_reference(combination: Combination, image: Image) -> str:
-    """Where a bake puts an image: its temporary reference (builder.temporary_reference's naming)."""
-    return temporary_reference(combination, image, bake_token(image))
+def bake_reference(combination: Combination, image: Image, registry: str | None = None) -> str:
+    """Where a bake puts an image: its temporary reference (builder.temporary_reference's naming), under
+    `registry/` (`ghcr.io/team`) when the bake pushes."""
+    repository = f"{registry.rstrip('/')}/{TEMP_REPOSITORY}" if registry else TEMP_REPOSITORY
+    return temporary_reference(combination, image, bake_token(image), repository)
 
 
 def _name(text: str) -> str:
@@ -147,9 +149,12 @@ def read_metadata(text: str, source: str) -> dict[str, Any]:
     return data
 
 
-def baked_images(metadata: Mapping[str, Any], selected: Sequence[Selected], source: str) -> dict[Image, Baked]:
-    """Each selected image's temporary reference and the digests its builder reported, from the metadata;
-    InputError naming every selected image the metadata has no entry for, or a malformed entry."""
+def baked_images(
+    metadata: Mapping[str, Any], selected: Sequence[Selected], source: str, registry: str | None = None
+) -> dict[Image, Baked]:
+    """Each selected image's temporary reference (the entry's image.name, else its bake reference under
+    `registry`) and the digests its builder reported, from the metadata; InputError naming every selected
+    image the metadata has no entry for, or a malformed entry."""
     found: dict[Image, Baked] = {}
     problems = []
     for s in selected:
@@ -176,7 +181,7 @@ def baked_images(metadata: Mapping[str, Any], selected: Sequence[Selected], sour
                 continue
             listed = [n.strip() for n in names.split(",") if n.strip()]
             reference = next((n for n in listed if is_temporary(n)), listed[0] if listed else "")
-            reference = reference or bake_reference(s.combination, image)
+            reference = reference or bake_reference(s.combination, image, registry)
             found[image] = Baked(reference, ids)
     if problems:
         raise InputError(problems)

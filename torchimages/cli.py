@@ -247,6 +247,14 @@ def cmd_bake(args: argparse.Namespace) -> int:
         )
     if args.ca_cert and not args.ca_cert.is_file():
         raise UsageError(f"--ca-cert {args.ca_cert}: no such file")
+    if args.bootstrap:  # the docker driver builds FROM this engine's images
+        from . import bootstrap
+
+        engine = connect()
+        for os_release in {s.combination.os.name: s.combination.os for s in chosen}.values():
+            if os_release.provider == "bootstrap":
+                log = Path("logs") / f"bootstrap-{os_release.name}.log"
+                print(bootstrap.ensure(engine, os_release, args.mirror, log), file=sys.stderr)
     options = builder.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=Path("logs"),  # a bake writes no log here: buildx shows the builds
@@ -261,7 +269,7 @@ def cmd_bake(args: argparse.Namespace) -> int:
         for s in chosen:
             pip_conf = _secret(args.secrets_dir, served.pip_conf(s.combination.index_url))
             for image in s.images:
-                reference = bake.bake_reference(s.combination, image)
+                reference = bake.bake_reference(s.combination, image, args.temporary_registry)
                 request = builder.build_request(options, s.combination, image, reference, served, pip_conf)
                 entries.append(bake.Entry(s.combination, image, request))
     text = json.dumps(bake.bake_file(entries, bake.Cache(tuple(args.cache_from), tuple(args.cache_to))), indent=2)
@@ -317,7 +325,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
         ]
         if not chosen:
             raise UsageError(f"--from {source}: names no bake target of this plan's images (see build.py bake)")
-    baked = bake.baked_images(metadata, chosen, source)
+    baked = bake.baked_images(metadata, chosen, source, args.temporary_registry)
     options = builder.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
     engine = connect(args.docker)
     cancelled = threading.Event()
@@ -595,6 +603,20 @@ def _bake_options(parser: argparse.ArgumentParser) -> None:
     _selectors(parser)
     parser.add_argument("--output", type=Path, default=None, help="the bake file (JSON; default: standard output)")
     parser.add_argument(
+        "--temporary-registry",
+        default=None,
+        metavar="REGISTRY",
+        help="temporary references go to REGISTRY/torchimages-tmp/... (for bake --push; default: none, local)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        action="store_true",
+        help="make the bootstrapped bases (debian12) in this engine first, for a bake with its docker driver",
+    )
+    parser.add_argument(
+        "--mirror", default=env("TORCHIMAGES_MIRROR") or None, help="distribution mirror for --bootstrap"
+    )
+    parser.add_argument(
         "--secrets-dir",
         type=Path,
         default=Path(".bake"),
@@ -639,6 +661,12 @@ def _promote_options(parser: argparse.ArgumentParser) -> None:
         help="the --metadata-file of `docker buildx bake` (targets of build.py bake)",
     )
     parser.add_argument("--docker", default=None, help="docker client (default: $DOCKER or found)")
+    parser.add_argument(
+        "--temporary-registry",
+        default=None,
+        metavar="REGISTRY",
+        help="temporary references go to REGISTRY/torchimages-tmp/... (as for bake; where the metadata names none)",
+    )
     parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="what each image holds (default logs/)")
     parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
     parser.add_argument(

@@ -270,3 +270,12 @@ def test_bake_refuses_a_local_wheel_folder(
     code, out, err = cli("bake", "--matrix", str(matrix_file), "--find-links", str(tmp_path))
     assert code == 2 and out == ""
     assert "serves no wheel folder" in err and "pass its URL instead" in err
+
+
+def test_a_pushing_bake_names_temporary_references_in_the_registry(selected: list[plan.Selected]) -> None:
+    combination = selected[0].combination
+    image = combination.image("devel")
+    reference = bake.bake_reference(combination, image, "ghcr.io/team/")
+    assert reference.startswith("ghcr.io/team/torchimages-tmp/") and builder.is_temporary(reference)
+    metadata = {bake.target_name(i): {} for i in combination.images}
+    assert bake.baked_images(metadata, selected[:1], "m.json", "ghcr.io/team")[image].reference == reference
