@@ -4,8 +4,10 @@ sharing its layers), keep going past a failure, one log per image, one summary a
 The rules that make tags true live here, and only here: every image is built to a temporary
 reference; the versions read back from inside it must equal what its tag promises, and the smoke
 gate must pass, before it gets its public tag and aliases; the temporary reference is always removed.
-An interrupt (`Builder.cancel`) stops running builds, starts nothing more and tags nothing more: the
-images it caught are `interrupted`, never `failed` and never tagged.
+`Builder.promote` admits images built elsewhere (a bake, CI runners) through the same steps after the
+build (`_admit`): found under their temporary reference, checked to be what their builder reported,
+verified, smoke-tested, then tagged. An interrupt (`Builder.cancel`) stops running builds, starts
+nothing more and tags nothing more: the images it caught are `interrupted`, never `failed` and never tagged.
 """
 
 from __future__ import annotations
