@@ -2,6 +2,8 @@
 # start-docker.sh - make a BuildKit-capable Docker engine available on this machine.
 #
 #  * installs Debian's docker.io (engine + 20.10 client) and mmdebstrap if missing
+#  * installs the buildx CLI plugin (Debian's docker-buildx, from trixie: bookworm has none) if missing,
+#    with an apt pin so that nothing else ever comes from trixie (`docker buildx bake`, see README)
 #  * starts dockerd in the background (no service manager needed) if no engine answers
 #  * prints, on stdout and as its only stdout line, the path of the BuildKit-capable
 #    client (Debian's 20.10 client, normally /usr/bin/docker; the docker first on PATH
@@ -37,6 +39,42 @@ if [ "${#missing[@]}" -gt 0 ]; then
         || die "apt-get install ${missing[*]} failed"
 else
     log "packages present: ${PACKAGES[*]}"
+fi
+
+# 1b. the buildx plugin (bake): Debian packages it from trixie on (docker-buildx, depends only on libc6 >= 2.34,
+# so the .deb installs on bookworm). A trixie source is added for it alone, pinned: every other package
+# of trixie gets priority 1 (never installed or upgraded from there unless named with -t), this one 500.
+TRIXIE_SOURCE=/etc/apt/sources.list.d/torchimages-trixie-buildx.sources
+TRIXIE_PIN=/etc/apt/preferences.d/torchimages-trixie-buildx
+if ! dpkg-query -W -f='${Status}' docker-buildx 2>/dev/null | grep -q 'install ok installed'; then
+    need_root "install docker-buildx"
+    . /etc/os-release
+    if [ "${VERSION_CODENAME:-}" = bookworm ] && ! apt-cache policy docker-buildx 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+        log "adding a trixie source for docker-buildx alone ($TRIXIE_SOURCE, pinned by $TRIXIE_PIN)"
+        cat >"$TRIXIE_PIN" <<'PIN'
+# torchimages (scripts/start-docker.sh): from trixie, docker-buildx only.
+Package: *
+Pin: release n=trixie
+Pin-Priority: 1
+
+Package: docker-buildx
+Pin: release n=trixie
+Pin-Priority: 500
+PIN
+        cat >"$TRIXIE_SOURCE" <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+        apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"
+    fi
+    log "installing: docker-buildx"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-buildx >&2 \
+        || die "apt-get install docker-buildx failed"
+else
+    log "buildx plugin present (docker-buildx)"
 fi
 
 # 2. the BuildKit-capable client: the docker binary that the docker.io package owns

@@ -4,8 +4,10 @@ sharing its layers), keep going past a failure, one log per image, one summary a
 The rules that make tags true live here, and only here: every image is built to a temporary
 reference; the versions read back from inside it must equal what its tag promises, and the smoke
 gate must pass, before it gets its public tag and aliases; the temporary reference is always removed.
-An interrupt (`Builder.cancel`) stops running builds, starts nothing more and tags nothing more: the
-images it caught are `interrupted`, never `failed` and never tagged.
+`Builder.promote` admits images built elsewhere (a bake, CI runners) through the same steps after the
+build (`_admit`): found under their temporary reference, checked to be what their builder reported,
+verified, smoke-tested, then tagged. An interrupt (`Builder.cancel`) stops running builds, starts
+nothing more and tags nothing more: the images it caught are `interrupted`, never `failed` and never tagged.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +69,7 @@ class Outcome:
 
     combination: Combination
     image: Image
-    status: str  # built | skipped | failed | interrupted
+    status: str  # built | promoted | skipped | failed | interrupted
     seconds: float
     detail: str = ""
 
@@ -84,9 +86,49 @@ class _Progress:
             self.out(f"[{self.done}/{self.total}] {message}")
 
 
-def temporary_reference(combination: Combination, image: Image) -> str:
-    """A private reference an image is built to before it earns its public tags."""
-    return f"{TEMP_REPOSITORY}/{combination.folder.replace('+', '_')}:{image.flavor}-{uuid.uuid4().hex[:10]}"
+def temporary_reference(
+    combination: Combination, image: Image, token: str | None = None, repository: str = TEMP_REPOSITORY
+) -> str:
+    """A private reference an image is built to before it earns its public tags: in the temporary
+    repository (never the public one), named by combination and flavor; `token` (default: random)
+    tells builds apart."""
+    return f"{repository}/{combination.folder.replace('+', '_')}:{image.flavor}-{token or uuid.uuid4().hex[:10]}"
+
+
+def is_temporary(reference: str, repository: str = TEMP_REPOSITORY) -> bool:
+    """Whether a reference names a temporary image (`[registry/]torchimages-tmp/<combination>:<tag>`)."""
+    name = reference.rsplit("@", 1)[0]
+    path = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    return f"/{path}".rsplit("/", 1)[0].endswith(f"/{repository}")
+
+
+def build_request(
+    options: BuildOptions, combination: Combination, image: Image, reference: str, served: Served, pip_conf: Path
+) -> BuildRequest:
+    """The one BuildKit build of an image: its target of the combination's Dockerfile, the wheel sources
+    (`pip_conf`) and the CA bundle as secrets, host network when a local wheel folder is served."""
+    folder = options.images_dir / combination.folder
+    secrets = [("pipconf", pip_conf)]
+    if options.ca_cert:
+        secrets.append(("cacert", options.ca_cert))
+    return BuildRequest(
+        context=folder,
+        dockerfile=folder / "Dockerfile",
+        target=image.flavor,
+        reference=reference,
+        secrets=tuple(secrets),
+        network=options.network or ("host" if served.needs_host_network else None),
+        no_cache=options.no_cache,
+    )
+
+
+@dataclass(frozen=True)
+class Baked:
+    """An image built elsewhere (a bake, a CI runner) to a temporary reference, waiting for promotion:
+    `ids` are what its builder reported it to be (image or manifest digests; empty: not checked)."""
+
+    reference: str
+    ids: tuple[str, ...] = ()
 
 
 def shared_names(selected: Sequence[Selected]) -> list[Problem]:
@@ -180,18 +222,7 @@ class Builder:
             if status:
                 detail = f"{self._why_failed(image, log, status)}\nlast lines of {log}:\n{_tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
-            problems = self._check_before_tagging(combination, image, reference)
-            if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
-                return self._interrupted(combination, image, start, "during verification", progress)
-            if problems:
-                return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
-            self._record_installed(image, reference)
-            if self.cancelled.is_set():  # never tag after an interrupt
-                return self._interrupted(combination, image, start, "verified, not tagged", progress)
-            problems = self._publish(image, reference)
-            if problems:
-                return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
-            return self._finish(combination, image, "built", start, f"{image.reference} verified", progress)
+            return self._admit(combination, image, reference, start, progress, "built")
         except EngineError as exc:
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
@@ -201,6 +232,104 @@ class Builder:
                 self.engine.remove_image(reference)
             except EngineError as exc:  # the engine is gone: the outcome already says so
                 progress.say(f"{image.tag}: could not remove {reference}: {exc}")
+
+    def _admit(
+        self, combination: Combination, image: Image, reference: str, start: float, progress: _Progress, done: str
+    ) -> Outcome:
+        """After the build step, for `build` and `promote` alike: verify and smoke-test the temporary
+        reference, record what it holds, then tag (and push) it; the outcome `done`, or why not."""
+        problems = self._check_before_tagging(combination, image, reference)
+        if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
+            return self._interrupted(combination, image, start, "during verification", progress)
+        if problems:
+            return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
+        self._record_installed(image, reference)
+        if self.cancelled.is_set():  # never tag after an interrupt
+            return self._interrupted(combination, image, start, "verified, not tagged", progress)
+        problems = self._publish(image, reference)
+        if problems:
+            return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
+        return self._finish(combination, image, done, start, f"{image.reference} verified", progress)
+
+    def promote(self, selected: Sequence[Selected], baked: Mapping[Image, Baked]) -> list[Outcome]:
+        """Verify, smoke-test and tag images built elsewhere (`baked`: each image's temporary reference), one
+        at a time, by the same rules as `build`; each temporary reference is removed afterwards.
+
+        Refuses (InputError) before anything when two images would share a public name.
+        """
+        clashes = shared_names(selected)
+        if clashes:
+            raise InputError(clashes)
+        self.options.log_dir.mkdir(parents=True, exist_ok=True)
+        progress = _Progress(sum(len(s.images) for s in selected), self.out)
+        outcomes = []
+        for s in selected:  # devel first (FLAVORS order): runtime's reference is still there to compare with
+            for image in s.images:
+                base = None
+                if image.flavor == "devel" and s.combination.devel_from == "runtime":
+                    runtime = next((i for i in s.images if i.flavor == "runtime"), None)
+                    base = baked.get(runtime) if runtime else None
+                outcomes.append(self.promote_image(s.combination, image, baked.get(image), progress, base))
+        return outcomes
+
+    def promote_image(
+        self,
+        combination: Combination,
+        image: Image,
+        baked: Baked | None,
+        progress: _Progress,
+        base: Baked | None = None,
+    ) -> Outcome:
+        """Find (or pull) the baked image, check it is the one its builder reported (and, for a devel image
+        FROM runtime, that `base`'s layers are its first), then `_admit` it."""
+        start = time.monotonic()
+        if self.cancelled.is_set():
+            return self._finish(combination, image, "interrupted", start, "not started", progress)
+        if baked is None:
+            return self._finish(combination, image, "failed", start, "not baked: no metadata entry", progress)
+        if not is_temporary(baked.reference):
+            detail = f"{baked.reference} is not a temporary reference ({TEMP_REPOSITORY}/...): not promoted"
+            return self._finish(combination, image, "failed", start, detail, progress)
+        progress.say(f"{image.tag}: promoting {baked.reference}")
+        try:
+            problems = self._find_baked(baked, base)
+            if self.cancelled.is_set():
+                return self._interrupted(combination, image, start, "while finding the baked image", progress)
+            if problems:
+                return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
+            return self._admit(combination, image, baked.reference, start, progress, "promoted")
+        except EngineError as exc:
+            if self.cancelled.is_set():
+                return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
+            return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
+        finally:
+            try:
+                self.engine.remove_image(baked.reference)
+            except EngineError as exc:
+                progress.say(f"{image.tag}: could not remove {baked.reference}: {exc}")
+
+    def _find_baked(self, baked: Baked, base: Baked | None = None) -> list[str]:
+        """The baked image is here (pulled when missing) and is what its builder reported, and built on
+        `base` when one is given (its layers first); else why not."""
+        found = self.engine.inspect(baked.reference)
+        if found is None:
+            errors = self.engine.pull(baked.reference)
+            found = self.engine.inspect(baked.reference)
+            if found is None:
+                return [f"{baked.reference} is neither here nor could it be pulled: {'; '.join(errors) or 'not found'}"]
+        known = {found.id, *(d.rsplit("@", 1)[-1] for d in found.digests)}
+        if baked.ids and not known.intersection(baked.ids):
+            return [
+                f"{baked.reference} is not the image its builder reported: it is {found.id}, "
+                f"the metadata says {', '.join(baked.ids)}"
+            ]
+        below = self.engine.inspect(base.reference) if base else None
+        if below is not None and found.layers[: len(below.layers)] != below.layers:
+            return [
+                f"{baked.reference} is not built on {below.reference} (runtime's layers are not its first): "
+                "bake devel and runtime of a combination together"
+            ]
+        return []
 
     def _why_failed(self, image: Image, log: Path, status: int) -> str:
         """A failed build's cause when it is not the build's own: the engine stopped answering, or its
@@ -215,20 +344,8 @@ class Builder:
         return f"build failed (exit {status})"
 
     def _build(self, combination: Combination, image: Image, reference: str, served: Served, log: Path) -> int:
-        folder = self.options.images_dir / combination.folder
         with secret_file(served.pip_conf(combination.index_url)) as pip_conf, log.open("wb") as handle:
-            secrets = [("pipconf", pip_conf)]
-            if self.options.ca_cert:
-                secrets.append(("cacert", self.options.ca_cert))
-            request = BuildRequest(
-                context=folder,
-                dockerfile=folder / "Dockerfile",
-                target=image.flavor,
-                reference=reference,
-                secrets=tuple(secrets),
-                network=self.options.network or ("host" if served.needs_host_network else None),
-                no_cache=self.options.no_cache,
-            )
+            request = build_request(self.options, combination, image, reference, served, pip_conf)
             return self.engine.build(request, handle, self.cancelled)
 
     def _check_before_tagging(self, combination: Combination, image: Image, reference: str) -> list[str]:
@@ -271,8 +388,9 @@ class Builder:
         self, combination: Combination, image: Image, status: str, start: float, detail: str, progress: _Progress
     ) -> Outcome:
         seconds = time.monotonic() - start
+        shown = f"\n    {detail}" if status not in ("built", "promoted") else ""
         progress.say(
-            f"{image.tag}: {status} in {seconds:.0f} s" + (f"\n    {detail}" if status != "built" else ""),
+            f"{image.tag}: {status} in {seconds:.0f} s" + shown,
             finished=True,
         )
         return Outcome(combination, image, status, seconds, detail)
@@ -282,15 +400,17 @@ def _listed(what: str, problems: list[str]) -> str:
     return f"{what}:\n    " + "\n    ".join(problems)
 
 
-def summary(outcomes: Sequence[Outcome]) -> str:
-    """One line per image (a failed or interrupted one with why) and a count (interrupted only when some are)."""
+def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "skipped", "failed")) -> str:
+    """One line per image (a failed or interrupted one with why) and a count of each status: those in
+    `always` even when none, the others (interrupted, promoted) only when some are."""
     lines = []
     for o in outcomes:
         lines.append(f"{o.status:11} {o.seconds:6.0f} s  {o.image.reference}")
         if o.status in ("failed", "interrupted"):
             lines.append(f"{'':22}{_reason(o.detail)}")
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("built", "skipped", "failed", "interrupted")}
-    lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "interrupted"))
+    statuses = ("built", "promoted", "skipped", "failed", "interrupted")
+    counts = {s: sum(o.status == s for o in outcomes) for s in statuses}
+    lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n or s in always))
     return "\n".join(lines)
 
 

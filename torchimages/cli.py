@@ -7,6 +7,7 @@ the engine (and through it the SDK) only when they run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -229,6 +230,126 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(builder.summary(outcomes))
     if received:
         return 128 + received[0]  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def cmd_bake(args: argparse.Namespace) -> int:
+    from . import bake, builder, wheels
+
+    loaded = load_plan(args)
+    chosen = select(args, loaded)
+    sources = WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links))
+    if sources.local_folders:
+        raise UsageError(
+            "bake writes a file for builders elsewhere and serves no wheel folder, so a local folder "
+            f"({', '.join(map(str, sources.local_folders))}) cannot be a wheel source: serve it over HTTP "
+            "(python3 -m http.server -d DIR PORT) and pass its URL instead (with --network host for a server "
+            "on the builder's loopback); unset TORCHIMAGES_FIND_LINKS and friends if scripts/host-pip-sources set them"
+        )
+    if args.ca_cert and not args.ca_cert.is_file():
+        raise UsageError(f"--ca-cert {args.ca_cert}: no such file")
+    if args.bootstrap:  # the docker driver builds FROM this engine's images
+        from . import bootstrap
+
+        engine = connect()
+        for os_release in {s.combination.os.name: s.combination.os for s in chosen}.values():
+            if os_release.provider == "bootstrap":
+                log = Path("logs") / f"bootstrap-{os_release.name}.log"
+                print(bootstrap.ensure(engine, os_release, args.mirror, log), file=sys.stderr)
+    options = builder.BuildOptions(
+        images_dir=loaded.images_dir,
+        log_dir=Path("logs"),  # a bake writes no log here: buildx shows the builds
+        no_cache=args.no_cache,
+        ca_cert=args.ca_cert,
+        sources=sources,
+        network=args.network,
+    )
+    entries = []
+    with wheels.serve(sources) as passed:  # remote URLs only: nothing is served, they pass through
+        served = dataclasses.replace(passed, trusted_hosts=tuple(args.trusted_host))
+        for s in chosen:
+            pip_conf = _secret(args.secrets_dir, served.pip_conf(s.combination.index_url))
+            for image in s.images:
+                reference = bake.bake_reference(s.combination, image, args.temporary_registry)
+                request = builder.build_request(options, s.combination, image, reference, served, pip_conf)
+                entries.append(bake.Entry(s.combination, image, request))
+    text = json.dumps(bake.bake_file(entries, bake.Cache(tuple(args.cache_from), tuple(args.cache_to))), indent=2)
+    if args.output is None:
+        print(text)
+        return EXIT_OK
+    try:
+        args.output.write_text(text + "\n")
+    except OSError as exc:
+        raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+    print(
+        f"{args.output}: {len(entries)} targets; build them with `docker buildx bake -f {args.output} --load "
+        f"--metadata-file bake-metadata.json` (or --push), then `build.py promote --from bake-metadata.json`",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _secret(folder: Path, text: str) -> Path:
+    """A file holding `text` (a pip.conf: index URLs may hold credentials), private, named by its content."""
+    import hashlib
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = folder / f"pip-{hashlib.sha256(text.encode()).hexdigest()[:12]}.conf"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UsageError(f"--secrets-dir {folder}: {exc.strerror or exc}") from None
+    return path
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from . import bake, builder
+    from .smoke import runner
+
+    loaded = load_plan(args)
+    source = str(args.metadata)
+    if not args.metadata.is_file():
+        raise UsageError(f"--from {source}: no such file (the --metadata-file of `docker buildx bake`)")
+    try:
+        metadata = bake.read_metadata(args.metadata.read_text(encoding="utf-8"), source)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--from {source}: cannot read it: {exc}") from None
+    if args.selectors:
+        chosen = select(args, loaded)
+    else:  # every image of the plan the bake built
+        named = [s for s in select(args, loaded) if any(bake.target_name(i) in metadata for i in s.images)]
+        chosen = [
+            planning.Selected(s.combination, tuple(i for i in s.images if bake.target_name(i) in metadata))
+            for s in named
+        ]
+        if not chosen:
+            raise UsageError(f"--from {source}: names no bake target of this plan's images (see build.py bake)")
+    baked = bake.baked_images(metadata, chosen, source, args.temporary_registry)
+    options = builder.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
+    engine = connect(args.docker)
+    cancelled = threading.Event()
+    gate = None
+    if "none" not in args.test:
+        suites = SUITES if "gpu" in args.test else ("cpu",)
+        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled)
+    promoter = builder.Builder(engine, options, gate, cancelled=cancelled)
+    received: list[int] = []
+
+    def interrupt(signum: int, _frame: object) -> None:
+        received.append(signum)
+        promoter.cancel()
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        outcomes = promoter.promote(chosen, baked)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(builder.summary(outcomes, always=("promoted", "failed")))
+    if received:
+        return 128 + received[0]
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
 
 
@@ -573,6 +694,88 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _bake_options(parser: argparse.ArgumentParser) -> None:
+    """Options of `bake`: the build's own (wheel sources, CA bundle, network) and the bake file's."""
+    env = os.environ.get
+    defaults = WheelSources.from_environment()
+    _selectors(parser)
+    parser.add_argument("--output", type=Path, default=None, help="the bake file (JSON; default: standard output)")
+    parser.add_argument(
+        "--temporary-registry",
+        default=None,
+        metavar="REGISTRY",
+        help="temporary references go to REGISTRY/torchimages-tmp/... (for bake --push; default: none, local)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        action="store_true",
+        help="make the bootstrapped bases (debian12) in this engine first, for a bake with its docker driver",
+    )
+    parser.add_argument(
+        "--mirror", default=env("TORCHIMAGES_MIRROR") or None, help="distribution mirror for --bootstrap"
+    )
+    parser.add_argument(
+        "--secrets-dir",
+        type=Path,
+        default=Path(".bake"),
+        help="where the pip.conf secrets the targets name are written (default .bake/; private, not for commits)",
+    )
+    parser.add_argument(
+        "--cache-from", action="append", default=[], help="BuildKit cache import of every target ({target}: its name)"
+    )
+    parser.add_argument(
+        "--cache-to", action="append", default=[], help="BuildKit cache export of every target ({target}: its name)"
+    )
+    parser.add_argument("--no-cache", action="store_true", help="targets build without BuildKit's cache")
+    parser.add_argument(
+        "--ca-cert", type=Path, default=env("TORCHIMAGES_CA_CERT") or None, help="CA bundle (a BuildKit secret)"
+    )
+    parser.add_argument("--index-url", default=defaults.index_url, help="wheel index URL (no local folder)")
+    parser.add_argument(
+        "--extra-index-url", action="append", default=list(defaults.extra_index_urls), help="more index URLs"
+    )
+    parser.add_argument("--find-links", action="append", default=list(defaults.find_links), help="wheel page URLs")
+    parser.add_argument(
+        "--trusted-host",
+        action="append",
+        default=[],
+        help="a host pip may reach over plain http (a wheel server on the builder's bridge gateway)",
+    )
+    parser.add_argument(
+        "--network",
+        default=env("TORCHIMAGES_NETWORK") or None,
+        help="network for RUN steps (buildx 0.13 ignores a bake target's network; later releases read it)",
+    )
+
+
+def _promote_options(parser: argparse.ArgumentParser) -> None:
+    _selectors(parser)
+    parser.add_argument(
+        "--from",
+        dest="metadata",
+        type=Path,
+        required=True,
+        metavar="METADATA",
+        help="the --metadata-file of `docker buildx bake` (targets of build.py bake)",
+    )
+    parser.add_argument("--docker", default=None, help="docker client (default: $DOCKER or found)")
+    parser.add_argument(
+        "--temporary-registry",
+        default=None,
+        metavar="REGISTRY",
+        help="temporary references go to REGISTRY/torchimages-tmp/... (as for bake; where the metadata names none)",
+    )
+    parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="what each image holds (default logs/)")
+    parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
+    parser.add_argument(
+        "--test",
+        action="append",
+        choices=("gpu", "none"),
+        default=[],
+        help="as for build: the cpu smoke suite runs before tagging; gpu adds the GPU suites; none skips them",
+    )
+
+
 def _test_options(parser: argparse.ArgumentParser) -> None:
     _selectors(parser)
     parser.add_argument(
@@ -661,6 +864,10 @@ COMMANDS = (
     Command("plan", "show what would be built, in order (or a CI matrix)", _plan_options, cmd_plan),
     Command("build", "build, verify, smoke-test and tag images", _build_options, cmd_build),
     Command("test", "run the smoke suites in built images, or on this machine", _test_options, cmd_test),
+    Command("bake", "write a buildx bake file: targets build to temporary references", _bake_options, cmd_bake),
+    Command(
+        "promote", "verify, smoke-test and tag images a bake built (--from its metadata)", _promote_options, cmd_promote
+    ),
     Command(
         "lock",
         "pin every package of built combinations into images/<combination>/requirements.lock, "

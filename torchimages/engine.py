@@ -67,6 +67,7 @@ class ImageInfo:
     user: str
     layers: tuple[str, ...]
     tags: tuple[str, ...] = ()
+    digests: tuple[str, ...] = ()  # repository@sha256:... of the manifests it was pushed or pulled as
 
 
 def split_run_args(values: Sequence[str]) -> list[str]:
@@ -112,6 +113,14 @@ class Engine(Protocol):
 
     def labels(self, reference: str) -> dict[str, str] | None:
         """An image's labels, or None when there is no such image."""
+        ...
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """An image's id, labels, environment, user, layers and digests, or None when there is no such image."""
+        ...
+
+    def pull(self, reference: str) -> list[str]:
+        """Pull an image; the errors (none on success)."""
         ...
 
     def run_python(self, reference: str, args: list[str]) -> str:
@@ -325,6 +334,27 @@ def find_build_client(explicit: str | None = None) -> BuildClient:
     raise EngineError(f"no docker client here builds with BuildKit (tried {tried}); {HOW_TO_GET_BUILDKIT}")
 
 
+def find_buildx(explicit: str | None = None) -> str:
+    """The docker client that runs the buildx plugin (`docker buildx bake`): the one named (`--docker`,
+    $DOCKER), else the first on PATH whose `buildx version` answers. Any client finds the plugin in its
+    cli-plugins folders (Debian's docker-buildx: /usr/libexec/docker/cli-plugins), a 28.x one as well
+    as Debian's 20.10 one; both drive the engine's own BuildKit through the `docker` driver."""
+    explicit = explicit or os.environ.get("DOCKER")
+    candidates = _candidates(explicit)
+    for path in candidates:
+        try:
+            result = subprocess.run([path, "buildx", "version"], capture_output=True, check=False, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if result.returncode == 0:
+            return path
+    tried = ", ".join(candidates) or "no docker client on PATH"
+    raise EngineError(
+        f"no docker client here runs `docker buildx` (tried {tried}): install the buildx plugin "
+        "(Debian: docker-buildx, which scripts/start-docker.sh installs; Docker's: docker-buildx-plugin)"
+    )
+
+
 def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
     config = attrs.get("Config") or {}
     env = dict(item.split("=", 1) if "=" in item else (item, "") for item in config.get("Env") or [])
@@ -336,6 +366,7 @@ def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
         user=str(config.get("User") or ""),
         layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
         tags=tuple(attrs.get("RepoTags") or ()),
+        digests=tuple(attrs.get("RepoDigests") or ()),
     )
 
 
@@ -475,6 +506,14 @@ class DockerEngine:
             except self._errors.ImageNotFound:
                 return None
             return _image_info(reference, image.attrs)
+
+    def pull(self, reference: str) -> list[str]:
+        try:
+            with self._failures(f"pulling {reference}"):
+                self.sdk.images.pull(reference)
+        except EngineError as exc:
+            return [str(exc)]
+        return []
 
     def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
         """Every local image carrying the label `key=value`."""

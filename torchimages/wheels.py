@@ -51,6 +51,7 @@ class Served:
     extra_index_urls: tuple[str, ...]
     find_links: tuple[str, ...]
     needs_host_network: bool
+    trusted_hosts: tuple[str, ...] = ()  # plain-http hosts pip may use (loopback needs none)
 
     def pip_conf(self, default_index: str) -> str:
         """A pip.conf for one image (its variant index unless one was given)."""
@@ -59,6 +60,8 @@ class Served:
             lines.append("extra-index-url = " + " ".join(self.extra_index_urls))
         if self.find_links:
             lines.append("find-links = " + " ".join(self.find_links))
+        if self.trusted_hosts:
+            lines.append("trusted-host = " + " ".join(self.trusted_hosts))
         return "\n".join(lines) + "\n"
 
 
@@ -87,13 +90,13 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 
 
 @contextlib.contextmanager
-def _serve(root: Path) -> Iterator[str]:
+def _serve(root: Path, host: str = "127.0.0.1") -> Iterator[str]:
     handler = functools.partial(_QuietHandler, directory=str(root))
-    server = _QuietServer(("127.0.0.1", 0), handler)
+    server = _QuietServer((host, 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://{host}:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -105,8 +108,10 @@ def _index_root(folder: Path) -> tuple[Path, str]:
 
 
 @contextlib.contextmanager
-def serve(sources: WheelSources) -> Iterator[Served]:
-    """Serve local folders on 127.0.0.1 while the context is open; remote URLs pass through."""
+def serve(sources: WheelSources, host: str = "127.0.0.1") -> Iterator[Served]:
+    """Serve local folders on `host` (loopback: builds reach it with host network) while the context is
+    open; remote URLs pass through. Another address (an engine's bridge gateway) serves builds that run
+    without host network, such as a bake's on buildx older than 0.14, which ignores a target's `network`."""
     with contextlib.ExitStack() as stack:
 
         def expose(url: str, as_index: bool) -> str:
@@ -116,12 +121,15 @@ def serve(sources: WheelSources) -> Iterator[Served]:
             if not folder.is_dir():
                 raise FileNotFoundError(f"wheel source {url} is not a folder")
             root, below = _index_root(folder) if as_index else (folder, "")
-            return stack.enter_context(_serve(root)) + "/" + below
+            return stack.enter_context(_serve(root, host)) + "/" + below
 
         index = expose(sources.index_url, True) if sources.index_url else None
         extras = tuple(expose(u, True) for u in sources.extra_index_urls)
         links = tuple(expose(u, False) for u in sources.find_links)
-        yield Served(index, extras, links, needs_host_network=bool(sources.local_folders))
+        local = bool(sources.local_folders)
+        loopback = host.startswith("127.") or host in ("localhost", "::1")
+        trusted = (host,) if local and not loopback else ()
+        yield Served(index, extras, links, needs_host_network=loopback and local, trusted_hosts=trusted)
 
 
 @contextlib.contextmanager

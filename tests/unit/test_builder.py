@@ -17,10 +17,10 @@ from typing import IO
 
 import pytest
 
-from torchimages import builder, plan, verify
+from torchimages import bake, builder, plan, verify
 from torchimages.builder import Builder, BuildOptions, Outcome
-from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
-from torchimages.engine import BuildRequest, EngineError
+from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, Toolkit
+from torchimages.engine import BuildRequest, EngineError, ImageInfo
 from torchimages.problems import InputError
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.7.1, cuda: '11.8'}\n"
@@ -40,6 +40,10 @@ class FakeEngine:
         self.truth: dict[str, dict[str, str | None]] = {}
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
         self.up = True  # whether the engine answers a ping
+        self.ids: dict[str, str] = {}  # reference -> image id (images built elsewhere: promote)
+        self.layers: dict[str, tuple[str, ...]] = {}
+        self.registry: dict[str, tuple[dict[str, str | None], str]] = {}  # pullable: reference -> (facts, id)
+        self.pulled: list[str] = []
 
     def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         self.built.append(request)
@@ -55,6 +59,20 @@ class FakeEngine:
 
     def labels(self, reference: str) -> dict[str, str] | None:
         return self.images.get(reference)
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        if reference not in self.images:
+            return None
+        labels = self.images[reference]
+        return ImageInfo(reference, self.ids.get(reference, ""), labels, {}, "", self.layers.get(reference, ()))
+
+    def pull(self, reference: str) -> list[str]:
+        self.pulled.append(reference)
+        if reference not in self.registry:
+            return [f"pulling {reference} failed: manifest unknown"]
+        self.truth[reference], self.ids[reference] = self.registry[reference]
+        self.images[reference] = {}
+        return []
 
     def run_python(self, reference: str, args: list[str]) -> str:
         if reference not in self.images:
@@ -382,3 +400,175 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
         reasons[1].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
     )
     assert engine.tagged == []
+
+
+# --- promote: images built elsewhere (a bake, CI runners) get their tags by the same rules ----------------
+
+ID = "sha256:" + "1" * 64
+
+
+def bake_into(
+    engine: FakeEngine, combination: Combination, image: Image, facts: dict[str, str | None], **kw: object
+) -> builder.Baked:
+    """An image a bake built to its temporary reference, as the engine holds it; what the metadata says."""
+    reference = bake.bake_reference(combination, image)
+    engine.images[reference] = {"io.torchimages.flavor": image.flavor}
+    engine.truth[reference] = facts
+    engine.ids[reference] = str(kw.get("image_id", ID))
+    engine.layers[reference] = kw.get("layers", ())  # type: ignore[assignment]
+    return builder.Baked(reference, (ID,))
+
+
+def promote(
+    engine: FakeEngine,
+    selected: list[plan.Selected],
+    baked: dict[Image, builder.Baked],
+    tmp_path: Path,
+    gate: builder.SmokeGate | None = None,
+    **options: object,
+) -> list[Outcome]:
+    opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs", **options)  # type: ignore[arg-type]
+    return Builder(engine, opts, gate, out=lambda _: None).promote(selected, baked)
+
+
+def test_promote_tags_a_verified_baked_image_and_removes_its_temporary_reference(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    newest = selection[1:]
+    combination = newest[0].combination
+    engine = FakeEngine(true_facts(combination))
+    baked = {i: bake_into(engine, combination, i, true_facts(combination)(i.flavor)) for i in newest[0].images}
+    outcomes = promote(engine, newest, baked, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["promoted", "promoted"]
+    assert set(engine.tagged) == set(engine.pushed) == names(newest)
+    assert engine.temporary() == [] and engine.built == []
+    assert builder.summary(outcomes, always=("promoted", "failed")).splitlines()[-1] == "2 promoted, 0 failed"
+
+
+@pytest.mark.parametrize("push", [False, True])
+def test_promote_never_tags_an_unverified_image(selection: list[plan.Selected], tmp_path: Path, push: bool) -> None:
+    """The baked image holds another cuDNN than its tag promises: no tag, no alias, no push, reference gone."""
+    first = selection[:1]
+    combination = first[0].combination
+    engine = FakeEngine(true_facts(combination))
+    lie = {**true_facts(combination)("devel"), "cudnn": "9.5.1"}
+    baked = {i: bake_into(engine, combination, i, lie) for i in first[0].images}
+    outcomes = promote(engine, first, baked, tmp_path, push=push)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("cudnn: the tag claims 9.1.0.70, the image has 9.5.1" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
+
+
+def test_promote_runs_the_smoke_gate_on_the_baked_image(selection: list[plan.Selected], tmp_path: Path) -> None:
+    first = selection[:1]
+    combination = first[0].combination
+    engine = FakeEngine(true_facts(combination))
+    baked = {i: bake_into(engine, combination, i, true_facts(combination)(i.flavor)) for i in first[0].images}
+    gated: list[str] = []
+
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        gated.append(reference)
+        return ["smoke suites (cpu) failed:", "FAILED test_compile"]
+
+    outcomes = promote(engine, first, baked, tmp_path, gate)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert gated == [baked[i].reference for i in first[0].images]
+    assert engine.tagged == [] and engine.temporary() == []
+
+
+def test_promote_refuses_an_image_other_than_the_one_the_bake_reported(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    """The temporary reference now names another image (retagged, overwritten): no tag, not even verified."""
+    first = selection[:1]
+    combination = first[0].combination
+    engine = FakeEngine(true_facts(combination))
+    other = "sha256:" + "2" * 64
+    baked = {
+        i: bake_into(engine, combination, i, true_facts(combination)(i.flavor), image_id=other) for i in first[0].images
+    }
+    outcomes = promote(engine, first, baked, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all(f"it is {other}, the metadata says {ID}" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.probed == [] and engine.temporary() == []
+
+
+def test_promote_pulls_a_baked_image_that_is_not_here(selection: list[plan.Selected], tmp_path: Path) -> None:
+    first = selection[:1]
+    combination = first[0].combination
+    engine = FakeEngine(true_facts(combination))
+    baked = {}
+    for image in first[0].images:
+        reference = f"reg.example/{bake.bake_reference(combination, image)}"
+        engine.registry[reference] = (true_facts(combination)(image.flavor), ID)
+        baked[image] = builder.Baked(reference, (ID,))
+    outcomes = promote(engine, first, baked, tmp_path)
+    assert [o.status for o in outcomes] == ["promoted", "promoted"]
+    assert engine.pulled == [b.reference for b in baked.values()]
+
+
+def test_a_baked_image_that_is_nowhere_fails_with_the_pull_error(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    baked = {i: builder.Baked(bake.bake_reference(first[0].combination, i), (ID,)) for i in first[0].images}
+    outcomes = promote(engine, first, baked, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("neither here nor could it be pulled" in o.detail and "manifest unknown" in o.detail for o in outcomes)
+    assert engine.tagged == []
+
+
+def test_a_missing_metadata_entry_is_a_clear_error(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """Before anything runs (build.py promote exits 2), and in the builder as a failure of that image."""
+    first = selection[:1]
+    combination = first[0].combination
+    engine = FakeEngine(true_facts(combination))
+    devel = combination.image("devel")
+    metadata = {bake.target_name(devel): {"containerimage.digest": ID}}
+    with pytest.raises(InputError, match="no entry for bake target '2_7_0-cuda11_8-cudnn9-runtime'"):
+        bake.baked_images(metadata, first, "metadata.json")
+    baked = {devel: bake_into(engine, combination, devel, true_facts(combination)("devel"))}
+    outcomes = promote(engine, first, baked, tmp_path)
+    assert [o.status for o in outcomes] == ["promoted", "failed"]
+    assert outcomes[1].detail == "not baked: no metadata entry"
+    assert engine.tagged == [f"{devel.repository}:{n}" for n in devel.names]
+
+
+def test_promote_never_touches_a_reference_outside_the_temporary_repository(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    """Metadata naming a public image (or any other) gets it neither tagged nor removed."""
+    first = selection[:1]
+    combination = first[0].combination
+    engine = FakeEngine(true_facts(combination))
+    engine.images["team/base:1"] = {}
+    baked = {i: builder.Baked("team/base:1") for i in first[0].images}
+    outcomes = promote(engine, first, baked, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("is not a temporary reference" in o.detail for o in outcomes)
+    assert "team/base:1" in engine.images and engine.tagged == []
+
+
+def test_a_devel_image_not_built_on_its_runtime_is_not_promoted(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """devel FROM runtime: runtime's layers must be devel's first layers (one bake built both)."""
+    first = selection[:1]
+    combination = dataclasses.replace(first[0].combination, toolkit=Toolkit("wheels"))
+    assert combination.devel_from == "runtime"
+    engine = FakeEngine(true_facts(combination))
+    facts = true_facts(combination)
+    runtime, devel = combination.image("runtime"), combination.image("devel")
+    selected = [plan.Selected(combination, combination.images)]
+    baked = {
+        runtime: bake_into(engine, combination, runtime, facts("runtime"), layers=("a", "b")),
+        devel: bake_into(engine, combination, devel, facts("devel"), layers=("a", "x", "c")),
+    }
+    outcomes = promote(engine, selected, baked, tmp_path)
+    assert [(o.image.flavor, o.status) for o in outcomes] == [("devel", "failed"), ("runtime", "promoted")]
+    assert "runtime's layers are not its first" in outcomes[0].detail
+    engine.tagged.clear()
+    baked = {
+        runtime: bake_into(engine, combination, runtime, facts("runtime"), layers=("a", "b")),
+        devel: bake_into(engine, combination, devel, facts("devel"), layers=("a", "b", "c")),
+    }
+    assert [o.status for o in promote(engine, selected, baked, tmp_path)] == ["promoted", "promoted"]

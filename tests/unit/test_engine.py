@@ -41,3 +41,16 @@ def test_a_client_that_cannot_build_with_buildkit_is_refused(tmp_path: Path) -> 
 def test_a_missing_client_is_named() -> None:
     with pytest.raises(engine.EngineError, match="'/no/such/docker' was not found"):
         engine.find_build_client("/no/such/docker")
+
+
+def test_a_client_without_the_buildx_plugin_cannot_bake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """find_buildx names what it tried and how to get the plugin; a client whose `buildx version` answers is it."""
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\necho \"docker: 'buildx' is not a docker command.\" >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.delenv("DOCKER", raising=False)
+    with pytest.raises(engine.EngineError) as caught:
+        engine.find_buildx(str(fake))
+    assert str(fake) in str(caught.value) and "docker-buildx" in str(caught.value)
+    fake.write_text('#!/bin/sh\n[ "$1 $2" = "buildx version" ] && echo "github.com/docker/buildx 0.13.1"\n')
+    assert engine.find_buildx(str(fake)) == str(fake)

@@ -1,0 +1,188 @@
+"""Beyond one machine: a buildx bake file from the plan, and buildx's metadata file read back for promotion.
+
+`bake_file` turns the builds `build` would run (one `BuildRequest` per image, made by
+`builder.build_request`: the same context, Dockerfile, target, secrets and network) into a bake
+definition: one target per image, pushed to (or loaded as) its temporary reference, never a public
+tag; groups per combination, per torch minor, per flavor, and `default`. `promote` then verifies and
+tags what the bake built (builder.Builder.promote).
+
+devel built FROM runtime: the runtime stage is a stage of the same Dockerfile, so a devel target builds
+it too, and one bake solves both targets on one builder, which shares the stage between them (the same
+cache keys, the same layers): every runtime layer is a layer of devel. A target's `contexts`
+(`runtime=target:...`) would say it explicitly, but needs a Dockerfile frontend newer than the one a
+20.10 engine embeds (and pulling one needs a registry), so targets list runtime before devel and a
+combination's flavors stay in one group; `promote` checks runtime's layers are a prefix of devel's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .builder import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
+from .combination import Combination, Image
+from .engine import BuildRequest
+from .plan import Selected
+from .problems import InputError, Problem
+
+# What buildx writes per target into --metadata-file: the image name it gave, and what it built.
+IMAGE_NAME = "image.name"
+DIGEST_KEYS = ("containerimage.config.digest", "containerimage.digest")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One image of the bake: its combination, and the build `build` would run for it."""
+
+    combination: Combination
+    image: Image
+    request: BuildRequest
+
+
+@dataclass(frozen=True)
+class Cache:
+    """BuildKit cache import/export for every target (`type=registry,ref=...`); `{target}` in a value
+    becomes the target's name."""
+
+    cache_from: tuple[str, ...] = ()
+    cache_to: tuple[str, ...] = ()
+
+
+def bake_token(image: Image) -> str:
+    """The temporary tag's token of a baked image: from its input digest, so a later `promote` finds it from
+    the plan alone (the same inputs make the same image)."""
+    return "bake-" + image.input_digest.rsplit(":", 1)[-1][:12]
+
+
+def bake_reference(combination: Combination, image: Image, registry: str | None = None) -> str:
+    """Where a bake puts an image: its temporary reference (builder.temporary_reference's naming), under
+    `registry/` (`ghcr.io/team`) when the bake pushes."""
+    repository = f"{registry.rstrip('/')}/{TEMP_REPOSITORY}" if registry else TEMP_REPOSITORY
+    return temporary_reference(combination, image, bake_token(image), repository)
+
+
+def _name(text: str) -> str:
+    """A bake target or group name (letters, digits, `_`, `-`)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)
+
+
+def target_name(image: Image) -> str:
+    """The bake target of an image: its tag, `.` as `_` (`2_13_0-cpu-runtime`)."""
+    return _name(image.tag)
+
+
+def torch_minor(combination: Combination) -> str:
+    """`2.13` for torch 2.13.0."""
+    return ".".join(combination.torch.split(".")[:2])
+
+
+def target(entry: Entry, cache: Cache) -> dict[str, Any]:
+    """One image's bake target: the build request's fields, the image's labels, cache settings."""
+    request, name = entry.request, target_name(entry.image)
+    definition: dict[str, Any] = {
+        "context": str(request.context),
+        "dockerfile": str(_relative(request.dockerfile, request.context)),
+        "target": request.target,
+        "tags": [request.reference],
+        "labels": entry.image.label_map(),
+        "secret": [f"id={secret_id},src={path}" for secret_id, path in request.secrets],
+    }
+    if request.network:
+        definition["network"] = request.network
+    if request.no_cache:
+        definition["no-cache"] = True
+    if cache.cache_from:
+        definition["cache-from"] = [value.replace("{target}", name) for value in cache.cache_from]
+    if cache.cache_to:
+        definition["cache-to"] = [value.replace("{target}", name) for value in cache.cache_to]
+    return definition
+
+
+def _relative(path: Path, folder: Path) -> Path:
+    """A bake target's dockerfile is relative to its context."""
+    return path.relative_to(folder) if path.is_relative_to(folder) else path
+
+
+def _ordered(entries: Sequence[Entry]) -> list[Entry]:
+    """Plan order, and runtime before devel within a combination (devel builds on runtime's stage)."""
+    rank = {"runtime": 0, "devel": 1}
+    position = {e.combination.folder: n for n, e in enumerate(entries)}
+    return sorted(entries, key=lambda e: (position[e.combination.folder], rank.get(e.image.flavor, 2)))
+
+
+def bake_file(entries: Sequence[Entry], cache: Cache = Cache()) -> dict[str, Any]:
+    """The bake definition (JSON) of these builds: a target per image, groups per combination, torch minor,
+    flavor, and `default` (everything). Raises ValueError when two names would clash."""
+    ordered = _ordered(entries)
+    targets = {target_name(e.image): target(e, cache) for e in ordered}
+    groups: dict[str, list[str]] = {}
+    for e in ordered:
+        for group in (_name(e.combination.folder), "torch-" + _name(torch_minor(e.combination)), e.image.flavor):
+            groups.setdefault(group, []).append(target_name(e.image))
+    groups["default"] = list(targets)
+    clashes = sorted(set(targets).intersection(groups))
+    if len(targets) != len(ordered) or clashes:
+        raise ValueError(f"bake names clash: {', '.join(clashes) or 'two images share a target name'}")
+    return {
+        "group": {name: {"targets": members} for name, members in groups.items()},
+        "target": targets,
+    }
+
+
+def read_metadata(text: str, source: str) -> dict[str, Any]:
+    """buildx's --metadata-file: an object of target name -> object (other keys, such as buildx's
+    `buildx.build.warnings`, may be anything). InputError when it is not JSON or not that shape."""
+
+    def problem(message: str) -> InputError:
+        return InputError([Problem(message, file=source, key="--from")])
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise problem(f"not JSON ({exc}): expected the file `docker buildx bake --metadata-file` writes") from None
+    if not isinstance(data, dict):
+        raise problem(f"expected a JSON object of bake target -> build result, not {type(data).__name__}")
+    return data
+
+
+def baked_images(
+    metadata: Mapping[str, Any], selected: Sequence[Selected], source: str, registry: str | None = None
+) -> dict[Image, Baked]:
+    """Each selected image's temporary reference (the entry's image.name, else its bake reference under
+    `registry`) and the digests its builder reported, from the metadata; InputError naming every selected
+    image the metadata has no entry for, or a malformed entry."""
+    found: dict[Image, Baked] = {}
+    problems = []
+    for s in selected:
+        for image in s.images:
+            name = target_name(image)
+            entry = metadata.get(name)
+            if entry is None:
+                problems.append(
+                    Problem(
+                        f"no entry for bake target '{name}' ({image.tag}): it was not baked, or not with this plan",
+                        file=source,
+                        key="--from",
+                        suggestion="bake it (build.py bake, docker buildx bake --metadata-file), or leave it out",
+                    )
+                )
+                continue
+            if not isinstance(entry, dict):
+                problems.append(Problem(f"target '{name}': malformed entry {entry!r}", file=source, key="--from"))
+                continue
+            names = entry.get(IMAGE_NAME, "")
+            ids = tuple(entry[k] for k in DIGEST_KEYS if k in entry)
+            if not isinstance(names, str) or not all(isinstance(i, str) and i.startswith("sha256:") for i in ids):
+                problems.append(Problem(f"target '{name}': malformed entry {entry!r}", file=source, key="--from"))
+                continue
+            listed = [n.strip() for n in names.split(",") if n.strip()]
+            reference = next((n for n in listed if is_temporary(n)), listed[0] if listed else "")
+            reference = reference or bake_reference(s.combination, image, registry)
+            found[image] = Baked(reference, ids)
+    if problems:
+        raise InputError(problems)
+    return found
