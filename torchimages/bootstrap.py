@@ -1,64 +1,168 @@
 """The `bootstrap` OS provider: a base image made from a distribution archive, no registry needed.
 
-`mmdebstrap --variant=minbase SUITE - | docker import - IMAGE`, once, and again only when what
-shapes it changes (recorded in a label).
+`mmdebstrap --variant=minbase SUITE ROOTFS.tar`, then `docker import`, once, and again only when what
+shapes it changes (recorded in a label). The image records what it was built from (suite, sources, the
+archive's Release date) in labels. apt inside mmdebstrap retries downloads; a bootstrap that failed on the
+network is run again (at most BOOTSTRAP_TRIES times, with backoff); an interrupt stops it at once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import shutil
-import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .combination import LABEL_PREFIX
 from .compat import OsRelease
-from .engine import Engine, EngineError
+from .engine import Engine, EngineError, run_cancellable
 
 DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
+SUITE_LABEL = f"{LABEL_PREFIX}.bootstrap.suite"
+SOURCES_LABEL = f"{LABEL_PREFIX}.bootstrap.sources"
+RELEASE_DATE_LABEL = f"{LABEL_PREFIX}.bootstrap.release-date"
 # Leave documentation, manual pages and translations out: smaller images, nothing lost at run time.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
+# apt inside mmdebstrap retries each download; the whole bootstrap is tried again after a network failure.
+APT_RETRIES = 3
+BOOTSTRAP_TRIES = 3
+BOOTSTRAP_BACKOFF_S = 10.0
+# What mmdebstrap's log says when the archive or the network failed us (worth another try).
+_NETWORK_FAILURE = re.compile(
+    r"Failed to fetch|Could not connect|Unable to connect|Connection failed|Temporary failure resolving|"
+    r"Could not resolve|Hash Sum mismatch|\b50[0234]\b|timed out",
+    re.IGNORECASE,
+)
 
 
-def command(os: OsRelease, mirror: str | None) -> list[str]:
-    """The mmdebstrap command that writes the root filesystem as a tar stream to stdout."""
+@dataclass(frozen=True)
+class Provenance:
+    """What a bootstrapped base was built from: the suite, the apt sources, the archive's Release date."""
+
+    suite: str
+    sources: tuple[str, ...]
+    release_date: str
+
+    def labels(self) -> dict[str, str]:
+        return {
+            SUITE_LABEL: self.suite,
+            SOURCES_LABEL: "; ".join(self.sources),
+            RELEASE_DATE_LABEL: self.release_date,
+        }
+
+
+def command(os: OsRelease, mirror: str | None, output: str = "-", record: Path | None = None) -> list[str]:
+    """The mmdebstrap command that writes the root filesystem to `output` (a tar file, or "-": stdout).
+    With `record`, a hook writes the archive's Release date and the apt sources into that folder."""
     cmd = ["mmdebstrap", "--variant=minbase", "--quiet"]
     cmd += [f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES]
     cmd += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
-    cmd += [os.suite, "-"]
+    cmd += [f'--aptopt=Acquire::Retries "{APT_RETRIES}"']
+    if record is not None:
+        cmd.append(f"--customize-hook={record_hook(os.suite, record)}")
+    cmd += [os.suite, output]
     if mirror:
         cmd.append(mirror)
     return cmd
 
 
+def record_hook(suite: str, record: Path) -> str:
+    """A customize hook ("$1" is the new root): the suite's Release date and the sources, before cleanup."""
+    return (
+        f'sed -n "s/^Date: //p" "$1"/var/lib/apt/lists/*_dists_{suite}_InRelease | head -n 1 > {record}/release-date'
+        f' && cat "$1"/etc/apt/sources.list > {record}/sources.list'
+    )
+
+
+def read_provenance(suite: str, record: Path) -> Provenance:
+    """The provenance the hook wrote (absent files read as unknown)."""
+
+    def text(name: str) -> str:
+        path = record / name
+        return path.read_text(errors="replace") if path.is_file() else ""
+
+    sources = tuple(" ".join(line.split()[1:]) for line in text("sources.list").splitlines() if line.startswith("deb "))
+    return Provenance(suite, sources, text("release-date").strip() or "unknown")
+
+
 def digest(os: OsRelease, mirror: str | None) -> str:
-    """What shapes the base image."""
+    """What shapes the base image (not where it is written, nor what is recorded about it)."""
     return "sha256:" + hashlib.sha256("\0".join(command(os, mirror)).encode()).hexdigest()
 
 
-def ensure(engine: Engine, os: OsRelease, mirror: str | None, log: Path) -> str:
-    """Make the base image unless an identical one is present; return what was done."""
-    wanted = digest(os, mirror)
+def import_changes(wanted_digest: str, provenance: Provenance) -> tuple[str, ...]:
+    """The Dockerfile instructions `docker import` applies: the labels (values quoted) and the command."""
+    labels = {DIGEST_LABEL: wanted_digest, **provenance.labels()}
+    return (*(f"LABEL {key}={json.dumps(value)}" for key, value in labels.items()), 'CMD ["/bin/bash"]')
+
+
+def network_failure(log_text: str) -> bool:
+    """Whether a failed bootstrap's log shows the archive or the network failing (worth another try)."""
+    return bool(_NETWORK_FAILURE.search(log_text))
+
+
+def up_to_date(engine: Engine, os: OsRelease, mirror: str | None) -> bool:
     labels = engine.labels(os.image)
-    if labels is not None and labels.get(DIGEST_LABEL) == wanted:
+    return labels is not None and labels.get(DIGEST_LABEL) == digest(os, mirror)
+
+
+def ensure(
+    engine: Engine,
+    os: OsRelease,
+    mirror: str | None,
+    log: Path,
+    say: Callable[[str], None] | None = None,
+    cancelled: threading.Event | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Make the base image unless an identical one is present; return what was done.
+
+    `say` hears when a bootstrap starts and each retry; once `cancelled` is set, mmdebstrap is stopped and
+    nothing is imported. A failure raises EngineError naming the log."""
+    if up_to_date(engine, os, mirror):
         return f"base {os.image} is up to date"
     if shutil.which("mmdebstrap") is None:
         raise EngineError(
             f"the {os.name} base image is bootstrapped with mmdebstrap, which is not installed "
             "(apt-get install mmdebstrap)"
         )
+    tell = say or (lambda _: None)
     log.parent.mkdir(parents=True, exist_ok=True)
-    changes = (f"LABEL {DIGEST_LABEL}={wanted}", 'CMD ["/bin/bash"]')
-    with log.open("wb") as out:
-        strap = subprocess.Popen(command(os, mirror), stdout=subprocess.PIPE, stderr=out)
-        if strap.stdout is None:  # pragma: no cover - Popen with PIPE always has one
-            raise EngineError("mmdebstrap gave no output stream")
-        with strap.stdout:
-            imported = engine.import_rootfs(strap.stdout, os.image, changes, out)
-        strap_status = strap.wait()
-    if strap_status or imported:
-        raise EngineError(
-            f"bootstrapping {os.image} failed "
-            f"(mmdebstrap exit {strap_status}, docker import exit {imported}); see {log}"
-        )
-    return f"base {os.image} bootstrapped from the {os.suite} archive"
+    tell(f"base {os.image}: bootstrapping from the {os.suite} archive (log: {log})")
+    log.write_bytes(b"")  # every attempt's output, in turn
+    for attempt in range(1, BOOTSTRAP_TRIES + 1):
+        status = _bootstrap_once(engine, os, mirror, log, cancelled)
+        if cancelled is not None and cancelled.is_set():
+            return f"base {os.image}: bootstrap interrupted, nothing imported"
+        if status is None:
+            return f"base {os.image} bootstrapped from the {os.suite} archive"
+        if attempt == BOOTSTRAP_TRIES or not network_failure(log.read_text(errors="replace")):
+            raise EngineError(f"bootstrapping {os.image} failed ({status}); see {log}")
+        delay = BOOTSTRAP_BACKOFF_S * 2 ** (attempt - 1)
+        retry = f"retry {attempt}/{BOOTSTRAP_TRIES - 1} in {delay:.0f} s"
+        tell(f"base {os.image}: bootstrap failed on the network ({status}); {retry}")
+        sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _bootstrap_once(
+    engine: Engine, os: OsRelease, mirror: str | None, log: Path, cancelled: threading.Event | None
+) -> str | None:
+    """One mmdebstrap run into a temporary tar, then its import; None when it worked, else what failed."""
+    with tempfile.TemporaryDirectory(prefix="torchimages-bootstrap-") as folder, log.open("ab") as out:
+        rootfs, record = Path(folder, "rootfs.tar"), Path(folder)
+        strap = run_cancellable(command(os, mirror, str(rootfs), record), cancelled, stdout=out, stderr=out)
+        if cancelled is not None and cancelled.is_set():
+            return "interrupted"
+        if strap.returncode:
+            return f"mmdebstrap exit {strap.returncode}"
+        changes = import_changes(digest(os, mirror), read_provenance(os.suite, record))
+        with rootfs.open("rb") as tar:
+            imported = engine.import_rootfs(tar, os.image, changes, out)
+        return f"docker import exit {imported}" if imported else None

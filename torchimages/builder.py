@@ -190,8 +190,10 @@ class Builder:
 
     def _ensure_bases(self, combinations: Sequence[Combination]) -> None:
         for os in {c.os.name: c.os for c in combinations if c.os.provider == "bootstrap"}.values():
+            if self.cancelled.is_set():
+                return
             log = self.options.log_dir / f"bootstrap-{os.name}.log"
-            self.out(bootstrap.ensure(self.engine, os, self.options.mirror, log))
+            self.out(bootstrap.ensure(self.engine, os, self.options.mirror, log, self.out, self.cancelled))
 
     def up_to_date(self, image: Image) -> bool:
         """A verified image with this input digest already carries the public tag."""

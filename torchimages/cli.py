@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -255,7 +256,8 @@ def cmd_bake(args: argparse.Namespace) -> int:
         for os_release in {s.combination.os.name: s.combination.os for s in chosen}.values():
             if os_release.provider == "bootstrap":
                 log = Path("logs") / f"bootstrap-{os_release.name}.log"
-                print(bootstrap.ensure(engine, os_release, args.mirror, log), file=sys.stderr)
+                say = functools.partial(print, file=sys.stderr)
+                say(bootstrap.ensure(engine, os_release, args.mirror, log, say))
     options = builder.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=Path("logs"),  # a bake writes no log here: buildx shows the builds

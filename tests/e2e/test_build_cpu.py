@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from torchimages import builder
+from torchimages import bootstrap, builder
 
 from .conftest import (
     Built,
@@ -46,6 +48,15 @@ def test_labels_record_versions_and_digest(built: Built, docker_client: Any) -> 
         labels = docker_client.images.get(image.reference).labels
         assert labels["io.torchimages.input-digest"] == image.input_digest
         assert labels["io.torchimages.torch"] == "2.13.0" and labels["io.torchimages.cuda"] == "none"
+
+
+def test_the_bootstrapped_base_records_what_it_was_built_from(built: Built, docker_client: Any) -> None:
+    """Suite, apt sources and the archive's Release date, in the base's labels (read by `build.py` reports)."""
+    labels = docker_client.images.get(built.combination.os.image).labels
+    assert labels[bootstrap.SUITE_LABEL] == built.combination.os.suite == "bookworm"
+    assert f"debian {built.combination.os.suite} main" in labels[bootstrap.SOURCES_LABEL]
+    released = email.utils.parsedate_to_datetime(labels[bootstrap.RELEASE_DATE_LABEL])
+    assert 2023 <= released.year <= datetime.datetime.now().year, released
 
 
 def test_images_are_training_bases(built: Built, docker_client: Any) -> None:

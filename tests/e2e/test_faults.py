@@ -168,9 +168,9 @@ def base_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextlib.contextmanager
-def private_engine(archive: Path, tmpfs_mb: int | None = None) -> Iterator[PrivateEngine]:
-    """A started private dockerd with the bootstrap base loaded; its data root on a tmpfs of `tmpfs_mb` MB
-    when given. Everything is stopped, unmounted and removed afterwards."""
+def private_engine(archive: Path | None, tmpfs_mb: int | None = None) -> Iterator[PrivateEngine]:
+    """A started private dockerd with the bootstrap base loaded (unless `archive` is None); its data root on a
+    tmpfs of `tmpfs_mb` MB when given. Everything is stopped, unmounted and removed afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="tif-", dir="/tmp"))  # short: a unix socket path is at most 107 bytes
     engine = PrivateEngine(folder, folder / "root")
     made = subprocess.run(["ip", "link", "add", engine.bridge, "type", "bridge"], capture_output=True, text=True)
@@ -186,8 +186,9 @@ def private_engine(archive: Path, tmpfs_mb: int | None = None) -> Iterator[Priva
             assert mounted.returncode == 0, mounted.stderr
             engine.data_root = tmpfs / "root"
         engine.start()
-        loaded = engine.docker("load", "-i", str(archive))
-        assert loaded.returncode == 0, loaded.stderr
+        if archive is not None:
+            loaded = engine.docker("load", "-i", str(archive))
+            assert loaded.returncode == 0, loaded.stderr
         yield engine
     finally:
         engine.kill(signal.SIGTERM, grace=20)
@@ -224,6 +225,13 @@ def engine(base_archive: Path) -> Iterator[PrivateEngine]:
 def small_engine(base_archive: Path) -> Iterator[PrivateEngine]:
     """A private engine whose data root is a 700 MB tmpfs: the torch layer (about 760 MB) cannot fit."""
     with private_engine(base_archive, tmpfs_mb=700) as started:
+        yield started
+
+
+@pytest.fixture
+def bare_engine(base_archive: Path) -> Iterator[PrivateEngine]:
+    """A private engine without the bootstrap base: a build starts by bootstrapping it."""
+    with private_engine(None) as started:
         yield started
 
 
@@ -317,3 +325,29 @@ def test_a_full_disk_is_named_and_nothing_is_tagged(small_engine: PrivateEngine,
     assert "no space left on device" in summary, text
     assert "Traceback" not in text, text
     assert not tagged(small_engine, tag) and temporary_images(small_engine) == []
+
+
+def test_an_interrupt_during_the_bootstrap_stops_it_and_imports_nothing(
+    bare_engine: PrivateEngine, tmp_path: Path
+) -> None:
+    if not shutil.which("mmdebstrap"):
+        require("mmdebstrap is not installed (make test installs it)")
+    matrix, tag = write_matrix(tmp_path)
+    output = tmp_path / "build.out"
+    process = build(bare_engine, matrix, tmp_path / "logs", output)
+    deadline = time.monotonic() + 60
+    while not (straps := [pid for pid in _mentioning("mmdebstrap") if _alive(pid)]):
+        assert process.poll() is None, f"build.py ended before bootstrapping: {output.read_text(errors='replace')}"
+        assert time.monotonic() < deadline, "no mmdebstrap after 60 s"
+        time.sleep(0.2)
+    time.sleep(3)  # well into the bootstrap (it takes 20 to 40 s)
+    assert "bootstrapping from the bookworm archive" in output.read_text(errors="replace")
+    interrupted = time.monotonic()
+    process.send_signal(signal.SIGINT)  # build.py alone, as `kill -INT` would: it must stop mmdebstrap itself
+    status, text = finish(process, output, timeout=60)
+    bare_engine.timings["exit after the interrupt"] = time.monotonic() - interrupted
+    assert status == 130, text
+    assert "bootstrap interrupted, nothing imported" in text, text
+    assert "Traceback" not in text, text
+    assert not [pid for pid in straps if _alive(pid)], "mmdebstrap is still running"
+    assert not tagged(bare_engine, BASE) and not tagged(bare_engine, tag)

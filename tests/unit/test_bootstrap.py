@@ -1,0 +1,171 @@
+"""The bootstrapped base: what shapes it (the digest), what it records (provenance labels), and the rules
+of `ensure` (a network failure is tried again with backoff, a real error is not, an interrupt stops it and
+imports nothing), with a stand-in mmdebstrap on PATH and an in-memory engine."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from torchimages import bootstrap, compat
+from torchimages.engine import EngineError
+
+DEBIAN = compat.load().os["debian12"]
+
+
+class ImportingEngine:
+    """Only what `ensure` uses: labels of the base and an import that remembers its changes."""
+
+    def __init__(self, labels: dict[str, str] | None = None) -> None:
+        self.base_labels = labels
+        self.imported: list[tuple[str, tuple[str, ...], int]] = []
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        return self.base_labels
+
+    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
+        self.imported.append((reference, tuple(changes), len(tar_stream.read())))
+        return 0
+
+
+@pytest.fixture
+def fake_mmdebstrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An `mmdebstrap` on PATH acting out FAKE_SCRIPT (one line per run: fail-network, fail-real, slow, ok);
+    each run writes a small tar to its output argument and the provenance files its hook would."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "mmdebstrap"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            #!/bin/sh
+            count=$(cat "$FAKE_COUNT" 2>/dev/null || echo 0); count=$((count + 1)); echo $count > "$FAKE_COUNT"
+            what=$(sed -n "${count}p" "$FAKE_SCRIPT")
+            for last; do :; done
+            case "$what" in
+              fail-network) echo "E: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease" >&2
+                exit 1;;
+              fail-real) echo "E: no such suite: bookworm" >&2; exit 1;;
+              slow) sleep 30;;
+            esac
+            record=$(dirname "$last")
+            echo "Date: Sat, 11 Jul 2026 10:16:37 UTC" > "$record/release-date.tmp"
+            sed -n "s/^Date: //p" "$record/release-date.tmp" > "$record/release-date"
+            echo "deb http://deb.debian.org/debian bookworm main" > "$record/sources.list"
+            printf 'rootfs' > "$last"
+            """
+        )
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_COUNT", str(tmp_path / "count"))
+    monkeypatch.setenv("FAKE_SCRIPT", str(tmp_path / "script"))
+    return tmp_path / "script"
+
+
+def test_the_command_writes_a_tar_and_records_the_release_date_and_sources(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    cmd = bootstrap.command(DEBIAN, "http://mirror.example/debian", "/x/rootfs.tar", record)
+    assert cmd[:2] == ["mmdebstrap", "--variant=minbase"]
+    assert '--aptopt=Acquire::Retries "3"' in cmd
+    assert cmd[-3:] == [DEBIAN.suite, "/x/rootfs.tar", "http://mirror.example/debian"]
+    (hook,) = [c for c in cmd if c.startswith("--customize-hook=")]
+    assert f'"$1"/var/lib/apt/lists/*_dists_{DEBIAN.suite}_InRelease' in hook and f"> {record}/release-date" in hook
+    assert f'cat "$1"/etc/apt/sources.list > {record}/sources.list' in hook
+
+
+def test_the_digest_follows_what_shapes_the_image_only(tmp_path: Path) -> None:
+    assert bootstrap.digest(DEBIAN, None) == bootstrap.digest(DEBIAN, None)
+    assert bootstrap.digest(DEBIAN, None) != bootstrap.digest(DEBIAN, "http://mirror.example/debian")
+    shaped = "\0".join(bootstrap.command(DEBIAN, None))
+    assert "customize-hook" not in shaped and "rootfs.tar" not in shaped
+
+
+def test_provenance_becomes_quoted_labels(tmp_path: Path) -> None:
+    (tmp_path / "release-date").write_text("Sat, 11 Jul 2026 10:16:37 UTC\n")
+    (tmp_path / "sources.list").write_text(
+        "deb http://deb.debian.org/debian bookworm main\n# a comment\n"
+        "deb http://security.debian.org/debian-security bookworm-security main\n"
+    )
+    provenance = bootstrap.read_provenance("bookworm", tmp_path)
+    assert provenance.sources == (
+        "http://deb.debian.org/debian bookworm main",
+        "http://security.debian.org/debian-security bookworm-security main",
+    )
+    changes = bootstrap.import_changes("sha256:1", provenance)
+    assert changes == (
+        'LABEL io.torchimages.bootstrap-digest="sha256:1"',
+        'LABEL io.torchimages.bootstrap.suite="bookworm"',
+        'LABEL io.torchimages.bootstrap.sources="http://deb.debian.org/debian bookworm main; '
+        'http://security.debian.org/debian-security bookworm-security main"',
+        'LABEL io.torchimages.bootstrap.release-date="Sat, 11 Jul 2026 10:16:37 UTC"',
+        'CMD ["/bin/bash"]',
+    )
+    assert bootstrap.read_provenance("bookworm", tmp_path / "absent").release_date == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("log", "network"),
+    [
+        ("E: Failed to fetch http://deb.debian.org/debian/pool/x.deb  503  Service Unavailable", True),
+        ("W: Could not connect to deb.debian.org:80", True),
+        ("Temporary failure resolving 'deb.debian.org'", True),
+        ("E: Hash Sum mismatch", True),
+        ("E: Unable to locate package python3.11", False),
+        ("mmdebstrap: no such suite", False),
+    ],
+)
+def test_network_failures_are_told_from_real_errors(log: str, network: bool) -> None:
+    assert bootstrap.network_failure(log) is network
+
+
+def test_an_up_to_date_base_is_not_bootstrapped(tmp_path: Path, fake_mmdebstrap: Path) -> None:
+    engine = ImportingEngine({bootstrap.DIGEST_LABEL: bootstrap.digest(DEBIAN, None)})
+    assert bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log") == f"base {DEBIAN.image} is up to date"
+    assert engine.imported == [] and not (tmp_path / "count").exists()
+
+
+def test_a_network_failure_is_tried_again_with_backoff_and_said(tmp_path: Path, fake_mmdebstrap: Path) -> None:
+    fake_mmdebstrap.write_text("fail-network\nfail-network\nok\n")
+    engine, said, slept = ImportingEngine(), [], []
+    result = bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", said.append, sleep=slept.append)
+    assert result == f"base {DEBIAN.image} bootstrapped from the {DEBIAN.suite} archive"
+    assert slept == [10.0, 20.0]
+    assert [line.split("; ")[-1] for line in said[1:]] == ["retry 1/2 in 10 s", "retry 2/2 in 20 s"]
+    ((reference, changes, size),) = engine.imported
+    assert reference == DEBIAN.image and size == len("rootfs")
+    assert 'LABEL io.torchimages.bootstrap.release-date="Sat, 11 Jul 2026 10:16:37 UTC"' in changes
+    assert (tmp_path / "b.log").read_text().count("Failed to fetch") == 2, "every attempt's output is kept"
+
+
+def test_network_failures_are_tried_a_bounded_number_of_times(tmp_path: Path, fake_mmdebstrap: Path) -> None:
+    fake_mmdebstrap.write_text("fail-network\n" * 5)
+    engine = ImportingEngine()
+    with pytest.raises(EngineError, match=r"bootstrapping .* failed \(mmdebstrap exit 1\); see "):
+        bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", sleep=lambda _: None)
+    assert (tmp_path / "count").read_text().strip() == str(bootstrap.BOOTSTRAP_TRIES) and engine.imported == []
+
+
+def test_a_real_error_is_not_tried_again(tmp_path: Path, fake_mmdebstrap: Path) -> None:
+    fake_mmdebstrap.write_text("fail-real\nok\n")
+    engine, slept = ImportingEngine(), []
+    with pytest.raises(EngineError):
+        bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", sleep=slept.append)
+    assert slept == [] and (tmp_path / "count").read_text().strip() == "1"
+
+
+def test_an_interrupt_stops_the_bootstrap_and_imports_nothing(tmp_path: Path, fake_mmdebstrap: Path) -> None:
+    fake_mmdebstrap.write_text("slow\n")
+    engine, cancelled = ImportingEngine(), threading.Event()
+    threading.Timer(0.5, cancelled.set).start()
+    start = time.monotonic()
+    result = bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", cancelled=cancelled)
+    assert time.monotonic() - start < 15, "mmdebstrap was not stopped"
+    assert result == f"base {DEBIAN.image}: bootstrap interrupted, nothing imported" and engine.imported == []
