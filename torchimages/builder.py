@@ -10,12 +10,14 @@ images it caught are `interrupted`, never `failed` and never tagged.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
 import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,7 @@ from .engine import BuildRequest, Engine, EngineError
 from .plan import Selected
 from .problems import InputError, Problem
 from .render import OS_PACKAGES_FILE
+from .sizes import format_size
 from .wheels import Served, WheelSources, secret_file, serve
 
 TEMP_REPOSITORY = "torchimages-tmp"
@@ -70,6 +73,23 @@ class Outcome:
     status: str  # built | skipped | failed | interrupted
     seconds: float
     detail: str = ""
+    build_seconds: float | None = None  # the BuildKit build, when one ran
+    test_seconds: float | None = None  # the checks before tagging (size budget, verification, smoke gate)
+
+
+class _Stopwatch:
+    """The seconds spent in each step of one image's build (not shared between threads)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - start
 
 
 class _Progress:
@@ -157,7 +177,17 @@ class Builder:
         return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest
 
     def build_image(self, combination: Combination, image: Image, served: Served, progress: _Progress) -> Outcome:
-        """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie."""
+        """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie.
+        The outcome says how long the build and the checks took."""
+        watch = _Stopwatch()
+        outcome = self._build_image(combination, image, served, progress, watch)
+        return dataclasses.replace(
+            outcome, build_seconds=watch.seconds.get("build"), test_seconds=watch.seconds.get("test")
+        )
+
+    def _build_image(
+        self, combination: Combination, image: Image, served: Served, progress: _Progress, watch: _Stopwatch
+    ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
             return self._finish(combination, image, "interrupted", start, "not started", progress)
@@ -174,13 +204,15 @@ class Builder:
         log = self.options.log_dir / f"{image.tag}.log"
         progress.say(f"{image.tag}: building (log: {log})")
         try:
-            status = self._build(combination, image, reference, served, log)
+            with watch.step("build"):
+                status = self._build(combination, image, reference, served, log)
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, "during the build", progress)
             if status:
                 detail = f"{self._why_failed(image, log, status)}\nlast lines of {log}:\n{_tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
-            problems = self._check_before_tagging(combination, image, reference)
+            with watch.step("test"):
+                problems = self._check_before_tagging(combination, image, reference)
             if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
                 return self._interrupted(combination, image, start, "during verification", progress)
             if problems:
@@ -232,7 +264,11 @@ class Builder:
             return self.engine.build(request, handle, self.cancelled)
 
     def _check_before_tagging(self, combination: Combination, image: Image, reference: str) -> list[str]:
-        """Verification (the versions inside equal the tag's), then the smoke gate. Problems, or none."""
+        """The size budget, verification (the versions inside equal the tag's), then the smoke gate. Problems,
+        or none."""
+        over = self._over_budget(image, reference)
+        if over:
+            return over
         try:
             found = verify.read_facts(self.engine, reference)
         except (EngineError, ValueError) as exc:
@@ -243,6 +279,22 @@ class Builder:
         if self.cancelled.is_set():
             return ["interrupted before the smoke gate"]
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+
+    def _over_budget(self, image: Image, reference: str, shown: int = 5) -> list[str]:
+        """The image's size against its flavor's budget: none, or the size, the budget and its largest layers."""
+        if image.size_budget is None:
+            return []
+        info = self.engine.inspect(reference)
+        if info is None:
+            return [f"could not read the size of {reference}: no such image"]
+        if info.size <= image.size_budget:
+            return []
+        largest = sorted(self.engine.history(reference), key=lambda step: step.size, reverse=True)[:shown]
+        return [
+            f"size {format_size(info.size)} ({info.size} bytes) is over the {image.flavor} budget of "
+            f"{format_size(image.size_budget)} ({image.size_budget} bytes); its {len(largest)} largest layers:",
+            *(f"  {format_size(step.size):>9}  {_instruction(step.created_by)}" for step in largest),
+        ]
 
     def _record_installed(self, image: Image, reference: str) -> None:
         """Write what the verified image holds beside its log, so a rebuild can be compared: the OS
@@ -278,6 +330,14 @@ class Builder:
         return Outcome(combination, image, status, seconds, detail)
 
 
+def _instruction(created_by: str, width: int = 160) -> str:
+    """A history step's instruction without BuildKit's `|N ARG=...` prefix and the shell, one line, shortened."""
+    text = " ".join(created_by.split())
+    text = re.sub(r"^(RUN )?\|\d+ (\S+=\S* )*", "RUN ", text)
+    text = text.replace("/bin/sh -c ", "")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _listed(what: str, problems: list[str]) -> str:
     return f"{what}:\n    " + "\n    ".join(problems)
 
@@ -308,5 +368,7 @@ def _reason(detail: str) -> str:
     elif errors:
         line = errors[-1]
     else:
-        line = detail.strip().splitlines()[0] if detail.strip() else ""
+        lines = [line.strip() for line in detail.strip().splitlines()]
+        # `not tagged:` then the problems: the first problem says why
+        line = f"{lines[0]} {lines[1]}" if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
     return line if len(line) <= 200 else line[:197] + "..."

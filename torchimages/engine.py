@@ -67,6 +67,16 @@ class ImageInfo:
     user: str
     layers: tuple[str, ...]
     tags: tuple[str, ...] = ()
+    size: int = 0  # bytes, uncompressed (`docker image inspect -f {{.Size}}`)
+    repo_digests: tuple[str, ...] = ()  # `repository@sha256:...`, once pushed (or pulled)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One step of an image's history (`docker image history`): the instruction and the bytes its layer adds."""
+
+    created_by: str
+    size: int
 
 
 def split_run_args(values: Sequence[str]) -> list[str]:
@@ -149,6 +159,14 @@ class Engine(Protocol):
 
     def remove_image(self, reference: str) -> None:
         """Remove an image reference if present."""
+        ...
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """An image's id, labels, size, layers and more, or None when there is no such image."""
+        ...
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        """An image's history, newest step first."""
         ...
 
 
@@ -336,6 +354,8 @@ def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
         user=str(config.get("User") or ""),
         layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
         tags=tuple(attrs.get("RepoTags") or ()),
+        size=int(attrs.get("Size") or 0),
+        repo_digests=tuple(attrs.get("RepoDigests") or ()),
     )
 
 
@@ -430,6 +450,21 @@ class DockerEngine:
             except self._errors.ImageNotFound:
                 return None
             return _image_info(reference, image.attrs)
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        with self._failures(f"reading the history of {reference}"):
+            steps = self.sdk.images.get(reference).history()
+            return [HistoryEntry(str(s.get("CreatedBy") or ""), int(s.get("Size") or 0)) for s in steps]
+
+    def save(self, reference: str, path: Path) -> None:
+        """Write an image to a `docker save` archive (what syft reads as `docker-archive:PATH`)."""
+        cmd = [self.docker_cli, "save", "--output", str(path), reference]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        if result.returncode != 0:
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {result.stderr.strip() or result.returncode}")
 
     def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
         """Every local image carrying the label `key=value`."""
