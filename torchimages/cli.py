@@ -232,7 +232,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.report and junit_dir:
         from . import reporting
 
-        images = reporting.built_images(outcomes, engine, junit_dir)
+        images = reporting.built_images(outcomes, engine, junit_dir, pushed=args.push)
         complete = finish_report(args.report, "build", images, engine, junit_dir, sboms=not received)
     if received:
         return 128 + received[0]  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
@@ -291,6 +291,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         raise UsageError("--host local tests this machine: it takes no SELECTOR, --image or --run-arg")
     if args.spec and not (local or args.images):
         raise UsageError("--spec applies to --host local or --image; matrix images get their spec from the matrix")
+    if args.report and (local or args.junit):
+        raise UsageError("--report takes the images' results itself: not with --host local or --junit")
     options = runner.SmokeOptions(
         _suites(args.suites),
         args.gpus,
@@ -306,8 +308,6 @@ def cmd_test(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read the host's spec: {exc}") from None
         passed = runner.run_suites("local://", host, options, args.junit).returncode == 0
         return EXIT_OK if passed else EXIT_FAILED
-    if args.report and (local or args.junit):
-        raise UsageError("--report takes the images' results itself: not with --host local or --junit")
     planned: list[tuple[Combination, Image] | None]
     if args.images:
         engine = connect()

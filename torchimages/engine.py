@@ -9,6 +9,7 @@ an in-memory fake with the same methods.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -300,6 +301,25 @@ def push_with_retries(
     return errors
 
 
+def stored_size(manifest: Any) -> int | None:
+    """The bytes a registry stores for one image: its config and compressed layers, from an image manifest
+    (OCI or Docker v2); None for anything else (a manifest list names several images)."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("layers"), list):
+        return None
+    parts = [manifest.get("config") or {}, *manifest["layers"]]
+    sizes = [part.get("size") if isinstance(part, dict) else None for part in parts]
+    if not all(isinstance(size, int) for size in sizes):
+        return None
+    return sum(int(size) for size in sizes if size is not None)
+
+
+def _loopback(reference: str) -> bool:
+    """Whether a reference names a registry on this machine (which Docker, too, lets speak plain HTTP)."""
+    first = reference.split("/", 1)[0] if "/" in reference else ""
+    host = first.rsplit(":", 1)[0] if ":" in first else first
+    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+
+
 def _candidates(explicit: str | None) -> list[str]:
     if explicit:
         return [explicit]
@@ -465,6 +485,17 @@ class DockerEngine:
             raise EngineError(f"could not run {cmd[0]}: {exc}") from None
         if result.returncode != 0:
             raise EngineError(f"`{shlex.join(cmd)}` failed: {result.stderr.strip() or result.returncode}")
+
+    def compressed_size(self, reference: str) -> int | None:
+        """What the registry stores for a pushed image (`docker manifest inspect`: config and compressed
+        layers); None when the registry does not answer or the manifest is not one image's."""
+        insecure = ["--insecure"] if _loopback(reference) else []
+        cmd = [self.docker_cli, "manifest", "inspect", *insecure, reference]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+            return stored_size(json.loads(result.stdout)) if result.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return None
 
     def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
         """Every local image carrying the label `key=value`."""

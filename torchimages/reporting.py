@@ -43,6 +43,8 @@ class ReportEngine(Protocol):
 
     def save(self, reference: str, path: Path) -> None: ...
 
+    def compressed_size(self, reference: str) -> int | None: ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Tested:
@@ -72,9 +74,13 @@ def _read(path: Path | None) -> bytes | None:
         return None
 
 
-def _stored(engine: ReportEngine, reference: str) -> report.StoredImage | None:
+def _stored(engine: ReportEngine, reference: str, pushed: bool = False) -> report.StoredImage | None:
+    """What the engine knows of a tagged image; once pushed, also what the registry stores."""
     info = engine.inspect(reference)
-    return report.StoredImage(info.id, info.size, info.repo_digests) if info else None
+    if info is None:
+        return None
+    compressed = engine.compressed_size(reference) if pushed and info.repo_digests else None
+    return report.StoredImage(info.id, info.size, info.repo_digests, compressed)
 
 
 def _smoke(junit: bytes | None) -> report.SmokeResult | None:
@@ -85,13 +91,14 @@ def _smoke(junit: bytes | None) -> report.SmokeResult | None:
 
 
 def built_images(
-    outcomes: Sequence[Outcome], engine: ReportEngine, junit_dir: Path
+    outcomes: Sequence[Outcome], engine: ReportEngine, junit_dir: Path, pushed: bool = False
 ) -> list[tuple[report.ImageReport, bytes | None]]:
-    """Each outcome of `build.py build` as an ImageReport with its JUnit XML (None when the suites did not run)."""
+    """Each outcome of `build.py build` as an ImageReport with its JUnit XML (None when the suites did not run);
+    `pushed`: the images were pushed, so the registry can tell their compressed size."""
     images = []
     for o in outcomes:
         junit = _read(junit_in(junit_dir, o.image.tag))
-        stored = _stored(engine, o.image.reference) if o.status in ("built", "skipped") else None
+        stored = _stored(engine, o.image.reference, pushed) if o.status in ("built", "skipped") else None
         reason = "" if o.status == "built" else o.detail
         image = report.image_report(
             o.combination,

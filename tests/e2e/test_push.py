@@ -55,8 +55,9 @@ def built(
     docker_client: Any, registry: str, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
 ) -> Iterator[Built]:
     entry = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
+    tmp = tmp_path_factory.mktemp("push")
     yield from build_matrix(
-        docker_client, tmp_path_factory.mktemp("push"), entry, ca_bundle, registry=registry, extra=("--push",)
+        docker_client, tmp, entry, ca_bundle, registry=registry, extra=("--push", "--report", tmp / "report")
     )
 
 
@@ -67,3 +68,10 @@ def test_verified_images_are_pushed_with_their_aliases(built: Built, registry: s
     with urllib.request.urlopen(f"http://{registry}/v2/{path}/tags/list", timeout=10) as answer:
         tags = set(json.load(answer)["tags"])
     assert tags == {image.tag, *image.aliases}
+
+
+def test_the_report_has_the_repository_digest_and_the_compressed_size(built: Built, docker_client: Any) -> None:
+    (image,) = json.loads((built.logs.parent / "report" / "manifest.json").read_text())["images"]
+    stored = docker_client.images.get(built.image("runtime").reference)
+    assert image["repo_digests"] == stored.attrs["RepoDigests"] and image["repo_digests"]
+    assert 0 < image["size"]["compressed"] < image["size"]["uncompressed"] == stored.attrs["Size"], image["size"]

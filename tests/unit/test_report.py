@@ -15,7 +15,7 @@ import pytest
 
 from torchimages import plan, report, reporting
 from torchimages.builder import Outcome
-from torchimages.engine import ImageInfo
+from torchimages.engine import ImageInfo, stored_size
 from torchimages.smoke.runner import junit_in
 
 GOLDEN = Path(__file__).parent / "golden" / "report"
@@ -194,7 +194,10 @@ class InspectingEngine:
     def inspect(self, reference: str) -> ImageInfo | None:
         if reference != self.reference:
             return None
-        return ImageInfo(reference, IMAGE_ID, {}, {}, "", (), size=42, repo_digests=())
+        return ImageInfo(reference, IMAGE_ID, {}, {}, "", (), size=42, repo_digests=(f"r@{IMAGE_ID}",))
+
+    def compressed_size(self, reference: str) -> int | None:
+        return 17
 
     def save(self, reference: str, path: Path) -> None:
         raise AssertionError("no SBOM here")
@@ -215,5 +218,36 @@ def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
     (failed, none), (built, found) = reporting.built_images(outcomes, InspectingEngine(runtime.reference), junit_dir)
     assert none is None and failed.stored is None and failed.smoke is None and failed.reason == "build failed (exit 1)"
     assert found == junit(PASSED) and built.smoke is not None and built.smoke.count("passed") == 1
-    assert built.stored == report.StoredImage(IMAGE_ID, 42) and built.reason == ""
+    assert built.stored == report.StoredImage(IMAGE_ID, 42, (f"r@{IMAGE_ID}",)) and built.reason == ""
     assert (built.build_seconds, built.test_seconds, built.total_seconds) == (20.0, 9.5, 30.0)
+    (_, _), (pushed, _) = reporting.built_images(outcomes, InspectingEngine(runtime.reference), junit_dir, True)
+    assert pushed.stored is not None and pushed.stored.compressed_size == 17  # the registry's answer
+
+
+def test_the_stored_size_is_config_and_layers_of_one_image_manifest() -> None:
+    manifest = {"schemaVersion": 2, "config": {"size": 1500}, "layers": [{"size": 40_000_000}, {"size": 1}]}
+    assert stored_size(manifest) == 40_001_501
+    assert stored_size({"manifests": [{"size": 500}]}) is None  # a list of several images
+    assert stored_size({"layers": [{"digest": "sha256:..."}]}) is None
+
+
+def test_a_report_folder_that_cannot_be_written_or_no_syft_is_refused_before_any_build(
+    write_matrix: Callable[[str], Path],
+    cli: Callable[..., tuple[int, str, str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    matrix = str(write_matrix(MATRIX))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, _, err = cli("build", "--matrix", matrix, "--report", str(blocker / "report"), "2.13.0-cpu-runtime")
+    assert code == 2 and f"error: --report: --report {blocker / 'report'}: cannot write there" in err, err
+    monkeypatch.setenv("TORCHIMAGES_SYFT", str(tmp_path / "no-syft"))
+    code, _, err = cli("build", "--matrix", matrix, "--report", str(tmp_path / "r"), "2.13.0-cpu-runtime")
+    assert code == 2 and f"TORCHIMAGES_SYFT={tmp_path / 'no-syft'}: no such program" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_takes_no_junit_or_local_host(cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
+    code, _, err = cli("test", "--host", "local", "--report", str(tmp_path))
+    assert code == 2 and "--report takes the images' results itself" in err
