@@ -332,9 +332,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         if not result.args:  # no container could be started
             print(f"error: {result.stderr}", file=sys.stderr)
         results.append((str(spec["image"]), result.returncode))
-        tested.append(
-            (spec, result.returncode, time.monotonic() - start, "" if result.args else result.stderr, plan_of)
-        )
+        error = "" if result.args else result.stderr
+        tested.append((tag, spec, result.returncode, time.monotonic() - start, error, plan_of))
     print(runner.summary(results))
     complete = True
     if args.report and junit_dir:

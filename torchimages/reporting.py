@@ -48,8 +48,10 @@ class ReportEngine(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Tested:
-    """One image `build.py test` ran the suites on: its planned image (None for --image) or its spec."""
+    """One image `build.py test` ran the suites on: the name its JUnit file has, its spec, its planned image
+    (None for --image)."""
 
+    name: str
     spec: dict[str, Any]
     returncode: int
     seconds: float
@@ -121,8 +123,7 @@ def tested_images(
     """Each image `build.py test` ran the suites on as an ImageReport with its JUnit XML."""
     images = []
     for t in tested:
-        tag = str(t.spec["tag"])
-        junit = _read(junit_in(junit_dir, tag))
+        junit = _read(junit_in(junit_dir, t.name))
         smoke = _smoke(junit)
         result = "passed" if t.returncode == 0 else "failed"
         reason = t.error
@@ -140,7 +141,7 @@ def tested_images(
         else:
             labels = t.spec.get("labels") or {}
             image = report.ImageReport(
-                tag=tag,
+                tag=str(t.spec["image"]),  # the reference given to --image
                 reference=str(t.spec["image"]),
                 aliases=(),
                 flavor=t.spec.get("flavor"),

@@ -251,3 +251,32 @@ def test_a_report_folder_that_cannot_be_written_or_no_syft_is_refused_before_any
 def test_report_takes_no_junit_or_local_host(cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
     code, _, err = cli("test", "--host", "local", "--report", str(tmp_path))
     assert code == 2 and "--report takes the images' results itself" in err
+
+
+def test_tested_images_any_image_by_its_reference_a_matrix_image_by_its_plan(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    (combination, *_) = plan.load(write_matrix(MATRIX)).combinations
+    devel, runtime = combination.images
+    spec = {"tag": "from-spec", "image": "team/train:1", "flavor": None, "torch": "2.13.0", "python": "3.11"}
+    spec |= {"os": "debian12", "labels": {"io.torchimages.input-digest": "sha256:" + "1" * 64}}
+    junit_in(tmp_path, "team_train_1").write_bytes(junit(PASSED, FAILED))
+    junit_in(tmp_path, runtime.tag).write_bytes(junit(PASSED))
+    tested = [
+        reporting.Tested("team_train_1", spec, 1, 12.0),
+        reporting.Tested(
+            runtime.tag, {"tag": runtime.tag, "image": runtime.reference}, 0, 8.0, "", (combination, runtime)
+        ),
+        reporting.Tested(
+            devel.tag, {"tag": devel.tag, "image": devel.reference}, 1, 0.5, "no container", (combination, devel)
+        ),
+    ]
+    (any_image, _), (planned, _), (unstarted, none) = reporting.tested_images(
+        tested, InspectingEngine(runtime.reference), tmp_path
+    )
+    assert (any_image.tag, any_image.result, any_image.combination) == ("team/train:1", "failed", None)
+    assert any_image.reason == "smoke suites failed: test_no_package_caches"
+    assert any_image.input_digest == "sha256:" + "1" * 64 and any_image.versions.torchvision is None
+    assert (planned.result, planned.combination, planned.stored is not None) == ("passed", combination.folder, True)
+    assert planned.test_seconds == planned.total_seconds == 8.0 and planned.build_seconds is None
+    assert (unstarted.result, unstarted.reason, unstarted.smoke, none) == ("failed", "no container", None, None)
