@@ -28,7 +28,7 @@ from .engine import BuildRequest, Engine, EngineError
 from .plan import Selected
 from .problems import InputError, Problem
 from .render import OS_PACKAGES_FILE
-from .sizes import format_size
+from .sizes import format_size, layer_instruction
 from .wheels import Served, WheelSources, secret_file, serve
 
 TEMP_REPOSITORY = "torchimages-tmp"
@@ -293,7 +293,7 @@ class Builder:
         return [
             f"size {format_size(info.size)} ({info.size} bytes) is over the {image.flavor} budget of "
             f"{format_size(image.size_budget)} ({image.size_budget} bytes); its {len(largest)} largest layers:",
-            *(f"  {format_size(step.size):>9}  {_instruction(step.created_by)}" for step in largest),
+            *(f"  {format_size(step.size):>9}  {layer_instruction(step.created_by)}" for step in largest),
         ]
 
     def _record_installed(self, image: Image, reference: str) -> None:
@@ -328,14 +328,6 @@ class Builder:
             finished=True,
         )
         return Outcome(combination, image, status, seconds, detail)
-
-
-def _instruction(created_by: str, width: int = 160) -> str:
-    """A history step's instruction without BuildKit's `|N ARG=...` prefix and the shell, one line, shortened."""
-    text = " ".join(created_by.split())
-    text = re.sub(r"^(RUN )?\|\d+ (\S+=\S* )*", "RUN ", text)
-    text = text.replace("/bin/sh -c ", "")
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _listed(what: str, problems: list[str]) -> str:

@@ -199,12 +199,15 @@ def smoke_result(junit: bytes) -> SmokeResult:
 
 
 def headline(reason: str) -> str:
-    """The line of a reason that says why: its first, joined with the next when the first only introduces
-    a list (`not tagged:`)."""
+    """The line of a reason that says why: its first, joined with the next while it only introduces a list
+    (`not tagged:`, `smoke suites (cpu) failed:`)."""
     lines = [line.strip() for line in reason.strip().splitlines() if line.strip()]
-    if len(lines) > 1 and lines[0].endswith(":"):
-        return f"{lines[0]} {lines[1]}"
-    return lines[0] if lines else ""
+    text = lines[0] if lines else ""
+    for line in lines[1:]:
+        if not text.endswith(":"):
+            break
+        text += " " + line
+    return text
 
 
 def _suite_of_outcome(image: ImageReport) -> ElementTree.Element:
@@ -361,7 +364,7 @@ def _result_cell(image: ImageReport) -> str:
         counts = [f"{n} {r}" for r in TEST_RESULTS if (n := image.smoke.count(r))]
         text += f" ({', '.join(counts) or 'no tests'})"
     if image.reason and image.result != "built":
-        reason = " ".join(image.reason.split())
+        reason = headline(image.reason)
         text += ": " + (reason if len(reason) <= 160 else reason[:157] + "...")
     return _cell(text)
 

@@ -82,3 +82,20 @@ class SizeBudget:
         """This budget, with `default`'s for the flavors it does not name."""
         merged = {**dict(default.by_flavor), **dict(self.by_flavor)}
         return SizeBudget(tuple(sorted(merged.items())))
+
+
+def layer_instruction(created_by: str, width: int = 160) -> str:
+    """What made a layer, in one short line: the install steps of a RUN (`RUN /opt/venv/bin/pip install
+    --no-deps "torch==2.13.0+cpu"`), without the shell, BuildKit's ARG prefix or the set-up around them;
+    `(base image)` for a layer with no instruction (an imported root filesystem)."""
+    text = " ".join(created_by.split()).removesuffix(" # buildkit")
+    text = re.sub(r"^(RUN )?\|\d+ (\S+=\S* )*", "RUN ", text)
+    text = re.sub(r"^(RUN )?/bin/(ba)?sh (-o pipefail )?-c ", "RUN ", text)
+    if not text:
+        return "(base image)"
+    if text.startswith("RUN "):
+        steps = [step.strip() for step in text.removeprefix("RUN ").split("&&")]
+        installs = [step for step in steps if re.search(r"\binstall\b", step) and not step.startswith("if ")]
+        if installs:
+            text = "RUN " + " && ".join(installs)
+    return text if len(text) <= width else text[: width - 3] + "..."

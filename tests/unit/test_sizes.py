@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchimages import plan
-from torchimages.sizes import SizeError, format_size, parse_size
+from torchimages.sizes import SizeError, format_size, layer_instruction, parse_size
 
 
 @pytest.mark.parametrize(
@@ -109,3 +109,29 @@ def test_bad_budgets_are_located_errors_exit_2(
 def test_a_budget_is_no_axis(write_matrix: Callable[[str], Path], cli: Callable[..., tuple[int, str, str]]) -> None:
     code, _, err = cli("validate", "--matrix", str(write_matrix("matrix:\n  torch: [2.7.0]\n  size_budget: 3GB\n")))
     assert code == 2 and "unknown key 'size_budget' in matrix" in err
+
+
+SETUP = (
+    "RUN /bin/bash -o pipefail -c if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi"
+    "     && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60     && "
+)
+
+
+@pytest.mark.parametrize(
+    ("created_by", "shown"),
+    [
+        (
+            SETUP + '/opt/venv/bin/pip install --no-input --no-deps         "torch==2.13.0+cpu" # buildkit',
+            'RUN /opt/venv/bin/pip install --no-input --no-deps "torch==2.13.0+cpu"',
+        ),
+        (
+            "|2 A=1 B=2 /bin/sh -c apt-get update && apt-get install -y gcc g++ && rm -rf /var/lib/apt/lists/*",
+            "RUN apt-get install -y gcc g++",
+        ),
+        ("RUN /bin/bash -o pipefail -c python3.11 -m venv /opt/venv # buildkit", "RUN python3.11 -m venv /opt/venv"),
+        ("", "(base image)"),
+        ("ENV PATH=/opt/venv/bin", "ENV PATH=/opt/venv/bin"),
+    ],
+)
+def test_a_layer_is_named_by_what_it_installs(created_by: str, shown: str) -> None:
+    assert layer_instruction(created_by) == shown
