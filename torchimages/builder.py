@@ -12,12 +12,14 @@ nothing more and tags nothing more: the images it caught are `interrupted`, neve
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
 import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from .engine import BuildRequest, Engine, EngineError
 from .plan import Selected
 from .problems import InputError, Problem
 from .render import OS_PACKAGES_FILE
+from .sizes import format_size, layer_instruction
 from .wheels import Served, WheelSources, secret_file, serve
 
 TEMP_REPOSITORY = "torchimages-tmp"
@@ -72,6 +75,23 @@ class Outcome:
     status: str  # built | promoted | skipped | failed | interrupted
     seconds: float
     detail: str = ""
+    build_seconds: float | None = None  # the BuildKit build, when one ran
+    test_seconds: float | None = None  # the checks before tagging (size budget, verification, smoke gate)
+
+
+class _Stopwatch:
+    """The seconds spent in each step of one image's build (not shared between threads)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - start
 
 
 class _Progress:
@@ -201,7 +221,17 @@ class Builder:
         return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest
 
     def build_image(self, combination: Combination, image: Image, served: Served, progress: _Progress) -> Outcome:
-        """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie."""
+        """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie.
+        The outcome says how long the build and the checks took."""
+        watch = _Stopwatch()
+        outcome = self._build_image(combination, image, served, progress, watch)
+        return dataclasses.replace(
+            outcome, build_seconds=watch.seconds.get("build"), test_seconds=watch.seconds.get("test")
+        )
+
+    def _build_image(
+        self, combination: Combination, image: Image, served: Served, progress: _Progress, watch: _Stopwatch
+    ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
             return self._finish(combination, image, "interrupted", start, "not started", progress)
@@ -218,13 +248,14 @@ class Builder:
         log = self.options.log_dir / f"{image.tag}.log"
         progress.say(f"{image.tag}: building (log: {log})")
         try:
-            status = self._build(combination, image, reference, served, log)
+            with watch.step("build"):
+                status = self._build(combination, image, reference, served, log)
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, "during the build", progress)
             if status:
                 detail = f"{self._why_failed(image, log, status)}\nlast lines of {log}:\n{_tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
-            return self._admit(combination, image, reference, start, progress, "built")
+            return self._admit(combination, image, reference, start, progress, "built", watch)
         except EngineError as exc:
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
@@ -236,11 +267,19 @@ class Builder:
                 progress.say(f"{image.tag}: could not remove {reference}: {exc}")
 
     def _admit(
-        self, combination: Combination, image: Image, reference: str, start: float, progress: _Progress, done: str
+        self,
+        combination: Combination,
+        image: Image,
+        reference: str,
+        start: float,
+        progress: _Progress,
+        done: str,
+        watch: _Stopwatch,
     ) -> Outcome:
         """After the build step, for `build` and `promote` alike: verify and smoke-test the temporary
         reference, record what it holds, then tag (and push) it; the outcome `done`, or why not."""
-        problems = self._check_before_tagging(combination, image, reference)
+        with watch.step("test"):
+            problems = self._check_before_tagging(combination, image, reference)
         if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
             return self._interrupted(combination, image, start, "during verification", progress)
         if problems:
@@ -299,7 +338,9 @@ class Builder:
                 return self._interrupted(combination, image, start, "while finding the baked image", progress)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
-            return self._admit(combination, image, baked.reference, start, progress, "promoted")
+            watch = _Stopwatch()
+            outcome = self._admit(combination, image, baked.reference, start, progress, "promoted", watch)
+            return dataclasses.replace(outcome, test_seconds=watch.seconds.get("test"))
         except EngineError as exc:
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
@@ -319,7 +360,7 @@ class Builder:
             found = self.engine.inspect(baked.reference)
             if found is None:
                 return [f"{baked.reference} is neither here nor could it be pulled: {'; '.join(errors) or 'not found'}"]
-        known = {found.id, *(d.rsplit("@", 1)[-1] for d in found.digests)}
+        known = {found.id, *(d.rsplit("@", 1)[-1] for d in found.repo_digests)}
         if baked.ids and not known.intersection(baked.ids):
             return [
                 f"{baked.reference} is not the image its builder reported: it is {found.id}, "
@@ -351,7 +392,11 @@ class Builder:
             return self.engine.build(request, handle, self.cancelled)
 
     def _check_before_tagging(self, combination: Combination, image: Image, reference: str) -> list[str]:
-        """Verification (the versions inside equal the tag's), then the smoke gate. Problems, or none."""
+        """The size budget, verification (the versions inside equal the tag's), then the smoke gate. Problems,
+        or none."""
+        over = self._over_budget(image, reference)
+        if over:
+            return over
         try:
             found = verify.read_facts(self.engine, reference)
         except (EngineError, ValueError) as exc:
@@ -362,6 +407,22 @@ class Builder:
         if self.cancelled.is_set():
             return ["interrupted before the smoke gate"]
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+
+    def _over_budget(self, image: Image, reference: str, shown: int = 5) -> list[str]:
+        """The image's size against its flavor's budget: none, or the size, the budget and its largest layers."""
+        if image.size_budget is None:
+            return []
+        info = self.engine.inspect(reference)
+        if info is None:
+            return [f"could not read the size of {reference}: no such image"]
+        if info.size <= image.size_budget:
+            return []
+        largest = sorted(self.engine.history(reference), key=lambda step: step.size, reverse=True)[:shown]
+        return [
+            f"size {format_size(info.size)} ({info.size} bytes) is over the {image.flavor} budget of "
+            f"{format_size(image.size_budget)} ({image.size_budget} bytes); its {len(largest)} largest layers:",
+            *(f"  {format_size(step.size):>9}  {layer_instruction(step.created_by)}" for step in largest),
+        ]
 
     def _record_installed(self, image: Image, reference: str) -> None:
         """Write what the verified image holds beside its log, so a rebuild can be compared: the OS
@@ -430,5 +491,7 @@ def _reason(detail: str) -> str:
     elif errors:
         line = errors[-1]
     else:
-        line = detail.strip().splitlines()[0] if detail.strip() else ""
+        lines = [line.strip() for line in detail.strip().splitlines()]
+        # `not tagged:` then the problems: the first problem says why
+        line = f"{lines[0]} {lines[1]}" if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
     return line if len(line) <= 200 else line[:197] + "..."

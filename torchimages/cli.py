@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -206,12 +207,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         mirror=args.mirror,
         push=args.push,
     )
+    junit_dir = start_report(args.report)
     engine = connect(args.docker)
     cancelled = threading.Event()
     gate = None
     if "none" not in args.test:
         suites = SUITES if "gpu" in args.test else ("cpu",)
-        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled)
+        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled, junit_dir)
     build = builder.Builder(engine, options, gate, cancelled=cancelled)
     received: list[int] = []
 
@@ -229,9 +231,45 @@ def cmd_build(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print(builder.summary(outcomes))
+    complete = True
+    if args.report and junit_dir:
+        from . import reporting
+
+        images = reporting.built_images(outcomes, engine, junit_dir, pushed=args.push)
+        complete = finish_report(args.report, "build", images, engine, junit_dir, sboms=not received)
     if received:
         return 128 + received[0]  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
-    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) or not complete else EXIT_OK
+
+
+def start_report(directory: Path | None) -> Path | None:
+    """For `--report DIR`: check syft is there and DIR can be written, before any build or test; the folder
+    the smoke suites write their JUnit files into."""
+    if directory is None:
+        return None
+    from . import reporting, sbom
+
+    try:
+        sbom.syft_binary()
+        return reporting.prepare(directory)
+    except (sbom.SbomError, reporting.ReportError) as exc:
+        raise UsageError(f"--report: {exc}") from None
+
+
+def finish_report(
+    directory: Path, command: str, images: Any, engine: DockerEngine, junit_dir: Path, sboms: bool = True
+) -> bool:
+    """Write the report folder; say where; whether it is complete (every SBOM made)."""
+    from . import reporting
+
+    try:
+        problems = reporting.write(directory, command, images, engine, junit_dir, sboms)
+    except reporting.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    print(f"report: {directory / reporting.MANIFEST}, {reporting.SUMMARY}, {reporting.JUNIT}, {reporting.SBOM_DIR}/")
+    return not problems
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
@@ -377,6 +415,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         raise UsageError("--host local tests this machine: it takes no SELECTOR, --image or --run-arg")
     if args.spec and not (local or args.images):
         raise UsageError("--spec applies to --host local or --image; matrix images get their spec from the matrix")
+    if args.report and (local or args.junit):
+        raise UsageError("--report takes the images' results itself: not with --host local or --junit")
     options = runner.SmokeOptions(
         _suites(args.suites),
         args.gpus,
@@ -392,9 +432,11 @@ def cmd_test(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read the host's spec: {exc}") from None
         passed = runner.run_suites("local://", host, options, args.junit).returncode == 0
         return EXIT_OK if passed else EXIT_FAILED
+    planned: list[tuple[Combination, Image] | None]
     if args.images:
         engine = connect()
         targets = [(_tag_of(reference), spec) for reference, spec in image_specs(engine, args.images, args.spec)]
+        planned = [None] * len(targets)
     else:
         if not args.selectors:
             raise UsageError("name the images to test (SELECTOR... or --image REF), or use --host local")
@@ -404,15 +446,26 @@ def cmd_test(args: argparse.Namespace) -> int:
         if missing:
             raise UsageError("not built yet (make build TAG=...): " + ", ".join(missing))
         targets = [(i.tag, document.image_document(c, i, i.reference)) for c, i in chosen]
-    results = []
-    for tag, spec in targets:
-        junit = runner.junit_path(args.junit, tag, len(targets) > 1)
+        planned = list(chosen)
+    junit_dir = start_report(args.report)
+    results, tested = [], []
+    for (tag, spec), plan_of in zip(targets, planned, strict=True):
+        junit = runner.junit_in(junit_dir, tag) if junit_dir else runner.junit_path(args.junit, tag, len(targets) > 1)
+        start = time.monotonic()
         result = runner.run_suites_in_container(engine, spec, options, junit)
         if not result.args:  # no container could be started
             print(f"error: {result.stderr}", file=sys.stderr)
         results.append((str(spec["image"]), result.returncode))
+        error = "" if result.args else result.stderr
+        tested.append((tag, spec, result.returncode, time.monotonic() - start, error, plan_of))
     print(runner.summary(results))
-    return EXIT_FAILED if any(code for _, code in results) else EXIT_OK
+    complete = True
+    if args.report and junit_dir:
+        from . import reporting
+
+        images = reporting.tested_images([reporting.Tested(*t) for t in tested], engine, junit_dir)
+        complete = finish_report(args.report, "test", images, engine, junit_dir)
+    return EXIT_FAILED if any(code for _, code in results) or not complete else EXIT_OK
 
 
 def _tag_of(reference: str) -> str:
@@ -686,6 +739,7 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="one build log per image (default logs/)")
     parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
+    _report_option(parser)
     parser.add_argument(
         "--test",
         action="append",
@@ -821,8 +875,20 @@ def _test_options(parser: argparse.ArgumentParser) -> None:
         "the default --network none",
     )
     parser.add_argument("--junit", type=Path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
+    _report_option(parser)
     parser.add_argument(
         "--python-exe", default=None, help="Python with torch to probe (default: python, or python3 with --host local)"
+    )
+
+
+def _report_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write DIR/manifest.json, summary.md, junit.xml (every image a testsuite) and sbom/<tag>.cdx.json "
+        "(docs/reports.md)",
     )
 
 

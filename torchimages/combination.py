@@ -15,6 +15,7 @@ from typing import Any
 
 from .compat import OsRelease
 from .problems import Problem
+from .sizes import SizeBudget
 
 FLAVORS = ("devel", "runtime")
 # pip constraints pinning every package of a combination (written by `build.py lock`).
@@ -70,6 +71,7 @@ class Image:
     aliases: tuple[str, ...]
     input_digest: str
     labels: tuple[tuple[str, str], ...]
+    size_budget: int | None = None  # bytes (uncompressed); over it, the image fails before it is tagged
 
     @property
     def reference(self) -> str:
@@ -110,6 +112,7 @@ class Combination:
     repository: str
     lock_digest: str | None = None
     registry_bases: tuple[RegistryBase, ...] = ()  # set by the plan (bases.py); FROM names their references
+    size_budget: SizeBudget | None = None  # matrix.yaml's, per flavor; not a build input
     images: tuple[Image, ...] = ()
     warnings: tuple[Problem, ...] = ()
 
@@ -225,4 +228,5 @@ def make_image(combination: Combination, flavor: str, tag: str, aliases: tuple[s
     """An image of the combination, with its input digest and labels."""
     digest = input_digest(combination, flavor, fingerprint)
     labels = tuple(sorted(combination.labels(flavor, digest).items()))
-    return Image(flavor, combination.repository, tag, aliases, digest, labels)
+    budget = combination.size_budget.of(flavor) if combination.size_budget else None
+    return Image(flavor, combination.repository, tag, aliases, digest, labels, budget)

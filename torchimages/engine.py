@@ -9,6 +9,7 @@ an in-memory fake with the same methods.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -67,7 +68,16 @@ class ImageInfo:
     user: str
     layers: tuple[str, ...]
     tags: tuple[str, ...] = ()
-    digests: tuple[str, ...] = ()  # repository@sha256:... of the manifests it was pushed or pulled as
+    size: int = 0  # bytes, uncompressed (`docker image inspect -f {{.Size}}`)
+    repo_digests: tuple[str, ...] = ()  # `repository@sha256:...`, once pushed (or pulled)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One step of an image's history (`docker image history`): the instruction and the bytes its layer adds."""
+
+    created_by: str
+    size: int
 
 
 def split_run_args(values: Sequence[str]) -> list[str]:
@@ -116,7 +126,7 @@ class Engine(Protocol):
         ...
 
     def inspect(self, reference: str) -> ImageInfo | None:
-        """An image's id, labels, environment, user, layers and digests, or None when there is no such image."""
+        """An image's id, labels, environment, user, layers, size and digests, or None when there is no such image."""
         ...
 
     def pull(self, reference: str) -> list[str]:
@@ -158,6 +168,10 @@ class Engine(Protocol):
 
     def remove_image(self, reference: str) -> None:
         """Remove an image reference if present."""
+        ...
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        """An image's history, newest step first."""
         ...
 
 
@@ -291,6 +305,25 @@ def push_with_retries(
     return errors
 
 
+def stored_size(manifest: Any) -> int | None:
+    """The bytes a registry stores for one image: its config and compressed layers, from an image manifest
+    (OCI or Docker v2); None for anything else (a manifest list names several images)."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("layers"), list):
+        return None
+    parts = [manifest.get("config") or {}, *manifest["layers"]]
+    sizes = [part.get("size") if isinstance(part, dict) else None for part in parts]
+    if not all(isinstance(size, int) for size in sizes):
+        return None
+    return sum(int(size) for size in sizes if size is not None)
+
+
+def _loopback(reference: str) -> bool:
+    """Whether a reference names a registry on this machine (which Docker, too, lets speak plain HTTP)."""
+    first = reference.split("/", 1)[0] if "/" in reference else ""
+    host = first.rsplit(":", 1)[0] if ":" in first else first
+    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+
+
 def _candidates(explicit: str | None) -> list[str]:
     if explicit:
         return [explicit]
@@ -366,7 +399,8 @@ def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
         user=str(config.get("User") or ""),
         layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
         tags=tuple(attrs.get("RepoTags") or ()),
-        digests=tuple(attrs.get("RepoDigests") or ()),
+        size=int(attrs.get("Size") or 0),
+        repo_digests=tuple(attrs.get("RepoDigests") or ()),
     )
 
 
@@ -514,6 +548,32 @@ class DockerEngine:
         except EngineError as exc:
             return [str(exc)]
         return []
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        with self._failures(f"reading the history of {reference}"):
+            steps = self.sdk.images.get(reference).history()
+            return [HistoryEntry(str(s.get("CreatedBy") or ""), int(s.get("Size") or 0)) for s in steps]
+
+    def save(self, reference: str, path: Path) -> None:
+        """Write an image to a `docker save` archive (what syft reads as `docker-archive:PATH`)."""
+        cmd = [self.docker_cli, "save", "--output", str(path), reference]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        if result.returncode != 0:
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {result.stderr.strip() or result.returncode}")
+
+    def compressed_size(self, reference: str) -> int | None:
+        """What the registry stores for a pushed image (`docker manifest inspect`: config and compressed
+        layers); None when the registry does not answer or the manifest is not one image's."""
+        insecure = ["--insecure"] if _loopback(reference) else []
+        cmd = [self.docker_cli, "manifest", "inspect", *insecure, reference]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+            return stored_size(json.loads(result.stdout)) if result.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return None
 
     def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
         """Every local image carrying the label `key=value`."""

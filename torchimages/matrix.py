@@ -15,14 +15,28 @@ from pathlib import Path
 
 import yaml
 
+from .combination import FLAVORS
 from .problems import InputError, Problem, Severity
 from .reference import mirror_problem, repository_problem
+from .sizes import ALLOWED as SIZE_ALLOWED
+from .sizes import SizeBudget, SizeError, parse_size
 from .suggest import closest
 
-COMBINATION_KEYS = ("torch", "cuda", "python", "os", "cudnn", "nccl", "torchvision", "torchaudio", "flavors")
-AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k != "flavors")
+COMBINATION_KEYS = (
+    "torch",
+    "cuda",
+    "python",
+    "os",
+    "cudnn",
+    "nccl",
+    "torchvision",
+    "torchaudio",
+    "flavors",
+    "size_budget",
+)
+AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "size_budget"))
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
-TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "matrix")
+TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "size_budget", "matrix")
 DEFAULT_REPOSITORY = "torchimages/pytorch"
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
 MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
@@ -38,7 +52,7 @@ MAX_NODES = 1_000_000
 class Value:
     """A value from the file with the line it came from."""
 
-    value: str | tuple[str, ...]
+    value: str | tuple[str, ...] | SizeBudget
     line: int
 
 
@@ -189,9 +203,38 @@ class _Reader:
                 items = self.scalars(value_node, key)
                 if items:
                     values[key] = Value(tuple(str(i.value) for i in items), items[0].line)
+            elif key == "size_budget":
+                if budget := self.size_budget(value_node):
+                    values[key] = budget
             elif value := self.scalar(value_node, key):
                 values[key] = value
         return values
+
+    def size(self, node: yaml.Node) -> int | None:
+        """Bytes of one size (`3GB`, `2.5GiB`), or None with the problem recorded."""
+        value = self.scalar(node, "size_budget")
+        if value is None:
+            return None
+        try:
+            return parse_size(str(value.value))
+        except SizeError as exc:
+            self.problem(node, str(exc), "size_budget", SIZE_ALLOWED, exc.suggestion)
+            return None
+
+    def size_budget(self, node: yaml.Node) -> Value | None:
+        """`size_budget: 9GB` (every flavor) or `size_budget: {runtime: 3GB, devel: 9GB}`."""
+        if isinstance(node, yaml.ScalarNode):
+            size = self.size(node)
+            return None if size is None else Value(SizeBudget(tuple((f, size) for f in FLAVORS)), _line(node))
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(node, "must be a size (9GB) or a mapping of flavor to size ({runtime: 3GB})", "size_budget")
+            return None
+        budgets = []
+        for flavor, size_node in self.mapping(node, "size_budget", FLAVORS).items():
+            size = self.size(size_node)
+            if size is not None:
+                budgets.append((flavor, size))
+        return Value(SizeBudget(tuple(sorted(budgets))), _line(node)) if budgets else None
 
     def entries(self, node: yaml.Node, what: str) -> list[tuple[dict[str, Value], int]]:
         if not isinstance(node, yaml.SequenceNode):
@@ -240,6 +283,18 @@ def expand(
     return [MatrixRow(c, line) for c in merged] + [MatrixRow(e, ln) for e, ln in extra]
 
 
+def with_budget(rows: list[MatrixRow], default: Value | None) -> list[MatrixRow]:
+    """The file's top-level `size_budget` for the flavors a row's own does not name."""
+    if default is None or not isinstance(default.value, SizeBudget):
+        return rows
+    out = []
+    for row in rows:
+        own = row.values.get("size_budget")
+        budget = own.value.over(default.value) if own and isinstance(own.value, SizeBudget) else default.value
+        out.append(MatrixRow({**row.values, "size_budget": Value(budget, own.line if own else default.line)}, row.line))
+    return out
+
+
 def parse(text: str, path: str) -> Matrix:
     """Parse a matrix document; problems are collected, never raised for content."""
     reader = _Reader(path)
@@ -265,6 +320,7 @@ def parse(text: str, path: str) -> Matrix:
         raise InputError([Problem("the matrix file is empty; it needs a 'matrix:' mapping", file=path)])
     top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
     repository = DEFAULT_REPOSITORY
+    default_budget = reader.size_budget(top["size_budget"]) if "size_budget" in top else None
     if "repository" in top and (repo := reader.scalar(top["repository"], "repository")):
         if broken := repository_problem(str(repo.value)):
             reader.problem(top["repository"], broken, key="repository")
@@ -292,7 +348,7 @@ def parse(text: str, path: str) -> Matrix:
                 key="matrix",
             )
             return Matrix(path, repository, (), tuple(reader.problems), *settings)
-        rows = expand(axes, exclude, include, _line(top["matrix"]))
+        rows = with_budget(expand(axes, exclude, include, _line(top["matrix"])), default_budget)
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
     return Matrix(path, repository, tuple(rows), tuple(reader.problems), *settings)

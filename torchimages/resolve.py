@@ -9,6 +9,7 @@ from .combination import FLAVORS, Combination, SourceLocation, Toolkit
 from .compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, minor_of, version_key
 from .matrix import MatrixRow
 from .problems import Problem, Severity
+from .sizes import SizeBudget
 from .suggest import closest, nearest_version
 
 TORCH_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
@@ -272,6 +273,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
     if check.failed:
         return Resolved(None, flavors, tuple(check.problems))
     cuda_facts = kb.cuda.get(variant.cuda or "")
+    budget = combo.values.get("size_budget")
     name_cuda = f"cuda{variant.cuda}" if variant.cuda else "cpu"
     combination = Combination(
         folder=f"{torch}-{name_cuda}-py{python}-{os.name}",
@@ -292,6 +294,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         toolkit_driver=cuda_facts.min_driver if cuda_facts else None,
         defined_at=SourceLocation(path, combo.line),
         repository=repository,
+        size_budget=budget.value if budget and isinstance(budget.value, SizeBudget) else None,
         warnings=tuple(check.problems),
     )
     return Resolved(combination, flavors, tuple(check.problems))

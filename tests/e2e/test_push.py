@@ -66,8 +66,9 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def built(
     docker_client: Any, registry: str, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
 ) -> Iterator[Built]:
+    tmp = tmp_path_factory.mktemp("push")
     yield from build_matrix(
-        docker_client, tmp_path_factory.mktemp("push"), CPU_RUNTIME, ca_bundle, registry=registry, extra=("--push",)
+        docker_client, tmp, CPU_RUNTIME, ca_bundle, registry=registry, extra=("--push", "--report", tmp / "report")
     )
 
 
@@ -112,3 +113,10 @@ def test_a_push_the_registry_refuses_for_good_is_not_retried(
             assert "405" in built.output, built.output
             assert "retry" not in built.output, built.output
             assert "0 built" in built.output and "1 failed" in built.output, built.output
+
+
+def test_the_report_has_the_repository_digest_and_the_compressed_size(built: Built, docker_client: Any) -> None:
+    (image,) = json.loads((built.logs.parent / "report" / "manifest.json").read_text())["images"]
+    stored = docker_client.images.get(built.image("runtime").reference)
+    assert image["repo_digests"] == stored.attrs["RepoDigests"] and image["repo_digests"]
+    assert 0 < image["size"]["compressed"] < image["size"]["uncompressed"] == stored.attrs["Size"], image["size"]

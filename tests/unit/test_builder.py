@@ -20,7 +20,7 @@ import pytest
 from torchimages import bake, builder, plan, verify
 from torchimages.builder import Builder, BuildOptions, Outcome
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, Toolkit
-from torchimages.engine import BuildRequest, EngineError, ImageInfo
+from torchimages.engine import BuildRequest, EngineError, HistoryEntry, ImageInfo
 from torchimages.problems import InputError
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.7.1, cuda: '11.8'}\n"
@@ -44,6 +44,8 @@ class FakeEngine:
         self.layers: dict[str, tuple[str, ...]] = {}
         self.registry: dict[str, tuple[dict[str, str | None], str]] = {}  # pullable: reference -> (facts, id)
         self.pulled: list[str] = []
+        self.size = 1_000_000_000  # every image's size (bytes)
+        self.steps = [HistoryEntry(f"RUN step {n}", n * 100_000_000) for n in range(1, 8)]  # its history
 
     def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         self.built.append(request)
@@ -63,8 +65,8 @@ class FakeEngine:
     def inspect(self, reference: str) -> ImageInfo | None:
         if reference not in self.images:
             return None
-        labels = self.images[reference]
-        return ImageInfo(reference, self.ids.get(reference, ""), labels, {}, "", self.layers.get(reference, ()))
+        image_id, layers = self.ids.get(reference, "sha256:" + "0" * 64), self.layers.get(reference, ())
+        return ImageInfo(reference, image_id, self.images[reference], {}, "", layers, size=self.size)
 
     def pull(self, reference: str) -> list[str]:
         self.pulled.append(reference)
@@ -109,6 +111,10 @@ class FakeEngine:
 
     def remove_image(self, reference: str) -> None:
         self.images.pop(reference, None)
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        assert reference in self.images
+        return list(self.steps)
 
     def temporary(self) -> list[str]:
         return [r for r in self.images if r.startswith(builder.TEMP_REPOSITORY)]
@@ -572,3 +578,61 @@ def test_a_devel_image_not_built_on_its_runtime_is_not_promoted(selection: list[
         devel: bake_into(engine, combination, devel, facts("devel"), layers=("a", "b", "c")),
     }
     assert [o.status for o in promote(engine, selected, baked, tmp_path)] == ["promoted", "promoted"]
+
+
+def with_budget(selected: list[plan.Selected], flavor: str, budget: int) -> list[plan.Selected]:
+    """The selection with a size budget on one flavor's images."""
+    return [
+        plan.Selected(
+            s.combination,
+            tuple(dataclasses.replace(i, size_budget=budget) if i.flavor == flavor else i for i in s.images),
+        )
+        for s in selected
+    ]
+
+
+def test_an_image_over_its_size_budget_fails_untagged_naming_size_budget_and_largest_layers(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    newest = with_budget(selection[1:], "runtime", 3_000_000_000)
+    engine = FakeEngine(true_facts(newest[0].combination))
+    engine.size = 3_500_000_001
+    devel, runtime = run(engine, newest, tmp_path)
+    assert (devel.status, runtime.status) == ("built", "failed")
+    assert runtime.detail.splitlines() == [
+        "not tagged:",
+        "    size 3.5 GB (3500000001 bytes) is over the runtime budget of 3 GB (3000000000 bytes); "
+        "its 5 largest layers:",
+        "         700 MB  RUN step 7",
+        "         600 MB  RUN step 6",
+        "         500 MB  RUN step 5",
+        "         400 MB  RUN step 4",
+        "         300 MB  RUN step 3",
+    ]
+    assert set(engine.tagged) == {
+        f"{i.repository}:{n}" for i in newest[0].images if i.flavor == "devel" for n in i.names
+    }
+    assert engine.probed == [engine.built[0].reference]  # over budget: not even verified
+    assert engine.temporary() == []
+    assert "size 3.5 GB (3500000001 bytes) is over the runtime budget" in builder.summary([devel, runtime])
+
+
+def test_an_image_at_its_budget_is_tagged(selection: list[plan.Selected], tmp_path: Path) -> None:
+    newest = with_budget(selection[1:], "runtime", 3_000_000_000)
+    engine = FakeEngine(true_facts(newest[0].combination))
+    engine.size = 3_000_000_000
+    assert [o.status for o in run(engine, newest, tmp_path)] == ["built", "built"]
+
+
+def test_outcomes_say_how_long_the_build_and_the_checks_took(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(true_facts(selection[1].combination))
+    (built, _) = run(engine, selection[1:], tmp_path)
+    assert built.build_seconds is not None and built.test_seconds is not None
+    assert 0 <= built.build_seconds + built.test_seconds <= built.seconds
+    for image in selection[1].images:
+        engine.images[image.reference] = {INPUT_DIGEST_LABEL: image.input_digest}
+    (skipped, _) = run(engine, selection[1:], tmp_path)  # up to date: neither ran
+    assert skipped.status == "skipped" and skipped.build_seconds is None and skipped.test_seconds is None
+    engine.build_status = 1
+    (failed, _) = run(engine, selection[1:], tmp_path, no_cache=True)
+    assert failed.build_seconds is not None and failed.test_seconds is None

@@ -29,6 +29,7 @@ IMAGES = ROOT / "images"
 Cli = Callable[..., tuple[int, str, str]]
 PACKAGE_DATA = (
     "torchimages/data/compat.yaml",
+    "torchimages/data/manifest.schema.json",
     "torchimages/templates/Dockerfile.j2",
     "torchimages/templates/macros.j2",
     "torchimages/smoke/suites/__init__.py",
@@ -90,7 +91,7 @@ def test_the_wheel_carries_templates_knowledge_base_suites_and_probes(installed:
     assert set(PACKAGE_DATA) <= names
     expected = {
         f"torchimages/{p.relative_to(ROOT / 'torchimages').as_posix()}"
-        for pattern in ("templates/*.j2", "data/*.yaml", "smoke/probe_scripts/*.py", "smoke/suites/*.py")
+        for pattern in ("templates/*.j2", "data/*.yaml", "data/*.json", "smoke/probe_scripts/*.py", "smoke/suites/*.py")
         for p in (ROOT / "torchimages").glob(pattern)
     }
     assert expected <= names, sorted(expected - names)

