@@ -57,6 +57,17 @@ class Provenance:
         }
 
 
+def provenance_in(labels: dict[str, str]) -> dict[str, str] | None:
+    """A bootstrapped base's provenance from its labels (suite, sources, release_date), None without them."""
+    if SUITE_LABEL not in labels:
+        return None
+    return {
+        "suite": labels[SUITE_LABEL],
+        "sources": labels.get(SOURCES_LABEL, ""),
+        "release_date": labels.get(RELEASE_DATE_LABEL, "unknown"),
+    }
+
+
 def command(os: OsRelease, mirror: str | None, output: str = "-", record: Path | None = None) -> list[str]:
     """The mmdebstrap command that writes the root filesystem to `output` (a tar file, or "-": stdout).
     With `record`, a hook writes the archive's Release date and the apt sources into that folder."""

@@ -53,6 +53,16 @@ class StoredImage:
 
 
 @dataclass(frozen=True)
+class BaseImage:
+    """A base an image was built from: what FROM names, whether a digest pins it, and for a bootstrapped
+    base what it was made from (suite, sources, release_date; None for a registry base)."""
+
+    reference: str
+    locked: bool
+    built_from: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
 class TestCase:
     """One smoke test's result: passed, failed, error or skipped, and why (the message of the last three)."""
 
@@ -96,6 +106,7 @@ class ImageReport:
     total_seconds: float | None = None
     smoke: SmokeResult | None = None
     sbom: str | None = None  # path of its CycloneDX SBOM, relative to the report folder
+    bases: tuple[BaseImage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -321,6 +332,10 @@ def image_json(image: ImageReport) -> dict[str, Any]:
         },
         "smoke": _smoke_json(image.smoke),
         "sbom": image.sbom,
+        "bases": [
+            {"reference": b.reference, "locked": b.locked, "built_from": dict(b.built_from) if b.built_from else None}
+            for b in image.bases
+        ],
     }
 
 

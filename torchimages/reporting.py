@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import report, sbom
+from . import bootstrap, report, sbom
+from .combination import Combination
 from .engine import EngineError, ImageInfo
 from .smoke.runner import junit_in
 
@@ -85,6 +86,18 @@ def _stored(engine: ReportEngine, reference: str, pushed: bool = False) -> repor
     return report.StoredImage(info.id, info.size, info.repo_digests, compressed)
 
 
+def _bases(engine: ReportEngine, combination: Combination) -> tuple[report.BaseImage, ...]:
+    """What a combination's images were built from: its bootstrapped base with that base's provenance
+    labels, and its registry bases (locked or not)."""
+    bases = []
+    if combination.os.provider == "bootstrap":
+        info = engine.inspect(combination.os.image)
+        built_from = bootstrap.provenance_in(info.labels) if info else None
+        bases.append(report.BaseImage(combination.os.image, False, built_from))
+    bases += [report.BaseImage(b.reference, b.digest is not None) for b in combination.registry_bases]
+    return tuple(bases)
+
+
 def _smoke(junit: bytes | None) -> report.SmokeResult | None:
     try:
         return report.smoke_result(junit) if junit else None
@@ -112,6 +125,7 @@ def built_images(
             test_seconds=o.test_seconds,
             total_seconds=o.seconds,
             smoke=_smoke(junit),
+            bases=_bases(engine, o.combination),
         )
         images.append((image, junit))
     return images
@@ -137,7 +151,7 @@ def tested_images(
             "smoke": smoke,
         }
         if t.planned:
-            image = report.image_report(*t.planned, result, reason, **facts)
+            image = report.image_report(*t.planned, result, reason, bases=_bases(engine, t.planned[0]), **facts)
         else:
             labels = t.spec.get("labels") or {}
             image = report.ImageReport(

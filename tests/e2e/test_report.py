@@ -14,7 +14,7 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 
-from torchimages import builder, reporting
+from torchimages import bootstrap, builder, reporting
 
 from .conftest import Built, build_matrix, run_cli
 
@@ -74,6 +74,10 @@ def test_the_manifest_says_what_was_built_from_what(built: Built, docker_client:
     assert smoke["failed"] == smoke["error"] == 0 and smoke["passed"] >= 10 and smoke["gpu"] == "none visible"
     skipped = [case for case in smoke["cases"] if case["result"] == "skipped"]
     assert skipped and all(case["reason"] for case in skipped), skipped
+    (base,) = image["bases"]
+    assert (base["reference"], base["locked"]) == (built.combination.os.image, False)
+    assert base["built_from"] == bootstrap.provenance_in(docker_client.images.get(base["reference"]).labels)
+    assert base["built_from"]["suite"] == "bookworm" and base["built_from"]["release_date"] != "unknown"
 
 
 def test_the_summary_and_the_merged_junit(built: Built) -> None:

@@ -79,6 +79,17 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
                 test_seconds=22.04,
                 total_seconds=85.2,
                 smoke=report.smoke_result(built_junit),
+                bases=(
+                    report.BaseImage(
+                        "torchimages/bootstrap-debian:12",
+                        False,
+                        {
+                            "suite": "bookworm",
+                            "sources": "http://deb.debian.org/debian bookworm main",
+                            "release_date": "Sat, 11 Jul 2026 10:16:37 UTC",
+                        },
+                    ),
+                ),
             ),
             built_junit,
         ),
@@ -88,7 +99,17 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
             ),
             None,
         ),
-        (report.image_report(*cuda_devel, "failed", over, build_seconds=107.0, test_seconds=0.4), None),
+        (
+            report.image_report(
+                *cuda_devel,
+                "failed",
+                over,
+                build_seconds=107.0,
+                test_seconds=0.4,
+                bases=(report.BaseImage("ubuntu:24.04@sha256:" + "2" * 64, True),),
+            ),
+            None,
+        ),
         (
             report.image_report(
                 *cuda,
