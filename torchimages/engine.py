@@ -58,7 +58,7 @@ class BuildRequest:
 
 @dataclass(frozen=True)
 class ImageInfo:
-    """What the engine knows of a local image: its id, labels, environment, default user and layers."""
+    """What the engine knows of a local image: its id, labels, environment, default user, layers and size."""
 
     reference: str
     id: str
@@ -68,6 +68,7 @@ class ImageInfo:
     layers: tuple[str, ...]
     tags: tuple[str, ...] = ()
     digests: tuple[str, ...] = ()  # repository@sha256:... of the manifests it was pushed or pulled as
+    size: int = 0  # bytes, uncompressed (`docker image inspect -f {{.Size}}`)
 
 
 def split_run_args(values: Sequence[str]) -> list[str]:
@@ -367,6 +368,7 @@ def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
         layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
         tags=tuple(attrs.get("RepoTags") or ()),
         digests=tuple(attrs.get("RepoDigests") or ()),
+        size=int(attrs.get("Size") or 0),
     )
 
 
