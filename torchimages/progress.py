@@ -18,6 +18,7 @@ import re
 import shutil
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,7 @@ class LogState:
     pip_bytes: int = 0
     downloading: str = ""  # the file pip is downloading now, and its size
     download_bytes: int = 0
+    download_step: str = ""  # the vertex of the step downloading it
     pulling: str = ""  # a base layer being pulled: `12.6MB / 30.4MB`
 
     @property
@@ -162,7 +164,7 @@ def _downloaded(state: LogState) -> LogState:
     if not state.downloading:
         return state
     return dataclasses.replace(
-        state, pip_bytes=state.pip_bytes + state.download_bytes, downloading="", download_bytes=0
+        state, pip_bytes=state.pip_bytes + state.download_bytes, downloading="", download_bytes=0, download_step=""
     )
 
 
@@ -181,29 +183,35 @@ def read_line(state: LogState, line: str) -> LogState:
         return _advance(_downloaded(dataclasses.replace(state, pulling="")), "export")
     done = _FINISHED.match(line)
     if done:
-        finished = state.finished | {done.group(1)}
-        after = dataclasses.replace(_downloaded(state), finished=finished, pulling="")
+        vertex = done.group(1)
+        finished = state.finished | {vertex}
+        after = _downloaded(state) if vertex == state.download_step else state
+        after = dataclasses.replace(after, finished=finished, pulling="")
         return _advance(after, _reached(state.steps, finished))
     layer = _LAYER.match(line)
     if layer:
         _, got, got_unit, total, total_unit = layer.groups()
         return dataclasses.replace(state, pulling=f"{got}{got_unit} / {total}{total_unit}")
     output = _OUTPUT.match(line)
-    return _read_output(state, output.group(2)) if output else state
+    return _read_output(state, *output.groups()) if output else state
 
 
-def _read_output(state: LogState, text: str) -> LogState:
+def _read_output(state: LogState, vertex: str, text: str) -> LogState:
     """A RUN step's own output: pip's downloads, apt's fetches."""
     download = _PIP_DOWNLOAD.match(text)
     if download:
         url, number, unit = download.groups()
-        name = url.rsplit("/", 1)[-1]
-        state = _downloaded(state)
+        name = urllib.parse.unquote(url.rsplit("/", 1)[-1])  # `torch-2.13.0%2Bcpu-...` from a URL
         return dataclasses.replace(
-            state, downloading=f"{name} ({number} {unit})", download_bytes=size_bytes(number, unit)
+            _downloaded(state),
+            downloading=f"{name} ({number} {unit})",
+            download_bytes=size_bytes(number, unit),
+            download_step=vertex,
         )
+    if vertex != state.download_step:
+        return _read_apt(state, text)
     bar = _PIP_BAR.findall(text)
-    if bar and state.downloading:
+    if bar:
         got, total, unit = bar[-1]
         if float(got) >= float(total):
             return _downloaded(state)
@@ -211,6 +219,10 @@ def _read_output(state: LogState, text: str) -> LogState:
         return dataclasses.replace(state, downloading=f"{name} ({got}/{total} {unit})")
     if _PIP_INSTALL.match(text):
         return _downloaded(state)
+    return _read_apt(state, text)
+
+
+def _read_apt(state: LogState, text: str) -> LogState:
     fetched = _APT_FETCHED.match(text)
     if fetched:
         return dataclasses.replace(state, apt_bytes=state.apt_bytes + size_bytes(*fetched.groups()))
