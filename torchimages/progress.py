@@ -279,8 +279,8 @@ class Renderer(Protocol):
 
     tick_s: float  # how often `tick` wants to be called
 
-    def line(self, text: str) -> None:
-        """A line that stays: a message, an image's result."""
+    def line(self, text: str, running: Sequence[Event]) -> None:
+        """A line that stays: a message, an image's result; `running` is what every running image is doing."""
         ...
 
     def update(self, event: Event, running: Sequence[Event]) -> None:
@@ -312,7 +312,7 @@ class PlainRenderer:
         self.stages: dict[str, str] = {}  # image -> the stage last printed
         self.printed: dict[str, float] = {}  # image -> its elapsed seconds when its last line was printed
 
-    def line(self, text: str) -> None:
+    def line(self, text: str, running: Sequence[Event]) -> None:
         self.out(text)
 
     def update(self, event: Event, running: Sequence[Event]) -> None:
@@ -340,36 +340,37 @@ class LiveRenderer:
     def __init__(self, stream: TextIO, columns: Callable[[], int] | None = None) -> None:
         self.stream = stream
         self.columns = columns or (lambda: shutil.get_terminal_size().columns)
-        self.shown = 0  # live lines now on screen, below the cursor's line
-        self.running: Sequence[Event] = ()
+        self.shown: list[str] = []  # the live lines now on screen, above the cursor
 
-    def _redraw(self, above: str | None = None) -> None:
+    def _redraw(self, running: Sequence[Event], above: str | None = None) -> None:
         width = max(self.columns() - 1, 20)
-        text = f"\x1b[{self.shown}A\r\x1b[J" if self.shown else ""
+        names = max((len(e.image) for e in running), default=0)
+        rows = [
+            f"{e.image:<{names}}  {e.stage or 'starting':<9} {format_seconds(e.elapsed):>7}  {e.detail}"[
+                :width
+            ].rstrip()
+            for e in running
+        ]
+        if above is None and rows == self.shown:
+            return  # nothing changed on screen
+        text = f"\x1b[{len(self.shown)}A\r\x1b[J" if self.shown else ""
         if above is not None:
             text += above + "\n"
-        names = max((len(e.image) for e in self.running), default=0)
-        for e in self.running:
-            row = f"{e.image:<{names}}  {e.stage or 'starting':<9} {format_seconds(e.elapsed):>7}  {e.detail}"
-            text += row[:width].rstrip() + "\n"
-        self.shown = len(self.running)
-        self.stream.write(text)
+        self.stream.write(text + "".join(row + "\n" for row in rows))
         self.stream.flush()
+        self.shown = rows
 
-    def line(self, text: str) -> None:
-        self._redraw(above=text)
+    def line(self, text: str, running: Sequence[Event]) -> None:
+        self._redraw(running, above=text)
 
     def update(self, event: Event, running: Sequence[Event]) -> None:
-        self.running = running
-        self._redraw()
+        self._redraw(running)
 
     def tick(self, running: Sequence[Event]) -> None:
-        self.running = running
-        self._redraw()
+        self._redraw(running)
 
     def close(self) -> None:
-        self.running = ()
-        self._redraw()
+        self._redraw(())
 
 
 def renderer(mode: str, stream: TextIO, heartbeat_s: float = HEARTBEAT_S) -> Renderer:
@@ -410,12 +411,12 @@ class Progress:
         """A lasting line: `[done/total] message`; `finished` counts one more image done."""
         with self._lock:
             self.done += finished
-            self.renderer.line(f"[{self.done}/{self.total}] {message}")
+            self.renderer.line(f"[{self.done}/{self.total}] {message}", self._snapshot())
 
     def note(self, message: str) -> None:
         """A lasting line as it is (a push retry, a warning)."""
         with self._lock:
-            self.renderer.line(message)
+            self.renderer.line(message, self._snapshot())
 
     def begin(self, image: str, stage: str = "") -> None:
         """An image (or base) starts now."""
@@ -441,7 +442,7 @@ class Progress:
         with self._lock:
             self._running.pop(image, None)
             self.done += counted
-            self.renderer.line(f"[{self.done}/{self.total}] {message}" if counted else message)
+            self.renderer.line(f"[{self.done}/{self.total}] {message}" if counted else message, self._snapshot())
 
     def running(self) -> list[Event]:
         """What every running image is doing now."""

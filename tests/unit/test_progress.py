@@ -3,6 +3,7 @@ clock), the live view's redraws, the builder's events, and the summary table."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import threading
@@ -172,12 +173,16 @@ def test_the_live_view_redraws_one_line_per_running_image_below_lasting_lines() 
         "2.13.0-cpu-runtime  venv        1m15s  fetched pip 192 MB;\n2.13.0-cpu-devel    os            3 s\n"
     )
     stream.truncate(0), stream.seek(0)
-    live.line("[1/2] 2.13.0-cpu-runtime: built in 80 s")
-    assert stream.getvalue().startswith("\x1b[2A\r\x1b[J[1/2] 2.13.0-cpu-runtime: built in 80 s\n2.13.0-cpu-runtime")
+    live.tick([first, second])
+    assert stream.getvalue() == "", "nothing changed: nothing is drawn"
+    live.line("[1/2] 2.13.0-cpu-runtime: built in 80 s", [second])  # the finished image's line goes
+    assert stream.getvalue() == (
+        "\x1b[2A\r\x1b[J[1/2] 2.13.0-cpu-runtime: built in 80 s\n2.13.0-cpu-devel  os            3 s\n"
+    )
     stream.truncate(0), stream.seek(0)
-    live.tick([second])
+    live.tick([dataclasses.replace(second, elapsed=4.0)])
     live.close()
-    assert stream.getvalue() == "\x1b[2A\r\x1b[J2.13.0-cpu-devel  os            3 s\n\x1b[1A\r\x1b[J"
+    assert stream.getvalue() == "\x1b[1A\r\x1b[J2.13.0-cpu-devel  os            4 s\n\x1b[1A\r\x1b[J"
 
 
 def test_auto_is_plain_unless_the_output_is_a_terminal() -> None:
@@ -223,7 +228,7 @@ class Recorder:
         self.events: list[Event] = []
         self.lines: list[str] = []
 
-    def line(self, text: str) -> None:
+    def line(self, text: str, running: Sequence[Event]) -> None:
         self.lines.append(text)
 
     def update(self, event: Event, running: Sequence[Event]) -> None:
