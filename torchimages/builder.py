@@ -225,8 +225,7 @@ class Builder:
             return self._finish(combination, image, "interrupted", start, "not started", progress)
         try:
             if not self.options.no_cache and self.up_to_date(image):
-                found = self.engine.inspect(image.reference)
-                measures.size_bytes = found.size if found and found.size else None
+                measures.size_bytes = self._size(image.reference)
                 problems = self._publish(image, image.reference, progress)
                 if problems:
                     return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
@@ -270,8 +269,7 @@ class Builder:
     ) -> Outcome:
         """After the build step, for `build` and `promote` alike: verify and smoke-test the temporary
         reference, record what it holds, then tag (and push) it; the outcome `done`, or why not."""
-        found = self.engine.inspect(reference)
-        measures.size_bytes = found.size if found and found.size else None
+        measures.size_bytes = self._size(reference)
         began = time.monotonic()
         problems = self._check_before_tagging(combination, image, reference, progress)
         measures.test_seconds = time.monotonic() - began
@@ -357,6 +355,14 @@ class Builder:
                 self.engine.remove_image(baked.reference)
             except EngineError as exc:
                 progress.say(f"{image.tag}: could not remove {baked.reference}: {exc}")
+
+    def _size(self, reference: str) -> int | None:
+        """An image's size for the summary; None when it cannot be read (the checks that follow say why)."""
+        try:
+            found = self.engine.inspect(reference)
+        except EngineError:
+            return None
+        return found.size if found and found.size else None
 
     def _find_baked(self, baked: Baked, base: Baked | None = None) -> list[str]:
         """The baked image is here (pulled when missing) and is what its builder reported, and built on
