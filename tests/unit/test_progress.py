@@ -16,7 +16,7 @@ import pytest
 
 from torchimages import builder, plan, progress
 from torchimages.builder import Builder, BuildOptions, Outcome
-from torchimages.engine import BuildRequest
+from torchimages.engine import BuildRequest, ImageInfo
 from torchimages.progress import Event, LiveRenderer, LogState, PlainRenderer, Progress, read_line, stage_changes
 
 from .test_builder import MATRIX, FakeEngine, true_facts
@@ -218,6 +218,10 @@ class LoggingEngine(FakeEngine):
         time.sleep(0.3)  # the follower polls: the lines are read while the build still runs
         return super().build(request, log, cancelled)
 
+    def inspect(self, reference: str) -> ImageInfo | None:
+        found = super().inspect(reference)
+        return dataclasses.replace(found, size=1_410_000_000) if found else None
+
 
 class Recorder:
     """A renderer that keeps what it is told."""
@@ -258,7 +262,7 @@ def test_the_builder_reports_each_image_through_every_stage_and_measures_it(
     assert recorder.lines[-1].startswith("[2/2] 2.7.1-cuda11.8-cudnn9-")
     for outcome in outcomes:
         assert outcome.build_seconds is not None and outcome.build_seconds >= 0.3
-        assert outcome.test_seconds is not None and outcome.size_bytes is None  # the fake's images have no size
+        assert outcome.test_seconds is not None and outcome.size_bytes == 1_410_000_000
 
 
 def test_the_summary_is_a_table_of_result_time_image_size_build_and_test(
