@@ -12,14 +12,13 @@ nothing more and tags nothing more: the images it caught are `interrupted`, neve
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
 import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from .combination import INPUT_DIGEST_LABEL, Combination, Image
 from .engine import BuildRequest, Engine, EngineError
 from .plan import Selected
 from .problems import InputError, Problem
+from .progress import LogState, PlainRenderer, Progress, Renderer, following, read_line
 from .render import OS_PACKAGES_FILE
 from .sizes import format_size, layer_instruction
 from .wheels import Served, WheelSources, secret_file, serve
@@ -77,33 +77,16 @@ class Outcome:
     detail: str = ""
     build_seconds: float | None = None  # the BuildKit build, when one ran
     test_seconds: float | None = None  # the checks before tagging (size budget, verification, smoke gate)
+    size_bytes: int | None = None  # the image's size (uncompressed), when it was read
 
 
-class _Stopwatch:
-    """The seconds spent in each step of one image's build (not shared between threads)."""
+@dataclass
+class _Measures:
+    """What `build_image` and `promote_image` measure of one image on the way (not shared between threads)."""
 
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        start = time.monotonic()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - start
-
-
-class _Progress:
-    """Thread-safe progress lines."""
-
-    def __init__(self, total: int, out: Callable[[str], None]) -> None:
-        self.total, self.done, self.out, self.lock = total, 0, out, threading.Lock()
-
-    def say(self, message: str, finished: bool = False) -> None:
-        with self.lock:
-            self.done += finished
-            self.out(f"[{self.done}/{self.total}] {message}")
+    build_seconds: float | None = None
+    test_seconds: float | None = None
+    size_bytes: int | None = None
 
 
 def temporary_reference(
@@ -180,8 +163,11 @@ class Builder:
         smoke_gate: SmokeGate | None = None,
         out: Callable[[str], None] = print,
         cancelled: threading.Event | None = None,
+        renderer: Renderer | None = None,
     ) -> None:
         self.engine, self.options, self.smoke_gate, self.out = engine, options, smoke_gate, out
+        # How progress is shown (default: plain lines to `out`).
+        self.renderer = renderer or PlainRenderer(out)
         # Set by cancel(); shared with the engine's builds and, through the caller, the smoke gate.
         self.cancelled = cancelled or threading.Event()
 
@@ -199,63 +185,71 @@ class Builder:
         if clashes:
             raise InputError(clashes)
         self.options.log_dir.mkdir(parents=True, exist_ok=True)
-        if not self.cancelled.is_set():
-            self._ensure_bases([s.combination for s in selected])
-        progress = _Progress(sum(len(s.images) for s in selected), self.out)
-        with serve(self.options.sources) as served, ThreadPoolExecutor(max(1, self.options.jobs)) as pool:
-            results = pool.map(
-                lambda s: [self.build_image(s.combination, image, served, progress) for image in s.images], selected
-            )
-            return [outcome for outcomes in results for outcome in outcomes]
+        with Progress(self.renderer, sum(len(s.images) for s in selected)) as progress:
+            if not self.cancelled.is_set():
+                self._ensure_bases([s.combination for s in selected], progress)
+            with serve(self.options.sources) as served, ThreadPoolExecutor(max(1, self.options.jobs)) as pool:
+                results = pool.map(
+                    lambda s: [self.build_image(s.combination, image, served, progress) for image in s.images],
+                    selected,
+                )
+                return [outcome for outcomes in results for outcome in outcomes]
 
-    def _ensure_bases(self, combinations: Sequence[Combination]) -> None:
+    def _ensure_bases(self, combinations: Sequence[Combination], progress: Progress) -> None:
         for os in {c.os.name: c.os for c in combinations if c.os.provider == "bootstrap"}.values():
             if self.cancelled.is_set():
                 return
             log = self.options.log_dir / f"bootstrap-{os.name}.log"
-            self.out(bootstrap.ensure(self.engine, os, self.options.mirror, log, self.out, self.cancelled))
+            progress.begin(os.image, "bootstrap")
+            try:
+                said = bootstrap.ensure(self.engine, os, self.options.mirror, log, progress.note, self.cancelled)
+            except EngineError:
+                progress.finish(os.image, f"{os.image}: bootstrap failed", counted=False)
+                raise
+            progress.finish(os.image, said, counted=False)
 
     def up_to_date(self, image: Image) -> bool:
         """A verified image with this input digest already carries the public tag."""
         labels = self.engine.labels(image.reference)
         return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest
 
-    def build_image(self, combination: Combination, image: Image, served: Served, progress: _Progress) -> Outcome:
+    def build_image(self, combination: Combination, image: Image, served: Served, progress: Progress) -> Outcome:
         """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie.
-        The outcome says how long the build and the checks took."""
-        watch = _Stopwatch()
-        outcome = self._build_image(combination, image, served, progress, watch)
-        return dataclasses.replace(
-            outcome, build_seconds=watch.seconds.get("build"), test_seconds=watch.seconds.get("test")
-        )
+        The outcome says how long the build and the checks took, and the image's size."""
+        measures = _Measures()
+        outcome = self._build_image(combination, image, served, progress, measures)
+        return dataclasses.replace(outcome, **dataclasses.asdict(measures))
 
     def _build_image(
-        self, combination: Combination, image: Image, served: Served, progress: _Progress, watch: _Stopwatch
+        self, combination: Combination, image: Image, served: Served, progress: Progress, measures: _Measures
     ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
             return self._finish(combination, image, "interrupted", start, "not started", progress)
         try:
             if not self.options.no_cache and self.up_to_date(image):
-                problems = self._publish(image, image.reference)
+                measures.size_bytes = self._size(image.reference)
+                problems = self._publish(image, image.reference, progress)
                 if problems:
                     return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
-                progress.say(f"{image.tag}: up to date (input digest unchanged), skipped", finished=True)
+                progress.finish(image.tag, f"{image.tag}: up to date (input digest unchanged), skipped")
                 return Outcome(combination, image, "skipped", 0.0, "up to date")
         except EngineError as exc:
             return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
         reference = temporary_reference(combination, image)
         log = self.options.log_dir / f"{image.tag}.log"
         progress.say(f"{image.tag}: building (log: {log})")
+        progress.begin(image.tag)
         try:
-            with watch.step("build"):
-                status = self._build(combination, image, reference, served, log)
+            began = time.monotonic()
+            status = self._build(combination, image, reference, served, log, progress)
+            measures.build_seconds = time.monotonic() - began
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, "during the build", progress)
             if status:
                 detail = f"{self._why_failed(image, log, status)}\nlast lines of {log}:\n{_tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
-            return self._admit(combination, image, reference, start, progress, "built", watch)
+            return self._admit(combination, image, reference, start, progress, "built", measures)
         except EngineError as exc:
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
@@ -272,14 +266,16 @@ class Builder:
         image: Image,
         reference: str,
         start: float,
-        progress: _Progress,
+        progress: Progress,
         done: str,
-        watch: _Stopwatch,
+        measures: _Measures,
     ) -> Outcome:
         """After the build step, for `build` and `promote` alike: verify and smoke-test the temporary
         reference, record what it holds, then tag (and push) it; the outcome `done`, or why not."""
-        with watch.step("test"):
-            problems = self._check_before_tagging(combination, image, reference)
+        measures.size_bytes = self._size(reference)
+        began = time.monotonic()
+        problems = self._check_before_tagging(combination, image, reference, progress)
+        measures.test_seconds = time.monotonic() - began
         if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
             return self._interrupted(combination, image, start, "during verification", progress)
         if problems:
@@ -287,7 +283,7 @@ class Builder:
         self._record_installed(image, reference)
         if self.cancelled.is_set():  # never tag after an interrupt
             return self._interrupted(combination, image, start, "verified, not tagged", progress)
-        problems = self._publish(image, reference)
+        problems = self._publish(image, reference, progress)
         if problems:
             return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
         return self._finish(combination, image, done, start, f"{image.reference} verified", progress)
@@ -302,15 +298,15 @@ class Builder:
         if clashes:
             raise InputError(clashes)
         self.options.log_dir.mkdir(parents=True, exist_ok=True)
-        progress = _Progress(sum(len(s.images) for s in selected), self.out)
         outcomes = []
-        for s in selected:  # devel first (FLAVORS order): runtime's reference is still there to compare with
-            for image in s.images:
-                base = None
-                if image.flavor == "devel" and s.combination.devel_from == "runtime":
-                    runtime = next((i for i in s.images if i.flavor == "runtime"), None)
-                    base = baked.get(runtime) if runtime else None
-                outcomes.append(self.promote_image(s.combination, image, baked.get(image), progress, base))
+        with Progress(self.renderer, sum(len(s.images) for s in selected)) as progress:
+            for s in selected:  # devel first (FLAVORS order): runtime's reference is still there to compare with
+                for image in s.images:
+                    base = None
+                    if image.flavor == "devel" and s.combination.devel_from == "runtime":
+                        runtime = next((i for i in s.images if i.flavor == "runtime"), None)
+                        base = baked.get(runtime) if runtime else None
+                    outcomes.append(self.promote_image(s.combination, image, baked.get(image), progress, base))
         return outcomes
 
     def promote_image(
@@ -318,11 +314,24 @@ class Builder:
         combination: Combination,
         image: Image,
         baked: Baked | None,
-        progress: _Progress,
+        progress: Progress,
         base: Baked | None = None,
     ) -> Outcome:
         """Find (or pull) the baked image, check it is the one its builder reported (and, for a devel image
         FROM runtime, that `base`'s layers are its first), then `_admit` it."""
+        measures = _Measures()
+        outcome = self._promote_image(combination, image, baked, progress, base, measures)
+        return dataclasses.replace(outcome, **dataclasses.asdict(measures))
+
+    def _promote_image(
+        self,
+        combination: Combination,
+        image: Image,
+        baked: Baked | None,
+        progress: Progress,
+        base: Baked | None,
+        measures: _Measures,
+    ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
             return self._finish(combination, image, "interrupted", start, "not started", progress)
@@ -332,15 +341,14 @@ class Builder:
             detail = f"{baked.reference} is not a temporary reference ({TEMP_REPOSITORY}/...): not promoted"
             return self._finish(combination, image, "failed", start, detail, progress)
         progress.say(f"{image.tag}: promoting {baked.reference}")
+        progress.begin(image.tag)
         try:
             problems = self._find_baked(baked, base)
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, "while finding the baked image", progress)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
-            watch = _Stopwatch()
-            outcome = self._admit(combination, image, baked.reference, start, progress, "promoted", watch)
-            return dataclasses.replace(outcome, test_seconds=watch.seconds.get("test"))
+            return self._admit(combination, image, baked.reference, start, progress, "promoted", measures)
         except EngineError as exc:
             if self.cancelled.is_set():
                 return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
@@ -350,6 +358,14 @@ class Builder:
                 self.engine.remove_image(baked.reference)
             except EngineError as exc:
                 progress.say(f"{image.tag}: could not remove {baked.reference}: {exc}")
+
+    def _size(self, reference: str) -> int | None:
+        """An image's size for the summary; None when it cannot be read (the checks that follow say why)."""
+        try:
+            found = self.engine.inspect(reference)
+        except EngineError:
+            return None
+        return found.size if found and found.size else None
 
     def _find_baked(self, baked: Baked, base: Baked | None = None) -> list[str]:
         """The baked image is here (pulled when missing) and is what its builder reported, and built on
@@ -386,14 +402,33 @@ class Builder:
             return f"{NO_SPACE}: the build failed (exit {status}): the engine's disk is full; free space, re-run"
         return f"build failed (exit {status})"
 
-    def _build(self, combination: Combination, image: Image, reference: str, served: Served, log: Path) -> int:
-        with secret_file(served.pip_conf(combination.index_url)) as pip_conf, log.open("wb") as handle:
+    def _build(
+        self, combination: Combination, image: Image, reference: str, served: Served, log: Path, progress: Progress
+    ) -> int:
+        """The BuildKit build into `log`; its stages and bytes fetched, read from the log as it is written,
+        told to `progress`."""
+        state = LogState()
+
+        def seen(line: str) -> None:  # in the follower's thread, the only one to touch `state`
+            nonlocal state
+            state = read_line(state, line)
+            if state.stage:
+                progress.update(image.tag, state.stage, state.detail)
+
+        with (
+            secret_file(served.pip_conf(combination.index_url)) as pip_conf,
+            log.open("wb") as handle,
+            following(log, seen),
+        ):
             request = build_request(self.options, combination, image, reference, served, pip_conf)
             return self.engine.build(request, handle, self.cancelled)
 
-    def _check_before_tagging(self, combination: Combination, image: Image, reference: str) -> list[str]:
+    def _check_before_tagging(
+        self, combination: Combination, image: Image, reference: str, progress: Progress
+    ) -> list[str]:
         """The size budget, verification (the versions inside equal the tag's), then the smoke gate. Problems,
         or none."""
+        progress.update(image.tag, "verify")
         over = self._over_budget(image, reference)
         if over:
             return over
@@ -406,6 +441,8 @@ class Builder:
             return [str(m) for m in mismatches]
         if self.cancelled.is_set():
             return ["interrupted before the smoke gate"]
+        if self.smoke_gate:
+            progress.update(image.tag, "smoke")
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
 
     def _over_budget(self, image: Image, reference: str, shown: int = 5) -> list[str]:
@@ -434,28 +471,26 @@ class Builder:
             text = f"# could not read what {reference} holds: {exc}\n"
         record.write_text(text)
 
-    def _publish(self, image: Image, reference: str) -> list[str]:
+    def _publish(self, image: Image, reference: str, progress: Progress) -> list[str]:
         """Apply the public tag and aliases; push them when asked. Returns the push errors."""
         for name in image.names:
             self.engine.tag(reference, image.repository, name)
         if not self.options.push:
             return []
-        return [error for name in image.names for error in self.engine.push(image.repository, name, self.out)]
+        progress.update(image.tag, "push")
+        return [error for name in image.names for error in self.engine.push(image.repository, name, progress.note)]
 
     def _interrupted(
-        self, combination: Combination, image: Image, start: float, when: str, progress: _Progress
+        self, combination: Combination, image: Image, start: float, when: str, progress: Progress
     ) -> Outcome:
         return self._finish(combination, image, "interrupted", start, f"interrupted {when}; not tagged", progress)
 
     def _finish(
-        self, combination: Combination, image: Image, status: str, start: float, detail: str, progress: _Progress
+        self, combination: Combination, image: Image, status: str, start: float, detail: str, progress: Progress
     ) -> Outcome:
         seconds = time.monotonic() - start
         shown = f"\n    {detail}" if status not in ("built", "promoted") else ""
-        progress.say(
-            f"{image.tag}: {status} in {seconds:.0f} s" + shown,
-            finished=True,
-        )
+        progress.finish(image.tag, f"{image.tag}: {status} in {seconds:.0f} s" + shown)
         return Outcome(combination, image, status, seconds, detail)
 
 
@@ -464,11 +499,15 @@ def _listed(what: str, problems: list[str]) -> str:
 
 
 def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "skipped", "failed")) -> str:
-    """One line per image (a failed or interrupted one with why) and a count of each status: those in
-    `always` even when none, the others (interrupted, promoted) only when some are."""
-    lines = []
+    """A table, one row per image: its result, total time, reference, size, build and test time (a failed
+    or interrupted image with why, under its row); then a count of each status: those in `always` even
+    when none, the others (interrupted, promoted) only when some are."""
+    width = max((len(o.image.reference) for o in outcomes), default=5)
+    lines = [f"{'result':11} {'total':>8}  {'image':{width}}  {'size':>9}  {'build':>7}  {'test':>7}"]
     for o in outcomes:
-        lines.append(f"{o.status:11} {o.seconds:6.0f} s  {o.image.reference}")
+        size = format_size(o.size_bytes) if o.size_bytes else "-"
+        build, test = (f"{s:.0f} s" if s is not None else "-" for s in (o.build_seconds, o.test_seconds))
+        lines.append(f"{o.status:11} {o.seconds:6.0f} s  {o.image.reference:{width}}  {size:>9}  {build:>7}  {test:>7}")
         if o.status in ("failed", "interrupted"):
             lines.append(f"{'':22}{_reason(o.detail)}")
     statuses = ("built", "promoted", "skipped", "failed", "interrupted")

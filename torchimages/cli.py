@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from . import plan as planning
-from . import render
+from . import progress, render
 from .combination import INPUT_DIGEST_LABEL, LABEL_PREFIX, Combination, Image
 from .problems import InputError, Problem, distinct, shown
 from .smoke import SUITES
@@ -192,6 +192,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from . import builder
     from .smoke import runner
 
+    renderer = _renderer(args)
     loaded = load_plan(args)
     chosen = select(args, loaded)
     if args.ca_cert and not args.ca_cert.is_file():
@@ -214,7 +215,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if "none" not in args.test:
         suites = SUITES if "gpu" in args.test else ("cpu",)
         gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled, junit_dir)
-    build = builder.Builder(engine, options, gate, cancelled=cancelled)
+    build = builder.Builder(engine, options, gate, cancelled=cancelled, renderer=renderer)
     received: list[int] = []
 
     def interrupt(signum: int, _frame: object) -> None:
@@ -270,6 +271,22 @@ def finish_report(
         print(f"error: {problem}", file=sys.stderr)
     print(f"report: {directory / reporting.MANIFEST}, {reporting.SUMMARY}, {reporting.JUNIT}, {reporting.SBOM_DIR}/")
     return not problems
+
+
+def _renderer(args: argparse.Namespace) -> progress.Renderer:
+    """How `build` and `promote` show progress: --progress, the heartbeat from TORCHIMAGES_HEARTBEAT_S."""
+    if args.progress not in progress.MODES:
+        raise UsageError(
+            f"--progress (or TORCHIMAGES_PROGRESS) takes {', '.join(progress.MODES)}, not {args.progress!r}"
+        )
+    text = os.environ.get("TORCHIMAGES_HEARTBEAT_S", str(progress.HEARTBEAT_S))
+    try:
+        heartbeat_s = float(text)
+    except ValueError:
+        heartbeat_s = 0.0
+    if not 0 < heartbeat_s < float("inf"):
+        raise UsageError(f"TORCHIMAGES_HEARTBEAT_S={text!r}: a number of seconds above 0, e.g. 60")
+    return progress.renderer(args.progress, sys.stdout, heartbeat_s)
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
@@ -348,6 +365,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from . import bake, builder
     from .smoke import runner
 
+    renderer = _renderer(args)
     loaded = load_plan(args)
     source = str(args.metadata)
     if not args.metadata.is_file():
@@ -374,7 +392,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     if "none" not in args.test:
         suites = SUITES if "gpu" in args.test else ("cpu",)
         gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled)
-    promoter = builder.Builder(engine, options, gate, cancelled=cancelled)
+    promoter = builder.Builder(engine, options, gate, cancelled=cancelled, renderer=renderer)
     received: list[int] = []
 
     def interrupt(signum: int, _frame: object) -> None:
@@ -699,6 +717,16 @@ def _plan_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _progress_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--progress",
+        default=os.environ.get("TORCHIMAGES_PROGRESS", "auto"),
+        choices=progress.MODES,
+        help="tty: one live line per running image (stage, time, bytes fetched); plain: one line per stage change "
+        "and a heartbeat per running image every minute (TORCHIMAGES_HEARTBEAT_S); auto (default): tty on a terminal",
+    )
+
+
 def _build_options(parser: argparse.ArgumentParser) -> None:
     """Options of `build`; each defaults to a TORCHIMAGES_* environment variable."""
     env = os.environ.get
@@ -740,6 +768,7 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="one build log per image (default logs/)")
     parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
     _report_option(parser)
+    _progress_option(parser)
     parser.add_argument(
         "--test",
         action="append",
@@ -823,6 +852,7 @@ def _promote_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="what each image holds (default logs/)")
     parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
+    _progress_option(parser)
     parser.add_argument(
         "--test",
         action="append",

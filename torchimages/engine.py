@@ -59,7 +59,7 @@ class BuildRequest:
 
 @dataclass(frozen=True)
 class ImageInfo:
-    """What the engine knows of a local image: its id, labels, environment, default user and layers."""
+    """What the engine knows of a local image: its id, labels, environment, default user, layers and size."""
 
     reference: str
     id: str

@@ -349,8 +349,8 @@ def test_the_summary_says_why_an_image_failed(selection: list[plan.Selected], tm
     failed = Outcome(combination, image, "failed", 3.0, f"build failed (exit 1); last lines of x.log:\n{log}")
     stopped = Outcome(combination, image, "interrupted", 1.0, "interrupted during the build; not tagged")
     text = builder.summary([failed, stopped])
-    assert "ERROR: No matching distribution found for numpy==0.0.1" in text.splitlines()[1]
-    assert text.splitlines()[3].strip() == "interrupted during the build; not tagged"
+    assert "ERROR: No matching distribution found for numpy==0.0.1" in text.splitlines()[2]
+    assert text.splitlines()[4].strip() == "interrupted during the build; not tagged"
     assert text.splitlines()[-1] == "0 built, 0 skipped, 1 failed, 1 interrupted"
 
 
@@ -384,7 +384,7 @@ def test_an_engine_stopped_during_a_build_is_named(selection: list[plan.Selected
     assert first.startswith("the Docker engine at unix:///fake/docker.sock stopped answering during the build of")
     assert "does not answer" in outcomes[1].detail
     assert engine.tagged == [] and len(engine.built) == 1
-    assert builder.summary(outcomes).splitlines()[1].strip() == first
+    assert builder.summary(outcomes).splitlines()[2].strip() == first
     assert any("could not remove" in line for line in said)
 
 
@@ -403,7 +403,7 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
     assert [o.status for o in outcomes] == ["failed", "failed"]
     reasons = builder.summary(outcomes).splitlines()
     assert (
-        reasons[1].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
+        reasons[2].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
     )
     assert engine.tagged == []
 
