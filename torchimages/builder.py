@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import bootstrap, verify
 from .combination import INPUT_DIGEST_LABEL, Combination, Image
-from .engine import BuildRequest, Engine, EngineError
+from .engine import BuildRequest, CacheSpec, Engine, EngineError
 from .plan import Selected
 from .problems import InputError, Problem
 from .render import OS_PACKAGES_FILE
@@ -59,6 +59,8 @@ class BuildOptions:
     network: str | None = None
     mirror: str | None = None
     push: bool = False
+    cache_from: tuple[CacheSpec, ...] = ()  # `{tag}` in a ref stands for each image's tag
+    cache_to: tuple[CacheSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,8 @@ class Builder:
                 secrets=tuple(secrets),
                 network=self.options.network or ("host" if served.needs_host_network else None),
                 no_cache=self.options.no_cache,
+                cache_from=tuple(spec.for_tag(image.tag) for spec in self.options.cache_from),
+                cache_to=self.options.cache_to,
             )
             return self.engine.build(request, handle, self.cancelled)
 

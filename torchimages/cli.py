@@ -26,7 +26,7 @@ from .smoke import SUITES
 from .wheels import WheelSources
 
 if TYPE_CHECKING:
-    from .engine import DockerEngine, ImageInfo
+    from .engine import CacheSpec, DockerEngine, ImageInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
@@ -202,8 +202,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         network=args.network,
         mirror=args.mirror,
         push=args.push,
+        cache_from=_cache_specs("--cache-from", args.cache_from),
+        cache_to=_cache_specs("--cache-to", args.cache_to),
     )
     engine = connect(args.docker)
+    engine.check_cache(options.cache_from, options.cache_to)  # a type this client cannot do: exit 2, no build
     cancelled = threading.Event()
     gate = None
     if "none" not in args.test:
@@ -229,6 +232,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     if received:
         return 128 + received[0]  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def _cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
+    from .engine import CacheSpec
+
+    try:
+        return tuple(CacheSpec.parse(value) for value in values)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def _suites(text: str) -> tuple[str, ...]:
@@ -465,6 +477,21 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log-dir", type=Path, default=Path("logs"), help="one build log per image (default logs/)")
     parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
+    parser.add_argument(
+        "--cache-from",
+        action="append",
+        default=env("TORCHIMAGES_CACHE_FROM", "").split(),
+        metavar="REF|type=registry,ref=REF",
+        help="BuildKit cache source (repeatable): an image built with --cache-to type=inline; {tag} in REF "
+        "stands for each image's tag",
+    )
+    parser.add_argument(
+        "--cache-to",
+        action="append",
+        default=env("TORCHIMAGES_CACHE_TO", "").split(),
+        metavar="type=inline",
+        help="BuildKit cache export (type=inline: into the image, pushed with --push)",
+    )
     parser.add_argument(
         "--test",
         action="append",
