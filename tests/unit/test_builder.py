@@ -20,7 +20,7 @@ import pytest
 from torchimages import builder, plan, verify
 from torchimages.builder import Builder, BuildOptions, Outcome
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
-from torchimages.engine import BuildRequest, EngineError
+from torchimages.engine import BuildRequest, CacheSpec, EngineError
 from torchimages.problems import InputError
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.7.1, cuda: '11.8'}\n"
@@ -382,3 +382,18 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
         reasons[1].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
     )
     assert engine.tagged == []
+
+
+def test_cache_options_reach_every_build_with_the_images_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination))
+    cache_from = (CacheSpec.parse("reg:5000/t/pytorch:{tag}"), CacheSpec.parse("reg:5000/t/pytorch:latest"))
+    cache_to = (CacheSpec.parse("type=inline"),)
+    run(engine, selection[:1], tmp_path, cache_from=cache_from, cache_to=cache_to)
+    assert {r.target: [str(s) for s in r.cache_from] for r in engine.built} == {
+        image.flavor: [
+            f"type=registry,ref=reg:5000/t/pytorch:{image.tag}",
+            "type=registry,ref=reg:5000/t/pytorch:latest",
+        ]
+        for image in selection[0].images
+    }
+    assert all(r.cache_to == cache_to for r in engine.built)
