@@ -437,13 +437,23 @@ def _plan_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _jobs(text: str) -> int:
+    """`--jobs N`: a whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1 (also $TORCHIMAGES_JOBS)")
+    return int(text)
+
+
 def _build_options(parser: argparse.ArgumentParser) -> None:
     """Options of `build`; each defaults to a TORCHIMAGES_* environment variable."""
     env = os.environ.get
     defaults = WheelSources.from_environment()
     _selectors(parser, required=True)
     parser.add_argument(
-        "--jobs", type=int, default=int(env("TORCHIMAGES_JOBS", "1")), help="combinations built at once (default 1)"
+        "--jobs",
+        type=_jobs,
+        default=env("TORCHIMAGES_JOBS", "1"),  # a string default goes through _jobs too
+        help="combinations built at once (default 1, or $TORCHIMAGES_JOBS)",
     )
     parser.add_argument("--no-cache", action="store_true", help="rebuild even when a verified image is present")
     parser.add_argument(

@@ -1,5 +1,5 @@
 """The BuildKit command line of a build request (golden strings), and the BuildKit cache options: what each
-build client gets, what the engine's built-in BuildKit cannot do, and bad specs refused before any build."""
+build client gets, what the engine's built-in BuildKit cannot do, bad specs and a bad --jobs refused before any build."""
 
 from __future__ import annotations
 
@@ -126,3 +126,19 @@ def test_a_bad_spec_is_refused_before_any_engine_is_asked(tmp_path: Path) -> Non
     assert result.returncode == 2, result.stderr
     assert "--cache-to: unknown cache type 'nope'" in result.stderr and "Traceback" not in result.stderr
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("option", "env"), [(["--jobs", "0"], {}), (["--jobs=-2"], {}), ([], {"TORCHIMAGES_JOBS": "x"})]
+)
+def test_jobs_must_be_a_whole_number_of_at_least_one(option: list[str], env: dict[str, str], tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), "build", "--log-dir", str(tmp_path), *option, "*"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", **env},
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "argument --jobs:" in result.stderr and "at least 1" in result.stderr and "Traceback" not in result.stderr
