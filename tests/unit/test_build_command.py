@@ -1,5 +1,6 @@
 """The BuildKit command line of a build request (golden strings), and the BuildKit cache options: what each
-build client gets, what the engine's built-in BuildKit cannot do, bad specs and a bad --jobs refused before any build."""
+build client gets, what the engine's built-in BuildKit cannot do; bad specs and a bad --jobs refused before
+any build."""
 
 from __future__ import annotations
 
