@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the private engine of the fault tests
 
 from tests.e2e.test_faults import BASE, private_engine  # noqa: E402
+from torchimages.engine import find_build_client  # noqa: E402
 
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
 VENV_STEP = re.compile(r"^#(\d+) \[runtime +\d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/pip", re.M)
@@ -112,6 +113,7 @@ def main() -> None:
         subprocess.run([sys.executable, str(ROOT / "build.py"), "render", "--matrix", str(matrix)], check=True)
         now = datetime.datetime.now(datetime.UTC)
         print(f"# {now:%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores")
+        print(f"# build client: {' '.join(find_build_client().command)}")
         print(f"# {args.entry}, both flavors, each runner a fresh private engine; load {os.getloadavg()[0]:.2f}")
         first, _ = runner(archive, matrix, folder / "logs-1", "--cache-to", "type=inline", "--push")
         print(f"runner 1, --cache-to type=inline --push (cold):   {first:6.0f} s  load {os.getloadavg()[0]:.2f}")

@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 from torchimages import plan
+from torchimages.engine import find_build_client
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHES = ("2.13.0", "2.12.1", "2.11.0", "2.10.0")
@@ -100,6 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     repository = f"torchimages-bench-{uuid.uuid4().hex[:8]}/pytorch"
     print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores")
+    print(f"# build client: {' '.join(find_build_client().command)}")
     print(f"# {len(TORCHES)} CPU combinations (runtime, debian12), --no-cache --test none")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-jobs-") as tmp:
