@@ -59,8 +59,8 @@ class BuildOptions:
     network: str | None = None
     mirror: str | None = None
     push: bool = False
-    cache_from: tuple[CacheSpec, ...] = ()  # `{tag}` in a ref stands for each image's tag
-    cache_to: tuple[CacheSpec, ...] = ()
+    cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources and exports; `{tag}` in a value
+    cache_to: tuple[CacheSpec, ...] = ()  # stands for each image's tag
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ class Builder:
                 network=self.options.network or ("host" if served.needs_host_network else None),
                 no_cache=self.options.no_cache,
                 cache_from=tuple(spec.for_tag(image.tag) for spec in self.options.cache_from),
-                cache_to=self.options.cache_to,
+                cache_to=tuple(spec.for_tag(image.tag) for spec in self.options.cache_to),
             )
             return self.engine.build(request, handle, self.cancelled)
 

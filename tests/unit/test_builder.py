@@ -387,7 +387,7 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
 def test_cache_options_reach_every_build_with_the_images_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
     engine = FakeEngine(true_facts(selection[0].combination))
     cache_from = (CacheSpec.parse("reg:5000/t/pytorch:{tag}"), CacheSpec.parse("reg:5000/t/pytorch:latest"))
-    cache_to = (CacheSpec.parse("type=inline"),)
+    cache_to = (CacheSpec.parse("type=inline"), CacheSpec.parse("type=local,dest=/cache/{tag}"))
     run(engine, selection[:1], tmp_path, cache_from=cache_from, cache_to=cache_to)
     assert {r.target: [str(s) for s in r.cache_from] for r in engine.built} == {
         image.flavor: [
@@ -396,4 +396,6 @@ def test_cache_options_reach_every_build_with_the_images_tag(selection: list[pla
         ]
         for image in selection[0].images
     }
-    assert all(r.cache_to == cache_to for r in engine.built)
+    assert {r.target: [str(s) for s in r.cache_to] for r in engine.built} == {
+        image.flavor: ["type=inline", f"type=local,dest=/cache/{image.tag}"] for image in selection[0].images
+    }
