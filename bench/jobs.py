@@ -123,7 +123,8 @@ def main() -> None:
     for jobs, seconds, total, high, mean in rows:
         print(f"| {jobs} | {seconds:.0f} s | {total} s | {mean:.2f} / {high:.2f} |")
     if len(rows) >= 2:
-        print(f"\nspeed-up of --jobs {rows[-1][0]} over --jobs {rows[0][0]}: {rows[0][1] / rows[-1][1]:.2f}x")
+        fewest, most = min(rows), max(rows)
+        print(f"\nspeed-up of --jobs {most[0]} over --jobs {fewest[0]}: {fewest[1] / most[1]:.2f}x")
 
 
 if __name__ == "__main__":
