@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]'
 	touch $@
 
-.PHONY: help install engine build doctor render check-render validate list lint test test-unit test-images bench bench-image clean
+.PHONY: help install engine build doctor render check-render validate list lint test test-unit test-images bench bench-image bench-jobs bench-cache clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -73,6 +73,14 @@ bench: $(VENV)/.installed ## print the validate+plan+render figures (see docs/be
 bench-image: $(VENV)/.installed ## both flavors: stored bytes, cold build, size vs floor, push/pull (slow; empties the build cache)
 	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(PY) bench/image_build.py
+
+bench-jobs: $(VENV)/.installed ## --jobs 1 against --jobs 2 over four cold CPU builds (5-15 min)
+	@scripts/start-docker.sh >/dev/null
+	$(WITH_SOURCES) $(PY) bench/jobs.py
+
+bench-cache: $(VENV)/.installed ## a second CI run on a fresh engine with and without --cache-from (root; 5-10 min)
+	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
+	$(WITH_SOURCES) $(PY) bench/cache.py
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import bootstrap, verify
 from .combination import INPUT_DIGEST_LABEL, Combination, Image
-from .engine import BuildRequest, Engine, EngineError
+from .engine import BuildRequest, CacheSpec, Engine, EngineError
 from .plan import Selected
 from .problems import InputError, Problem
 from .progress import LogState, PlainRenderer, Progress, Renderer, following, read_line
@@ -64,6 +64,8 @@ class BuildOptions:
     network: str | None = None
     mirror: str | None = None
     push: bool = False
+    cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources and exports; `{tag}` in a value
+    cache_to: tuple[CacheSpec, ...] = ()  # stands for each image's tag
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ def build_request(
     options: BuildOptions, combination: Combination, image: Image, reference: str, served: Served, pip_conf: Path
 ) -> BuildRequest:
     """The one BuildKit build of an image: its target of the combination's Dockerfile, the wheel sources
-    (`pip_conf`) and the CA bundle as secrets, host network when a local wheel folder is served."""
+    (`pip_conf`) and the CA bundle as secrets, host network when a local wheel folder is served, the
+    BuildKit cache sources and exports (`{tag}` made this image's)."""
     folder = options.images_dir / combination.folder
     secrets = [("pipconf", pip_conf)]
     if options.ca_cert:
@@ -122,6 +125,8 @@ def build_request(
         secrets=tuple(secrets),
         network=options.network or ("host" if served.needs_host_network else None),
         no_cache=options.no_cache,
+        cache_from=tuple(spec.for_tag(image.tag) for spec in options.cache_from),
+        cache_to=tuple(spec.for_tag(image.tag) for spec in options.cache_to),
     )
 
 

@@ -30,7 +30,7 @@ from .smoke import SUITES
 from .wheels import WheelSources
 
 if TYPE_CHECKING:
-    from .engine import DockerEngine, ImageInfo
+    from .engine import CacheSpec, DockerEngine, ImageInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
@@ -207,9 +207,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         network=args.network,
         mirror=args.mirror,
         push=args.push,
+        cache_from=_cache_specs("--cache-from", args.cache_from),
+        cache_to=_cache_specs("--cache-to", args.cache_to),
     )
     junit_dir = start_report(args.report)
     engine = connect(args.docker)
+    engine.check_cache(options.cache_from, options.cache_to)  # a type this client cannot do: exit 2, no build
     cancelled = threading.Event()
     gate = None
     if "none" not in args.test:
@@ -409,6 +412,15 @@ def cmd_promote(args: argparse.Namespace) -> int:
     if received:
         return 128 + received[0]
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def _cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
+    from .engine import CacheSpec
+
+    try:
+        return tuple(CacheSpec.parse(value) for value in values)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def _suites(text: str) -> tuple[str, ...]:
@@ -727,13 +739,23 @@ def _progress_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _jobs(text: str) -> int:
+    """`--jobs N`: a whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1 (also $TORCHIMAGES_JOBS)")
+    return int(text)
+
+
 def _build_options(parser: argparse.ArgumentParser) -> None:
     """Options of `build`; each defaults to a TORCHIMAGES_* environment variable."""
     env = os.environ.get
     defaults = WheelSources.from_environment()
     _selectors(parser, required=True)
     parser.add_argument(
-        "--jobs", type=int, default=int(env("TORCHIMAGES_JOBS", "1")), help="combinations built at once (default 1)"
+        "--jobs",
+        type=_jobs,
+        default=env("TORCHIMAGES_JOBS", "1"),  # a string default goes through _jobs too
+        help="combinations built at once (default 1, or $TORCHIMAGES_JOBS)",
     )
     parser.add_argument("--no-cache", action="store_true", help="rebuild even when a verified image is present")
     parser.add_argument(
@@ -769,6 +791,21 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--push", action="store_true", help="push the tags of every image that passed")
     _report_option(parser)
     _progress_option(parser)
+    parser.add_argument(
+        "--cache-from",
+        action="append",
+        default=env("TORCHIMAGES_CACHE_FROM", "").split(),
+        metavar="REF|type=registry,ref=REF",
+        help="BuildKit cache source (repeatable): an image built with --cache-to type=inline; {tag} in REF "
+        "stands for each image's tag",
+    )
+    parser.add_argument(
+        "--cache-to",
+        action="append",
+        default=env("TORCHIMAGES_CACHE_TO", "").split(),
+        metavar="type=inline",
+        help="BuildKit cache export (type=inline: into the image, pushed with --push)",
+    )
     parser.add_argument(
         "--test",
         action="append",

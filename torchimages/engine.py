@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from .reference import repository_problem
+
 BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
 HOW_TO_GET_AN_ENGINE = (
     "start a Docker engine (dockerd) and make sure `docker info` answers; on Debian/Ubuntu: "
@@ -55,6 +57,89 @@ class BuildRequest:
     secrets: tuple[tuple[str, Path], ...] = ()  # (id, file), mounted as BuildKit secrets
     network: str | None = None
     no_cache: bool = False
+    cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources (`--cache-from`)
+    cache_to: tuple[CacheSpec, ...] = ()  # BuildKit cache exports (`--cache-to`)
+
+
+# BuildKit cache types (`type=` of buildx's --cache-from/--cache-to), and what the engine's built-in BuildKit
+# (the classic client with DOCKER_BUILDKIT=1, or buildx's `docker` driver without the containerd image store)
+# can do: import the cache of an image (a registry's, or a local one built with inline cache) and export
+# the cache inline, into the image's own configuration. The others need a buildx builder of another driver.
+CACHE_TYPES = ("registry", "inline", "local", "gha", "s3", "azblob")
+BUILTIN_CACHE_IMPORTS = ("registry",)
+BUILTIN_CACHE_EXPORTS = ("inline",)
+TAG_PLACEHOLDER = "{tag}"
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """A BuildKit cache import or export as buildx writes it: `type=registry,ref=REF`, `type=inline`.
+
+    A `ref` may hold `{tag}`, replaced by each image's tag (`for_tag`), so one option serves a matrix."""
+
+    type: str
+    attrs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> CacheSpec:
+        """`type=T,key=value,...`, or a bare image reference (= `type=registry,ref=REF`); ValueError says why not."""
+        if not text or text != text.strip() or any(c.isspace() or not c.isprintable() for c in text):
+            raise ValueError("a cache spec is `type=registry,ref=REF`, `type=inline` or an image reference, no spaces")
+        if "=" not in text:
+            text = f"type=registry,ref={text}"
+        fields = [part.partition("=") for part in text.split(",")]
+        if any(not key or not sep for key, sep, _ in fields):
+            raise ValueError(f"'{text}' is not a list of key=value fields")
+        attrs = dict((key, value) for key, _, value in fields)
+        kind = attrs.pop("type", "")
+        if kind not in CACHE_TYPES:
+            raise ValueError(f"unknown cache type '{kind}' (allowed: {', '.join(CACHE_TYPES)})")
+        if kind == "registry":
+            _check_reference(attrs.get("ref", ""))
+        return cls(kind, tuple(attrs.items()))
+
+    @property
+    def ref(self) -> str | None:
+        """The image reference of a registry cache."""
+        return dict(self.attrs).get("ref")
+
+    def for_tag(self, tag: str) -> CacheSpec:
+        """This spec with `{tag}` replaced by an image's tag."""
+        return CacheSpec(self.type, tuple((k, v.replace(TAG_PLACEHOLDER, tag)) for k, v in self.attrs))
+
+    def __str__(self) -> str:
+        return ",".join([f"type={self.type}", *(f"{k}={v}" for k, v in self.attrs)])
+
+
+def _check_reference(ref: str) -> None:
+    """ValueError unless `ref` (with `{tag}` standing for a tag) is `REPOSITORY[:TAG][@DIGEST]`."""
+    if not ref:
+        raise ValueError("type=registry needs ref=REF (an image reference)")
+    name = ref.replace(TAG_PLACEHOLDER, "tag").partition("@")[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name, _, tag = name.rpartition(":")
+        if not re.fullmatch(r"[\w][\w.-]{0,127}", tag):
+            raise ValueError(f"'{ref}': the tag '{tag}' is not a valid tag")
+    problem = repository_problem(name)
+    if problem:
+        raise ValueError(f"'{ref}' is not an image reference: {problem}")
+
+
+def cache_problem(
+    cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec], builtin: bool, client: str
+) -> str | None:
+    """Why a build client cannot do these cache imports and exports, or None when it can. `builtin`: it
+    builds with the engine's own BuildKit (the classic client, or buildx's `docker` driver)."""
+    wrong = [f"--cache-from {s}" for s in cache_from if s.type not in BUILTIN_CACHE_IMPORTS]
+    wrong += [f"--cache-to {s}" for s in cache_to if s.type not in BUILTIN_CACHE_EXPORTS]
+    if not builtin or not wrong:
+        return None
+    return (
+        f"{', '.join(wrong)}: {client} builds with the Docker engine's built-in BuildKit, which imports a cache "
+        "only from an image (--cache-from REF, or type=registry,ref=REF) and exports it only inline "
+        "(--cache-to type=inline: the cache travels in the image's configuration, pushed with --push); other "
+        "cache types need a buildx builder of the docker-container driver (`docker buildx create --use`)"
+    )
 
 
 @dataclass(frozen=True)
@@ -187,6 +272,11 @@ class BuildClient:
         """The docker CLI binary."""
         return self.command[0]
 
+    @property
+    def buildx(self) -> bool:
+        """Whether this is `docker buildx build` (else the classic client with DOCKER_BUILDKIT=1)."""
+        return "buildx" in self.command[1:2]
+
     def environment(self) -> dict[str, str]:
         """The process environment for a build."""
         return {**os.environ, **dict(self.env)}
@@ -211,7 +301,28 @@ def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
         cmd += ["--network", request.network]
     if request.no_cache:
         cmd.append("--no-cache")
-    return [*cmd, str(request.context)]
+    return [*cmd, *_cache_options(client, request), str(request.context)]
+
+
+def _cache_options(client: BuildClient, request: BuildRequest) -> list[str]:
+    """buildx takes cache specs as written; the classic client takes image references (`--cache-from REF`)
+    and exports inline through a build argument. ValueError for what the classic client cannot express."""
+    options: list[str] = []
+    if client.buildx:
+        for option, specs in (("--cache-from", request.cache_from), ("--cache-to", request.cache_to)):
+            for spec in specs:
+                options += [option, str(spec)]
+        return options
+    for spec in request.cache_from:
+        if spec.type != "registry" or not spec.ref:
+            raise ValueError(f"the classic docker client cannot import a cache of type {spec.type}")
+        options += ["--cache-from", spec.ref]
+    for spec in request.cache_to:
+        if spec.type != "inline":
+            raise ValueError(f"the classic docker client cannot export a cache of type {spec.type}")
+    if request.cache_to:
+        options += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    return options
 
 
 # How often a cancellable subprocess looks at its cancel event, and how long it gets to stop after SIGINT
@@ -509,6 +620,23 @@ class DockerEngine:
             return self._client.docker
         named = self._docker_cli or os.environ.get("DOCKER")
         return named or shutil.which("docker") or "docker"
+
+    def check_cache(self, cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec]) -> None:
+        """EngineError naming every cache import or export the build client cannot do (before any build)."""
+        if not cache_from and not cache_to:
+            return
+        client = self.build_client
+        builtin, name = True, "docker build (DOCKER_BUILDKIT=1)"
+        if client.buildx:
+            found = subprocess.run(
+                [client.docker, "buildx", "inspect"], capture_output=True, text=True, env=client.environment()
+            )
+            driver = re.search(r"^Driver:\s*(\S+)", found.stdout, re.MULTILINE)
+            builtin = driver is None or driver.group(1) == "docker"
+            name = f"docker buildx ({driver.group(1) if driver else 'unknown'} driver)"
+        problem = cache_problem(cache_from, cache_to, builtin, name)
+        if problem:
+            raise EngineError(problem)
 
     def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         cmd = build_command(self.build_client, request)

@@ -183,3 +183,59 @@ def build_matrix(
         yield Built(plan.load(matrix), result.returncode, output, tmp / "logs")
     finally:
         remove_repository(client, repository)
+
+
+CPU = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
+OTHER_CPU = "{torch: 2.12.1, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A rendered test matrix under its own repository."""
+
+    path: Path
+    repository: str
+    logs: Path
+
+    @property
+    def plan(self) -> plan.Plan:
+        return plan.load(self.path)
+
+    def build_args(self, ca_bundle: tuple[Path, bytes], *extra: str, logs: Path | None = None) -> list[str | Path]:
+        logs = logs or self.logs
+        return ["build", "--matrix", self.path, "--log-dir", logs, "--ca-cert", ca_bundle[0], *extra, "*"]
+
+
+@pytest.fixture
+def matrix(request: pytest.FixtureRequest, docker_client: Any, tmp_path: Path) -> Iterator[Matrix]:
+    """A rendered matrix of the entries given by indirect parametrization (default: the CPU one);
+    its repository is removed afterwards."""
+    entries = getattr(request, "param", (CPU,))
+    repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
+    path = tmp_path / "matrix.yaml"
+    rows = "".join(f"    - {entry}\n" for entry in entries)
+    path.write_text(textwrap.dedent(f"repository: {repository}\nmatrix:\n  include:\n") + rows)
+    rendered = run_cli("render", "--matrix", path)
+    assert rendered.returncode == 0, rendered.stderr
+    try:
+        yield Matrix(path, repository, tmp_path / "logs")
+    finally:
+        remove_repository(docker_client, repository)
+
+
+# What pip says when `fail_pip` made its combination fail.
+PIP_FAILURE = "ERROR: No matching distribution found for numpy==0.0.1"
+
+
+def fail_pip(m: Matrix, torch: str) -> Combination:
+    """Make the rendered Dockerfile of the matrix's combination of this torch ask pip for numpy==0.0.1 before
+    torch: its builds fail at that pip step with PIP_FAILURE. The combination."""
+    failing = next(c for c in m.plan.combinations if c.torch == torch)
+    dockerfile = m.plan.images_dir / failing.folder / "Dockerfile"
+    install = "/opt/venv/bin/pip install --no-input --no-deps \\"
+    text = dockerfile.read_text()
+    assert install in text
+    dockerfile.write_text(
+        text.replace(install, '/opt/venv/bin/pip install --no-input "numpy==0.0.1" \\\n    && ' + install, 1)
+    )
+    return failing

@@ -9,59 +9,19 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from torchimages import builder, plan
+from torchimages import builder
 
-from .conftest import ROOT, remove_repository, run_cli
+from .conftest import CPU, OTHER_CPU, PIP_FAILURE, ROOT, Matrix, fail_pip, run_cli
 
 pytestmark = pytest.mark.e2e
-CPU = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
-OTHER_CPU = "{torch: 2.12.1, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
 # A BuildKit step line of a pip layer: the interrupt comes while the build installs the venv.
 PIP_STEP = re.compile(rb"^#\d+ \[runtime \d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/pip", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """A rendered test matrix under its own repository."""
-
-    path: Path
-    repository: str
-    logs: Path
-
-    @property
-    def plan(self) -> plan.Plan:
-        return plan.load(self.path)
-
-    def build_args(self, ca_bundle: tuple[Path, bytes], *extra: str, logs: Path | None = None) -> list[str | Path]:
-        logs = logs or self.logs
-        return ["build", "--matrix", self.path, "--log-dir", logs, "--ca-cert", ca_bundle[0], *extra, "*"]
-
-
-@pytest.fixture
-def matrix(request: pytest.FixtureRequest, docker_client: Any, tmp_path: Path) -> Iterator[Matrix]:
-    """A rendered matrix of the entries given by indirect parametrization (default: the CPU one);
-    its repository is removed afterwards."""
-    entries = getattr(request, "param", (CPU,))
-    repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
-    path = tmp_path / "matrix.yaml"
-    rows = "".join(f"    - {entry}\n" for entry in entries)
-    path.write_text(textwrap.dedent(f"repository: {repository}\nmatrix:\n  include:\n") + rows)
-    rendered = run_cli("render", "--matrix", path)
-    assert rendered.returncode == 0, rendered.stderr
-    try:
-        yield Matrix(path, repository, tmp_path / "logs")
-    finally:
-        remove_repository(docker_client, repository)
 
 
 def start(args: list[str | Path], output: Path) -> subprocess.Popen[bytes]:
@@ -158,21 +118,14 @@ def test_a_pip_failure_fails_only_its_combination(
 ) -> None:
     """The 2.12.1 combination's rendered Dockerfile asks pip for numpy==0.0.1 before torch: its images fail
     with pip's error in the summary; the 2.13.0 images are built, verified and tagged; exit 1."""
-    failing = next(c for c in matrix.plan.combinations if c.torch == "2.12.1")
-    dockerfile = matrix.plan.images_dir / failing.folder / "Dockerfile"
-    install = "/opt/venv/bin/pip install --no-input --no-deps \\"
-    text = dockerfile.read_text()
-    assert install in text
-    dockerfile.write_text(
-        text.replace(install, '/opt/venv/bin/pip install --no-input "numpy==0.0.1" \\\n    && ' + install, 1)
-    )
+    failing = fail_pip(matrix, "2.12.1")
     result = run_cli(*matrix.build_args(ca_bundle))
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 1, output
     assert "2 built, 0 skipped, 2 failed" in output, output
     summary = result.stdout[result.stdout.rindex("[4/4]") :]  # the summary after the last progress line
-    assert summary.count("ERROR: No matching distribution found for numpy==0.0.1") == 2, summary
+    assert summary.count(PIP_FAILURE) == 2, summary
     tagged = {t.split(":")[-1] for i in docker_client.images.list(name=matrix.repository) for t in i.tags}
     good = next(c for c in matrix.plan.combinations if c.torch == "2.13.0")
     assert {i.tag for i in good.images} <= tagged and not {i.tag for i in failing.images} & tagged, tagged

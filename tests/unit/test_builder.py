@@ -20,7 +20,7 @@ import pytest
 from torchimages import bake, builder, plan, verify
 from torchimages.builder import Builder, BuildOptions, Outcome
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, Toolkit
-from torchimages.engine import BuildRequest, EngineError, HistoryEntry, ImageInfo
+from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo
 from torchimages.problems import InputError
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.7.1, cuda: '11.8'}\n"
@@ -636,3 +636,20 @@ def test_outcomes_say_how_long_the_build_and_the_checks_took(selection: list[pla
     engine.build_status = 1
     (failed, _) = run(engine, selection[1:], tmp_path, no_cache=True)
     assert failed.build_seconds is not None and failed.test_seconds is None
+
+
+def test_cache_options_reach_every_build_with_the_images_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination))
+    cache_from = (CacheSpec.parse("reg:5000/t/pytorch:{tag}"), CacheSpec.parse("reg:5000/t/pytorch:latest"))
+    cache_to = (CacheSpec.parse("type=inline"), CacheSpec.parse("type=local,dest=/cache/{tag}"))
+    run(engine, selection[:1], tmp_path, cache_from=cache_from, cache_to=cache_to)
+    assert {r.target: [str(s) for s in r.cache_from] for r in engine.built} == {
+        image.flavor: [
+            f"type=registry,ref=reg:5000/t/pytorch:{image.tag}",
+            "type=registry,ref=reg:5000/t/pytorch:latest",
+        ]
+        for image in selection[0].images
+    }
+    assert {r.target: [str(s) for s in r.cache_to] for r in engine.built} == {
+        image.flavor: ["type=inline", f"type=local,dest=/cache/{image.tag}"] for image in selection[0].images
+    }
