@@ -30,6 +30,7 @@ from .smoke import SUITES
 from .wheels import WheelSources
 
 if TYPE_CHECKING:
+    from . import builder
     from .engine import CacheSpec, DockerEngine, ImageInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -190,7 +191,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from . import builder
-    from .smoke import runner
 
     renderer = _renderer(args)
     loaded = load_plan(args)
@@ -213,27 +213,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     junit_dir = start_report(args.report)
     engine = connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # a type this client cannot do: exit 2, no build
-    cancelled = threading.Event()
-    gate = None
-    if "none" not in args.test:
-        suites = SUITES if "gpu" in args.test else ("cpu",)
-        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled, junit_dir)
-    build = builder.Builder(engine, options, gate, cancelled=cancelled, renderer=renderer)
-    received: list[int] = []
-
-    def interrupt(signum: int, _frame: object) -> None:
-        if not received:
-            name = signal.Signals(signum).name  # os.write: print may be mid-line in this very thread
-            os.write(2, f"\n{name}: stopping; running builds are cancelled, nothing more is tagged\n".encode())
-        received.append(signum)
-        build.cancel()
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        outcomes = build.build(chosen)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    build = _builder(args, engine, options, renderer, junit_dir)
+    outcomes, received = _until_interrupted(build, lambda: build.build(chosen))
     print(builder.summary(outcomes))
     complete = True
     if args.report and junit_dir:
@@ -366,7 +347,6 @@ def _secret(folder: Path, text: str) -> Path:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from . import bake, builder
-    from .smoke import runner
 
     renderer = _renderer(args)
     loaded = load_plan(args)
@@ -390,28 +370,54 @@ def cmd_promote(args: argparse.Namespace) -> int:
     baked = bake.baked_images(metadata, chosen, source, args.temporary_registry)
     options = builder.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
     engine = connect(args.docker)
+    promoter = _builder(args, engine, options, renderer)
+    outcomes, received = _until_interrupted(promoter, lambda: promoter.promote(chosen, baked))
+    print(builder.summary(outcomes, always=("promoted", "failed")))
+    if received:
+        return 128 + received[0]  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def _builder(
+    args: argparse.Namespace,
+    engine: DockerEngine,
+    options: builder.BuildOptions,
+    renderer: progress.Renderer,
+    junit_dir: Path | None = None,
+) -> builder.Builder:
+    """The Builder of `build` and `promote`, with the smoke gate `--test` asks for (its JUnit files into
+    `junit_dir` for a report); the gate shares the builder's cancel event."""
+    from . import builder
+    from .smoke import runner
+
     cancelled = threading.Event()
     gate = None
     if "none" not in args.test:
         suites = SUITES if "gpu" in args.test else ("cpu",)
-        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled)
-    promoter = builder.Builder(engine, options, gate, cancelled=cancelled, renderer=renderer)
+        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled, junit_dir)
+    return builder.Builder(engine, options, gate, cancelled=cancelled, renderer=renderer)
+
+
+def _until_interrupted(
+    target: builder.Builder, work: Callable[[], list[builder.Outcome]]
+) -> tuple[list[builder.Outcome], list[int]]:
+    """Run `work`; SIGINT or SIGTERM cancels `target` (running builds stopped, nothing more tagged) and is
+    said once. The outcomes and the signals received."""
     received: list[int] = []
 
     def interrupt(signum: int, _frame: object) -> None:
+        if not received:
+            name = signal.Signals(signum).name  # os.write: print may be mid-line in this very thread
+            os.write(2, f"\n{name}: stopping; running builds are cancelled, nothing more is tagged\n".encode())
         received.append(signum)
-        promoter.cancel()
+        target.cancel()
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        outcomes = promoter.promote(chosen, baked)
+        return work(), received
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(builder.summary(outcomes, always=("promoted", "failed")))
-    if received:
-        return 128 + received[0]
-    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
 
 
 def _cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
