@@ -45,8 +45,8 @@ class Entry:
 
 @dataclass(frozen=True)
 class Cache:
-    """BuildKit cache import/export for every target (`type=registry,ref=...`); `{target}` in a value
-    becomes the target's name."""
+    """BuildKit cache import/export for every target (`type=registry,ref=...`); in a value, `{tag}` becomes
+    the image's tag (as in `build --cache-from`) and `{target}` the target's name."""
 
     cache_from: tuple[str, ...] = ()
     cache_to: tuple[str, ...] = ()
@@ -95,10 +95,14 @@ def target(entry: Entry, cache: Cache) -> dict[str, Any]:
         definition["network"] = request.network
     if request.no_cache:
         definition["no-cache"] = True
+
+    def placed(values: tuple[str, ...]) -> list[str]:
+        return [value.replace("{tag}", entry.image.tag).replace("{target}", name) for value in values]
+
     if cache.cache_from:
-        definition["cache-from"] = [value.replace("{target}", name) for value in cache.cache_from]
+        definition["cache-from"] = placed(cache.cache_from)
     if cache.cache_to:
-        definition["cache-to"] = [value.replace("{target}", name) for value in cache.cache_to]
+        definition["cache-to"] = placed(cache.cache_to)
     return definition
 
 

@@ -849,10 +849,16 @@ def _bake_options(parser: argparse.ArgumentParser) -> None:
         help="where the pip.conf secrets the targets name are written (default .bake/; private, not for commits)",
     )
     parser.add_argument(
-        "--cache-from", action="append", default=[], help="BuildKit cache import of every target ({target}: its name)"
+        "--cache-from",
+        action="append",
+        default=[],
+        help="BuildKit cache import of every target ({tag}: its image's tag; {target}: its name)",
     )
     parser.add_argument(
-        "--cache-to", action="append", default=[], help="BuildKit cache export of every target ({target}: its name)"
+        "--cache-to",
+        action="append",
+        default=[],
+        help="BuildKit cache export of every target ({tag}: its image's tag; {target}: its name)",
     )
     parser.add_argument("--no-cache", action="store_true", help="targets build without BuildKit's cache")
     parser.add_argument(

@@ -109,12 +109,16 @@ def test_a_devel_target_builds_in_the_same_bake_as_its_runtime(selected: list[pl
     assert group.index(bake.target_name(cpu.image("runtime"))) < group.index(bake.target_name(cpu.image("devel")))
 
 
-def test_cache_settings_only_when_given_with_the_target_name(selected: list[plan.Selected]) -> None:
-    cache = bake.Cache(("type=registry,ref=reg.example/cache:{target}",), ("type=inline",))
+def test_cache_settings_only_when_given_with_the_tag_or_target_name(selected: list[plan.Selected]) -> None:
+    cache = bake.Cache(("type=registry,ref=reg.example/cache:{target}", "reg.example/pytorch:{tag}"), ("type=inline",))
     definition = bake.bake_file(entries(selected), cache)
     target = definition["target"]["2_13_0-cpu-devel"]
-    assert target["cache-from"] == ["type=registry,ref=reg.example/cache:2_13_0-cpu-devel"]
+    assert target["cache-from"] == [
+        "type=registry,ref=reg.example/cache:2_13_0-cpu-devel",
+        "reg.example/pytorch:2.13.0-cpu-devel",
+    ]
     assert target["cache-to"] == ["type=inline"]
+    assert "cache-from" not in bake.bake_file(entries(selected))["target"]["2_13_0-cpu-devel"]
 
 
 def test_the_bake_reference_is_stable_and_differs_per_input_digest(selected: list[plan.Selected]) -> None:
