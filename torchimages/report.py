@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
 from . import __version__
+from .progress import format_seconds
 from .sizes import format_size
 
 if TYPE_CHECKING:
@@ -357,15 +358,8 @@ def manifest(report: Report) -> dict[str, Any]:
 
 
 def duration(seconds: float | None) -> str:
-    """`42 s`, `1 min 47 s`, `1 h 02 min`; `-` when it did not run."""
-    if seconds is None:
-        return "-"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    """As the terminal's summary shows it (`42 s`, `3m07s`, `1h02m`); `-` when it did not run."""
+    return "-" if seconds is None else format_seconds(seconds)
 
 
 def _cell(text: str) -> str:

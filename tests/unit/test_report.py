@@ -200,7 +200,7 @@ def test_smoke_results_read_from_junit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("seconds", "shown"), [(None, "-"), (0.4, "0 s"), (59.6, "1 min 0 s"), (107, "1 min 47 s"), (3725, "1 h 02 min")]
+    ("seconds", "shown"), [(None, "-"), (0.4, "0 s"), (59.6, "59 s"), (107, "1m47s"), (3725, "1h02m")]
 )
 def test_durations(seconds: float | None, shown: str) -> None:
     assert report.duration(seconds) == shown
