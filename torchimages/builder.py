@@ -256,14 +256,9 @@ class Builder:
                 return self._finish(combination, image, "failed", start, detail, progress)
             return self._admit(combination, image, reference, start, progress, "built", measures)
         except EngineError as exc:
-            if self.cancelled.is_set():
-                return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
-            return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
+            return self._engine_failed(combination, image, start, exc, progress)
         finally:
-            try:
-                self.engine.remove_image(reference)
-            except EngineError as exc:  # the engine is gone: the outcome already says so
-                progress.say(f"{image.tag}: could not remove {reference}: {exc}")
+            self._remove_temporary(image, reference, progress)
 
     def _admit(
         self,
@@ -355,14 +350,24 @@ class Builder:
                 return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
             return self._admit(combination, image, baked.reference, start, progress, "promoted", measures)
         except EngineError as exc:
-            if self.cancelled.is_set():
-                return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
-            return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
+            return self._engine_failed(combination, image, start, exc, progress)
         finally:
-            try:
-                self.engine.remove_image(baked.reference)
-            except EngineError as exc:
-                progress.say(f"{image.tag}: could not remove {baked.reference}: {exc}")
+            self._remove_temporary(image, baked.reference, progress)
+
+    def _engine_failed(
+        self, combination: Combination, image: Image, start: float, exc: EngineError, progress: Progress
+    ) -> Outcome:
+        """An engine action failed: interrupted when the interrupt caused it, else failed naming the error."""
+        if self.cancelled.is_set():
+            return self._interrupted(combination, image, start, f"during an engine action ({exc})", progress)
+        return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
+
+    def _remove_temporary(self, image: Image, reference: str, progress: Progress) -> None:
+        """Remove a temporary reference; a failure is said (the engine is gone: the outcome already says so)."""
+        try:
+            self.engine.remove_image(reference)
+        except EngineError as exc:
+            progress.say(f"{image.tag}: could not remove {reference}: {exc}")
 
     def _size(self, reference: str) -> int | None:
         """An image's size for the summary; None when it cannot be read (the checks that follow say why)."""
