@@ -19,8 +19,10 @@ from .conftest import (
     assert_torch_compile_works_on_cpu,
     build_a_lie,
     build_matrix,
+    run_cli,
     sh,
 )
+from .test_report import installed, manifest_of
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.14.1, cuda: '13.0', os: debian12, python: '3.11'}"
@@ -108,3 +110,25 @@ def test_a_wrong_cudnn_fails_verification_and_leaves_no_tag(built: Built, docker
 
 def test_smoke_suites_pass_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:
     assert_smoke_suites_pass_without_a_gpu(built, tmp_path)
+
+
+def test_the_sbom_lists_the_nvidia_packages_torch_and_the_interpreter(built: Built, tmp_path: Path) -> None:
+    """`build.py test --report` on the CUDA runtime image: its CycloneDX SBOM (syft) names torch, every
+    nvidia-* wheel of the venv and the interpreter, each with the version the image really holds."""
+    runtime = built.image("runtime")
+    result = run_cli(
+        "test", "--matrix", built.plan.matrix_path, "--suites", "cpu", "--report", tmp_path, runtime.tag
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (image,) = manifest_of(tmp_path)["images"]
+    sbom = json.loads((tmp_path / image["sbom"]).read_text())
+    found: dict[str, str] = {}
+    for component in sbom["components"]:
+        found.setdefault(component["name"], component.get("version", ""))
+    holds = installed(built)
+    nvidia = sorted(name for name in holds if name.startswith("nvidia-"))
+    assert len(nvidia) >= 10, nvidia  # cuBLAS, cuDNN, NCCL, cuFFT, ... as torch's resolution pinned them
+    for name in ("torch", *nvidia):
+        assert found.get(name) == holds[name], (name, found.get(name), holds[name])
+    assert holds["torch"] == "2.14.1+cu130"
+    assert found["python3.11"] == holds["python3.11"] and found["python3.11"].startswith("3.11.")
