@@ -11,6 +11,7 @@ import json
 import os
 import textwrap
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from torchimages import compat, engine, render
 from torchimages.wheels import local_path
 
 from .conftest import remove_repository, require, run_cli
@@ -108,3 +110,27 @@ def test_transient_failures_are_retried_and_the_log_says_so(
         assert apt_retry in log, "apt's retry is not in the build log"
     finally:
         remove_repository(docker_client, repository)
+
+
+def test_an_unknown_apt_package_fails_at_once_and_is_not_retried(docker_client: Any, tmp_path: Path) -> None:
+    """The generated apt block with a package no archive has: a real error, said by apt, never retried
+    (no `retry` line, no 10 s wait). The block is rendered by the templates, built by the real engine."""
+    macros = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
+    context = {"os_packages_file": str(render.OS_PACKAGES_FILE), "os_packages_dir": str(render.OS_PACKAGES_FILE.parent)}
+    block = macros.apt_install(context, ["torchimages-no-such-package"])
+    base = compat.load().os["debian12"].image
+    (tmp_path / "Dockerfile").write_text(
+        f'FROM {base} AS probe\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\n{block}\n'
+    )
+    reference = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/apt-probe:unknown"
+    request = engine.BuildRequest(tmp_path, tmp_path / "Dockerfile", "probe", reference, no_cache=True)
+    log = tmp_path / "build.log"
+    started = time.monotonic()
+    with log.open("wb") as handle:
+        status = engine.DockerEngine().build(request, handle)
+    took = time.monotonic() - started
+    text = log.read_text(errors="replace")
+    assert status != 0, text
+    assert "Unable to locate package torchimages-no-such-package" in text, text
+    assert "retry 1/2 in 10 s" not in text and took < 60, (took, text[-2000:])  # the command line has the echo
+    assert not docker_client.images.list(name=reference.split(":")[0])
