@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +27,11 @@ def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
-    """Run build.py's main with arguments; return (exit status, stdout, stderr)."""
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, str, str]]:
+    """Run build.py's main with arguments; return (exit status, stdout, stderr). The machine's TORCHIMAGES_*
+    settings (`make test` exports its wheel sources and CA bundle) do not reach it: a test sets what it needs."""
+    for name in [n for n in os.environ if n.startswith("TORCHIMAGES_")]:
+        monkeypatch.delenv(name)
 
     def run(*args: str) -> tuple[int, str, str]:
         code = main(list(args))
