@@ -126,9 +126,12 @@ def assert_torch_compile_works_on_cpu(built: Built, client: Any) -> None:
 
 
 def remove_repository(client: Any, repository: str) -> None:
+    """Remove this repository's tags, only those: an identical build (the same image) may carry another
+    test's tags too."""
     for image in client.images.list(name=repository):
         for tag in image.tags:
-            client.images.remove(tag)
+            if tag.rsplit(":", 1)[0] == repository:
+                client.images.remove(tag)
 
 
 def build_a_lie(built: Built, tag: str, **facts: str) -> builder.Outcome:

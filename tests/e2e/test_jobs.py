@@ -50,7 +50,7 @@ def test_two_jobs_build_two_combinations_at_once_and_a_failure_stops_only_its_ow
     summary = result.stdout[result.stdout.rindex("[2/2]") :]  # after the last progress line
     summary = summary[summary.index("\n") :]
     assert "1 built, 0 skipped, 1 failed" in summary, summary
-    failed_line = re.search(rf"^failed +\d+ s  {re.escape(bad_image.reference)}\n +(.*)$", summary, re.MULTILINE)
+    failed_line = re.search(rf"^failed +\d+ s  {re.escape(bad_image.reference)} .*\n +(.*)$", summary, re.MULTILINE)
     assert failed_line and failed_line.group(1) == PIP_FAILURE, summary
     assert re.search(rf"^built +\d+ s  {re.escape(good_image.reference)}$", summary, re.MULTILINE), summary
 
