@@ -70,7 +70,8 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one image: built, skipped (up to date) or failed, and why."""
+    """What happened to one image (built, promoted, skipped: up to date, failed, interrupted), why, and how long
+    each step took."""
 
     combination: Combination
     image: Image
