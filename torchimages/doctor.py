@@ -9,6 +9,7 @@ it, or the machine has no GPU and none is required) or `FAIL`, and with a failur
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import glob
 import os
 import shutil
@@ -465,7 +466,8 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
             client_error = str(exc)
     disk_path, free = _free(found.data_root)
     unpresent = [b.reference for b in need.registry_bases if b.reference not in found.present]
-    return HostFacts(
+    return dataclasses.replace(
+        common,
         engine_version=found.version,
         engine_error=found.error,
         engine_address=found.address,
@@ -477,12 +479,6 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         present_images=found.present,
         base_errors=_base_errors(unpresent),
         mmdebstrap=shutil.which("mmdebstrap") is not None,
-        gpus=common.gpus,
-        driver=common.driver,
-        nvidia_smi_error=common.nvidia_smi_error,
-        toolkit_binaries=common.toolkit_binaries,
-        cdi_specs=common.cdi_specs,
-        shm_bytes=common.shm_bytes,
     )
 
 
