@@ -15,11 +15,11 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .combination import LABEL_PREFIX
+from .combination import LABEL_PREFIX, Combination
 from .compat import OsRelease
 from .engine import Engine, EngineError, run_cancellable
 
@@ -55,6 +55,16 @@ class Provenance:
             SOURCES_LABEL: "; ".join(self.sources),
             RELEASE_DATE_LABEL: self.release_date,
         }
+
+
+def bootstrapped(combinations: Iterable[Combination]) -> list[OsRelease]:
+    """The OS releases whose base the combinations need bootstrapped, each once, in order."""
+    return list({c.os.name: c.os for c in combinations if c.os.provider == "bootstrap"}.values())
+
+
+def log_file(log_dir: Path, os: OsRelease) -> Path:
+    """Where a bootstrap of `os` writes mmdebstrap's and the import's output."""
+    return log_dir / f"bootstrap-{os.name}.log"
 
 
 def provenance_in(labels: dict[str, str]) -> dict[str, str] | None:

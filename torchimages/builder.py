@@ -202,10 +202,10 @@ class Builder:
                 return [outcome for outcomes in results for outcome in outcomes]
 
     def _ensure_bases(self, combinations: Sequence[Combination], progress: Progress) -> None:
-        for os in {c.os.name: c.os for c in combinations if c.os.provider == "bootstrap"}.values():
+        for os in bootstrap.bootstrapped(combinations):
             if self.cancelled.is_set():
                 return
-            log = self.options.log_dir / f"bootstrap-{os.name}.log"
+            log = bootstrap.log_file(self.options.log_dir, os)
             progress.begin(os.image, "bootstrap")
             try:
                 said = bootstrap.ensure(self.engine, os, self.options.mirror, log, progress.note, self.cancelled)

@@ -292,11 +292,9 @@ def cmd_bake(args: argparse.Namespace) -> int:
         from . import bootstrap
 
         engine = connect()
-        for os_release in {s.combination.os.name: s.combination.os for s in chosen}.values():
-            if os_release.provider == "bootstrap":
-                log = Path("logs") / f"bootstrap-{os_release.name}.log"
-                say = functools.partial(print, file=sys.stderr)
-                say(bootstrap.ensure(engine, os_release, args.mirror, log, say))
+        say = functools.partial(print, file=sys.stderr)
+        for os_release in bootstrap.bootstrapped(s.combination for s in chosen):
+            say(bootstrap.ensure(engine, os_release, args.mirror, bootstrap.log_file(Path("logs"), os_release), say))
     options = builder.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=Path("logs"),  # a bake writes no log here: buildx shows the builds
