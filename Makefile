@@ -53,6 +53,7 @@ lint: $(VENV)/.installed ## ruff, mypy and hadolint over every rendered Dockerfi
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 
 test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests (real Docker builds)

@@ -3,7 +3,7 @@
 
 import sys
 
-from torchimages.cli import main
+from torchimages.cli.app import main
 
 if __name__ == "__main__":
     sys.exit(main())

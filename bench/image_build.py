@@ -26,9 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from torchimages import plan, render
+from torchimages import render
+from torchimages.building.wheels import WheelSources, secret_file, serve
 from torchimages.engine import DockerEngine
-from torchimages.wheels import WheelSources, secret_file, serve
+from torchimages.planning import plan
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COMBINATION = "2.14.1-cuda13.0-cudnn9-*-debian12"

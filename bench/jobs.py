@@ -28,8 +28,8 @@ import time
 import uuid
 from pathlib import Path
 
-from torchimages import plan
 from torchimages.engine import find_build_client
+from torchimages.planning import plan
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHES = ("2.13.0", "2.12.1", "2.11.0", "2.10.0")

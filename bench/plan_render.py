@@ -15,7 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from torchimages import compat, plan, render
+from torchimages import compat, render
+from torchimages.planning import plan
 
 VARIANTS = ("cpu", "cu126", "cu130", "cu132")
 

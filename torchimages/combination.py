@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .compat import OsRelease
-from .problems import Problem
-from .sizes import SizeBudget
+from torchimages.compat import OsRelease
+from torchimages.problems import Problem
+from torchimages.sizes import SizeBudget
 
 FLAVORS = ("devel", "runtime")
 # pip constraints pinning every package of a combination (written by `build.py lock`).

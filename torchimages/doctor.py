@@ -17,10 +17,10 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .combination import Combination, RegistryBase
-from .plan import Selected
-from .smoke.diagnosis import MIN_SHM_BYTES
-from .versions import driver_is_older
+from torchimages.combination import Combination, RegistryBase
+from torchimages.planning.plan import Selected
+from torchimages.smoke.diagnosis import MIN_SHM_BYTES
+from torchimages.versions import driver_is_older
 
 GB = 10**9
 # Disk an image takes in the engine's store, per flavor. Measured (docs/benchmarks.md, 2026-11-30:
@@ -161,7 +161,7 @@ def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool
 
 
 def check_engine(facts: HostFacts, need: Needs) -> Check:
-    from .engine import HOW_TO_GET_AN_ENGINE
+    from torchimages.engine import HOW_TO_GET_AN_ENGINE
 
     name = "Docker engine"
     if need.host_only:
@@ -178,7 +178,7 @@ def check_engine(facts: HostFacts, need: Needs) -> Check:
 
 
 def check_build_client(facts: HostFacts, need: Needs) -> Check:
-    from .engine import HOW_TO_GET_BUILDKIT
+    from torchimages.engine import HOW_TO_GET_BUILDKIT
 
     name = "BuildKit client"
     if need.host_only:
@@ -425,7 +425,7 @@ def _shm() -> int | None:
 
 
 def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
-    from . import registry
+    from torchimages import registry
 
     def ask(reference: str) -> str | None:
         try:
@@ -443,7 +443,7 @@ def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...
 def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
     """Ask the machine (engine, build client, disk, registries, driver, toolkit, /dev/shm) what the checks need;
     never raises for a missing engine, SDK or driver: the facts say so."""
-    from . import engine
+    from torchimages import engine
 
     gpus, driver, smi_error = _nvidia_smi()
     common = HostFacts(

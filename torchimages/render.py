@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from .combination import LOCK_FILE, Combination
+from torchimages.combination import LOCK_FILE, Combination
 
 # Shipped inside the package (package data); the top-level templates/ is a symlink to this folder.
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent / "templates"

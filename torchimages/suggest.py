@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from .compat import version_key
+from torchimages.compat import version_key
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:

@@ -1,7 +1,7 @@
 """The one decoder of the versions an image reports: the facts probe's raw answer -> the spec's notation.
 
 Both the pre-tag verification (verify.py) and the cpu smoke suite read the facts probe
-(torchimages/smoke/probe_scripts/facts.py) through these functions, so a version is decoded
+(torchimages/probes/scripts/facts.py) through these functions, so a version is decoded
 in exactly one place.
 """
 

@@ -20,9 +20,11 @@ from xml.etree import ElementTree
 
 import pytest
 
-from torchimages import builder, engine, plan
+from torchimages import engine
+from torchimages.building import builder
+from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
-from torchimages.wheels import WheelSources
+from torchimages.planning import plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ that points a target at another image gets nothing tagged. `docker buildx bake -
 file of the whole default matrix.
 
 Wheel sources: a bake serves nothing, so this machine's local wheel folders (TORCHIMAGES_* from
-scripts/host-pip-sources) are served here for the bake's duration (torchimages.wheels.serve, as `build`
+scripts/host-pip-sources) are served here for the bake's duration (torchimages.building.wheels.serve, as `build`
 does) and handed to `build.py bake` as URLs. Not on loopback: buildx 0.13 (Debian's docker-buildx)
 ignores a bake target's `network` (measured: RUN steps get the bridge), so they are served on the
 engine's bridge gateway, which RUN steps on the default bridge network reach.
@@ -26,9 +26,11 @@ from typing import Any
 
 import pytest
 
-from torchimages import bake, bootstrap, builder, engine, plan
+from torchimages import engine
+from torchimages.building import bake, bootstrap, builder
+from torchimages.building.wheels import WheelSources, serve
 from torchimages.combination import Image
-from torchimages.wheels import WheelSources, serve
+from torchimages.planning import plan
 
 from .conftest import ROOT, remove_repository, require, run_cli
 

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from torchimages import bases, bootstrap, compat, engine
+from torchimages import compat, engine
+from torchimages.building import bootstrap
+from torchimages.planning import bases
 
 from .conftest import run_cli
 from .test_push import registry  # noqa: F401  (the registry fixture)

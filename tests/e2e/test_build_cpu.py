@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from torchimages import bootstrap, builder
+from torchimages.building import bootstrap, builder
 
 from .conftest import (
     Built,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from torchimages.smoke.probes import probe_source
+from torchimages.probes import probe_source
 
 from .conftest import (
     Built,

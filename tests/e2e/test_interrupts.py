@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from torchimages import builder
+from torchimages.building import builder
 
 from .conftest import CPU, OTHER_CPU, PIP_FAILURE, ROOT, Matrix, fail_pip, run_cli
 

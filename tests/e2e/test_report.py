@@ -14,7 +14,8 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 
-from torchimages import bootstrap, builder, reporting
+from torchimages.building import bootstrap, builder
+from torchimages.reporting import writer as reporting
 
 from .conftest import Built, build_matrix, run_cli
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from torchimages import compat, engine, render
-from torchimages.wheels import local_path
+from torchimages.building.wheels import local_path
 
 from .conftest import remove_repository, require, run_cli
 from .flaky import OutageProxy

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages.cli import main
+from torchimages.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from torchimages import cli, engine
+from torchimages import engine
+from torchimages.cli import app as cli
 from torchimages.combination import LABEL_PREFIX
 from torchimages.engine import ImageInfo
 from torchimages.smoke import document

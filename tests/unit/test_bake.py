@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import bake, builder, plan
+from torchimages.building import bake, builder
+from torchimages.building.wheels import Served
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination
+from torchimages.planning import plan
 from torchimages.problems import InputError
-from torchimages.wheels import Served
 
 GOLDEN = Path(__file__).parent / "golden" / "bake.json"
 # devel FROM runtime (CPU, debian12) and devel FROM an nvidia/cuda image (Ubuntu, CUDA 11.8), one runtime-only.

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import bases, compat, plan, reference, registry, render
+from torchimages import compat, reference, registry, render
+from torchimages.planning import bases, plan
 from torchimages.problems import InputError
 
 Cli = Callable[..., tuple[int, str, str]]

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from torchimages import compat, plan, render
-from torchimages.resolve import variant_pin
+from torchimages import compat, render
+from torchimages.planning import plan
+from torchimages.planning.resolve import variant_pin
 
 MACROS = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
 TLS = (

@@ -14,7 +14,8 @@ from typing import IO
 
 import pytest
 
-from torchimages import bootstrap, compat
+from torchimages import compat
+from torchimages.building import bootstrap
 from torchimages.engine import EngineError
 
 DEBIAN = compat.load().os["debian12"]

@@ -17,10 +17,11 @@ from typing import IO
 
 import pytest
 
-from torchimages import bake, builder, plan, verify
-from torchimages.builder import Builder, BuildOptions, Outcome
+from torchimages.building import bake, builder, verify
+from torchimages.building.builder import Builder, BuildOptions, Outcome
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, Toolkit
 from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo
+from torchimages.planning import plan
 from torchimages.problems import InputError
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.7.1, cuda: '11.8'}\n"

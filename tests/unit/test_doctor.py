@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import doctor, plan
+from torchimages import doctor
 from torchimages.combination import RegistryBase
 from torchimages.doctor import FAIL, OK, SKIP, WARN, Check, HostFacts, ImageNeed, Needs
+from torchimages.planning import plan
 
 Cli = Callable[..., tuple[int, str, str]]
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchimages import matrix
+from torchimages.planning import matrix
 from torchimages.problems import InputError
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.conftest import ROOT
-from torchimages import plan, render
+from torchimages import render
+from torchimages.planning import plan
 from torchimages.smoke import document
 
 MATRIX = ROOT / "matrix.yaml"
@@ -33,7 +34,7 @@ PACKAGE_DATA = (
     "torchimages/templates/Dockerfile.j2",
     "torchimages/templates/macros.j2",
     "torchimages/smoke/suites/__init__.py",
-    "torchimages/smoke/probe_scripts/facts.py",
+    "torchimages/probes/scripts/facts.py",
 )
 
 
@@ -91,7 +92,7 @@ def test_the_wheel_carries_templates_knowledge_base_suites_and_probes(installed:
     assert set(PACKAGE_DATA) <= names
     expected = {
         f"torchimages/{p.relative_to(ROOT / 'torchimages').as_posix()}"
-        for pattern in ("templates/*.j2", "data/*.yaml", "data/*.json", "smoke/probe_scripts/*.py", "smoke/suites/*.py")
+        for pattern in ("templates/*.j2", "data/*.yaml", "data/*.json", "probes/scripts/*.py", "smoke/suites/*.py")
         for p in (ROOT / "torchimages").glob(pattern)
     }
     assert expected <= names, sorted(expected - names)

@@ -14,10 +14,19 @@ from typing import IO
 
 import pytest
 
-from torchimages import builder, plan, progress
-from torchimages.builder import Builder, BuildOptions, Outcome
+from torchimages.building import builder, progress
+from torchimages.building.builder import Builder, BuildOptions, Outcome
+from torchimages.building.progress import (
+    Event,
+    LiveRenderer,
+    LogState,
+    PlainRenderer,
+    Progress,
+    read_line,
+    stage_changes,
+)
 from torchimages.engine import BuildRequest, ImageInfo
-from torchimages.progress import Event, LiveRenderer, LogState, PlainRenderer, Progress, read_line, stage_changes
+from torchimages.planning import plan
 
 from .test_builder import MATRIX, FakeEngine, true_facts
 

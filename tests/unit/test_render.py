@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import plan, render
+from torchimages import render
+from torchimages.planning import plan
 
 GOLDEN = Path(__file__).parent / "golden"
 REPRESENTATIVE = """

@@ -13,9 +13,11 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 
-from torchimages import plan, report, reporting
-from torchimages.builder import Outcome
+from torchimages.building.builder import Outcome
 from torchimages.engine import ImageInfo, stored_size
+from torchimages.planning import plan
+from torchimages.reporting import model as report
+from torchimages.reporting import writer as reporting
 from torchimages.smoke.runner import junit_in
 
 GOLDEN = Path(__file__).parent / "golden" / "report"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import plan
 from torchimages.combination import Combination
+from torchimages.planning import plan
 from torchimages.problems import InputError, Severity
 
 

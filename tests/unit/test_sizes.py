@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import plan
+from torchimages.planning import plan
 from torchimages.sizes import SizeError, format_size, layer_instruction, parse_size
 
 

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from tests.unit.conftest import ROOT
-from torchimages import engine, verify
+from torchimages import engine
+from torchimages.building import verify
 from torchimages.combination import Combination, Image
+from torchimages.probes import probe_source
 from torchimages.smoke import checks, document, runner
-from torchimages.smoke.probes import probe_source
 from torchimages.versions import cudnn_version_string, decode_facts, nccl_version_string
 
 CPU_FACTS: dict[str, Any] = {
@@ -223,7 +224,11 @@ def test_the_host_document_from_facts_is_a_valid_spec() -> None:
 
 def test_the_suites_live_in_the_package_and_nothing_there_imports_docker() -> None:
     assert not (ROOT / "tests" / "smoke").exists()
-    sources = [*(ROOT / "torchimages" / "smoke").rglob("*.py"), ROOT / "torchimages" / "verify.py"]
+    sources = [
+        *(ROOT / "torchimages" / "smoke").rglob("*.py"),
+        ROOT / "torchimages" / "building" / "verify.py",
+        *(ROOT / "torchimages" / "probes").glob("*.py"),
+    ]
     for path in sources:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
@@ -232,7 +237,7 @@ def test_the_suites_live_in_the_package_and_nothing_there_imports_docker() -> No
 
 
 def _cpu_image() -> tuple[Combination, Image]:
-    from torchimages import plan
+    from torchimages.planning import plan
 
     loaded = plan.load(ROOT / "matrix.yaml")
     return next((c, i) for c, i in loaded.images() if c.cuda is None)

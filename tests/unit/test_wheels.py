@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages.wheels import WheelSources, local_path, serve
+from torchimages.building.wheels import WheelSources, local_path, serve
 
 
 def make_index(root: Path) -> Path:

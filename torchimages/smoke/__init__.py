@@ -1,7 +1,9 @@
-"""The smoke suites that run inside an image (or on a host): a pytest plugin, its probes and suites.
+"""The smoke suites that run inside an image (or on a host): a pytest plugin and its suites.
+
+The probe scripts they run live in torchimages.probes (below both this package and building.verify).
 
     plugin.py     pytest options, markers, fixtures, report hooks (`-p torchimages.smoke.plugin`)
-    probes.py     probe scripts (probe_scripts/, package data) run in the host; SMOKE_JSON: answers
+    hosts.py      what the suites ask of a testinfra host (backend, nvcc, a root view, docker inspect)
     diagnosis.py  why no GPU is usable: no device, an old driver, a small /dev/shm
     document.py   the spec document (SPEC.json) the suites compare against: write, load, validate
     checks.py     which checks apply to which flavor: one table

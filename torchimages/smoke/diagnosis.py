@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..versions import driver_is_older
-from .document import SmokeSpec
+from torchimages.smoke.document import SmokeSpec
+from torchimages.versions import driver_is_older
 
 if TYPE_CHECKING:
     import testinfra.host

@@ -11,10 +11,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ..versions import FACTS, decode_facts, public_version
+from torchimages.versions import FACTS, decode_facts, public_version
 
 if TYPE_CHECKING:
-    from ..combination import Combination, Image
+    from torchimages.combination import Combination, Image
 
 IMAGE_USER = "torch"
 FLAVORS = ("devel", "runtime")
@@ -153,14 +153,14 @@ REQUIRED_LABELS = ("torch", "python", "os")
 
 def our_labels(labels: Mapping[str, str]) -> dict[str, str]:
     """The `io.torchimages.*` labels of an image (our images carry them; images built FROM ours inherit them)."""
-    from ..combination import LABEL_PREFIX
+    from torchimages.combination import LABEL_PREFIX
 
     return {key: value for key, value in labels.items() if key.startswith(LABEL_PREFIX + ".")}
 
 
 def has_our_labels(labels: Mapping[str, str]) -> bool:
     """Whether the labels describe the image well enough to write its spec (torch, python and os at least)."""
-    from ..combination import LABEL_PREFIX
+    from torchimages.combination import LABEL_PREFIX
 
     return all(labels.get(f"{LABEL_PREFIX}.{key}") for key in REQUIRED_LABELS)
 
@@ -170,7 +170,7 @@ def known_min_driver(cuda: str | None) -> str | None:
     CPU-only or unknown."""
     if not cuda:
         return None
-    from ..compat import load
+    from torchimages.compat import load
 
     facts = load().cuda.get(".".join(cuda.split(".")[:2]))
     return facts.minor_compat_min_driver if facts else None
@@ -184,7 +184,7 @@ def labels_document(
 
     Labelled `none` means absent (null: not checked). Raise SpecError when the labels are missing or malformed.
     """
-    from ..combination import LABEL_PREFIX, nvidia_environment
+    from torchimages.combination import LABEL_PREFIX, nvidia_environment
 
     if not has_our_labels(labels):
         raise SpecError(f"{reference} has no {LABEL_PREFIX}.torch, .python and .os labels")

@@ -26,9 +26,10 @@ import pytest
 import testinfra
 import testinfra.host
 
-from .diagnosis import GpuQuery, GpuStatus, diagnose, query_gpus
-from .document import SmokeSpec, SpecError, load_spec
-from .probes import ScriptResult, container_inspect, host_id, is_docker, is_local, probe_source, run_probe, run_script
+from torchimages.probes import ScriptResult, probe_source, run_probe, run_script
+from torchimages.smoke.diagnosis import GpuQuery, GpuStatus, diagnose, query_gpus
+from torchimages.smoke.document import SmokeSpec, SpecError, load_spec
+from torchimages.smoke.hosts import container_inspect, host_id, is_docker, is_local
 
 T = TypeVar("T")
 REQUIRE_GPU_PREFIX = "--require-gpu:"

@@ -16,15 +16,15 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..engine import EngineError, run_cancellable
-from . import SUITES
-from .document import host_document as document_of_host
-from .document import image_document
-from .probes import parse_payload, probe_source
+from torchimages.engine import EngineError, run_cancellable
+from torchimages.probes import parse_payload, probe_source
+from torchimages.smoke import SUITES
+from torchimages.smoke.document import host_document as document_of_host
+from torchimages.smoke.document import image_document
 
 if TYPE_CHECKING:
-    from ..combination import Combination, Image
-    from ..verify import Facts
+    from torchimages.building.verify import Facts
+    from torchimages.combination import Combination, Image
 
 PLUGIN = "torchimages.smoke.plugin"
 SUITES_PACKAGE = "torchimages.smoke.suites"

@@ -9,9 +9,10 @@ import shlex
 import pytest
 import testinfra.host
 
+from torchimages.probes import ScriptResult
 from torchimages.smoke import checks
 from torchimages.smoke.document import SmokeSpec
-from torchimages.smoke.probes import ScriptResult, container_inspect, is_docker, root_host
+from torchimages.smoke.hosts import container_inspect, is_docker, root_host
 
 pytestmark = pytest.mark.cpu
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import testinfra.host
 
+from torchimages.probes import ScriptResult
 from torchimages.smoke import checks
 from torchimages.smoke.document import SmokeSpec
-from torchimages.smoke.probes import ScriptResult, find_nvcc
+from torchimages.smoke.hosts import find_nvcc
 
 pytestmark = [
     pytest.mark.cpu,

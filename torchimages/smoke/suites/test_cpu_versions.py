@@ -1,7 +1,7 @@
 """The versions inside the image equal the spec; `import torch` is silent.
 
 The versions come from the one facts probe and the one decoder that verification before
-tagging uses (torchimages.verify), so the suite and the build can never disagree.
+tagging uses (torchimages.building.verify), so the suite and the build can never disagree.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from torchimages import verify
+from torchimages.building import verify
 from torchimages.smoke.document import SmokeSpec
 from torchimages.versions import FACTS, public_version
 

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import testinfra.host
 
+from torchimages.probes import ScriptResult
 from torchimages.smoke import checks
 from torchimages.smoke.diagnosis import GIB, MIN_SHM_BYTES, GpuQuery, GpuStatus
 from torchimages.smoke.document import SmokeSpec
-from torchimages.smoke.probes import ScriptResult, find_nvcc
+from torchimages.smoke.hosts import find_nvcc
 from torchimages.versions import driver_is_older
 
 pytestmark = [

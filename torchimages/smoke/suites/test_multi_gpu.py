@@ -2,7 +2,7 @@
 
 One process per GPU (world size = GPUs visible; 1 still initialises NCCL). Each
 case's bandwidth goes to the terminal summary and to the JUnit file
-(record_property). NVLink multicast stays off (see torchimages.smoke.probes.SAFE_GPU_ENV).
+(record_property). NVLink multicast stays off (see torchimages.probes.SAFE_GPU_ENV).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from torchimages.probes import ScriptResult
 from torchimages.smoke.diagnosis import GpuStatus
-from torchimages.smoke.probes import ScriptResult
 
 pytestmark = [
     pytest.mark.multi_gpu,

@@ -22,16 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from . import plan as planning
-from . import progress, render
-from .combination import INPUT_DIGEST_LABEL, LABEL_PREFIX, Combination, Image
-from .problems import InputError, Problem, distinct, shown
-from .smoke import SUITES
-from .wheels import WheelSources
+from torchimages import render
+from torchimages.building import progress
+from torchimages.building.wheels import WheelSources
+from torchimages.combination import INPUT_DIGEST_LABEL, LABEL_PREFIX, Combination, Image
+from torchimages.planning import plan as planning
+from torchimages.problems import InputError, Problem, distinct, shown
+from torchimages.smoke import SUITES
 
 if TYPE_CHECKING:
-    from . import builder
-    from .engine import CacheSpec, DockerEngine, ImageInfo
+    from torchimages.building import builder
+    from torchimages.engine import CacheSpec, DockerEngine, ImageInfo
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
@@ -74,7 +75,7 @@ def summarize(problems: Sequence[Problem]) -> list[str]:
 
 def connect(docker_cli: str | None = None) -> DockerEngine:
     """The Docker engine (imports the docker SDK)."""
-    from .engine import DockerEngine
+    from torchimages.engine import DockerEngine
 
     return DockerEngine(docker_cli)
 
@@ -190,7 +191,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from . import builder
+    from torchimages.building import builder
 
     renderer = _renderer(args)
     loaded = load_plan(args)
@@ -218,7 +219,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(builder.summary(outcomes))
     complete = True
     if args.report and junit_dir:
-        from . import reporting
+        from torchimages.reporting import writer as reporting
 
         images = reporting.built_images(outcomes, engine, junit_dir, pushed=args.push)
         complete = finish_report(args.report, "build", images, engine, junit_dir, sboms=not received)
@@ -232,7 +233,8 @@ def start_report(directory: Path | None) -> Path | None:
     the smoke suites write their JUnit files into."""
     if directory is None:
         return None
-    from . import reporting, sbom
+    from torchimages.reporting import sbom
+    from torchimages.reporting import writer as reporting
 
     try:
         sbom.syft_binary()
@@ -245,7 +247,7 @@ def finish_report(
     directory: Path, command: str, images: Any, engine: DockerEngine, junit_dir: Path, sboms: bool = True
 ) -> bool:
     """Write the report folder; say where; whether it is complete (every SBOM made)."""
-    from . import reporting
+    from torchimages.reporting import writer as reporting
 
     try:
         problems = reporting.write(directory, command, images, engine, junit_dir, sboms)
@@ -274,7 +276,7 @@ def _renderer(args: argparse.Namespace) -> progress.Renderer:
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
-    from . import bake, builder, wheels
+    from torchimages.building import bake, builder, wheels
 
     loaded = load_plan(args)
     chosen = select(args, loaded)
@@ -289,7 +291,7 @@ def cmd_bake(args: argparse.Namespace) -> int:
     if args.ca_cert and not args.ca_cert.is_file():
         raise UsageError(f"--ca-cert {args.ca_cert}: no such file")
     if args.bootstrap:  # the docker driver builds FROM this engine's images
-        from . import bootstrap
+        from torchimages.building import bootstrap
 
         engine = connect()
         say = functools.partial(print, file=sys.stderr)
@@ -344,7 +346,7 @@ def _secret(folder: Path, text: str) -> Path:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from . import bake, builder
+    from torchimages.building import bake, builder
 
     renderer = _renderer(args)
     loaded = load_plan(args)
@@ -385,8 +387,8 @@ def _builder(
 ) -> builder.Builder:
     """The Builder of `build` and `promote`, with the smoke gate `--test` asks for (its JUnit files into
     `junit_dir` for a report); the gate shares the builder's cancel event."""
-    from . import builder
-    from .smoke import runner
+    from torchimages.building import builder
+    from torchimages.smoke import runner
 
     cancelled = threading.Event()
     gate = None
@@ -419,7 +421,7 @@ def _until_interrupted(
 
 
 def _cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
-    from .engine import CacheSpec
+    from torchimages.engine import CacheSpec
 
     try:
         return tuple(CacheSpec.parse(value) for value in values)
@@ -436,8 +438,8 @@ def _suites(text: str) -> tuple[str, ...]:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from .engine import split_run_args
-    from .smoke import document, runner
+    from torchimages.engine import split_run_args
+    from torchimages.smoke import document, runner
 
     local = args.host == "local"
     if args.images and args.selectors:
@@ -495,7 +497,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     print(runner.summary(results))
     complete = True
     if args.report and junit_dir:
-        from . import reporting
+        from torchimages.reporting import writer as reporting
 
         images = reporting.tested_images([reporting.Tested(*t) for t in tested], engine, junit_dir)
         complete = finish_report(args.report, "test", images, engine, junit_dir)
@@ -512,7 +514,7 @@ def image_specs(
 ) -> list[tuple[str, dict[str, Any]]]:
     """The spec of each image given by --image: from --spec FILE, else from its io.torchimages.* labels
     (an image built FROM one of ours inherits them). Every image is checked before any runs."""
-    from .smoke import document
+    from torchimages.smoke import document
 
     template = None
     if spec_file is not None:
@@ -550,7 +552,7 @@ def image_specs(
 
 def read_spec_file(path: Path) -> dict[str, Any]:
     """A SPEC.json, validated (document.load_spec), as the plain mapping the runner writes."""
-    from .smoke import document
+    from torchimages.smoke import document
 
     document.load_spec(path)
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
@@ -572,7 +574,7 @@ def _inherited(engine: DockerEngine, info: ImageInfo) -> str:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from . import lock
+    from torchimages.building import locks as lock
 
     if args.bases:
         return lock_bases(args)
@@ -598,7 +600,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
 def lock_bases(args: argparse.Namespace) -> int:
     """`lock --bases`: resolve every registry base of the selection (all without SELECTOR) to its digest, through
     the mirror where one is set, into the bases lock beside the matrix; re-render. `--check` compares instead."""
-    from . import bases, registry
+    from torchimages import registry
+    from torchimages.planning import bases
 
     loaded = load_plan(args)
     chosen = select(args, loaded) if args.selectors else [planning.Selected(c, c.images) for c in loaded.combinations]
@@ -659,7 +662,7 @@ def _digest_or_error(registry: Any, reference: str) -> tuple[str | None, str | N
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from . import doctor
+    from torchimages import doctor
 
     chosen = select(args, load_plan(args))
     need = doctor.needs(chosen, host_only=args.host_only, require_gpu=args.require_gpu)
@@ -1073,7 +1076,7 @@ def _silence(stream: TextIO) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the chosen command; bad input and usage print their message (exit status 2)."""
-    from .engine import EngineError  # no SDK import: engine.py imports docker only when connecting
+    from torchimages.engine import EngineError  # no SDK import: engine.py imports docker only when connecting
 
     try:
         code = int(args.run(args))

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
-from . import __version__
-from .progress import format_seconds
-from .sizes import format_size
+from torchimages import __version__
+from torchimages.building.progress import format_seconds
+from torchimages.sizes import format_size
 
 if TYPE_CHECKING:
-    from .combination import Combination, Image
+    from torchimages.combination import Combination, Image
 
 MANIFEST_SCHEMA_VERSION = 1
 RESULTS = ("built", "skipped", "failed", "interrupted", "passed")

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .combination import Combination
-from .compat import KnowledgeBase, minor_of, version_key
-from .problems import Problem
-from .resolve import default_os
+from torchimages.combination import Combination
+from torchimages.compat import KnowledgeBase, minor_of, version_key
+from torchimages.planning.resolve import default_os
+from torchimages.problems import Problem
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .combination import LABEL_PREFIX, Combination
-from .compat import OsRelease
-from .engine import Engine, EngineError, run_cancellable
+from torchimages.combination import LABEL_PREFIX, Combination
+from torchimages.compat import OsRelease
+from torchimages.engine import Engine, EngineError, run_cancellable
 
 DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
 SUITE_LABEL = f"{LABEL_PREFIX}.bootstrap.suite"

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .builder import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
-from .combination import Combination, Image
-from .engine import BuildRequest
-from .plan import Selected
-from .problems import InputError, Problem
+from torchimages.building.builder import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
+from torchimages.combination import Combination, Image
+from torchimages.engine import BuildRequest
+from torchimages.planning.plan import Selected
+from torchimages.problems import InputError, Problem
 
 # What buildx writes per target into --metadata-file: the image name it gave, and what it built.
 IMAGE_NAME = "image.name"

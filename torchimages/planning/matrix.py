@@ -15,12 +15,12 @@ from pathlib import Path
 
 import yaml
 
-from .combination import FLAVORS
-from .problems import InputError, Problem, Severity
-from .reference import mirror_problem, repository_problem
-from .sizes import ALLOWED as SIZE_ALLOWED
-from .sizes import SizeBudget, SizeError, parse_size
-from .suggest import closest
+from torchimages.combination import FLAVORS
+from torchimages.problems import InputError, Problem, Severity
+from torchimages.reference import mirror_problem, repository_problem
+from torchimages.sizes import ALLOWED as SIZE_ALLOWED
+from torchimages.sizes import SizeBudget, SizeError, parse_size
+from torchimages.suggest import closest
 
 COMBINATION_KEYS = (
     "torch",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from .sizes import format_size
+from torchimages.sizes import format_size
 
 # In the order an image goes through them. os, venv and devel are the Dockerfile's RUN steps, export is
 # BuildKit writing the image; verify, smoke and push come after the build.

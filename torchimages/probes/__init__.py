@@ -1,8 +1,8 @@
-"""Probe scripts (package data in probe_scripts/) and running them in the host under test.
+"""Probe scripts (package data in scripts/) and running them in the host under test.
 
 A probe runs with the host's own Python (stdlib + torch only) and prints one line
 `SMOKE_JSON:{...}`; `parse_payload` reads it back. The scripts reach a testinfra host
-through `/bin/sh` (`run_probe`), or a throwaway container through the engine (verify.py).
+through `/bin/sh` (`run_probe`), or a throwaway container through the engine (building.verify).
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import testinfra.host
 
+
 MARK = "SMOKE_JSON:"
-SCRIPTS_PACKAGE = "torchimages.smoke"
-SCRIPTS_FOLDER = "probe_scripts"
+SCRIPTS_PACKAGE = "torchimages.probes"
+
+
+SCRIPTS_FOLDER = "scripts"
 _EOF = "SMOKE_SCRIPT_EOF_4e1f"
+
 
 # NVLink multicast (NVLS) stays off in everything the suites start: on shared
 # multi-GPU hosts a program that uses it can take the GPUs out of service. A
@@ -54,7 +58,7 @@ class ScriptResult:
 
 
 def probe_source(name: str) -> str:
-    """The text of probe_scripts/<name>.py, read from the installed package."""
+    """The text of scripts/<name>.py, read from the installed package."""
     return (resources.files(SCRIPTS_PACKAGE) / SCRIPTS_FOLDER / f"{name}.py").read_text(encoding="utf-8")
 
 
@@ -112,44 +116,5 @@ def run_probe(
     args: Sequence[str] = (),
     timeout_s: int = 900,
 ) -> ScriptResult:
-    """Run probe_scripts/<name>.py in the host."""
+    """Run scripts/<name>.py in the host."""
     return run_script(host, python, probe_source(name), args, timeout_s)
-
-
-FIND_NVCC = 'command -v nvcc || { n="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc"; [ -x "$n" ] && echo "$n"; }'
-
-
-def find_nvcc(host: testinfra.host.Host) -> str:
-    """nvcc's path in the host (PATH, then $CUDA_HOME/bin, /usr/local/cuda/bin), or ''."""
-    return str(host.run(FIND_NVCC).stdout.strip())
-
-
-def host_id(host: testinfra.host.Host) -> str:
-    """A stable key for per-host caches."""
-    return str(host.backend.get_pytest_id())
-
-
-def is_local(host: testinfra.host.Host) -> bool:
-    """True for testinfra's local:// backend."""
-    return str(host.backend.NAME) == "local"
-
-
-def is_docker(host: testinfra.host.Host) -> bool:
-    """True for testinfra's docker:// backend."""
-    return str(host.backend.NAME) == "docker"
-
-
-def root_host(host: testinfra.host.Host) -> testinfra.host.Host:
-    """The same container as root (docker backend), to read files the image user may not; else the host."""
-    if not is_docker(host):
-        return host
-    import testinfra
-
-    return testinfra.get_host(f"docker://root@{host.backend.name}")
-
-
-def container_inspect(host: testinfra.host.Host, template: str) -> str:
-    """`docker inspect --format TEMPLATE` of the host's container, through the channel testinfra's
-    docker backend already uses (the docker CLI); '' when it cannot be read."""
-    result = host.backend.run_local("docker inspect --format %s %s", template, host.backend.name)
-    return str(result.stdout.strip()) if result.rc == 0 else ""

@@ -23,15 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bootstrap, verify
-from .combination import INPUT_DIGEST_LABEL, Combination, Image
-from .engine import BuildRequest, CacheSpec, Engine, EngineError
-from .plan import Selected
-from .problems import InputError, Problem
-from .progress import LogState, PlainRenderer, Progress, Renderer, following, read_line
-from .render import OS_PACKAGES_FILE
-from .sizes import format_size, layer_instruction
-from .wheels import Served, WheelSources, secret_file, serve
+from torchimages.building import bootstrap, verify
+from torchimages.building.progress import LogState, PlainRenderer, Progress, Renderer, following, read_line
+from torchimages.building.wheels import Served, WheelSources, secret_file, serve
+from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
+from torchimages.engine import BuildRequest, CacheSpec, Engine, EngineError
+from torchimages.planning.plan import Selected
+from torchimages.problems import InputError, Problem
+from torchimages.render import OS_PACKAGES_FILE
+from torchimages.sizes import format_size, layer_instruction
 
 TEMP_REPOSITORY = "torchimages-tmp"
 # The first words of a failed build's detail when the cause is the machine, not the build: the summary's reason.

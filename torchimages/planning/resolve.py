@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .combination import FLAVORS, Combination, SourceLocation, Toolkit
-from .compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, minor_of, version_key
-from .matrix import MatrixRow
-from .problems import Problem, Severity
-from .sizes import SizeBudget
-from .suggest import closest, nearest_version
+from torchimages.combination import FLAVORS, Combination, SourceLocation, Toolkit
+from torchimages.compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, minor_of, version_key
+from torchimages.planning.matrix import MatrixRow
+from torchimages.problems import Problem, Severity
+from torchimages.sizes import SizeBudget
+from torchimages.suggest import closest, nearest_version
 
 TORCH_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 CUDA_VERSION = re.compile(r"^\d+\.\d+$")

@@ -1,6 +1,6 @@
 """Tags never lie: read the versions from inside a built image and compare them with its spec.
 
-The facts come from the smoke suites' facts probe (torchimages/smoke/probe_scripts/facts.py),
+The facts come from the smoke suites' facts probe (torchimages/probes/scripts/facts.py),
 decoded by torchimages.versions: one probe and one decoder for verification and the cpu suite.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from .smoke.probes import parse_payload, probe_source
-from .versions import decode_facts
+from torchimages.probes import parse_payload, probe_source
+from torchimages.versions import decode_facts
 
 
 class PythonRunner(Protocol):

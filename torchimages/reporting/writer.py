@@ -18,14 +18,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import bootstrap, report, sbom
-from .combination import Combination
-from .engine import EngineError, ImageInfo
-from .smoke.runner import junit_in
+from torchimages.building import bootstrap
+from torchimages.combination import Combination
+from torchimages.engine import EngineError, ImageInfo
+from torchimages.reporting import model as report
+from torchimages.reporting import sbom
+from torchimages.smoke.runner import junit_in
 
 if TYPE_CHECKING:
-    from .builder import Outcome
-    from .combination import Combination, Image
+    from torchimages.building.builder import Outcome
+    from torchimages.combination import Combination, Image
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.md"

@@ -8,11 +8,12 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import bases, compat, matrix, reference, render, tags
-from .combination import LOCK_FILE, Combination, Image, make_image
-from .problems import InputError, Problem, Severity, errors, warnings
-from .resolve import resolve
-from .suggest import closest
+from torchimages import compat, reference, render
+from torchimages.combination import LOCK_FILE, Combination, Image, make_image
+from torchimages.planning import bases, matrix, tags
+from torchimages.planning.resolve import resolve
+from torchimages.problems import InputError, Problem, Severity, errors, warnings
+from torchimages.suggest import closest
 
 
 @dataclass(frozen=True)

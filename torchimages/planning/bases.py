@@ -24,10 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from . import registry
-from .combination import Combination, RegistryBase
-from .compat import KnowledgeBase
-from .problems import InputError, Problem, Severity
+from torchimages import registry
+from torchimages.combination import Combination, RegistryBase
+from torchimages.compat import KnowledgeBase
+from torchimages.problems import InputError, Problem, Severity
 
 LOCK_SUFFIX = ".bases.lock"
 LOCK_COMMAND = "python build.py lock --bases"

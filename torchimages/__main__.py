@@ -1,0 +1,7 @@
+"""`python -m torchimages`: the command line."""
+
+import sys
+
+from torchimages.cli import main
+
+sys.exit(main())

@@ -1,0 +1,79 @@
+"""The container engine: the only package that talks to Docker.
+
+    types.py          the `Engine` protocol the rest of the tool uses, its requests, answers and errors
+    requests.py       command lines: a BuildKit build of one target, a long-running test container
+    process.py        commands in their own process group, stopped as a whole on cancel
+    push.py           push retries: transient errors only, exponential backoff
+    discovery.py      a docker client that builds with BuildKit; one that runs `docker buildx`
+    docker_engine.py  `DockerEngine`: the protocol through the docker SDK and a BuildKit CLI client
+
+The docker SDK is imported only when a `DockerEngine` connects. Unit tests use an in-memory fake with the
+same methods (tests/fakes.py).
+"""
+
+from torchimages.engine.discovery import BUILDKIT_PROBE, find_build_client, find_buildx
+from torchimages.engine.docker_engine import (
+    CONNECTION_ERRORS,
+    DockerEngine,
+    EngineFacts,
+    engine_address,
+    engine_facts,
+    stored_size,
+)
+from torchimages.engine.process import CANCEL_GRACE_S, CANCEL_POLL_S, run_cancellable, stop_group
+from torchimages.engine.push import PUSH_BACKOFF_S, PUSH_TRIES, push_with_retries, transient
+from torchimages.engine.requests import BuildClient, build_command, run_command, split_run_args
+from torchimages.engine.types import (
+    BUILTIN_CACHE_EXPORTS,
+    BUILTIN_CACHE_IMPORTS,
+    CACHE_TYPES,
+    HOW_TO_GET_AN_ENGINE,
+    HOW_TO_GET_BUILDKIT,
+    TAG_PLACEHOLDER,
+    BuildRequest,
+    CacheSpec,
+    Engine,
+    EngineError,
+    HistoryEntry,
+    ImageInfo,
+    ProbeError,
+    cache_problem,
+)
+
+__all__ = [
+    "BUILDKIT_PROBE",
+    "BUILTIN_CACHE_EXPORTS",
+    "BUILTIN_CACHE_IMPORTS",
+    "CACHE_TYPES",
+    "CANCEL_GRACE_S",
+    "CANCEL_POLL_S",
+    "CONNECTION_ERRORS",
+    "HOW_TO_GET_AN_ENGINE",
+    "HOW_TO_GET_BUILDKIT",
+    "PUSH_BACKOFF_S",
+    "PUSH_TRIES",
+    "TAG_PLACEHOLDER",
+    "BuildClient",
+    "BuildRequest",
+    "CacheSpec",
+    "DockerEngine",
+    "Engine",
+    "EngineError",
+    "EngineFacts",
+    "HistoryEntry",
+    "ImageInfo",
+    "ProbeError",
+    "build_command",
+    "cache_problem",
+    "engine_address",
+    "engine_facts",
+    "find_build_client",
+    "find_buildx",
+    "push_with_retries",
+    "run_cancellable",
+    "run_command",
+    "split_run_args",
+    "stop_group",
+    "stored_size",
+    "transient",
+]

@@ -1,0 +1,78 @@
+"""Finding a docker client that builds with BuildKit, and one that runs `docker buildx`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from torchimages.engine.requests import BuildClient
+from torchimages.engine.types import HOW_TO_GET_BUILDKIT, EngineError
+
+BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
+
+
+def _candidates(explicit: str | None) -> list[str]:
+    if explicit:
+        return [explicit]
+    found = []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = Path(folder) / "docker"
+        if path.is_file() and os.access(path, os.X_OK) and str(path.resolve()) not in found:
+            found.append(str(path.resolve()))
+    return found
+
+
+def _builds(client: BuildClient) -> bool:
+    """Whether the client really builds with BuildKit (a tiny build that pulls nothing)."""
+    with tempfile.TemporaryDirectory() as context:
+        Path(context, "Dockerfile").write_text(BUILDKIT_PROBE)
+        result = subprocess.run(
+            [*client.command, "--output", "type=tar,dest=" + os.devnull, context],
+            env=client.environment(),
+            capture_output=True,
+            check=False,
+        )
+    return result.returncode == 0
+
+
+def find_build_client(explicit: str | None = None) -> BuildClient:
+    """The first docker client that builds with BuildKit: buildx where present, else DOCKER_BUILDKIT=1."""
+    explicit = explicit or os.environ.get("DOCKER")
+    candidates = _candidates(explicit)
+    if explicit and not shutil.which(explicit):
+        raise EngineError(f"the docker client '{explicit}' was not found; {HOW_TO_GET_BUILDKIT}")
+    if not candidates:
+        raise EngineError(f"no docker client on PATH; {HOW_TO_GET_BUILDKIT}")
+    for path in candidates:
+        for client in (
+            BuildClient((path, "buildx", "build"), ()),
+            BuildClient((path, "build"), (("DOCKER_BUILDKIT", "1"),)),
+        ):
+            if _builds(client):
+                return client
+    tried = ", ".join(candidates)
+    raise EngineError(f"no docker client here builds with BuildKit (tried {tried}); {HOW_TO_GET_BUILDKIT}")
+
+
+def find_buildx(explicit: str | None = None) -> str:
+    """The docker client that runs the buildx plugin (`docker buildx bake`): the one named (`--docker`,
+    $DOCKER), else the first on PATH whose `buildx version` answers. Any client finds the plugin in its
+    cli-plugins folders (Debian's docker-buildx: /usr/libexec/docker/cli-plugins), a 28.x one as well
+    as Debian's 20.10 one; both drive the engine's own BuildKit through the `docker` driver."""
+    explicit = explicit or os.environ.get("DOCKER")
+    candidates = _candidates(explicit)
+    for path in candidates:
+        try:
+            result = subprocess.run([path, "buildx", "version"], capture_output=True, check=False, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if result.returncode == 0:
+            return path
+    tried = ", ".join(candidates) or "no docker client on PATH"
+    raise EngineError(
+        f"no docker client here runs `docker buildx` (tried {tried}): install the buildx plugin "
+        "(Debian: docker-buildx, which scripts/start-docker.sh installs; Docker's: docker-buildx-plugin)"
+    )

@@ -1,0 +1,336 @@
+"""`DockerEngine`: the `Engine` through the docker SDK, with a BuildKit CLI client for builds and imports."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from torchimages.engine.discovery import find_build_client
+from torchimages.engine.process import run_cancellable
+from torchimages.engine.push import push_with_retries
+from torchimages.engine.requests import BuildClient, build_command, run_command
+from torchimages.engine.types import (
+    HOW_TO_GET_AN_ENGINE,
+    BuildRequest,
+    CacheSpec,
+    EngineError,
+    HistoryEntry,
+    ImageInfo,
+    ProbeError,
+    cache_problem,
+)
+
+
+def stored_size(manifest: Any) -> int | None:
+    """The bytes a registry stores for one image: its config and compressed layers, from an image manifest
+    (OCI or Docker v2); None for anything else (a manifest list names several images)."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("layers"), list):
+        return None
+    parts = [manifest.get("config") or {}, *manifest["layers"]]
+    sizes = [part.get("size") if isinstance(part, dict) else None for part in parts]
+    if not all(isinstance(size, int) for size in sizes):
+        return None
+    return sum(int(size) for size in sizes if size is not None)
+
+
+def _loopback(reference: str) -> bool:
+    """Whether a reference names a registry on this machine (which Docker, too, lets speak plain HTTP)."""
+    first = reference.split("/", 1)[0] if "/" in reference else ""
+    host = first.rsplit(":", 1)[0] if ":" in first else first
+    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+
+
+def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
+    config = attrs.get("Config") or {}
+    env = dict(item.split("=", 1) if "=" in item else (item, "") for item in config.get("Env") or [])
+    return ImageInfo(
+        reference=reference,
+        id=str(attrs.get("Id", "")),
+        labels=dict(config.get("Labels") or {}),
+        env=env,
+        user=str(config.get("User") or ""),
+        layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+        tags=tuple(attrs.get("RepoTags") or ()),
+        size=int(attrs.get("Size") or 0),
+        repo_digests=tuple(attrs.get("RepoDigests") or ()),
+    )
+
+
+def _sdk_client() -> Any:
+    import docker  # the SDK is imported only by commands that talk to an engine
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except (docker.errors.DockerException, *CONNECTION_ERRORS) as exc:
+        raise EngineError(f"no Docker engine answers ({exc}); {HOW_TO_GET_AN_ENGINE}") from None
+    return client
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises, besides its DockerException, when the engine is gone: requests' errors
+    (connection refused, reset, read timeout) and the OSErrors beneath them."""
+    try:
+        import requests.exceptions
+    except ImportError:  # no SDK (nor requests) on this machine: commands that need no engine still run
+        return (OSError,)
+    return (requests.exceptions.RequestException, OSError)
+
+
+CONNECTION_ERRORS = _connection_errors()
+
+
+def _short(exc: BaseException) -> str:
+    """A connection error's cause (`[Errno 111] Connection refused`), not requests' paragraph around it."""
+    found = re.findall(r"\[Errno -?\d+\] [^'\")]+", str(exc))
+    return found[-1] if found else f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def engine_address() -> str:
+    """The engine the SDK and CLI talk to: DOCKER_HOST, else the default socket."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `build.py doctor` asks of the engine: whether one answers (else why not), its version, where it
+    keeps images, its container runtimes, and which of the asked references it holds."""
+
+    address: str
+    version: str | None  # None: no engine answers
+    error: str | None
+    data_root: str | None = None
+    runtimes: tuple[str, ...] = ()
+    present: frozenset[str] = frozenset()
+
+
+def engine_facts(references: Sequence[str] = ()) -> EngineFacts:
+    """The engine's facts without raising: on a machine without Docker, or without the docker SDK, the
+    error says which (and how to get it)."""
+    address = engine_address()
+    try:
+        import docker.errors
+    except ImportError as exc:
+        return EngineFacts(address, None, f"the docker SDK (Python package `docker`) is not installed ({exc})")
+    try:
+        client = _sdk_client()
+        info = client.info()
+        present = set()
+        for reference in references:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.get(reference)
+                present.add(reference)
+    except EngineError as exc:
+        return EngineFacts(address, None, str(exc))
+    except (docker.errors.DockerException, *CONNECTION_ERRORS) as exc:
+        return EngineFacts(address, None, f"the engine at {address} failed to answer ({_short(exc)})")
+    return EngineFacts(
+        address,
+        str(info.get("ServerVersion") or "unknown"),
+        None,
+        str(info.get("DockerRootDir") or "") or None,
+        tuple(sorted(info.get("Runtimes") or {})),
+        frozenset(present),
+    )
+
+
+class DockerEngine:
+    """The Docker engine through its SDK, and a BuildKit CLI client for builds and imports."""
+
+    def __init__(self, docker_cli: str | None = None) -> None:
+        import docker.errors
+
+        self._errors = docker.errors
+        self.sdk = _sdk_client()
+        self._docker_cli = docker_cli
+        self._client: BuildClient | None = None
+
+    @property
+    def build_client(self) -> BuildClient:
+        """The BuildKit-capable client, found on first use (a probe build)."""
+        if self._client is None:
+            self._client = find_build_client(self._docker_cli)
+        return self._client
+
+    @property
+    def docker_cli(self) -> str:
+        """The docker CLI binary for `docker run`: the build client's once found, else the one named or on PATH
+        (no probe build)."""
+        if self._client is not None:
+            return self._client.docker
+        named = self._docker_cli or os.environ.get("DOCKER")
+        return named or shutil.which("docker") or "docker"
+
+    def check_cache(self, cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec]) -> None:
+        """EngineError naming every cache import or export the build client cannot do (before any build)."""
+        if not cache_from and not cache_to:
+            return
+        client = self.build_client
+        builtin, name = True, "docker build (DOCKER_BUILDKIT=1)"
+        if client.buildx:
+            found = subprocess.run(
+                [client.docker, "buildx", "inspect"], capture_output=True, text=True, env=client.environment()
+            )
+            driver = re.search(r"^Driver:\s*(\S+)", found.stdout, re.MULTILINE)
+            builtin = driver is None or driver.group(1) == "docker"
+            name = f"docker buildx ({driver.group(1) if driver else 'unknown'} driver)"
+        problem = cache_problem(cache_from, cache_to, builtin, name)
+        if problem:
+            raise EngineError(problem)
+
+    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
+        cmd = build_command(self.build_client, request)
+        log.write((" ".join(cmd) + "\n").encode())
+        log.flush()
+        env = self.build_client.environment()
+        return run_cancellable(cmd, cancelled, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+
+    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
+        cmd = [self.build_client.docker, "import"]
+        for change in changes:
+            cmd += ["--change", change]
+        cmd += ["-", reference]
+        return subprocess.run(cmd, stdin=tar_stream, stdout=log, stderr=log, check=False).returncode
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        with self._failures(f"inspecting {reference}"):
+            try:
+                image = self.sdk.images.get(reference)
+            except self._errors.ImageNotFound:
+                return None
+            return dict(image.labels or {})
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """An image's id, labels, environment, user and layers, or None when there is no such image."""
+        with self._failures(f"inspecting {reference}"):
+            try:
+                image = self.sdk.images.get(reference)
+            except self._errors.ImageNotFound:
+                return None
+            return _image_info(reference, image.attrs)
+
+    def pull(self, reference: str) -> list[str]:
+        try:
+            with self._failures(f"pulling {reference}"):
+                self.sdk.images.pull(reference)
+        except EngineError as exc:
+            return [str(exc)]
+        return []
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        with self._failures(f"reading the history of {reference}"):
+            steps = self.sdk.images.get(reference).history()
+            return [HistoryEntry(str(s.get("CreatedBy") or ""), int(s.get("Size") or 0)) for s in steps]
+
+    def save(self, reference: str, path: Path) -> None:
+        """Write an image to a `docker save` archive (what syft reads as `docker-archive:PATH`)."""
+        cmd = [self.docker_cli, "save", "--output", str(path), reference]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        if result.returncode != 0:
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {result.stderr.strip() or result.returncode}")
+
+    def compressed_size(self, reference: str) -> int | None:
+        """What the registry stores for a pushed image (`docker manifest inspect`: config and compressed
+        layers); None when the registry does not answer or the manifest is not one image's."""
+        insecure = ["--insecure"] if _loopback(reference) else []
+        cmd = [self.docker_cli, "manifest", "inspect", *insecure, reference]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+            return stored_size(json.loads(result.stdout)) if result.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return None
+
+    def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
+        """Every local image carrying the label `key=value`."""
+        with self._failures(f"listing images labelled {key}={value}"):
+            found = self.sdk.images.list(filters={"label": f"{key}={value}"})
+            return [_image_info(image.id, image.attrs) for image in found]
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        try:
+            output = self.sdk.containers.run(
+                reference, ["python", *args], remove=True, stdout=True, stderr=False, network_disabled=True
+            )
+        except self._errors.ContainerError as exc:
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
+            raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr[-2000:]}") from None
+        except (self._errors.DockerException, *CONNECTION_ERRORS) as exc:
+            raise ProbeError(f"could not run a container of {reference}: {exc}") from None
+        return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
+        """Through the docker CLI (the SDK takes no CLI options, and `run_args` are CLI options)."""
+        name = f"torchimages-smoke-{uuid.uuid4().hex[:10]}"
+        cmd = run_command(self.docker_cli, reference, name, gpus=gpus, shm_size=shm_size, run_args=run_args)
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        if result.returncode != 0:
+            self.remove_container(name)  # `docker run` may leave a created container behind
+            stderr = result.stderr.strip() or f"exit status {result.returncode}"
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {stderr}")
+        return name
+
+    def remove_container(self, name: str) -> None:
+        with self._failures(f"removing container {name}"), contextlib.suppress(self._errors.NotFound):
+            self.sdk.containers.get(name).remove(force=True)
+
+    def gpu_runtime_available(self) -> bool:
+        with self._failures("asking the engine for its runtimes"):
+            return "nvidia" in (self.sdk.info().get("Runtimes") or {})
+
+    def answers(self) -> bool:
+        try:
+            return bool(self.sdk.ping())
+        except (self._errors.DockerException, *CONNECTION_ERRORS):
+            return False
+
+    def address(self) -> str:
+        return engine_address()
+
+    def tag(self, reference: str, repository: str, tag: str) -> None:
+        with self._failures(f"tagging {reference} as {repository}:{tag}"):
+            self.sdk.images.get(reference).tag(repository, tag)
+
+    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
+        def attempt() -> list[str]:
+            errors = []
+            with self._failures(f"pushing {repository}:{tag}"):
+                for line in self.sdk.images.push(repository, tag, stream=True, decode=True):
+                    if "error" in line:
+                        errors.append(f"{repository}:{tag}: {line['error']}")
+            return errors
+
+        return push_with_retries(attempt, f"{repository}:{tag}", say or print)
+
+    @contextlib.contextmanager
+    def _failures(self, action: str) -> Iterator[None]:
+        """Turn the SDK's errors into EngineError naming the action."""
+        try:
+            yield
+        except self._errors.DockerException as exc:
+            raise EngineError(f"{action} failed: {exc}") from None
+        except CONNECTION_ERRORS as exc:  # the engine stopped answering (or never did)
+            raise EngineError(
+                f"{action} failed: the Docker engine at {engine_address()} does not answer ({_short(exc)})"
+            ) from None
+
+    def remove_image(self, reference: str) -> None:
+        with self._failures(f"removing {reference}"), contextlib.suppress(self._errors.ImageNotFound):
+            self.sdk.images.remove(reference, noprune=False)

@@ -1,0 +1,57 @@
+"""Commands in their own process group, stopped as a whole when the work is cancelled."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+# How often a cancellable subprocess looks at its cancel event, and how long it gets to stop after SIGINT
+# (the docker CLI cancels its BuildKit session on SIGINT) before SIGTERM, then SIGKILL.
+CANCEL_POLL_S = 0.2
+CANCEL_GRACE_S = 10.0
+
+
+def run_cancellable(
+    cmd: Sequence[str], cancelled: threading.Event | None, **kwargs: Any
+) -> subprocess.CompletedProcess[Any]:
+    """Run a command in its own process group (a terminal's Ctrl-C does not reach it: the caller decides);
+    once `cancelled` is set, stop the whole group (SIGINT, then SIGTERM, then SIGKILL) and return at once.
+    `kwargs` go to Popen (stdout/stderr may be PIPE: the output comes back as with subprocess.run)."""
+    process = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+    with process:
+        try:
+            while True:
+                try:
+                    out, err = process.communicate(timeout=CANCEL_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancelled is not None and cancelled.is_set():
+                        out, err = stop_group(process)
+                        break
+        except BaseException:
+            stop_group(process)
+            raise
+    return subprocess.CompletedProcess(list(cmd), process.returncode, out, err)
+
+
+def stop_group(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
+    """Stop a process started with start_new_session, and everything it started; its remaining output."""
+    output: tuple[Any, Any] = (None, None)
+    for sig, grace in ((signal.SIGINT, CANCEL_GRACE_S), (signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        try:
+            output = process.communicate(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # What it started and left behind (a shell's background jobs ignore SIGINT) goes too; the group's id
+    # cannot be reused while any member lives, and an empty group answers ProcessLookupError.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    return output

@@ -1,0 +1,216 @@
+"""What the tool asks of a container engine: the `Engine` protocol, its requests, answers and errors."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from torchimages.reference import repository_problem
+
+HOW_TO_GET_AN_ENGINE = (
+    "start a Docker engine (dockerd) and make sure `docker info` answers; on Debian/Ubuntu: "
+    "`apt-get install docker.io` then `dockerd &` (see README, 'Set-up')"
+)
+HOW_TO_GET_BUILDKIT = (
+    "install the buildx plugin (docker-buildx-plugin) for your docker client, or use a docker client "
+    "that builds with DOCKER_BUILDKIT=1 (e.g. Debian's docker.io); name it with --docker or DOCKER=/path/to/docker"
+)
+
+
+class EngineError(Exception):
+    """No usable engine or BuildKit client, or an engine action failed: the message says what and why."""
+
+
+class ProbeError(EngineError):
+    """A probe container could not run, or its command failed."""
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One BuildKit build of one target of a Dockerfile, to a reference."""
+
+    context: Path
+    dockerfile: Path
+    target: str
+    reference: str
+    secrets: tuple[tuple[str, Path], ...] = ()  # (id, file), mounted as BuildKit secrets
+    network: str | None = None
+    no_cache: bool = False
+    cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources (`--cache-from`)
+    cache_to: tuple[CacheSpec, ...] = ()  # BuildKit cache exports (`--cache-to`)
+
+
+# BuildKit cache types (`type=` of buildx's --cache-from/--cache-to), and what the engine's built-in BuildKit
+# (the classic client with DOCKER_BUILDKIT=1, or buildx's `docker` driver without the containerd image store)
+# can do: import the cache of an image (a registry's, or a local one built with inline cache) and export
+# the cache inline, into the image's own configuration. The others need a buildx builder of another driver.
+CACHE_TYPES = ("registry", "inline", "local", "gha", "s3", "azblob")
+BUILTIN_CACHE_IMPORTS = ("registry",)
+
+
+BUILTIN_CACHE_EXPORTS = ("inline",)
+TAG_PLACEHOLDER = "{tag}"
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """A BuildKit cache import or export as buildx writes it: `type=registry,ref=REF`, `type=inline`.
+
+    A `ref` may hold `{tag}`, replaced by each image's tag (`for_tag`), so one option serves a matrix."""
+
+    type: str
+    attrs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> CacheSpec:
+        """`type=T,key=value,...`, or a bare image reference (= `type=registry,ref=REF`); ValueError says why not."""
+        if not text or text != text.strip() or any(c.isspace() or not c.isprintable() for c in text):
+            raise ValueError("a cache spec is `type=registry,ref=REF`, `type=inline` or an image reference, no spaces")
+        if "=" not in text:
+            text = f"type=registry,ref={text}"
+        fields = [part.partition("=") for part in text.split(",")]
+        if any(not key or not sep for key, sep, _ in fields):
+            raise ValueError(f"'{text}' is not a list of key=value fields")
+        attrs = dict((key, value) for key, _, value in fields)
+        kind = attrs.pop("type", "")
+        if kind not in CACHE_TYPES:
+            raise ValueError(f"unknown cache type '{kind}' (allowed: {', '.join(CACHE_TYPES)})")
+        if kind == "registry":
+            _check_reference(attrs.get("ref", ""))
+        return cls(kind, tuple(attrs.items()))
+
+    @property
+    def ref(self) -> str | None:
+        """The image reference of a registry cache."""
+        return dict(self.attrs).get("ref")
+
+    def for_tag(self, tag: str) -> CacheSpec:
+        """This spec with `{tag}` replaced by an image's tag."""
+        return CacheSpec(self.type, tuple((k, v.replace(TAG_PLACEHOLDER, tag)) for k, v in self.attrs))
+
+    def __str__(self) -> str:
+        return ",".join([f"type={self.type}", *(f"{k}={v}" for k, v in self.attrs)])
+
+
+def _check_reference(ref: str) -> None:
+    """ValueError unless `ref` (with `{tag}` standing for a tag) is `REPOSITORY[:TAG][@DIGEST]`."""
+    if not ref:
+        raise ValueError("type=registry needs ref=REF (an image reference)")
+    name = ref.replace(TAG_PLACEHOLDER, "tag").partition("@")[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name, _, tag = name.rpartition(":")
+        if not re.fullmatch(r"[\w][\w.-]{0,127}", tag):
+            raise ValueError(f"'{ref}': the tag '{tag}' is not a valid tag")
+    problem = repository_problem(name)
+    if problem:
+        raise ValueError(f"'{ref}' is not an image reference: {problem}")
+
+
+def cache_problem(
+    cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec], builtin: bool, client: str
+) -> str | None:
+    """Why a build client cannot do these cache imports and exports, or None when it can. `builtin`: it
+    builds with the engine's own BuildKit (the classic client, or buildx's `docker` driver)."""
+    wrong = [f"--cache-from {s}" for s in cache_from if s.type not in BUILTIN_CACHE_IMPORTS]
+    wrong += [f"--cache-to {s}" for s in cache_to if s.type not in BUILTIN_CACHE_EXPORTS]
+    if not builtin or not wrong:
+        return None
+    return (
+        f"{', '.join(wrong)}: {client} builds with the Docker engine's built-in BuildKit, which imports a cache "
+        "only from an image (--cache-from REF, or type=registry,ref=REF) and exports it only inline "
+        "(--cache-to type=inline: the cache travels in the image's configuration, pushed with --push); other "
+        "cache types need a buildx builder of the docker-container driver (`docker buildx create --use`)"
+    )
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What the engine knows of a local image: its id, labels, environment, default user, layers and size."""
+
+    reference: str
+    id: str
+    labels: dict[str, str]
+    env: dict[str, str]
+    user: str
+    layers: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    size: int = 0  # bytes, uncompressed (`docker image inspect -f {{.Size}}`)
+    repo_digests: tuple[str, ...] = ()  # `repository@sha256:...`, once pushed (or pulled)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One step of an image's history (`docker image history`): the instruction and the bytes its layer adds."""
+
+    created_by: str
+    size: int
+
+
+class Engine(Protocol):
+    """Every engine action the tool takes."""
+
+    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
+        """Build a target; its output goes to `log`; return the exit status. Returns promptly (the build
+        stopped, its client gone) once `cancelled` is set."""
+        ...
+
+    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
+        """Import a root filesystem tar stream as an image; return the exit status."""
+        ...
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        """An image's labels, or None when there is no such image."""
+        ...
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        """An image's id, labels, environment, user, layers, size and digests, or None when there is no such image."""
+        ...
+
+    def pull(self, reference: str) -> list[str]:
+        """Pull an image; the errors (none on success)."""
+        ...
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        """Run the image's `python` with args in a throwaway container without network; its stdout."""
+        ...
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
+        """Start a long-running container of the image (no network unless `run_args`, `docker run` options
+        as tokens, name one); return its name."""
+        ...
+
+    def remove_container(self, name: str) -> None:
+        """Remove a container, running or not."""
+        ...
+
+    def gpu_runtime_available(self) -> bool:
+        """Whether the engine can hand GPUs to containers (the NVIDIA runtime is installed)."""
+        ...
+
+    def tag(self, reference: str, repository: str, tag: str) -> None:
+        """Give an image another name."""
+        ...
+
+    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
+        """Push one tag, retrying transient failures (each retry told to `say`); the errors (none on success)."""
+        ...
+
+    def answers(self) -> bool:
+        """Whether the engine still answers (a ping)."""
+        ...
+
+    def address(self) -> str:
+        """Where the engine is, for messages: `unix:///var/run/docker.sock`, `tcp://...`."""
+        ...
+
+    def remove_image(self, reference: str) -> None:
+        """Remove an image reference if present."""
+        ...
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        """An image's history, newest step first."""
+        ...
