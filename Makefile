@@ -9,15 +9,16 @@ TAG ?=
 BUILD_ARGS ?=
 TEST_ARGS ?=
 DOCTOR_ARGS ?=
-PYTEST_ARGS ?=
-DOCTOR_ARGS ?=
+# pytest's options for test and test-unit: one line per test as it finishes, and the 15 slowest at the end.
+PYTEST_ARGS ?= -v --durations=15
 # Hand this machine's pip setup (local wheel folders, file:// indexes, CA bundle) to builds: 1 or 0.
 HOST_PIP ?= 1
 WITH_SOURCES = $(if $(filter 1,$(HOST_PIP)),eval "$$(scripts/host-pip-sources)";)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --editable '.[dev]'
+	@# pip notes every project a configured local (file://) index does not hold; those notes are not faults
+	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
 .PHONY: help install engine build doctor render check-render validate list lint test test-unit test-images bench bench-image bench-jobs bench-cache clean
