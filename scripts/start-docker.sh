@@ -10,7 +10,8 @@
 #    may be a 28.x client without buildx, which cannot do BuildKit builds)
 #
 # Idempotent: a second run installs nothing, starts nothing, prints the same path.
-# Env: EXTRA_PACKAGES (more Debian packages to install, e.g. docker-registry for the tests), DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60)
+# Env: EXTRA_PACKAGES (more Debian packages to install, e.g. docker-registry for the tests), DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60),
+#      APT_ETC (apt's configuration folder, default /etc/apt)
 set -euo pipefail
 
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
@@ -44,8 +45,29 @@ fi
 # 1b. the buildx plugin (bake): Debian packages it from trixie on (docker-buildx, depends only on libc6 >= 2.34,
 # so the .deb installs on bookworm). A trixie source is added for it alone, pinned: every other package
 # of trixie gets priority 1 (never installed or upgraded from there unless named with -t), this one 500.
-TRIXIE_SOURCE=/etc/apt/sources.list.d/torchimages-trixie-buildx.sources
-TRIXIE_PIN=/etc/apt/preferences.d/torchimages-trixie-buildx
+# The trixie source uses the URI of this machine's own Debian source (its mirror, its proxy), never a
+# host name written here.
+APT_ETC=${APT_ETC:-/etc/apt}
+TRIXIE_SOURCE=$APT_ETC/sources.list.d/torchimages-trixie-buildx.sources
+TRIXIE_PIN=$APT_ETC/preferences.d/torchimages-trixie-buildx
+
+debian_uri() {  # the first URI of an enabled `deb` source for suite $1 (deb822 .sources, then one-line .list)
+  local f
+  for f in "$APT_ETC"/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk -v suite="$1" 'BEGIN { RS = ""; FS = "\n" }
+      { uris = ""; suites = ""; types = ""; enabled = "yes"
+        for (i = 1; i <= NF; i++) { l = $i; if (l ~ /^[ \t]*#/) continue
+          if (sub(/^URIs:[ \t]*/, "", l)) uris = l; else if (sub(/^Suites:[ \t]*/, "", l)) suites = l
+          else if (sub(/^Types:[ \t]*/, "", l)) types = l; else if (sub(/^Enabled:[ \t]*/, "", l)) enabled = l }
+        if (enabled != "no" && (" " types " ") ~ / deb / && (" " suites " ") ~ (" " suite " ")) { split(uris, u, " "); print u[1]; exit } }' "$f"
+  done
+  for f in "$APT_ETC"/sources.list "$APT_ETC"/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk -v suite="$1" '$1 == "deb" { i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/ && i < NF) i++; i++ }
+      if ($(i + 1) == suite) { print $i; exit } }' "$f"
+  done
+}
 if ! dpkg-query -W -f='${Status}' docker-buildx 2>/dev/null | grep -q 'install ok installed'; then
     need_root "install docker-buildx"
     . /etc/os-release
@@ -61,9 +83,12 @@ Package: docker-buildx
 Pin: release n=trixie
 Pin-Priority: 500
 PIN
-        cat >"$TRIXIE_SOURCE" <<'SRC'
+        uri=$(debian_uri "$VERSION_CODENAME" | head -n1 || true)
+        [ -n "$uri" ] || die "no Debian source for $VERSION_CODENAME in ${APT_ETC}/sources.list{,.d/} to take trixie's URI from; install docker-buildx yourself"
+        log "trixie from this machine's own Debian source: $uri"
+        cat >"$TRIXIE_SOURCE" <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $uri
 Suites: trixie
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
