@@ -51,7 +51,7 @@ def fake_mmdebstrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             what=$(sed -n "${count}p" "$FAKE_SCRIPT")
             for last; do :; done
             case "$what" in
-              fail-network) echo "E: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease" >&2
+              fail-network) echo "E: Failed to fetch http://deb.example.org/debian/dists/bookworm/InRelease" >&2
                 exit 1;;
               fail-real) echo "E: no such suite: bookworm" >&2; exit 1;;
               slow) sleep 30;;
@@ -59,7 +59,7 @@ def fake_mmdebstrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             record=$(dirname "$last")
             echo "Date: Sat, 11 Jul 2026 10:16:37 UTC" > "$record/release-date.tmp"
             sed -n "s/^Date: //p" "$record/release-date.tmp" > "$record/release-date"
-            echo "deb http://deb.debian.org/debian bookworm main" > "$record/sources.list"
+            echo "deb http://deb.example.org/debian bookworm main" > "$record/sources.list"
             printf 'rootfs' > "$last"
             """
         )
@@ -92,20 +92,20 @@ def test_the_digest_follows_what_shapes_the_image_only(tmp_path: Path) -> None:
 def test_provenance_becomes_quoted_labels(tmp_path: Path) -> None:
     (tmp_path / "release-date").write_text("Sat, 11 Jul 2026 10:16:37 UTC\n")
     (tmp_path / "sources.list").write_text(
-        "deb http://deb.debian.org/debian bookworm main\n# a comment\n"
-        "deb http://security.debian.org/debian-security bookworm-security main\n"
+        "deb http://deb.example.org/debian bookworm main\n# a comment\n"
+        "deb http://security.example.org/debian-security bookworm-security main\n"
     )
     provenance = bootstrap.read_provenance("bookworm", tmp_path)
     assert provenance.sources == (
-        "http://deb.debian.org/debian bookworm main",
-        "http://security.debian.org/debian-security bookworm-security main",
+        "http://deb.example.org/debian bookworm main",
+        "http://security.example.org/debian-security bookworm-security main",
     )
     changes = bootstrap.import_changes("sha256:1", provenance)
     assert changes == (
         'LABEL io.torchimages.bootstrap-digest="sha256:1"',
         'LABEL io.torchimages.bootstrap.suite="bookworm"',
-        'LABEL io.torchimages.bootstrap.sources="http://deb.debian.org/debian bookworm main; '
-        'http://security.debian.org/debian-security bookworm-security main"',
+        'LABEL io.torchimages.bootstrap.sources="http://deb.example.org/debian bookworm main; '
+        'http://security.example.org/debian-security bookworm-security main"',
         'LABEL io.torchimages.bootstrap.release-date="Sat, 11 Jul 2026 10:16:37 UTC"',
         'CMD ["/bin/bash"]',
     )
@@ -115,9 +115,9 @@ def test_provenance_becomes_quoted_labels(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("log", "network"),
     [
-        ("E: Failed to fetch http://deb.debian.org/debian/pool/x.deb  503  Service Unavailable", True),
-        ("W: Could not connect to deb.debian.org:80", True),
-        ("Temporary failure resolving 'deb.debian.org'", True),
+        ("E: Failed to fetch http://deb.example.org/debian/pool/x.deb  503  Service Unavailable", True),
+        ("W: Could not connect to deb.example.org:80", True),
+        ("Temporary failure resolving 'deb.example.org'", True),
         ("E: Hash Sum mismatch", True),
         ("E: Unable to locate package python3.11", False),
         ("mmdebstrap: no such suite", False),

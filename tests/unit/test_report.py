@@ -87,7 +87,7 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
                         False,
                         {
                             "suite": "bookworm",
-                            "sources": "http://deb.debian.org/debian bookworm main",
+                            "sources": "http://deb.example.org/debian bookworm main",
                             "release_date": "Sat, 11 Jul 2026 10:16:37 UTC",
                         },
                     ),
