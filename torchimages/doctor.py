@@ -37,12 +37,13 @@ CDI_GPU_KIND = "nvidia.com/gpu"
 SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
 HOW_TO_MIRROR = (
     "make the registry reachable, or mirror the bases and pass --base-registry HOST/PREFIX (or set "
-    "`base_registry:` in the matrix; README, 'Before you build'), or select debian12 images (bootstrapped, no registry)"
+    "`base_registry:` in the matrix; docs/how-to/air-gapped-builds.md), "
+    "or select debian12 images (bootstrapped, no registry)"
 )
 HOW_TO_GET_THE_TOOLKIT = (
     "install the NVIDIA Container Toolkit (nvidia-container-toolkit) and run `nvidia-ctk runtime configure "
     "--runtime=docker`, or write a CDI spec (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`); "
-    "without either, hand the devices over with --run-arg (README, 'Testing your own image')"
+    "without either, hand the devices over with --run-arg (docs/how-to/test-your-own-image.md)"
 )
 
 OK, WARN, SKIP, FAIL = "ok", "warn", "skip", "FAIL"
