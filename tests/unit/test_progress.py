@@ -14,6 +14,7 @@ from typing import IO
 
 import pytest
 
+from tests.fakes import FakeEngine
 from torchimages.building import builder, progress
 from torchimages.building.builder import Builder, BuildOptions, Outcome
 from torchimages.building.progress import (
@@ -28,7 +29,7 @@ from torchimages.building.progress import (
 from torchimages.engine import BuildRequest, ImageInfo
 from torchimages.planning import plan
 
-from .test_builder import MATRIX, FakeEngine, true_facts
+from .test_builder import MATRIX, true_facts
 
 GOLDEN = Path(__file__).parent / "golden"
 # A real log: `build.py build --no-cache` of the CPU test combination's devel target (runtime's steps, then

@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 
+from tests.fakes import FakeEngine
 from torchimages.building.builder import Outcome
 from torchimages.engine import ImageInfo, stored_size
 from torchimages.planning import plan
@@ -208,22 +209,11 @@ def test_durations(seconds: float | None, shown: str) -> None:
     assert report.duration(seconds) == shown
 
 
-class InspectingEngine:
-    """Knows one tagged image; saves nothing (the SBOM is the e2e test's)."""
-
-    def __init__(self, reference: str) -> None:
-        self.reference = reference
-
-    def inspect(self, reference: str) -> ImageInfo | None:
-        if reference != self.reference:
-            return None
-        return ImageInfo(reference, IMAGE_ID, {}, {}, "", (), size=42, repo_digests=(f"r@{IMAGE_ID}",))
-
-    def compressed_size(self, reference: str) -> int | None:
-        return 17
-
-    def save(self, reference: str, path: Path) -> None:
-        raise AssertionError("no SBOM here")
+def inspecting_engine(reference: str) -> FakeEngine:
+    """An engine that knows one tagged image (42 bytes here, 17 in the registry); saves nothing."""
+    fake = FakeEngine(images=[ImageInfo(reference, IMAGE_ID, {}, {}, "", (), size=42, repo_digests=(f"r@{IMAGE_ID}",))])
+    fake.compressed = 17
+    return fake
 
 
 def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
@@ -238,12 +228,12 @@ def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
         Outcome(combination, devel, "failed", 9.0, "build failed (exit 1)", build_seconds=8.0),
         Outcome(combination, runtime, "built", 30.0, "verified", build_seconds=20.0, test_seconds=9.5),
     ]
-    (failed, none), (built, found) = reporting.built_images(outcomes, InspectingEngine(runtime.reference), junit_dir)
+    (failed, none), (built, found) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir)
     assert none is None and failed.stored is None and failed.smoke is None and failed.reason == "build failed (exit 1)"
     assert found == junit(PASSED) and built.smoke is not None and built.smoke.count("passed") == 1
     assert built.stored == report.StoredImage(IMAGE_ID, 42, (f"r@{IMAGE_ID}",)) and built.reason == ""
     assert (built.build_seconds, built.test_seconds, built.total_seconds) == (20.0, 9.5, 30.0)
-    (_, _), (pushed, _) = reporting.built_images(outcomes, InspectingEngine(runtime.reference), junit_dir, True)
+    (_, _), (pushed, _) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir, True)
     assert pushed.stored is not None and pushed.stored.compressed_size == 17  # the registry's answer
 
 
@@ -295,7 +285,7 @@ def test_tested_images_any_image_by_its_reference_a_matrix_image_by_its_plan(
         ),
     ]
     (any_image, _), (planned, _), (unstarted, none) = reporting.tested_images(
-        tested, InspectingEngine(runtime.reference), tmp_path
+        tested, inspecting_engine(runtime.reference), tmp_path
     )
     assert (any_image.tag, any_image.result, any_image.combination) == ("team/train:1", "failed", None)
     assert any_image.reason == "smoke suites failed: test_no_package_caches"

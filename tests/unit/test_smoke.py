@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ast
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fakes import FakeEngine
 from tests.unit.conftest import ROOT
 from torchimages import engine
 from torchimages.building import verify
@@ -128,35 +128,10 @@ def test_compare_checks_three_parts_of_cudnn() -> None:
     assert str(mismatch) == "cudnn: the tag claims 9.20.0.1, the image has 9.19.0"
 
 
-class FakeEngine:
-    """Records what the runner and verification ask; answers from a script."""
-
-    def __init__(self, output: str = "", gpu_runtime: bool = False, fail: Exception | None = None) -> None:
-        self.output, self.gpu_runtime, self.fail = output, gpu_runtime, fail
-        self.calls: list[tuple[str, Any]] = []
-
-    def run_python(self, reference: str, args: list[str]) -> str:
-        self.calls.append(("run_python", (reference, args)))
-        if self.fail:
-            raise self.fail
-        return self.output
-
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
-        self.calls.append(("start_container", (reference, gpus, shm_size, tuple(run_args))))
-        return "smoke-fake"
-
-    def remove_container(self, name: str) -> None:
-        self.calls.append(("remove_container", name))
-
-    def gpu_runtime_available(self) -> bool:
-        self.calls.append(("gpu_runtime_available", None))
-        return self.gpu_runtime
-
-
 def test_read_facts_runs_the_one_facts_probe_and_decodes() -> None:
     import json
 
-    fake = FakeEngine(output="noise\nSMOKE_JSON:" + json.dumps(CUDA_FACTS) + "\n")
+    fake = FakeEngine(python_output="noise\nSMOKE_JSON:" + json.dumps(CUDA_FACTS) + "\n")
     facts = verify.read_facts(fake, "img:tmp")
     assert fake.calls == [("run_python", ("img:tmp", ["-c", probe_source("facts")]))]
     assert facts.versions["cudnn"] == "9.19.0" and facts.raw["cudnn"] == 91900
@@ -164,9 +139,9 @@ def test_read_facts_runs_the_one_facts_probe_and_decodes() -> None:
 
 def test_read_facts_without_an_answer_or_with_a_failing_engine() -> None:
     with pytest.raises(ValueError, match="no SMOKE_JSON"):
-        verify.read_facts(FakeEngine(output="Traceback ..."), "img")
+        verify.read_facts(FakeEngine(python_output="Traceback ..."), "img")
     with pytest.raises(engine.ProbeError, match="exit"):
-        verify.read_facts(FakeEngine(fail=engine.ProbeError("python exited with status 1")), "img")
+        verify.read_facts(FakeEngine(python_error=engine.ProbeError("python exited with status 1")), "img")
 
 
 # --- the runner -------------------------------------------------------------------------
