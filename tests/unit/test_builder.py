@@ -12,7 +12,7 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -559,3 +559,56 @@ def test_cache_options_reach_every_build_with_the_images_tag(selection: list[pla
     assert {r.target: [str(s) for s in r.cache_to] for r in engine.built} == {
         image.flavor: ["type=inline", f"type=local,dest=/cache/{image.tag}"] for image in selection[0].images
     }
+
+
+# --- verification checks every fact the tag states, `none` included ---------------------------------------
+
+CPU_MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: cpu}\n"
+# A true 2.7.0+cpu image (ubuntu24.04's Python 3.12), and one that holds the CUDA 11.8 build of the same torch.
+CPU_HOLDS = probe_answer(
+    "2.7.0+cpu", python="3.12", os=("ubuntu", "24.04"), torchvision="0.22.0+cpu", torchaudio="2.7.0+cpu"
+)
+CUDA_TORCH_HOLDS = {**CPU_HOLDS, "torch": "2.7.0+cu118", "cuda": "11.8", "cudnn": 90100, "nccl": [2, 21, 5]}
+
+
+def test_a_true_cpu_image_gets_its_tag(write_matrix: Callable[[str], Path], tmp_path: Path) -> None:
+    selected = plan.select(plan.load(write_matrix(CPU_MATRIX)), [])
+    engine = FakeEngine(CPU_HOLDS)
+    assert [o.status for o in run(engine, selected, tmp_path)] == ["built", "built"]
+
+
+def test_a_cpu_tag_on_an_image_holding_cuda_torch_is_not_tagged(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    selected = plan.select(plan.load(write_matrix(CPU_MATRIX)), [])
+    engine = FakeEngine(CUDA_TORCH_HOLDS)
+    outcomes = run(engine, selected, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    for outcome in outcomes:
+        assert "cuda: the tag claims none, the image has 11.8" in outcome.detail
+        assert "cudnn: the tag claims none, the image has 9.1.0" in outcome.detail
+        assert "nccl: the tag claims none, the image has 2.21.5" in outcome.detail
+    assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
+
+
+@pytest.mark.parametrize(
+    ("fact", "holds", "message"),
+    [
+        ("nccl", [2, 20, 5], "nccl: the tag claims 2.21.5, the image has 2.20.5"),
+        ("nccl", None, "nccl: the tag claims 2.21.5, the image has none"),
+        ("cudnn", 90501, "cudnn: the tag claims 9.1.0.70, the image has 9.5.1"),
+        ("cuda", "12.6", "cuda: the tag claims 11.8, the image has 12.6"),
+        ("python", "3.11", "python: the tag claims 3.10, the image has 3.11"),
+        ("os", {"id": "debian", "version_id": "12"}, "os: the tag claims ubuntu22.04, the image has debian12"),
+        ("torch", "2.7.1+cu118", "torch: the tag claims 2.7.0, the image has 2.7.1+cu118"),
+    ],
+)
+def test_every_fact_of_the_tag_is_verified(
+    selection: list[plan.Selected], tmp_path: Path, fact: str, holds: Any, message: str
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine({**true_facts(first[0].combination), fact: holds})
+    outcomes = run(engine, first, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all(message in o.detail for o in outcomes), outcomes[0].detail
+    assert engine.tagged == []

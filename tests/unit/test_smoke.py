@@ -128,6 +128,51 @@ def test_compare_checks_three_parts_of_cudnn() -> None:
     assert str(mismatch) == "cudnn: the tag claims 9.20.0.1, the image has 9.19.0"
 
 
+# A CPU tag (no CUDA, no cuDNN, no NCCL) and images holding a CUDA build of the same torch.
+CUDA_TORCH_FACTS: dict[str, Any] = {**CUDA_FACTS, "torch": "2.13.0+cu126", "cuda": "12.6", "cudnn": 90501}
+
+
+def test_a_cpu_tag_on_an_image_holding_cuda_torch_fails_naming_what_it_has() -> None:
+    """Absent in the tag is a claim too: `none` must meet none."""
+    messages = [str(m) for m in verify.compare(EXPECTED_CPU, verify.decode(CUDA_TORCH_FACTS))]
+    assert messages == [
+        "cuda: the tag claims none, the image has 12.6",
+        "cudnn: the tag claims none, the image has 9.5.1",
+        "nccl: the tag claims none, the image has 2.28.9",
+    ]
+
+
+@pytest.mark.parametrize("fact", ["cuda", "cudnn", "nccl"])
+def test_each_absent_fact_is_checked_alone(fact: str) -> None:
+    (mismatch,) = verify.compare({fact: None}, verify.decode(CUDA_TORCH_FACTS))
+    assert mismatch.fact == fact and mismatch.expected is None and mismatch.found
+
+
+@pytest.mark.parametrize(
+    ("fact", "pinned", "reported", "same"),
+    [
+        ("cudnn", "9.1.0.70", 90100, True),
+        ("cudnn", "9.1.0.70", 91000, False),  # 9.10.0: begins with the pin's 9.1
+        ("cudnn", "9.10.2.21", 91002, True),
+        ("cudnn", "9.10.2.21", 90100, False),  # 9.1.0: a prefix of the pin's 9.10
+        ("cudnn", "9.10.2.21", 91020, False),  # 9.10.20
+        ("cudnn", "9.1.0.70", 90101, False),
+        ("cudnn", "9.1.20.1", 90102, False),  # 9.1.2: the pin's text begins with it
+        ("nccl", "2.28.9", [2, 28, 9], True),
+        ("nccl", "2.28.9", [2, 2, 8], False),  # 2.2.8: 2.2 begins the pin's 2.28
+        ("nccl", "2.2.8", [2, 28, 9], False),
+        ("nccl", "2.21.5", [2, 21, 50], False),  # begins with the pin
+        ("nccl", "2.21.50", [2, 21, 5], False),  # a prefix of the pin
+        ("nccl", "2.21.5", [2, 21], False),
+    ],
+)
+def test_cudnn_and_nccl_match_the_pin_part_by_part_not_as_text(
+    fact: str, pinned: str, reported: Any, same: bool
+) -> None:
+    mismatches = verify.compare({fact: pinned}, verify.decode({**CUDA_FACTS, fact: reported}))
+    assert (mismatches == []) is same, [str(m) for m in mismatches]
+
+
 def test_read_facts_runs_the_one_facts_probe_and_decodes() -> None:
     import json
 
