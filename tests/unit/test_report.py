@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree
@@ -13,6 +12,7 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 
+from tests import golden
 from tests.fakes import FakeEngine
 from torchimages.building.builder import Outcome
 from torchimages.engine import ImageInfo, stored_size
@@ -21,7 +21,7 @@ from torchimages.reporting import model as report
 from torchimages.reporting import writer as reporting
 from torchimages.smoke.runner import junit_in
 
-GOLDEN = Path(__file__).parent / "golden" / "report"
+GOLDEN = golden.GOLDEN / "report"
 MATRIX = """
 matrix:
   include:
@@ -128,11 +128,8 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
     ]
 
 
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.read_text() == text, f"{path} differs: review, then UPDATE_GOLDEN=1"
+def check_golden(name: str, text: str) -> None:
+    golden.check(GOLDEN / name, text)
 
 
 def document(images: list[tuple[report.ImageReport, bytes | None]]) -> report.Report:
@@ -141,7 +138,7 @@ def document(images: list[tuple[report.ImageReport, bytes | None]]) -> report.Re
 
 def test_manifest_matches_its_golden_and_its_schema(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
     manifest = report.manifest(document(images))
-    golden("manifest.json", json.dumps(manifest, indent=2) + "\n")
+    check_golden("manifest.json", json.dumps(manifest, indent=2) + "\n")
     jsonschema.Draft202012Validator(reporting.schema(), format_checker=jsonschema.FormatChecker()).validate(manifest)
     assert manifest["result"] == "failed" and manifest["counts"] == {"built": 1, "skipped": 1, "failed": 2}
     built = manifest["images"][0]
@@ -165,7 +162,7 @@ def test_the_schema_refuses_what_it_does_not_describe(images: list[tuple[report.
 
 def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
     text = report.summary_markdown(document(images))
-    golden("summary.md", text)
+    check_golden("summary.md", text)
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert len(rows) == 4 and all(row.count(" | ") == 4 for row in rows)  # a pipe in a reason is escaped
     assert "\\| /var/lib/apt/lists" in rows[3]
@@ -173,7 +170,7 @@ def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes
 
 def test_junit_merges_into_one_testsuite_per_image(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
     merged = report.merge_junit(images)
-    golden("junit.xml", merged.decode())
+    check_golden("junit.xml", merged.decode())
     root = ElementTree.fromstring(merged)
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == [image.tag for image, _ in images]
