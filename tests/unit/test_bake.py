@@ -280,5 +280,5 @@ def test_a_pushing_bake_names_temporary_references_in_the_registry(selected: lis
     image = combination.image("devel")
     reference = bake.bake_reference(combination, image, "ghcr.io/team/")
     assert reference.startswith("ghcr.io/team/torchimages-tmp/") and builder.is_temporary(reference)
-    metadata = {bake.target_name(i): {} for i in combination.images}
+    metadata: dict[str, dict[str, str]] = {bake.target_name(i): {} for i in combination.images}
     assert bake.baked_images(metadata, selected[:1], "m.json", "ghcr.io/team")[image].reference == reference

@@ -127,7 +127,7 @@ def test_an_up_to_date_base_is_not_bootstrapped(tmp_path: Path, fake_mmdebstrap:
 
 def test_a_network_failure_is_tried_again_with_backoff_and_said(tmp_path: Path, fake_mmdebstrap: Path) -> None:
     fake_mmdebstrap.write_text("fail-network\nfail-network\nok\n")
-    engine, said, slept = importing_engine(), [], []
+    engine, said, slept = importing_engine(), list[str](), list[float]()
     result = bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", said.append, sleep=slept.append)
     assert result == f"base {DEBIAN.image} bootstrapped from the {DEBIAN.suite} archive"
     assert slept == [10.0, 20.0]
@@ -148,7 +148,7 @@ def test_network_failures_are_tried_a_bounded_number_of_times(tmp_path: Path, fa
 
 def test_a_real_error_is_not_tried_again(tmp_path: Path, fake_mmdebstrap: Path) -> None:
     fake_mmdebstrap.write_text("fail-real\nok\n")
-    engine, slept = importing_engine(), []
+    engine, slept = importing_engine(), list[float]()
     with pytest.raises(EngineError):
         bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", sleep=slept.append)
     assert slept == [] and (tmp_path / "count").read_text().strip() == "1"

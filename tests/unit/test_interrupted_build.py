@@ -96,7 +96,7 @@ def test_an_interrupted_promote_exits_128_plus_the_signal(
         fake.images[reference] = {}
         fake.truth[reference] = HOLDS
         metadata[bake.target_name(image)] = {bake.IMAGE_NAME: reference}
-    inspect, raised = fake.inspect, []
+    inspect, raised = fake.inspect, list[int]()
 
     def inspect_interrupted(reference: str) -> ImageInfo | None:
         if not raised:

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import jsonschema
@@ -268,7 +269,13 @@ def test_tested_images_any_image_by_its_reference_a_matrix_image_by_its_plan(
 ) -> None:
     (combination, *_) = plan.load(write_matrix(MATRIX)).combinations
     devel, runtime = combination.images
-    spec = {"tag": "from-spec", "image": "team/train:1", "flavor": None, "torch": "2.13.0", "python": "3.11"}
+    spec: dict[str, Any] = {
+        "tag": "from-spec",
+        "image": "team/train:1",
+        "flavor": None,
+        "torch": "2.13.0",
+        "python": "3.11",
+    }
     spec |= {"os": "debian12", "labels": {"io.torchimages.input-digest": "sha256:" + "1" * 64}}
     junit_in(tmp_path, "team_train_1").write_bytes(junit(PASSED, FAILED))
     junit_in(tmp_path, runtime.tag).write_bytes(junit(PASSED))
