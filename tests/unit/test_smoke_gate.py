@@ -105,41 +105,49 @@ def test_a_true_image_passes_the_version_suite(
     assert found["test_companion_version[torchvision]"] == found["test_companion_version[torchaudio]"] == "passed"
 
 
-@pytest.mark.parametrize(
-    ("field", "value", "failed"),
-    [
-        ("nccl", [2, 27, 5], "test_version[nccl]"),
-        ("cudnn", 91001, "test_version[cudnn]"),
-        ("torchvision", {"version": "0.22.1+cu126", "error": None}, "test_companion_version[torchvision]"),
-        ("torchaudio", {"version": "2.7.1+cu126", "error": None}, "test_companion_version[torchaudio]"),
-    ],
-)
-def test_a_field_that_differs_fails_the_gate(
-    runtime: tuple[Combination, Image],
-    on_this_machine: Callable[[str], None],
-    tmp_path: Path,
-    field: str,
-    value: Any,
-    failed: str,
+# Wrong in the image, each on its own test: NCCL 2.27.5 and cuDNN 9.10.1 for the pins 2.27.3 and 9.10.2.21,
+# the companions of torch 2.7.1.
+WRONG = {
+    "nccl": [2, 27, 5],
+    "cudnn": 91001,
+    "torchvision": {"version": "0.22.1+cu126", "error": None},
+    "torchaudio": {"version": "2.7.1+cu126", "error": None},
+}
+FAILS = {
+    "nccl": "test_version[nccl]",
+    "cudnn": "test_version[cudnn]",
+    "torchvision": "test_companion_version[torchvision]",
+    "torchaudio": "test_companion_version[torchaudio]",
+}
+
+
+def test_each_field_that_differs_fails_the_gate(
+    runtime: tuple[Combination, Image], on_this_machine: Callable[[str], None], tmp_path: Path
 ) -> None:
     on_this_machine("test_cpu_versions")
-    holds = {**HOLDS, field: value}
-    problems, found = gate(runtime, holds, tmp_path)
-    assert found[failed] == "failed", found
-    assert problems[0] == "smoke suites (cpu) failed:" and any(failed.split("[")[0] in p for p in problems[1:])
+    problems, found = gate(runtime, {**HOLDS, **WRONG}, tmp_path)
+    assert {field: found[test] for field, test in FAILS.items()} == dict.fromkeys(FAILS, "failed"), found
+    assert [found[f"test_version[{fact}]"] for fact in ("torch", "cuda", "python", "os")] == ["passed"] * 4
+    assert problems[0] == "smoke suites (cpu) failed:"
+    for test in FAILS.values():
+        assert any(test.replace("[", "[local-") in p for p in problems[1:]), (test, problems)
 
 
-@pytest.mark.parametrize("package", ["torchvision", "torchaudio"])
 def test_a_missing_companion_fails_the_gate_and_is_no_skip(
-    runtime: tuple[Combination, Image], on_this_machine: Callable[[str], None], tmp_path: Path, package: str
+    runtime: tuple[Combination, Image], on_this_machine: Callable[[str], None], tmp_path: Path
 ) -> None:
     on_this_machine("test_cpu_versions")
-    holds = {**HOLDS, package: {"version": None, "error": None}}
-    problems, found = gate(runtime, holds, tmp_path)
-    assert found[f"test_companion_version[{package}]"] == "failed", found
-    assert problems and any(f"test_companion_version[local-{package}]" in p for p in problems)
-    holds = {**HOLDS, package: {"version": None, "error": f"ModuleNotFoundError: No module named '{package}'"}}
-    assert gate(runtime, holds, tmp_path)[1][f"test_companion_version[{package}]"] == "failed"
+    missing = {package: {"version": None, "error": None} for package in ("torchvision", "torchaudio")}
+    problems, found = gate(runtime, {**HOLDS, **missing}, tmp_path)
+    for package in ("torchvision", "torchaudio"):
+        assert found[f"test_companion_version[{package}]"] == "failed", found
+        assert any(f"test_companion_version[local-{package}]" in p for p in problems), problems
+    error = {
+        package: {"version": None, "error": f"ModuleNotFoundError: No module named '{package}'"}
+        for package in ("torchvision", "torchaudio")
+    }
+    found = gate(runtime, {**HOLDS, **error}, tmp_path)[1]
+    assert [found[f"test_companion_version[{p}]"] for p in ("torchvision", "torchaudio")] == ["failed"] * 2
 
 
 # --- what counts as a pass ---------------------------------------------------------------------------------
@@ -275,8 +283,7 @@ def test_an_nccl_run_over_every_visible_gpu_passes(
     [
         (1, [0], 4),  # world size 1 on a 4-GPU host: it did not follow the visible GPUs
         (2, [0, 1], 4),
-        (4, [0, 1], 4),  # fewer ranks reported than the world size
-        (4, [0, 1, 2], 4),
+        (4, [0, 1, 2], 4),  # fewer ranks reported than the world size
         (4, [0, 0, 1, 1], 4),  # four ranks, two devices
     ],
 )
