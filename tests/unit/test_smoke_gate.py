@@ -162,7 +162,8 @@ def test_a_run_of_no_test_is_no_pass(
     problems = runner.smoke_gate(runner.SmokeOptions(suites=("cpu",)), FakeEngine())(
         combination, image, TEMPORARY, verify.decode(HOLDS)
     )
-    assert problems and problems[0] == "smoke suites (cpu) failed:"
+    assert problems[0] == "smoke suites (cpu) failed:"
+    assert problems[1:] == ["pytest exited with status 5 (no test ran) and named no failed test"], problems
 
 
 @pytest.mark.parametrize(
@@ -192,7 +193,9 @@ def test_a_run_that_crashed_without_a_failed_line_is_no_pass(
         combination, image, TEMPORARY, verify.decode(HOLDS)
     )
     assert problems, f"pytest exit {returncode} passed the gate"
-    assert problems[0] == "smoke suites (cpu) failed:" and len(problems) >= 2
+    assert problems[0] == "smoke suites (cpu) failed:" and len(problems) >= 2 and all(problems[1:]), problems
+    if not stderr and returncode in (5, -11, 137):
+        assert f"pytest exited with status {returncode}" in problems[1], problems
 
 
 # --- GPUs: --require-gpu, and NCCL over every visible GPU ----------------------------------------------------
