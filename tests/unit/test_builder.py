@@ -612,3 +612,90 @@ def test_every_fact_of_the_tag_is_verified(
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert all(message in o.detail for o in outcomes), outcomes[0].detail
     assert engine.tagged == []
+
+
+# --- admission: no tag without readable facts, a failed push fails, an interrupt stops before the gate ---------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        EngineError("python exited with status 1 in torchimages-tmp/x: ModuleNotFoundError: No module named 'torch'"),
+        "Traceback (most recent call last):\n  ...\nImportError: libcudnn.so.9: cannot open shared object file\n",
+        "SMOKE_JSON:{not json",
+    ],
+    ids=["probe fails", "no answer", "bad answer"],
+)
+def test_an_image_whose_versions_cannot_be_read_is_not_tagged(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: EngineError | str
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    probe = engine.run_python
+
+    def run_python(reference: str, args: list[str]) -> str:
+        if args == ["-c", builder.INSTALLED_PROBE]:
+            return probe(reference, args)
+        if isinstance(answer, EngineError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(engine, "run_python", run_python)
+    gated: list[str] = []
+
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        gated.append(reference)
+        return []
+
+    outcomes = run(engine, first, tmp_path, gate, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("could not read the versions inside the image" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.pushed == [] and gated == [] and engine.temporary() == []
+
+
+def test_a_failed_push_fails_the_image_naming_the_error(selection: list[plan.Selected], tmp_path: Path) -> None:
+    newest = selection[1:]
+    engine = FakeEngine(true_facts(newest[0].combination))
+    devel = newest[0].images[0]
+    engine.push_errors[f"{devel.repository}:{devel.tag}"] = [[f"{devel.repository}:{devel.tag}: denied: no"]]
+    outcomes = run(engine, newest, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "built"]
+    assert outcomes[0].detail.startswith("push failed:") and "denied: no" in outcomes[0].detail
+    assert f"{devel.repository}:{devel.tag}" not in engine.pushed
+
+
+def test_a_failed_push_of_an_up_to_date_image_fails_it(selection: list[plan.Selected], tmp_path: Path) -> None:
+    first = selection[1:]
+    engine = FakeEngine(true_facts(first[0].combination))
+    for image in first[0].images:
+        engine.images[image.reference] = {INPUT_DIGEST_LABEL: image.input_digest}
+    runtime = first[0].images[1]
+    engine.push_errors[f"{runtime.repository}:{runtime.tag}"] = [["unauthorized: authentication required"]]
+    outcomes = run(engine, first, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["skipped", "failed"]
+    assert "push failed:" in outcomes[1].detail and "unauthorized" in outcomes[1].detail
+
+
+def test_an_interrupt_during_verification_stops_before_the_smoke_gate(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    cancelled = threading.Event()
+    probe = engine.run_python
+
+    def run_python(reference: str, args: list[str]) -> str:
+        cancelled.set()  # the signal arrives while the facts probe runs
+        return probe(reference, args)
+
+    monkeypatch.setattr(engine, "run_python", run_python)
+    gated: list[str] = []
+
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        gated.append(reference)
+        return []
+
+    outcomes = run(engine, first, tmp_path, gate, cancelled=cancelled)
+    assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
+    assert gated == [], "no smoke gate starts after the interrupt"
+    assert engine.tagged == [] and engine.temporary() == []
