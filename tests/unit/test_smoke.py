@@ -149,6 +149,16 @@ def test_each_absent_fact_is_checked_alone(fact: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("reported", "same"),
+    [("2.7.1+cu118", True), ("2.7.1", True), ("2.7.10+cu118", False), ("2.7.1.post1+cu118", False), ("2.7.0", False)],
+)
+def test_torch_matches_the_tag_as_a_whole_public_version(reported: str, same: bool) -> None:
+    """The local label (`+cu118`) is not the tag's; the public version must equal it, not begin with it."""
+    mismatches = verify.compare({"torch": "2.7.1"}, verify.decode({**CUDA_FACTS, "torch": reported}))
+    assert (mismatches == []) is same, [str(m) for m in mismatches]
+
+
+@pytest.mark.parametrize(
     ("fact", "pinned", "reported", "same"),
     [
         ("cudnn", "9.1.0.70", 90100, True),
