@@ -106,11 +106,11 @@ def test_a_true_image_passes_the_version_suite(
 
 
 # Wrong in the image, each on its own test: NCCL 2.27.5 and cuDNN 9.10.1 for the pins 2.27.3 and 9.10.2.21,
-# the companions of torch 2.7.1.
+# a torchvision that only begins with the spec's, the torchaudio of torch 2.7.1.
 WRONG = {
     "nccl": [2, 27, 5],
     "cudnn": 91001,
-    "torchvision": {"version": "0.22.1+cu126", "error": None},
+    "torchvision": {"version": "0.23.01+cu126", "error": None},  # begins with the spec's 0.23.0
     "torchaudio": {"version": "2.7.1+cu126", "error": None},
 }
 FAILS = {
@@ -131,6 +131,20 @@ def test_each_field_that_differs_fails_the_gate(
     assert problems[0] == "smoke suites (cpu) failed:"
     for test in FAILS.values():
         assert any(test.replace("[", "[local-") in p for p in problems[1:]), (test, problems)
+
+
+def test_a_cpu_spec_fails_on_an_image_holding_cuda_torch(
+    write_matrix: Callable[[str], Path], on_this_machine: Callable[[str], None], tmp_path: Path
+) -> None:
+    """No CUDA, no cuDNN, no NCCL in the tag is a claim the suite checks, not a skip."""
+    on_this_machine("test_cpu_versions")
+    (selected,) = plan.select(plan.load(write_matrix("matrix:\n  include:\n    - {torch: 2.8.0, cuda: cpu}\n")), [])
+    cpu = (selected.combination, selected.combination.image("runtime"))
+    holds = {**HOLDS, "torchvision": {"version": "0.23.0+cpu", "error": None}}
+    problems, found = gate(cpu, holds, tmp_path)
+    assert [found[f"test_version[{fact}]"] for fact in ("cuda", "cudnn", "nccl")] == ["failed"] * 3, found
+    assert [found[f"test_version[{fact}]"] for fact in ("torch", "python", "os")] == ["passed"] * 3, found
+    assert problems[0] == "smoke suites (cpu) failed:"
 
 
 def test_a_missing_companion_fails_the_gate_and_is_no_skip(
@@ -242,13 +256,13 @@ def test_require_gpu_without_a_usable_gpu_fails_and_never_skips(
 
 
 CASES = [f"{size}-{dtype}" for size in ("4KiB", "1MiB", "256MiB") for dtype in ("fp32", "bf16")]
+CASE = {"mismatches": 0, "numel": 1024, "time_us": 10.0, "algbw_GBps": 1.0, "busbw_GBps": 1.0}
 
 
 def nccl_payload(world: int, devices: list[int]) -> dict[str, Any]:
     """What the NCCL probe prints: `world` ranks asked for, one report per device in `devices`."""
-    case = {"mismatches": 0, "numel": 1024, "time_us": 10.0, "algbw_GBps": 1.0, "busbw_GBps": 1.0}
     ranks = [
-        {"rank": n, "device": "NVIDIA H200", "device_index": d, "cases": {c: case for c in CASES}}
+        {"rank": n, "device": "NVIDIA H200", "device_index": d, "cases": dict.fromkeys(CASES, CASE)}
         for n, d in enumerate(devices)
     ]
     return {"world_size": world, "nccl": [2, 27, 3], "env": {}, "ranks": ranks}
@@ -279,6 +293,17 @@ def test_an_nccl_run_over_every_visible_gpu_passes(
     python = fake_python(nccl_payload(4, [0, 1, 2, 3]))
     code, found = run_gpu_suite(tmp_path, runtime, "test_multi_gpu", gpus(4), ("multi_gpu",), python_exe=python)
     assert code == 0 and set(found.values()) == {"passed"} and len(found) == 7, found
+
+
+def test_an_nccl_run_with_a_wrong_sum_fails(
+    tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[[dict[str, Any]], str]
+) -> None:
+    payload = nccl_payload(2, [0, 1])
+    payload["ranks"][1]["cases"] = {**payload["ranks"][1]["cases"], "1MiB-bf16": {**CASE, "mismatches": 3}}
+    python = fake_python(payload)
+    code, found = run_gpu_suite(tmp_path, runtime, "test_multi_gpu", gpus(2), ("multi_gpu",), python_exe=python)
+    assert code == 1 and found["test_all_reduce_exact_sum[1MiB-bf16]"] == "failed", found
+    assert [name for name, result in found.items() if result != "passed"] == ["test_all_reduce_exact_sum[1MiB-bf16]"]
 
 
 @pytest.mark.parametrize(
