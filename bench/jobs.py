@@ -78,7 +78,19 @@ def build(matrix: Path, jobs: int, logs: Path) -> tuple[float, str, list[float]]
     sampler = LoadSampler()
     sampler.start()
     start = time.perf_counter()
-    args = ["build", "--matrix", matrix, "--log-dir", logs, "--jobs", str(jobs), "--no-cache", "--test", "none", "*"]
+    args: list[str | Path] = [
+        "build",
+        "--matrix",
+        matrix,
+        "--log-dir",
+        logs,
+        "--jobs",
+        str(jobs),
+        "--no-cache",
+        "--test",
+        "none",
+        "*",
+    ]
     result = run([sys.executable, ROOT / "build.py", *args])
     seconds = time.perf_counter() - start
     sampler.stop.set()

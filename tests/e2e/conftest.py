@@ -136,7 +136,7 @@ def remove_repository(client: Any, repository: str) -> None:
                 client.images.remove(tag)
 
 
-def build_a_lie(built: Built, tag: str, **facts: str) -> builder.Outcome:
+def build_a_lie(built: Built, tag: str, **facts: Any) -> builder.Outcome:
     """Build the runtime image again under a tag whose promised facts differ from the truth."""
     true_image = built.image("runtime")
     lie = dataclasses.replace(
@@ -171,7 +171,7 @@ def build_matrix(
     entry: str,
     ca_bundle: tuple[Path, bytes],
     registry: str | None = None,
-    extra: tuple[str, ...] = (),
+    extra: tuple[str | Path, ...] = (),
 ) -> Iterator[Built]:
     """Render and build a one-combination matrix; remove everything it made afterwards."""
     repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
@@ -182,7 +182,7 @@ def build_matrix(
     try:
         render = run_cli("render", "--matrix", matrix)
         assert render.returncode == 0, render.stderr
-        options = ("--log-dir", tmp / "logs", "--ca-cert", ca_bundle[0], *extra)
+        options: tuple[str | Path, ...] = ("--log-dir", tmp / "logs", "--ca-cert", ca_bundle[0], *extra)
         result = run_cli("build", "--matrix", matrix, *options, "*")
         output = result.stdout + result.stderr
         yield Built(plan.load(matrix), result.returncode, output, tmp / "logs")

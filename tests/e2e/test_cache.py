@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from torchimages import engine
+from torchimages.engine import discovery
 
 from .conftest import ROOT, remove_repository, require, run_cli
 from .test_faults import base_archive, private_engine, shared_engine_keeps_its_bridge  # noqa: F401 (fixtures)
@@ -38,7 +39,7 @@ def classic_docker(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A docker client without buildx that builds with DOCKER_BUILDKIT=1: a wrapper of the first docker on
     PATH that can, refusing `buildx` (so find_build_client takes the classic client)."""
     folder = tmp_path_factory.mktemp("classic")
-    for number, docker in enumerate(engine._candidates(None)):
+    for number, docker in enumerate(discovery._candidates(None)):
         wrapper = folder / f"docker-{number}"
         wrapper.write_text(f'#!/bin/sh\n[ "$1" = buildx ] && exit 1\nexec {docker} "$@"\n')
         wrapper.chmod(0o755)

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 
+from tests.fakes import FakeEngine
 from torchimages import engine
 from torchimages.cli import app as cli
 from torchimages.combination import LABEL_PREFIX
@@ -33,19 +34,6 @@ CUDA_LABELS = {
     f"{LABEL_PREFIX}.input-digest": "sha256:abc",
     "org.opencontainers.image.title": "PyTorch 2.14.1 (runtime)",
 }
-
-
-class FakeEngine:
-    """Local images by reference; `images_labelled` by input digest."""
-
-    def __init__(self, *images: ImageInfo) -> None:
-        self.images = {i.reference: i for i in images}
-
-    def inspect(self, reference: str) -> ImageInfo | None:
-        return self.images.get(reference)
-
-    def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
-        return [i for i in self.images.values() if i.labels.get(key) == value]
 
 
 def info(reference: str, labels: dict[str, str], layers: tuple[str, ...] = ("l1",), user: str = "torch") -> ImageInfo:
@@ -106,7 +94,7 @@ def test_labels_without_torch_or_with_a_bad_version_are_refused() -> None:
 
 
 def test_an_image_with_our_labels_is_tested_against_them(capsys: pytest.CaptureFixture[str]) -> None:
-    ((reference, doc),) = specs(FakeEngine(info("ours:1", CUDA_LABELS)), "ours:1")
+    ((reference, doc),) = specs(FakeEngine(images=[info("ours:1", CUDA_LABELS)]), "ours:1")
     assert reference == "ours:1" and doc["torch"] == "2.14.1" and doc["min_driver"]
     out = capsys.readouterr().out
     assert "ours:1: spec read from its io.torchimages.* labels\n" in out
@@ -115,13 +103,13 @@ def test_an_image_with_our_labels_is_tested_against_them(capsys: pytest.CaptureF
 def test_a_derived_image_says_its_labels_are_inherited(capsys: pytest.CaptureFixture[str]) -> None:
     base = info("ours:1", CUDA_LABELS, ("l1", "l2"))
     team = info("team/train:1", CUDA_LABELS, ("l1", "l2", "l3"), user="app")
-    ((_, doc),) = specs(FakeEngine(base, team), "team/train:1")
+    ((_, doc),) = specs(FakeEngine(images=[base, team]), "team/train:1")
     assert doc["user"] == "app"
     assert "labels (inherited from its base ours:1: it was built FROM one of ours)" in capsys.readouterr().out
 
 
 def test_an_image_without_labels_or_spec_is_refused_naming_both_ways() -> None:
-    fake = FakeEngine(info("foreign:1", {"maintainer": "x"}))
+    fake = FakeEngine(images=[info("foreign:1", {"maintainer": "x"})])
     with pytest.raises(cli.UsageError) as caught:
         specs(fake, "foreign:1")
     message = str(caught.value)
@@ -131,14 +119,14 @@ def test_an_image_without_labels_or_spec_is_refused_naming_both_ways() -> None:
 
 def test_a_missing_image_is_refused_before_any_runs() -> None:
     with pytest.raises(cli.UsageError, match=r"no such image here: nope:1 \(docker pull it"):
-        specs(FakeEngine(info("ours:1", CUDA_LABELS)), "ours:1", "nope:1")
+        specs(FakeEngine(images=[info("ours:1", CUDA_LABELS)]), "ours:1", "nope:1")
 
 
 def test_a_spec_file_is_validated_and_wins_over_labels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = document.labels_document("whatever", CUDA_LABELS)
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(good))
-    fake = FakeEngine(info("foreign:1", {}), info("ours:1", CUDA_LABELS))
+    fake = FakeEngine(images=[info("foreign:1", {}), info("ours:1", CUDA_LABELS)])
     found = specs(fake, "foreign:1", "ours:1", spec=path)
     assert [(r, d["image"]) for r, d in found] == [("foreign:1", "foreign:1"), ("ours:1", "ours:1")]
     assert f"foreign:1: spec read from {path}" in capsys.readouterr().out

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests import golden
 from torchimages.building import bake, builder
 from torchimages.building.wheels import Served
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination
 from torchimages.planning import plan
 from torchimages.problems import InputError
 
-GOLDEN = Path(__file__).parent / "golden" / "bake.json"
+GOLDEN = golden.GOLDEN / "bake.json"
 # devel FROM runtime (CPU, debian12) and devel FROM an nvidia/cuda image (Ubuntu, CUDA 11.8), one runtime-only.
 MATRIX = """\
 repository: example/pytorch
@@ -64,9 +64,7 @@ def entries(selected: list[plan.Selected], **options: object) -> list[bake.Entry
 def test_golden_bake_file(selected: list[plan.Selected]) -> None:
     """The reviewed bake file; UPDATE_GOLDEN=1 rewrites it."""
     text = json.dumps(bake.bake_file(entries(selected, ca_cert=Path("ca.pem"))), indent=2) + "\n"
-    if os.environ.get("UPDATE_GOLDEN"):
-        GOLDEN.write_text(text)
-    assert GOLDEN.read_text() == text, f"{GOLDEN} differs: review, then UPDATE_GOLDEN=1"
+    golden.check(GOLDEN, text)
 
 
 def test_targets_carry_no_public_tag_and_build_what_build_builds(selected: list[plan.Selected]) -> None:
@@ -282,5 +280,5 @@ def test_a_pushing_bake_names_temporary_references_in_the_registry(selected: lis
     image = combination.image("devel")
     reference = bake.bake_reference(combination, image, "ghcr.io/team/")
     assert reference.startswith("ghcr.io/team/torchimages-tmp/") and builder.is_temporary(reference)
-    metadata = {bake.target_name(i): {} for i in combination.images}
+    metadata: dict[str, dict[str, str]] = {bake.target_name(i): {} for i in combination.images}
     assert bake.baked_images(metadata, selected[:1], "m.json", "ghcr.io/team")[image].reference == reference

@@ -201,3 +201,62 @@ def test_end_of_life_facts_name_their_sources() -> None:
         compat._eol(raw, kb.sources)
     with pytest.raises(ValueError, match="status is gone or going"):
         compat._eol({**raw, "status": "old", "sources": ["NVIMG"]}, kb.sources)
+
+
+# --- `lock --bases --check`: the registry's digests against the locked ones ----------------------------------
+
+SERVED_DIGEST = "sha256:" + "c" * 64
+
+
+@pytest.fixture
+def serving(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """What the registry serves: base name -> digest (a base not named: the registry says it is unknown)."""
+    served: dict[str, str] = {}
+
+    def resolve_digest(name: str) -> str:
+        if name not in served:
+            raise registry.RegistryError(f"{name}: manifest unknown")
+        return served[name]
+
+    monkeypatch.setattr(registry, "resolve_digest", resolve_digest)
+    return served
+
+
+def test_lock_check_passes_when_the_registry_serves_the_locked_digests(
+    cli: Cli, write_matrix: Callable[[str], Path], serving: dict[str, str]
+) -> None:
+    path = write_matrix(UBUNTU)
+    lock = write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    before = lock.read_text()
+    serving.update({"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    code, out, err = cli("lock", "--bases", "--check", "--matrix", str(path))
+    assert (code, err) == (0, "") and "2 bases up to date" in out
+    assert lock.read_text() == before
+
+
+def test_lock_check_fails_naming_both_digests_when_the_registry_serves_another(
+    cli: Cli, write_matrix: Callable[[str], Path], serving: dict[str, str]
+) -> None:
+    path = write_matrix(UBUNTU)
+    lock = write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    before = lock.read_text()
+    serving.update({"ubuntu:24.04": OS_DIGEST, TOOLKIT: SERVED_DIGEST})
+    code, _, err = cli("lock", "--bases", "--check", "--matrix", str(path))
+    assert code == 1
+    assert f"stale: {TOOLKIT}: locked {TOOLKIT_DIGEST}, the registry serves {SERVED_DIGEST}" in err
+    assert "ubuntu:24.04" not in err and "lock --bases" in err
+    assert lock.read_text() == before, "--check writes nothing"
+
+
+def test_lock_check_fails_for_a_base_the_lock_lacks_or_the_registry_cannot_say(
+    cli: Cli, write_matrix: Callable[[str], Path], serving: dict[str, str]
+) -> None:
+    path = write_matrix(UBUNTU)
+    write_lock(path, {"ubuntu:24.04": OS_DIGEST})
+    serving.update({"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    code, _, err = cli("lock", "--bases", "--check", "--matrix", str(path))
+    assert code == 1 and f"stale: {TOOLKIT}: locked nothing, the registry serves {TOOLKIT_DIGEST}" in err
+    write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    del serving[TOOLKIT]
+    code, _, err = cli("lock", "--bases", "--check", "--matrix", str(path))
+    assert code == 1 and f"{TOOLKIT}: manifest unknown" in err

@@ -14,7 +14,8 @@ from torchimages import compat, render
 from torchimages.planning import plan
 from torchimages.planning.resolve import variant_pin
 
-MACROS = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
+# A jinja TemplateModule: its macros are attributes mypy cannot know.
+MACROS: Any = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
 TLS = (
     "    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert "
     "CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \\\n"

@@ -8,12 +8,11 @@ import os
 import textwrap
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
 import pytest
 
+from tests.fakes import FakeEngine
 from torchimages import compat
 from torchimages.building import bootstrap
 from torchimages.engine import EngineError
@@ -21,19 +20,12 @@ from torchimages.engine import EngineError
 DEBIAN = compat.load().os["debian12"]
 
 
-class ImportingEngine:
-    """Only what `ensure` uses: labels of the base and an import that remembers its changes."""
-
-    def __init__(self, labels: dict[str, str] | None = None) -> None:
-        self.base_labels = labels
-        self.imported: list[tuple[str, tuple[str, ...], int]] = []
-
-    def labels(self, reference: str) -> dict[str, str] | None:
-        return self.base_labels
-
-    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
-        self.imported.append((reference, tuple(changes), len(tar_stream.read())))
-        return 0
+def importing_engine(labels: dict[str, str] | None = None) -> FakeEngine:
+    """An engine holding the base with these labels (None: no base yet); imports are recorded."""
+    fake = FakeEngine()
+    if labels is not None:
+        fake.images[DEBIAN.image] = labels
+    return fake
 
 
 @pytest.fixture
@@ -128,14 +120,14 @@ def test_network_failures_are_told_from_real_errors(log: str, network: bool) -> 
 
 
 def test_an_up_to_date_base_is_not_bootstrapped(tmp_path: Path, fake_mmdebstrap: Path) -> None:
-    engine = ImportingEngine({bootstrap.DIGEST_LABEL: bootstrap.digest(DEBIAN, None)})
+    engine = importing_engine({bootstrap.DIGEST_LABEL: bootstrap.digest(DEBIAN, None)})
     assert bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log") == f"base {DEBIAN.image} is up to date"
     assert engine.imported == [] and not (tmp_path / "count").exists()
 
 
 def test_a_network_failure_is_tried_again_with_backoff_and_said(tmp_path: Path, fake_mmdebstrap: Path) -> None:
     fake_mmdebstrap.write_text("fail-network\nfail-network\nok\n")
-    engine, said, slept = ImportingEngine(), [], []
+    engine, said, slept = importing_engine(), list[str](), list[float]()
     result = bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", said.append, sleep=slept.append)
     assert result == f"base {DEBIAN.image} bootstrapped from the {DEBIAN.suite} archive"
     assert slept == [10.0, 20.0]
@@ -148,7 +140,7 @@ def test_a_network_failure_is_tried_again_with_backoff_and_said(tmp_path: Path, 
 
 def test_network_failures_are_tried_a_bounded_number_of_times(tmp_path: Path, fake_mmdebstrap: Path) -> None:
     fake_mmdebstrap.write_text("fail-network\n" * 5)
-    engine = ImportingEngine()
+    engine = importing_engine()
     with pytest.raises(EngineError, match=r"bootstrapping .* failed \(mmdebstrap exit 1\); see "):
         bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", sleep=lambda _: None)
     assert (tmp_path / "count").read_text().strip() == str(bootstrap.BOOTSTRAP_TRIES) and engine.imported == []
@@ -156,7 +148,7 @@ def test_network_failures_are_tried_a_bounded_number_of_times(tmp_path: Path, fa
 
 def test_a_real_error_is_not_tried_again(tmp_path: Path, fake_mmdebstrap: Path) -> None:
     fake_mmdebstrap.write_text("fail-real\nok\n")
-    engine, slept = ImportingEngine(), []
+    engine, slept = importing_engine(), list[float]()
     with pytest.raises(EngineError):
         bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", sleep=slept.append)
     assert slept == [] and (tmp_path / "count").read_text().strip() == "1"
@@ -164,7 +156,7 @@ def test_a_real_error_is_not_tried_again(tmp_path: Path, fake_mmdebstrap: Path) 
 
 def test_an_interrupt_stops_the_bootstrap_and_imports_nothing(tmp_path: Path, fake_mmdebstrap: Path) -> None:
     fake_mmdebstrap.write_text("slow\n")
-    engine, cancelled = ImportingEngine(), threading.Event()
+    engine, cancelled = importing_engine(), threading.Event()
     threading.Timer(0.5, cancelled.set).start()
     start = time.monotonic()
     result = bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", cancelled=cancelled)

@@ -9,130 +9,48 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
+from tests.fakes import FakeEngine, Raw, probe_answer
 from torchimages.building import bake, builder, verify
 from torchimages.building.builder import Builder, BuildOptions, Outcome
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, Toolkit
-from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo
+from torchimages.engine import BuildRequest, CacheSpec, EngineError
 from torchimages.planning import plan
 from torchimages.problems import InputError
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch: 2.7.1, cuda: '11.8'}\n"
 
 
-class FakeEngine:
-    """An engine in memory: builds succeed (or fail on demand) and the image holds the given facts."""
-
-    def __init__(self, facts: Callable[[str], dict[str, str | None]], build_status: int = 0) -> None:
-        self.facts = facts  # reference -> what the image really holds
-        self.build_status = build_status
-        self.images: dict[str, dict[str, str]] = {}  # reference -> labels
-        self.built: list[BuildRequest] = []
-        self.probed: list[str] = []
-        self.tagged: list[str] = []
-        self.pushed: list[str] = []
-        self.truth: dict[str, dict[str, str | None]] = {}
-        self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
-        self.up = True  # whether the engine answers a ping
-        self.ids: dict[str, str] = {}  # reference -> image id (images built elsewhere: promote)
-        self.layers: dict[str, tuple[str, ...]] = {}
-        self.registry: dict[str, tuple[dict[str, str | None], str]] = {}  # pullable: reference -> (facts, id)
-        self.pulled: list[str] = []
-        self.size = 1_000_000_000  # every image's size (bytes)
-        self.steps = [HistoryEntry(f"RUN step {n}", n * 100_000_000) for n in range(1, 8)]  # its history
-
-    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
-        self.built.append(request)
-        if self.on_build:
-            self.on_build(request)
-        if self.build_status == 0:
-            self.images[request.reference] = {"io.torchimages.flavor": request.target}
-            self.truth[request.reference] = self.facts(request.target)
-        return self.build_status
-
-    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
-        raise AssertionError("no bootstrap base in these tests")
-
-    def labels(self, reference: str) -> dict[str, str] | None:
-        return self.images.get(reference)
-
-    def inspect(self, reference: str) -> ImageInfo | None:
-        if reference not in self.images:
-            return None
-        image_id, layers = self.ids.get(reference, "sha256:" + "0" * 64), self.layers.get(reference, ())
-        return ImageInfo(reference, image_id, self.images[reference], {}, "", layers, size=self.size)
-
-    def pull(self, reference: str) -> list[str]:
-        self.pulled.append(reference)
-        if reference not in self.registry:
-            return [f"pulling {reference} failed: manifest unknown"]
-        self.truth[reference], self.ids[reference] = self.registry[reference]
-        self.images[reference] = {}
-        return []
-
-    def run_python(self, reference: str, args: list[str]) -> str:
-        if reference not in self.images:
-            raise EngineError(f"no image {reference}")
-        if args == ["-c", builder.INSTALLED_PROBE]:
-            return f"# OS packages\ngcc=12.2.0-14\n# Python packages\ntorch=={self.truth[reference]['torch']}\n"
-        self.probed.append(reference)
-        return "SMOKE_JSON:" + json.dumps(probe_answer(self.truth[reference]))
-
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
-        raise AssertionError("the smoke gate is a plain function in these tests")
-
-    def remove_container(self, name: str) -> None:
-        raise AssertionError("no containers in these tests")
-
-    def gpu_runtime_available(self) -> bool:
-        return False
-
-    def tag(self, reference: str, repository: str, tag: str) -> None:
-        assert reference in self.images, f"tagging a missing image {reference}"
-        self.images[f"{repository}:{tag}"] = self.images[reference]
-        self.tagged.append(f"{repository}:{tag}")
-
-    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
-        assert f"{repository}:{tag}" in self.images
-        self.pushed.append(f"{repository}:{tag}")
-        return []
-
-    def answers(self) -> bool:
-        return self.up
-
-    def address(self) -> str:
-        return "unix:///fake/docker.sock"
-
-    def remove_image(self, reference: str) -> None:
-        self.images.pop(reference, None)
-
-    def history(self, reference: str) -> list[HistoryEntry]:
-        assert reference in self.images
-        return list(self.steps)
-
-    def temporary(self) -> list[str]:
-        return [r for r in self.images if r.startswith(builder.TEMP_REPOSITORY)]
-
-
-def probe_answer(facts: dict[str, str | None]) -> dict[str, object]:
-    """The facts probe's raw answer for an image holding these versions (cuDNN and NCCL as torch reports them)."""
-    cudnn = [int(p) for p in (facts.get("cudnn") or "0.0.0").split(".")[:3]]
-    os_id = (facts.get("os") or "").rstrip("0123456789.")
-    return {
-        "torch": facts["torch"],
-        "cuda": facts["cuda"],
-        "cudnn": cudnn[0] * 10000 + cudnn[1] * 100 + cudnn[2] if facts.get("cudnn") else None,
-        "nccl": [int(p) for p in (facts["nccl"] or "").split(".")] if facts.get("nccl") else None,
-        "python": facts["python"],
-        "os": {"id": os_id, "version_id": (facts.get("os") or "")[len(os_id) :]},
-    }
+# What true images of MATRIX's combinations hold, as the facts probe reports it, written out: torch 2.7.x+cu118
+# pins cuDNN 9.1.0.70 (torch reports 90100) and NCCL 2.21.5; ubuntu22.04's Python is 3.10.
+HOLDS: dict[str, Raw] = {
+    "2.7.0": probe_answer(
+        "2.7.0+cu118",
+        cuda="11.8",
+        cudnn=90100,
+        nccl=[2, 21, 5],
+        python="3.10",
+        os=("ubuntu", "22.04"),
+        torchvision="0.22.0+cu118",
+        torchaudio="2.7.0+cu118",
+    ),
+    "2.7.1": probe_answer(
+        "2.7.1+cu118",
+        cuda="11.8",
+        cudnn=90100,
+        nccl=[2, 21, 5],
+        python="3.10",
+        os=("ubuntu", "22.04"),
+        torchvision="0.22.1+cu118",
+        torchaudio="2.7.1+cu118",
+    ),
+}
 
 
 @pytest.fixture
@@ -140,9 +58,9 @@ def selection(write_matrix: Callable[[str], Path]) -> list[plan.Selected]:
     return plan.select(plan.load(write_matrix(MATRIX)), [])
 
 
-def true_facts(combination: Combination) -> Callable[[str], dict[str, str | None]]:
-    """The versions a true image of the combination holds (torch with its local version label)."""
-    return lambda flavor: {**combination.expected_facts(), "torch": combination.torch + "+cu118"}
+def true_facts(combination: Combination) -> Raw:
+    """What a true image of one of MATRIX's combinations holds (HOLDS, by its torch)."""
+    return HOLDS[combination.torch]
 
 
 def run(
@@ -177,7 +95,7 @@ def test_a_version_that_differs_leaves_no_tag_and_names_both_values(
     selection: list[plan.Selected], tmp_path: Path
 ) -> None:
     first = selection[:1]
-    engine = FakeEngine(lambda flavor: {**true_facts(first[0].combination)(flavor), "cudnn": "9.5.1"})
+    engine = FakeEngine({**true_facts(first[0].combination), "cudnn": 90501})
     outcomes = run(engine, first, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert all("cudnn: the tag claims 9.1.0.70, the image has 9.5.1" in o.detail for o in outcomes)
@@ -216,16 +134,7 @@ def test_a_failed_build_leaves_no_tag(selection: list[plan.Selected], tmp_path: 
 def test_no_option_skips_verification(
     selection: list[plan.Selected], tmp_path: Path, no_cache: bool, push: bool, jobs: int, gate: bool
 ) -> None:
-    engine = FakeEngine(
-        lambda flavor: {
-            "torch": "9.9.9",
-            "cuda": None,
-            "cudnn": None,
-            "nccl": None,
-            "python": "3.10",
-            "os": "ubuntu22.04",
-        }
-    )
+    engine = FakeEngine(probe_answer("9.9.9", python="3.10", os=("ubuntu", "22.04")))
     passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
     outcomes = run(engine, selection, tmp_path, passing if gate else None, no_cache=no_cache, push=push, jobs=jobs)
     assert {o.status for o in outcomes} == {"failed"}
@@ -414,9 +323,7 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
 ID = "sha256:" + "1" * 64
 
 
-def bake_into(
-    engine: FakeEngine, combination: Combination, image: Image, facts: dict[str, str | None], **kw: object
-) -> builder.Baked:
+def bake_into(engine: FakeEngine, combination: Combination, image: Image, facts: Raw, **kw: object) -> builder.Baked:
     """An image a bake built to its temporary reference, as the engine holds it; what the metadata says."""
     reference = bake.bake_reference(combination, image)
     engine.images[reference] = {"io.torchimages.flavor": image.flavor}
@@ -444,7 +351,7 @@ def test_promote_tags_a_verified_baked_image_and_removes_its_temporary_reference
     newest = selection[1:]
     combination = newest[0].combination
     engine = FakeEngine(true_facts(combination))
-    baked = {i: bake_into(engine, combination, i, true_facts(combination)(i.flavor)) for i in newest[0].images}
+    baked = {i: bake_into(engine, combination, i, true_facts(combination)) for i in newest[0].images}
     outcomes = promote(engine, newest, baked, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["promoted", "promoted"]
     assert set(engine.tagged) == set(engine.pushed) == names(newest)
@@ -458,7 +365,7 @@ def test_promote_never_tags_an_unverified_image(selection: list[plan.Selected], 
     first = selection[:1]
     combination = first[0].combination
     engine = FakeEngine(true_facts(combination))
-    lie = {**true_facts(combination)("devel"), "cudnn": "9.5.1"}
+    lie = {**true_facts(combination), "cudnn": 90501}
     baked = {i: bake_into(engine, combination, i, lie) for i in first[0].images}
     outcomes = promote(engine, first, baked, tmp_path, push=push)
     assert [o.status for o in outcomes] == ["failed", "failed"]
@@ -470,7 +377,7 @@ def test_promote_runs_the_smoke_gate_on_the_baked_image(selection: list[plan.Sel
     first = selection[:1]
     combination = first[0].combination
     engine = FakeEngine(true_facts(combination))
-    baked = {i: bake_into(engine, combination, i, true_facts(combination)(i.flavor)) for i in first[0].images}
+    baked = {i: bake_into(engine, combination, i, true_facts(combination)) for i in first[0].images}
     gated: list[str] = []
 
     def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
@@ -491,9 +398,7 @@ def test_promote_refuses_an_image_other_than_the_one_the_bake_reported(
     combination = first[0].combination
     engine = FakeEngine(true_facts(combination))
     other = "sha256:" + "2" * 64
-    baked = {
-        i: bake_into(engine, combination, i, true_facts(combination)(i.flavor), image_id=other) for i in first[0].images
-    }
+    baked = {i: bake_into(engine, combination, i, true_facts(combination), image_id=other) for i in first[0].images}
     outcomes = promote(engine, first, baked, tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert all(f"it is {other}, the metadata says {ID}" in o.detail for o in outcomes)
@@ -507,7 +412,7 @@ def test_promote_pulls_a_baked_image_that_is_not_here(selection: list[plan.Selec
     baked = {}
     for image in first[0].images:
         reference = f"reg.example/{bake.bake_reference(combination, image)}"
-        engine.registry[reference] = (true_facts(combination)(image.flavor), ID)
+        engine.registry[reference] = (true_facts(combination), ID)
         baked[image] = builder.Baked(reference, (ID,))
     outcomes = promote(engine, first, baked, tmp_path)
     assert [o.status for o in outcomes] == ["promoted", "promoted"]
@@ -535,7 +440,7 @@ def test_a_missing_metadata_entry_is_a_clear_error(selection: list[plan.Selected
     metadata = {bake.target_name(devel): {"containerimage.digest": ID}}
     with pytest.raises(InputError, match="no entry for bake target '2_7_0-cuda11_8-cudnn9-runtime'"):
         bake.baked_images(metadata, first, "metadata.json")
-    baked = {devel: bake_into(engine, combination, devel, true_facts(combination)("devel"))}
+    baked = {devel: bake_into(engine, combination, devel, true_facts(combination))}
     outcomes = promote(engine, first, baked, tmp_path)
     assert [o.status for o in outcomes] == ["promoted", "failed"]
     assert outcomes[1].detail == "not baked: no metadata entry"
@@ -563,20 +468,20 @@ def test_a_devel_image_not_built_on_its_runtime_is_not_promoted(selection: list[
     combination = dataclasses.replace(first[0].combination, toolkit=Toolkit("wheels"))
     assert combination.devel_from == "runtime"
     engine = FakeEngine(true_facts(combination))
-    facts = true_facts(combination)
+    holds = true_facts(combination)
     runtime, devel = combination.image("runtime"), combination.image("devel")
     selected = [plan.Selected(combination, combination.images)]
     baked = {
-        runtime: bake_into(engine, combination, runtime, facts("runtime"), layers=("a", "b")),
-        devel: bake_into(engine, combination, devel, facts("devel"), layers=("a", "x", "c")),
+        runtime: bake_into(engine, combination, runtime, holds, layers=("a", "b")),
+        devel: bake_into(engine, combination, devel, holds, layers=("a", "x", "c")),
     }
     outcomes = promote(engine, selected, baked, tmp_path)
     assert [(o.image.flavor, o.status) for o in outcomes] == [("devel", "failed"), ("runtime", "promoted")]
     assert "runtime's layers are not its first" in outcomes[0].detail
     engine.tagged.clear()
     baked = {
-        runtime: bake_into(engine, combination, runtime, facts("runtime"), layers=("a", "b")),
-        devel: bake_into(engine, combination, devel, facts("devel"), layers=("a", "b", "c")),
+        runtime: bake_into(engine, combination, runtime, holds, layers=("a", "b")),
+        devel: bake_into(engine, combination, devel, holds, layers=("a", "b", "c")),
     }
     assert [o.status for o in promote(engine, selected, baked, tmp_path)] == ["promoted", "promoted"]
 
@@ -654,3 +559,143 @@ def test_cache_options_reach_every_build_with_the_images_tag(selection: list[pla
     assert {r.target: [str(s) for s in r.cache_to] for r in engine.built} == {
         image.flavor: ["type=inline", f"type=local,dest=/cache/{image.tag}"] for image in selection[0].images
     }
+
+
+# --- verification checks every fact the tag states, `none` included ---------------------------------------
+
+CPU_MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: cpu}\n"
+# A true 2.7.0+cpu image (ubuntu24.04's Python 3.12), and one that holds the CUDA 11.8 build of the same torch.
+CPU_HOLDS = probe_answer(
+    "2.7.0+cpu", python="3.12", os=("ubuntu", "24.04"), torchvision="0.22.0+cpu", torchaudio="2.7.0+cpu"
+)
+CUDA_TORCH_HOLDS = {**CPU_HOLDS, "torch": "2.7.0+cu118", "cuda": "11.8", "cudnn": 90100, "nccl": [2, 21, 5]}
+
+
+def test_a_true_cpu_image_gets_its_tag(write_matrix: Callable[[str], Path], tmp_path: Path) -> None:
+    selected = plan.select(plan.load(write_matrix(CPU_MATRIX)), [])
+    engine = FakeEngine(CPU_HOLDS)
+    assert [o.status for o in run(engine, selected, tmp_path)] == ["built", "built"]
+
+
+def test_a_cpu_tag_on_an_image_holding_cuda_torch_is_not_tagged(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    selected = plan.select(plan.load(write_matrix(CPU_MATRIX)), [])
+    engine = FakeEngine(CUDA_TORCH_HOLDS)
+    outcomes = run(engine, selected, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    for outcome in outcomes:
+        assert "cuda: the tag claims none, the image has 11.8" in outcome.detail
+        assert "cudnn: the tag claims none, the image has 9.1.0" in outcome.detail
+        assert "nccl: the tag claims none, the image has 2.21.5" in outcome.detail
+    assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
+
+
+@pytest.mark.parametrize(
+    ("fact", "holds", "message"),
+    [
+        ("nccl", [2, 20, 5], "nccl: the tag claims 2.21.5, the image has 2.20.5"),
+        ("nccl", None, "nccl: the tag claims 2.21.5, the image has none"),
+        ("cudnn", 90501, "cudnn: the tag claims 9.1.0.70, the image has 9.5.1"),
+        ("cuda", "12.6", "cuda: the tag claims 11.8, the image has 12.6"),
+        ("python", "3.11", "python: the tag claims 3.10, the image has 3.11"),
+        ("os", {"id": "debian", "version_id": "12"}, "os: the tag claims ubuntu22.04, the image has debian12"),
+        ("torch", "2.7.1+cu118", "torch: the tag claims 2.7.0, the image has 2.7.1+cu118"),
+    ],
+)
+def test_every_fact_of_the_tag_is_verified(
+    selection: list[plan.Selected], tmp_path: Path, fact: str, holds: Any, message: str
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine({**true_facts(first[0].combination), fact: holds})
+    outcomes = run(engine, first, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all(message in o.detail for o in outcomes), outcomes[0].detail
+    assert engine.tagged == []
+
+
+# --- admission: no tag without readable facts, a failed push fails, an interrupt stops before the gate ---------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        EngineError("python exited with status 1 in torchimages-tmp/x: ModuleNotFoundError: No module named 'torch'"),
+        "Traceback (most recent call last):\n  ...\nImportError: libcudnn.so.9: cannot open shared object file\n",
+        "SMOKE_JSON:{not json",
+    ],
+    ids=["probe fails", "no answer", "bad answer"],
+)
+def test_an_image_whose_versions_cannot_be_read_is_not_tagged(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: EngineError | str
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    probe = engine.run_python
+
+    def run_python(reference: str, args: list[str]) -> str:
+        if args == ["-c", builder.INSTALLED_PROBE]:
+            return probe(reference, args)
+        if isinstance(answer, EngineError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(engine, "run_python", run_python)
+    gated: list[str] = []
+
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        gated.append(reference)
+        return []
+
+    outcomes = run(engine, first, tmp_path, gate, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("could not read the versions inside the image" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.pushed == [] and gated == [] and engine.temporary() == []
+
+
+def test_a_failed_push_fails_the_image_naming_the_error(selection: list[plan.Selected], tmp_path: Path) -> None:
+    newest = selection[1:]
+    engine = FakeEngine(true_facts(newest[0].combination))
+    devel = newest[0].images[0]
+    engine.push_errors[f"{devel.repository}:{devel.tag}"] = [[f"{devel.repository}:{devel.tag}: denied: no"]]
+    outcomes = run(engine, newest, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "built"]
+    assert outcomes[0].detail.startswith("push failed:") and "denied: no" in outcomes[0].detail
+    assert f"{devel.repository}:{devel.tag}" not in engine.pushed
+
+
+def test_a_failed_push_of_an_up_to_date_image_fails_it(selection: list[plan.Selected], tmp_path: Path) -> None:
+    first = selection[1:]
+    engine = FakeEngine(true_facts(first[0].combination))
+    for image in first[0].images:
+        engine.images[image.reference] = {INPUT_DIGEST_LABEL: image.input_digest}
+    runtime = first[0].images[1]
+    engine.push_errors[f"{runtime.repository}:{runtime.tag}"] = [["unauthorized: authentication required"]]
+    outcomes = run(engine, first, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["skipped", "failed"]
+    assert "push failed:" in outcomes[1].detail and "unauthorized" in outcomes[1].detail
+
+
+def test_an_interrupt_during_verification_stops_before_the_smoke_gate(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine(true_facts(first[0].combination))
+    cancelled = threading.Event()
+    probe = engine.run_python
+
+    def run_python(reference: str, args: list[str]) -> str:
+        cancelled.set()  # the signal arrives while the facts probe runs
+        return probe(reference, args)
+
+    monkeypatch.setattr(engine, "run_python", run_python)
+    gated: list[str] = []
+
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        gated.append(reference)
+        return []
+
+    outcomes = run(engine, first, tmp_path, gate, cancelled=cancelled)
+    assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
+    assert gated == [], "no smoke gate starts after the interrupt"
+    assert engine.tagged == [] and engine.temporary() == []

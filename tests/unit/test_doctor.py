@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from torchimages.planning import plan
 Cli = Callable[..., tuple[int, str, str]]
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ("NVIDIA H200",)
-ENGINE = {"engine_version": "20.10.24", "engine_address": "unix:///var/run/docker.sock"}
+ENGINE: dict[str, Any] = {"engine_version": "20.10.24", "engine_address": "unix:///var/run/docker.sock"}
 CUDA13 = ImageNeed("2.14.1-cuda13.0-cudnn9-runtime", "13.0", "580.65.06", "580.65.06", 6 * doctor.GB)
 CUDA132 = ImageNeed("2.15.0-cuda13.2-cudnn9-runtime", "13.2", "580.65.06", "595.45.04", 6 * doctor.GB)
 CPU = ImageNeed("2.13.0-cpu-runtime-debian12", None, None, None, 2 * doctor.GB)
@@ -94,7 +95,7 @@ def test_too_little_disk_fails_with_how_much_more() -> None:
 
 
 def test_the_container_toolkit_is_needed_only_with_a_gpu() -> None:
-    gpu = {"driver": "580.159.04", "gpus": H200}
+    gpu: dict[str, Any] = {"driver": "580.159.04", "gpus": H200}
     missing = doctor.check_container_toolkit(HostFacts(**gpu), need(CUDA13))
     assert missing.status == WARN and "nvidia-ctk" in missing.fix
     assert doctor.check_container_toolkit(HostFacts(**gpu), need(CUDA13, require_gpu=True)).status == FAIL

@@ -14,6 +14,8 @@ from typing import IO
 
 import pytest
 
+from tests import golden
+from tests.fakes import FakeEngine
 from torchimages.building import builder, progress
 from torchimages.building.builder import Builder, BuildOptions, Outcome
 from torchimages.building.progress import (
@@ -28,9 +30,9 @@ from torchimages.building.progress import (
 from torchimages.engine import BuildRequest, ImageInfo
 from torchimages.planning import plan
 
-from .test_builder import MATRIX, FakeEngine, true_facts
+from .test_builder import MATRIX, true_facts
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = golden.GOLDEN
 # A real log: `build.py build --no-cache` of the CPU test combination's devel target (runtime's steps, then
 # devel's), BuildKit 0.x through buildx with `--progress plain`; apt's long middle cut out.
 CPU_DEVEL_LOG = (GOLDEN / "buildkit-plain-cpu-devel.log").read_text().splitlines()
@@ -58,10 +60,10 @@ def test_a_real_log_goes_through_os_venv_devel_and_export_with_the_bytes_fetched
 
 def test_every_change_of_a_real_log_matches_the_golden_events() -> None:
     """Each wheel pip downloads is named while it downloads (its URL's name unquoted), then counted."""
-    golden = (GOLDEN / "buildkit-plain-cpu-devel.events.txt").read_text().splitlines()
-    assert changes(CPU_DEVEL_LOG) == golden
+    seen = changes(CPU_DEVEL_LOG)
+    golden.check(GOLDEN / "buildkit-plain-cpu-devel.events.txt", "\n".join(seen) + "\n")
     torch = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-    assert f"venv: fetched apt 102 MB; downloading {torch} (191.8 MB)" in golden
+    assert f"venv: fetched apt 102 MB; downloading {torch} (191.8 MB)" in seen
 
 
 def test_a_cuda_devel_target_running_beside_runtime_stays_behind_runtime() -> None:
@@ -277,7 +279,7 @@ def test_the_summary_is_a_table_of_result_time_image_size_build_and_test(
     log = "#9 0.48 ERROR: No matching distribution found for numpy==0.0.1\n#9 ERROR: process did not complete\n"
     failed = Outcome(combination, devel, "failed", 3.0, f"build failed (exit 1); last lines:\n{log}", 2.6)
     skipped = Outcome(combination, runtime, "skipped", 0.0, "up to date", size_bytes=1_436_000_000)
-    assert builder.summary([built, failed, skipped]) == (GOLDEN / "summary.txt").read_text().rstrip("\n")
+    golden.check(GOLDEN / "summary.txt", builder.summary([built, failed, skipped]) + "\n")
 
 
 def test_a_bad_progress_setting_is_refused_before_anything_runs(

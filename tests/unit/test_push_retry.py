@@ -74,3 +74,31 @@ def test_what_is_transient() -> None:
     assert transient("unexpected EOF")
     assert not transient("denied: access forbidden")
     assert not transient("manifest invalid")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "denied: requested access to the resource is denied (timeout waiting for the token)",
+        "unauthorized: authentication required; connection reset by the auth server",
+        "unknown: blob upload unknown (received unexpected HTTP status: 503 Service Unavailable)",
+        "name unknown: repository not found after a temporary redirect",
+    ],
+)
+def test_a_permanent_error_that_mentions_a_transient_word_is_not_retried(error: str) -> None:
+    """A transient word inside a denied/unauthorized/unknown error does not make it worth another try."""
+    assert not transient(error)
+    registry = FakeRegistry([f"r/x:1: {error}"], [])
+    errors, said, slept = retry(registry)
+    assert registry.pushes == 1 and said == [] and slept == [] and errors == [f"r/x:1: {error}"]
+
+
+@pytest.mark.parametrize("order", ["transient first", "permanent first"])
+def test_an_attempt_with_a_transient_and_a_permanent_error_is_not_retried(order: str) -> None:
+    """One push's errors are retried only when every one of them is transient."""
+    passing = "r/x:1: received unexpected HTTP status: 503 Service Unavailable"
+    denied = "r/x:1: denied: requested access to the resource is denied"
+    both = [passing, denied] if order == "transient first" else [denied, passing]
+    registry = FakeRegistry(both, [])
+    errors, said, slept = retry(registry)
+    assert registry.pushes == 1 and said == [] and slept == [] and errors == both

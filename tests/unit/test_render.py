@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests import golden
 from torchimages import render
 from torchimages.planning import plan
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = golden.GOLDEN
 REPRESENTATIVE = """
 matrix:
   include:
@@ -30,10 +30,7 @@ def rendered(write_matrix: Callable[[str], Path]) -> dict[str, str]:
 def test_golden_dockerfiles(rendered: dict[str, str]) -> None:
     """Rendered text equals the reviewed goldens; UPDATE_GOLDEN=1 rewrites them."""
     for path, text in rendered.items():
-        golden = GOLDEN / (path.split("/")[0] + ".Dockerfile")
-        if os.environ.get("UPDATE_GOLDEN"):
-            golden.write_text(text)
-        assert golden.read_text() == text, f"{golden} differs: review, then UPDATE_GOLDEN=1"
+        golden.check(GOLDEN / (path.split("/")[0] + ".Dockerfile"), text)
     assert len(list(GOLDEN.glob("*.Dockerfile"))) == len(rendered)
 
 

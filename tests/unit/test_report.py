@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import jsonschema
 import pytest
 
+from tests import golden
+from tests.fakes import FakeEngine
 from torchimages.building.builder import Outcome
 from torchimages.engine import ImageInfo, stored_size
 from torchimages.planning import plan
@@ -20,7 +22,7 @@ from torchimages.reporting import model as report
 from torchimages.reporting import writer as reporting
 from torchimages.smoke.runner import junit_in
 
-GOLDEN = Path(__file__).parent / "golden" / "report"
+GOLDEN = golden.GOLDEN / "report"
 MATRIX = """
 matrix:
   include:
@@ -127,11 +129,8 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
     ]
 
 
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.read_text() == text, f"{path} differs: review, then UPDATE_GOLDEN=1"
+def check_golden(name: str, text: str) -> None:
+    golden.check(GOLDEN / name, text)
 
 
 def document(images: list[tuple[report.ImageReport, bytes | None]]) -> report.Report:
@@ -140,7 +139,7 @@ def document(images: list[tuple[report.ImageReport, bytes | None]]) -> report.Re
 
 def test_manifest_matches_its_golden_and_its_schema(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
     manifest = report.manifest(document(images))
-    golden("manifest.json", json.dumps(manifest, indent=2) + "\n")
+    check_golden("manifest.json", json.dumps(manifest, indent=2) + "\n")
     jsonschema.Draft202012Validator(reporting.schema(), format_checker=jsonschema.FormatChecker()).validate(manifest)
     assert manifest["result"] == "failed" and manifest["counts"] == {"built": 1, "skipped": 1, "failed": 2}
     built = manifest["images"][0]
@@ -164,7 +163,7 @@ def test_the_schema_refuses_what_it_does_not_describe(images: list[tuple[report.
 
 def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
     text = report.summary_markdown(document(images))
-    golden("summary.md", text)
+    check_golden("summary.md", text)
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert len(rows) == 4 and all(row.count(" | ") == 4 for row in rows)  # a pipe in a reason is escaped
     assert "\\| /var/lib/apt/lists" in rows[3]
@@ -172,7 +171,7 @@ def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes
 
 def test_junit_merges_into_one_testsuite_per_image(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
     merged = report.merge_junit(images)
-    golden("junit.xml", merged.decode())
+    check_golden("junit.xml", merged.decode())
     root = ElementTree.fromstring(merged)
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == [image.tag for image, _ in images]
@@ -208,22 +207,11 @@ def test_durations(seconds: float | None, shown: str) -> None:
     assert report.duration(seconds) == shown
 
 
-class InspectingEngine:
-    """Knows one tagged image; saves nothing (the SBOM is the e2e test's)."""
-
-    def __init__(self, reference: str) -> None:
-        self.reference = reference
-
-    def inspect(self, reference: str) -> ImageInfo | None:
-        if reference != self.reference:
-            return None
-        return ImageInfo(reference, IMAGE_ID, {}, {}, "", (), size=42, repo_digests=(f"r@{IMAGE_ID}",))
-
-    def compressed_size(self, reference: str) -> int | None:
-        return 17
-
-    def save(self, reference: str, path: Path) -> None:
-        raise AssertionError("no SBOM here")
+def inspecting_engine(reference: str) -> FakeEngine:
+    """An engine that knows one tagged image (42 bytes here, 17 in the registry); saves nothing."""
+    fake = FakeEngine(images=[ImageInfo(reference, IMAGE_ID, {}, {}, "", (), size=42, repo_digests=(f"r@{IMAGE_ID}",))])
+    fake.compressed = 17
+    return fake
 
 
 def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
@@ -238,12 +226,12 @@ def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
         Outcome(combination, devel, "failed", 9.0, "build failed (exit 1)", build_seconds=8.0),
         Outcome(combination, runtime, "built", 30.0, "verified", build_seconds=20.0, test_seconds=9.5),
     ]
-    (failed, none), (built, found) = reporting.built_images(outcomes, InspectingEngine(runtime.reference), junit_dir)
+    (failed, none), (built, found) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir)
     assert none is None and failed.stored is None and failed.smoke is None and failed.reason == "build failed (exit 1)"
     assert found == junit(PASSED) and built.smoke is not None and built.smoke.count("passed") == 1
     assert built.stored == report.StoredImage(IMAGE_ID, 42, (f"r@{IMAGE_ID}",)) and built.reason == ""
     assert (built.build_seconds, built.test_seconds, built.total_seconds) == (20.0, 9.5, 30.0)
-    (_, _), (pushed, _) = reporting.built_images(outcomes, InspectingEngine(runtime.reference), junit_dir, True)
+    (_, _), (pushed, _) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir, True)
     assert pushed.stored is not None and pushed.stored.compressed_size == 17  # the registry's answer
 
 
@@ -281,7 +269,13 @@ def test_tested_images_any_image_by_its_reference_a_matrix_image_by_its_plan(
 ) -> None:
     (combination, *_) = plan.load(write_matrix(MATRIX)).combinations
     devel, runtime = combination.images
-    spec = {"tag": "from-spec", "image": "team/train:1", "flavor": None, "torch": "2.13.0", "python": "3.11"}
+    spec: dict[str, Any] = {
+        "tag": "from-spec",
+        "image": "team/train:1",
+        "flavor": None,
+        "torch": "2.13.0",
+        "python": "3.11",
+    }
     spec |= {"os": "debian12", "labels": {"io.torchimages.input-digest": "sha256:" + "1" * 64}}
     junit_in(tmp_path, "team_train_1").write_bytes(junit(PASSED, FAILED))
     junit_in(tmp_path, runtime.tag).write_bytes(junit(PASSED))
@@ -295,7 +289,7 @@ def test_tested_images_any_image_by_its_reference_a_matrix_image_by_its_plan(
         ),
     ]
     (any_image, _), (planned, _), (unstarted, none) = reporting.tested_images(
-        tested, InspectingEngine(runtime.reference), tmp_path
+        tested, inspecting_engine(runtime.reference), tmp_path
     )
     assert (any_image.tag, any_image.result, any_image.combination) == ("team/train:1", "failed", None)
     assert any_image.reason == "smoke suites failed: test_no_package_caches"

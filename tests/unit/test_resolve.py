@@ -129,3 +129,52 @@ def test_torchaudio_pairs_with_its_last_release(write_matrix: Callable[[str], Pa
 def test_default_os_follows_the_cuda_toolkit_images(write_matrix: Callable[[str], Path]) -> None:
     assert one_combination(write_matrix, "{torch: 2.6.0, cuda: '12.4'}").os.name == "ubuntu22.04"
     assert one_combination(write_matrix, "{torch: 2.6.0, cuda: '12.6'}").os.name == "ubuntu24.04"
+
+
+@pytest.mark.parametrize(
+    ("entry", "refused"),
+    [
+        ("{torch: 2.8.0, cuda: '12.6', cudnn: '9.1'}", "torch 2.8.0+cu126 ships cuDNN 9.10.2.21, not 9.1"),
+        ("{torch: 2.8.0, cuda: '12.6', cudnn: '9.10.2.2'}", "torch 2.8.0+cu126 ships cuDNN 9.10.2.21, not 9.10.2.2"),
+        ("{torch: 2.11.0, cuda: '12.6', nccl: '2.2'}", "torch 2.11.0+cu126 ships NCCL 2.28.9, not 2.2"),
+        ("{torch: 2.11.0, cuda: '12.6', nccl: '2.28.90'}", "torch 2.11.0+cu126 ships NCCL 2.28.9, not 2.28.90"),
+        ("{torch: 2.11.0, cuda: '12.6', nccl: '2.28.'}", "nccl"),
+    ],
+)
+def test_a_restated_cudnn_or_nccl_must_match_the_pin_part_by_part(
+    write_matrix: Callable[[str], Path], entry: str, refused: str
+) -> None:
+    errors = problems_of(write_matrix, f"matrix:\n  include:\n    - {entry}\n")
+    assert any(refused in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("entry", "nccl"),
+    [
+        ("{torch: 2.8.0, cuda: '12.6', cudnn: '9'}", "2.27.3"),
+        ("{torch: 2.8.0, cuda: '12.6', cudnn: '9.10'}", "2.27.3"),
+        ("{torch: 2.8.0, cuda: '12.6', cudnn: 9.10.2.21}", "2.27.3"),
+        ("{torch: 2.11.0, cuda: '12.6', nccl: '2.28'}", "2.28.9"),
+        ("{torch: 2.11.0, cuda: '12.6', nccl: 2.28.9}", "2.28.9"),
+    ],
+)
+def test_a_restated_cudnn_or_nccl_of_whole_parts_of_the_pin_is_accepted(
+    write_matrix: Callable[[str], Path], entry: str, nccl: str
+) -> None:
+    combination = one_combination(write_matrix, entry)
+    assert (combination.cudnn, combination.nccl) == ("9.10.2.21", nccl)
+
+
+@pytest.mark.parametrize(
+    ("entry", "refused"),
+    [
+        # ubuntu22.04 provides Python 3.10; torch 2.15 has no wheel for it
+        ("{torch: 2.15.0, cuda: cpu, os: ubuntu22.04}", "torch 2.15 has wheels for Python 3.11 to 3.15, not 3.10"),
+        ("{torch: 2.15.0, cuda: cpu, os: ubuntu22.04, python: '3.10'}", "torch 2.15 has wheels for Python 3.11"),
+    ],
+)
+def test_a_python_the_os_provides_is_refused_when_torch_has_no_wheel_for_it(
+    write_matrix: Callable[[str], Path], entry: str, refused: str
+) -> None:
+    errors = problems_of(write_matrix, f"matrix:\n  include:\n    - {entry}\n")
+    assert any(f"error: python: {refused}" in e for e in errors), errors

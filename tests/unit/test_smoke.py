@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ast
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fakes import FakeEngine
 from tests.unit.conftest import ROOT
 from torchimages import engine
 from torchimages.building import verify
@@ -128,35 +128,65 @@ def test_compare_checks_three_parts_of_cudnn() -> None:
     assert str(mismatch) == "cudnn: the tag claims 9.20.0.1, the image has 9.19.0"
 
 
-class FakeEngine:
-    """Records what the runner and verification ask; answers from a script."""
+# A CPU tag (no CUDA, no cuDNN, no NCCL) and images holding a CUDA build of the same torch.
+CUDA_TORCH_FACTS: dict[str, Any] = {**CUDA_FACTS, "torch": "2.13.0+cu126", "cuda": "12.6", "cudnn": 90501}
 
-    def __init__(self, output: str = "", gpu_runtime: bool = False, fail: Exception | None = None) -> None:
-        self.output, self.gpu_runtime, self.fail = output, gpu_runtime, fail
-        self.calls: list[tuple[str, Any]] = []
 
-    def run_python(self, reference: str, args: list[str]) -> str:
-        self.calls.append(("run_python", (reference, args)))
-        if self.fail:
-            raise self.fail
-        return self.output
+def test_a_cpu_tag_on_an_image_holding_cuda_torch_fails_naming_what_it_has() -> None:
+    """Absent in the tag is a claim too: `none` must meet none."""
+    messages = [str(m) for m in verify.compare(EXPECTED_CPU, verify.decode(CUDA_TORCH_FACTS))]
+    assert messages == [
+        "cuda: the tag claims none, the image has 12.6",
+        "cudnn: the tag claims none, the image has 9.5.1",
+        "nccl: the tag claims none, the image has 2.28.9",
+    ]
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
-        self.calls.append(("start_container", (reference, gpus, shm_size, tuple(run_args))))
-        return "smoke-fake"
 
-    def remove_container(self, name: str) -> None:
-        self.calls.append(("remove_container", name))
+@pytest.mark.parametrize("fact", ["cuda", "cudnn", "nccl"])
+def test_each_absent_fact_is_checked_alone(fact: str) -> None:
+    (mismatch,) = verify.compare({fact: None}, verify.decode(CUDA_TORCH_FACTS))
+    assert mismatch.fact == fact and mismatch.expected is None and mismatch.found
 
-    def gpu_runtime_available(self) -> bool:
-        self.calls.append(("gpu_runtime_available", None))
-        return self.gpu_runtime
+
+@pytest.mark.parametrize(
+    ("reported", "same"),
+    [("2.7.1+cu118", True), ("2.7.1", True), ("2.7.10+cu118", False), ("2.7.1.post1+cu118", False), ("2.7.0", False)],
+)
+def test_torch_matches_the_tag_as_a_whole_public_version(reported: str, same: bool) -> None:
+    """The local label (`+cu118`) is not the tag's; the public version must equal it, not begin with it."""
+    mismatches = verify.compare({"torch": "2.7.1"}, verify.decode({**CUDA_FACTS, "torch": reported}))
+    assert (mismatches == []) is same, [str(m) for m in mismatches]
+
+
+@pytest.mark.parametrize(
+    ("fact", "pinned", "reported", "same"),
+    [
+        ("cudnn", "9.1.0.70", 90100, True),
+        ("cudnn", "9.1.0.70", 91000, False),  # 9.10.0: begins with the pin's 9.1
+        ("cudnn", "9.10.2.21", 91002, True),
+        ("cudnn", "9.10.2.21", 90100, False),  # 9.1.0: a prefix of the pin's 9.10
+        ("cudnn", "9.10.2.21", 91020, False),  # 9.10.20
+        ("cudnn", "9.1.0.70", 90101, False),
+        ("cudnn", "9.1.20.1", 90102, False),  # 9.1.2: the pin's text begins with it
+        ("nccl", "2.28.9", [2, 28, 9], True),
+        ("nccl", "2.28.9", [2, 2, 8], False),  # 2.2.8: 2.2 begins the pin's 2.28
+        ("nccl", "2.2.8", [2, 28, 9], False),
+        ("nccl", "2.21.5", [2, 21, 50], False),  # begins with the pin
+        ("nccl", "2.21.50", [2, 21, 5], False),  # a prefix of the pin
+        ("nccl", "2.21.5", [2, 21], False),
+    ],
+)
+def test_cudnn_and_nccl_match_the_pin_part_by_part_not_as_text(
+    fact: str, pinned: str, reported: Any, same: bool
+) -> None:
+    mismatches = verify.compare({fact: pinned}, verify.decode({**CUDA_FACTS, fact: reported}))
+    assert (mismatches == []) is same, [str(m) for m in mismatches]
 
 
 def test_read_facts_runs_the_one_facts_probe_and_decodes() -> None:
     import json
 
-    fake = FakeEngine(output="noise\nSMOKE_JSON:" + json.dumps(CUDA_FACTS) + "\n")
+    fake = FakeEngine(python_output="noise\nSMOKE_JSON:" + json.dumps(CUDA_FACTS) + "\n")
     facts = verify.read_facts(fake, "img:tmp")
     assert fake.calls == [("run_python", ("img:tmp", ["-c", probe_source("facts")]))]
     assert facts.versions["cudnn"] == "9.19.0" and facts.raw["cudnn"] == 91900
@@ -164,9 +194,9 @@ def test_read_facts_runs_the_one_facts_probe_and_decodes() -> None:
 
 def test_read_facts_without_an_answer_or_with_a_failing_engine() -> None:
     with pytest.raises(ValueError, match="no SMOKE_JSON"):
-        verify.read_facts(FakeEngine(output="Traceback ..."), "img")
+        verify.read_facts(FakeEngine(python_output="Traceback ..."), "img")
     with pytest.raises(engine.ProbeError, match="exit"):
-        verify.read_facts(FakeEngine(fail=engine.ProbeError("python exited with status 1")), "img")
+        verify.read_facts(FakeEngine(python_error=engine.ProbeError("python exited with status 1")), "img")
 
 
 # --- the runner -------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from torchimages.planning import plan
+from torchimages import compat
+from torchimages.planning import plan, tags
 from torchimages.problems import InputError
 
 
@@ -67,3 +69,24 @@ def test_default_matrix_tags_are_unique_and_complete() -> None:
     minors = {c.torch.rsplit(".", 1)[0] for c in loaded.combinations}
     assert {f"2.{m}" for m in range(5, 16)} <= minors
     assert "2.7.0-cuda11.8-cudnn9-devel" in names
+
+
+def test_latest_goes_to_the_newest_torch_by_version_not_by_text(write_matrix: Callable[[str], Path]) -> None:
+    """2.14.1 is newer than 2.9.1, though '2.9.1' > '2.14.1' as text."""
+    tags = tags_of(write_matrix, "    - {torch: 2.9.1, cuda: '12.8'}\n    - {torch: 2.14.1, cuda: '13.0'}\n")
+    assert {"latest", "latest-runtime"} <= set(tags["2.14.1-cuda13.0-cudnn9-runtime"])
+    assert "latest-devel" in tags["2.14.1-cuda13.0-cudnn9-devel"]
+    older = [alias for tag, aliases in tags.items() if tag.startswith("2.9.1") for alias in aliases]
+    assert older and not [alias for alias in older if alias.startswith("latest")], older
+
+
+def test_the_minor_alias_goes_to_the_newest_patch_by_version_not_by_text(
+    write_matrix: Callable[[str], Path],
+) -> None:
+    """Patches 2.9.9 and 2.9.10 of one minor (made up: no such releases): the aliases are 2.9.10's."""
+    (combination,) = plan.load(write_matrix("matrix:\n  include:\n    - {torch: 2.9.1, cuda: '12.8'}\n")).combinations
+    ninth, tenth = (dataclasses.replace(combination, torch=t, folder=f"{t}-x") for t in ("2.9.9", "2.9.10"))
+    namings, problems = tags.assign(compat.load(), [(ninth, "runtime"), (tenth, "runtime")])
+    assert problems == []
+    assert namings[0].tag == "2.9.9-cuda12.8-cudnn9-runtime" and namings[0].aliases == ()
+    assert namings[1].aliases == ("2.9-cuda12.8-cudnn9-runtime", "latest-runtime", "latest")

@@ -200,9 +200,21 @@ def smoke_gate(
         lines = [ln for ln in output if ln.startswith(("FAILED", "ERROR"))] or [
             ln for ln in output if ln.startswith("E ")
         ][-12:]
-        return [f"smoke suites ({', '.join(options.suites)}) failed:", *(lines[:40] or [result.stderr.strip()])]
+        return [f"smoke suites ({', '.join(options.suites)}) failed:", *(lines[:40] or [_no_failed_test(result)])]
 
     return gate
+
+
+# pytest's exit statuses other than 0 (passed) and 1 (tests failed).
+_PYTEST_EXITS = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no test ran"}
+
+
+def _no_failed_test(result: subprocess.CompletedProcess[str]) -> str:
+    """Why a run that names no failed test is no pass: its stderr's end, else its exit status."""
+    status = result.returncode
+    meaning = _PYTEST_EXITS.get(status) or (f"killed by signal {-status}" if status < 0 else "")
+    said = result.stderr.strip()[-2000:]
+    return said or f"pytest exited with status {status}{f' ({meaning})' if meaning else ''} and named no failed test"
 
 
 def summary(results: Sequence[tuple[str, int]]) -> str:

@@ -1,0 +1,249 @@
+"""One fake container engine for every unit test: the whole `Engine` protocol (torchimages/engine/types.py)
+plus the `DockerEngine` methods the code calls beyond it, in memory, recording what it is asked.
+
+What an image holds is never computed here: a test hands the fake the facts probe's answer (`probe_answer`,
+the literal JSON the probe would print inside the image) and the fake prints it back. A rule broken in the
+code under test therefore meets facts it did not write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from torchimages.building.builder import INSTALLED_PROBE, TEMP_REPOSITORY
+from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo
+from torchimages.probes import MARK, probe_source
+
+# The facts probe's answer (torchimages/probes/scripts/facts.py): what an image holds, as torch reports it.
+Raw = dict[str, Any]
+
+FAKE_ADDRESS = "unix:///fake/docker.sock"
+FAKE_CONTAINER = "smoke-fake"
+NO_ID = "sha256:" + "0" * 64
+
+
+def probe_answer(
+    torch: str,
+    *,
+    python: str,
+    os: tuple[str, str],
+    cuda: str | None = None,
+    cudnn: int | None = None,
+    nccl: Sequence[int] | None = None,
+    torchvision: str | None = None,
+    torchaudio: str | None = None,
+    **extra: Any,
+) -> Raw:
+    """The facts probe's raw answer, as the probe prints it: `cudnn` is torch.backends.cudnn.version()
+    (90100 for 9.1.0), `nccl` torch.cuda.nccl.version() ([2, 21, 5]), `os` /etc/os-release's (ID, VERSION_ID),
+    the companions their `__version__` (None: not installed). Every value is the caller's literal."""
+    return {
+        "torch": torch,
+        "cuda": cuda,
+        "cudnn": cudnn,
+        "nccl": list(nccl) if nccl is not None else None,
+        "python": python,
+        "os": {"id": os[0], "version_id": os[1]},
+        "torchvision": {"version": torchvision, "error": None},
+        "torchaudio": {"version": torchaudio, "error": None},
+        **extra,
+    }
+
+
+class FakeEngine:
+    """An engine in memory. Builds succeed (or return `build_status`) and the image built holds `holds` (the
+    facts probe's answer); `add` puts an image there as if pulled or built elsewhere. Every call is recorded
+    in `calls`; the lists below say what was built, probed, tagged, pushed and pulled."""
+
+    def __init__(
+        self,
+        holds: Raw | None = None,
+        *,
+        build_status: int = 0,
+        images: Iterable[ImageInfo] = (),
+        gpu_runtime: bool = False,
+        python_output: str | None = None,
+        python_error: EngineError | None = None,
+    ) -> None:
+        self.holds = holds  # what every image this engine builds holds
+        self.build_status = build_status
+        self.gpu_runtime = gpu_runtime
+        self.python_output = python_output  # when set, every run_python prints this (a scripted probe)
+        self.python_error = python_error  # when set, every run_python raises it
+        self.calls: list[tuple[str, Any]] = []
+        self.images: dict[str, dict[str, str]] = {}  # reference -> labels
+        self.truth: dict[str, Raw] = {}  # reference -> what the image holds (the probe's answer)
+        self.details: dict[str, ImageInfo] = {}  # reference -> what `add` was told beyond labels
+        self.ids: dict[str, str] = {}  # reference -> image id
+        self.layers: dict[str, tuple[str, ...]] = {}
+        self.registry: dict[str, tuple[Raw, str]] = {}  # pullable: reference -> (what it holds, id)
+        self.push_errors: dict[str, list[list[str]]] = {}  # repository:tag -> the errors of each push, in turn
+        self.built: list[BuildRequest] = []
+        self.imported: list[tuple[str, tuple[str, ...], int]] = []  # (reference, changes, bytes of the tar)
+        self.import_status = 0
+        self.probed: list[str] = []  # references the facts probe ran in
+        self.tagged: list[str] = []
+        self.pushed: list[str] = []
+        self.pulled: list[str] = []
+        self.removed: list[str] = []
+        self.containers: list[str] = []  # running containers
+        self.saved: list[tuple[str, Path]] = []
+        self.cache_problem: str | None = None  # check_cache raises EngineError(this) when set
+        self.compressed: int | None = None  # compressed_size's answer
+        self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
+        self.up = True  # whether the engine answers a ping
+        self.size = 1_000_000_000  # every image's size (bytes)
+        self.steps = [HistoryEntry(f"RUN step {n}", n * 100_000_000) for n in range(1, 8)]  # its history
+        for info in images:
+            self.add(info)
+
+    # --- setting the scene ---------------------------------------------------------------
+
+    def add(self, info: ImageInfo, holds: Raw | None = None) -> None:
+        """An image already here (pulled, built elsewhere, a user's), holding `holds`."""
+        self.images[info.reference] = dict(info.labels)
+        self.details[info.reference] = info
+        self.ids[info.reference] = info.id
+        self.layers[info.reference] = info.layers
+        if holds is not None:
+            self.truth[info.reference] = holds
+
+    def temporary(self) -> list[str]:
+        """The temporary references (builder.TEMP_REPOSITORY) still here."""
+        return [r for r in self.images if r.startswith(TEMP_REPOSITORY + "/")]
+
+    # --- the Engine protocol -------------------------------------------------------------
+
+    def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
+        self.calls.append(("build", request))
+        self.built.append(request)
+        if self.on_build:
+            self.on_build(request)
+        if self.build_status == 0:
+            self.images[request.reference] = {"io.torchimages.flavor": request.target}
+            if self.holds is not None:
+                self.truth[request.reference] = self.holds
+        return self.build_status
+
+    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
+        self.calls.append(("import_rootfs", (reference, tuple(changes))))
+        self.imported.append((reference, tuple(changes), len(tar_stream.read())))
+        if self.import_status == 0:
+            self.images[reference] = {}
+        return self.import_status
+
+    def labels(self, reference: str) -> dict[str, str] | None:
+        self.calls.append(("labels", reference))
+        return self.images.get(reference)
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        self.calls.append(("inspect", reference))
+        if reference not in self.images:
+            return None
+        info = self.details.get(reference) or ImageInfo(reference, NO_ID, {}, {}, "", (), size=self.size)
+        return dataclasses.replace(
+            info,
+            labels=self.images[reference],
+            id=self.ids.get(reference, info.id),
+            layers=self.layers.get(reference, info.layers),
+        )
+
+    def pull(self, reference: str) -> list[str]:
+        self.calls.append(("pull", reference))
+        self.pulled.append(reference)
+        if reference not in self.registry:
+            return [f"pulling {reference} failed: manifest unknown"]
+        self.truth[reference], self.ids[reference] = self.registry[reference]
+        self.images[reference] = {}
+        return []
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        self.calls.append(("run_python", (reference, args)))
+        if self.python_error is not None:
+            raise self.python_error
+        if self.python_output is not None:
+            return self.python_output
+        if reference not in self.images:
+            raise EngineError(f"no image {reference}")
+        if args == ["-c", probe_source("facts")]:
+            self.probed.append(reference)
+            return "probe noise\n" + MARK + json.dumps(self.truth[reference]) + "\n"
+        if args == ["-c", INSTALLED_PROBE]:
+            torch = self.truth.get(reference, {}).get("torch", "unknown")
+            return f"# OS packages\ngcc=12.2.0-14\n# Python packages\ntorch=={torch}\n"
+        raise AssertionError(f"the fake engine knows no such probe: {args!r:.200}")
+
+    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
+        self.calls.append(("start_container", (reference, gpus, shm_size, tuple(run_args))))
+        self.containers.append(FAKE_CONTAINER)
+        return FAKE_CONTAINER
+
+    def remove_container(self, name: str) -> None:
+        self.calls.append(("remove_container", name))
+        if name in self.containers:
+            self.containers.remove(name)
+
+    def gpu_runtime_available(self) -> bool:
+        self.calls.append(("gpu_runtime_available", None))
+        return self.gpu_runtime
+
+    def tag(self, reference: str, repository: str, tag: str) -> None:
+        self.calls.append(("tag", (reference, repository, tag)))
+        assert reference in self.images, f"tagging a missing image {reference}"
+        self.images[f"{repository}:{tag}"] = self.images[reference]
+        self.tagged.append(f"{repository}:{tag}")
+
+    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
+        self.calls.append(("push", (repository, tag)))
+        name = f"{repository}:{tag}"
+        assert name in self.images, f"pushing a missing image {name}"
+        queued = self.push_errors.get(name)
+        errors = queued.pop(0) if queued else []
+        if not errors:
+            self.pushed.append(name)
+        return errors
+
+    def answers(self) -> bool:
+        self.calls.append(("answers", None))
+        return self.up
+
+    def address(self) -> str:
+        return FAKE_ADDRESS
+
+    def remove_image(self, reference: str) -> None:
+        self.calls.append(("remove_image", reference))
+        if self.images.pop(reference, None) is not None:
+            self.removed.append(reference)
+
+    def history(self, reference: str) -> list[HistoryEntry]:
+        self.calls.append(("history", reference))
+        assert reference in self.images, f"the history of a missing image {reference}"
+        return list(self.steps)
+
+    # --- DockerEngine's methods beyond the protocol ----------------------------------------
+
+    def check_cache(self, cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec]) -> None:
+        self.calls.append(("check_cache", (tuple(cache_from), tuple(cache_to))))
+        if self.cache_problem and (cache_from or cache_to):
+            raise EngineError(self.cache_problem)
+
+    def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
+        self.calls.append(("images_labelled", (key, value)))
+        found = [self.inspect(r) for r, labels in self.images.items() if labels.get(key) == value]
+        return [info for info in found if info is not None]
+
+    def save(self, reference: str, path: Path) -> None:
+        self.calls.append(("save", (reference, path)))
+        if reference not in self.images:
+            raise EngineError(f"no image {reference}")
+        path.write_bytes(b"fake docker-archive of " + reference.encode())
+        self.saved.append((reference, path))
+
+    def compressed_size(self, reference: str) -> int | None:
+        self.calls.append(("compressed_size", reference))
+        return self.compressed
