@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine build doctor render check-render validate list lint test test-unit test-images bench bench-image bench-jobs bench-cache clean
+.PHONY: help install engine build doctor render check-render validate list lint test test-unit test-images bench bench-image bench-jobs bench-cache mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -83,6 +83,9 @@ bench-jobs: $(VENV)/.installed ## --jobs 1 against --jobs 2 over four cold CPU b
 bench-cache: $(VENV)/.installed ## a second CI run on a fresh engine with and without --cache-from (root; 5-10 min)
 	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(PY) bench/cache.py
+
+mutants: $(VENV)/.installed ## plant each hand-written rule-breaking bug in a copy of the tree, run its unit tests (a few min; docs/mutants.md)
+	$(PY) bench/mutants.py $(MUTANTS_ARGS)
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

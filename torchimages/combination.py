@@ -147,6 +147,14 @@ class Combination:
         """Variables for the NVIDIA container toolkit (see `nvidia_environment`)."""
         return nvidia_environment(self.cuda)
 
+    def companion_versions(self) -> dict[str, str | None]:
+        """torchvision and torchaudio as the tags promise them: `version+variant` (`2.11.1+cu130`), the local
+        label naming the build, as each reports its `__version__` (None: left out)."""
+        return {
+            name: f"{version}+{self.variant}" if version else None
+            for name, version in (("torchvision", self.torchvision), ("torchaudio", self.torchaudio))
+        }
+
     def expected_facts(self) -> dict[str, str | None]:
         """The facts verification reads back from inside each image, as the tags promise them."""
         return {
@@ -156,6 +164,7 @@ class Combination:
             "nccl": self.nccl,
             "python": self.python,
             "os": self.os.name,
+            **self.companion_versions(),
         }
 
     def build_inputs(self) -> dict[str, Any]:
@@ -181,11 +190,12 @@ class Combination:
 
     def labels(self, flavor: str, input_digest: str) -> dict[str, str]:
         """Image labels: OCI annotations plus every version and the input digest."""
+        companions = self.companion_versions()
         versions = {
             "flavor": flavor,
             "torch": self.torch,
-            "torchvision": self.torchvision or "none",
-            "torchaudio": self.torchaudio or "none",
+            "torchvision": companions["torchvision"] or "none",
+            "torchaudio": companions["torchaudio"] or "none",
             "cuda": self.cuda or "none",
             "cudnn": self.cudnn or "none",
             "nccl": self.nccl or "none",

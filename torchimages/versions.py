@@ -13,6 +13,8 @@ from typing import Any
 
 # The facts an image's tag claims, in the order verification reports them.
 FACTS = ("torch", "cuda", "cudnn", "nccl", "python", "os")
+# The companion libraries: each is promised as `version+variant` (its local label names its build).
+COMPANIONS = ("torchvision", "torchaudio")
 
 _LEADING_NUMBERS = re.compile(r"^\d+(\.\d+)*")
 
@@ -20,6 +22,20 @@ _LEADING_NUMBERS = re.compile(r"^\d+(\.\d+)*")
 def public_version(version: str) -> str:
     """'2.14.1+cu130' -> '2.14.1' (drops the PEP 440 local part)."""
     return version.split("+", 1)[0]
+
+
+def local_label(version: str) -> str | None:
+    """'2.11.1+cu132' -> 'cu132'; None when the version has no PEP 440 local part."""
+    return version.split("+", 1)[1] if "+" in version else None
+
+
+def same_build(expected: str, found: str) -> bool:
+    """A companion as promised (`2.11.1+cu130`) and as read back: the same public version and, when a
+    local label is promised, exactly that label (`2.11.1+cu132` and a bare `2.11.1` are other builds)."""
+    if public_version(found) != public_version(expected):
+        return False
+    promised = local_label(expected)
+    return promised is None or local_label(found) == promised
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -76,3 +92,13 @@ def decode_facts(raw: Mapping[str, Any]) -> dict[str, str | None]:
         "python": None if raw.get("python") is None else str(raw["python"]),
         "os": (str(os_release.get("id", "")) + str(os_release.get("version_id", ""))) or None,
     }
+
+
+def decode_companions(raw: Mapping[str, Any]) -> dict[str, str | None]:
+    """The facts probe's answer -> each companion's `__version__` as the image reports it, local label
+    kept (None: not installed, or its import failed)."""
+    found: dict[str, str | None] = {}
+    for name in COMPANIONS:
+        version = (raw.get(name) or {}).get("version")
+        found[name] = str(version) if version else None
+    return found

@@ -24,7 +24,7 @@ from .test_push import registry  # noqa: F401  (the registry fixture)
 pytestmark = pytest.mark.e2e
 
 UBUNTU = "ubuntu:24.04"
-TOOLKIT = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
+TOOLKIT = "nvidia/cuda:13.0.3-devel-ubuntu24.04"
 SELECTION = "2.14.1-cuda13.0-cudnn9"
 MATRIX = """\
     matrix:

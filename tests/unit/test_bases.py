@@ -16,7 +16,7 @@ UBUNTU = "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.
 DEBIAN = "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n"
 OS_DIGEST = "sha256:" + "a" * 64
 TOOLKIT_DIGEST = "sha256:" + "b" * 64
-TOOLKIT = "nvidia/cuda:13.0.0-devel-ubuntu24.04"
+TOOLKIT = "nvidia/cuda:13.0.3-devel-ubuntu24.04"
 
 
 def write_lock(matrix: Path, entries: dict[str, str]) -> Path:

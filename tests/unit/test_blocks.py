@@ -162,10 +162,12 @@ def test_pins_take_only_the_variants_wheel(rendered: Callable[[str], str]) -> No
     assert variant_pin(release, "cu130", "2.13.0") == "==2.13.0,!=2.13.0+cpu,!=2.13.0+cu126,!=2.13.0+cu132"
     cu126 = rendered("{torch: 2.13.0, cuda: '12.6'}")
     assert '        "torch==2.13.0+cu126"\n' in cu126 and '        "torchvision==0.28.0+cu126" \\\n' in cu126
-    assert '        "torchaudio==2.11.1" \\\n' in cu126  # an older line's last release keeps a plain pin
+    assert '        "torchaudio==2.11.1+cu126" \\\n' in cu126  # an older line's last release: this variant's build
     default = rendered("{torch: 2.14.1, cuda: '13.0', os: debian12}")
     assert '        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"\n' in default
     assert '        "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \\\n' in default
+    # PyPI's plain torchaudio 2.11.1 is one build (2.11.1+cu132) for every torch: even the default is labelled
+    assert '        "torchaudio==2.11.1+cu130" \\\n' in default
     assert '        "torch==2.13.0+cpu"\n' in rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
 
 

@@ -103,6 +103,19 @@ def test_a_version_that_differs_leaves_no_tag_and_names_both_values(
     assert engine.temporary() == [], "the temporary reference must be removed"
 
 
+@pytest.mark.parametrize("torchaudio", ["2.7.0+cu126", "2.7.0", None])
+def test_a_companion_of_another_build_or_missing_leaves_no_tag(
+    selection: list[plan.Selected], tmp_path: Path, torchaudio: str | None
+) -> None:
+    first = selection[:1]
+    engine = FakeEngine({**true_facts(first[0].combination), "torchaudio": {"version": torchaudio, "error": None}})
+    outcomes = run(engine, first, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    found = torchaudio or "none"
+    assert all(f"torchaudio: the tag claims 2.7.0+cu118, the image has {found}" in o.detail for o in outcomes)
+    assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
+
+
 def test_a_failing_smoke_gate_leaves_no_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
     first = selection[:1]
     engine = FakeEngine(true_facts(first[0].combination))

@@ -135,7 +135,7 @@ def test_needs_follow_the_selection(write_matrix: Callable[[str], Path]) -> None
     runtime = doctor.needs(plan.select(loaded, ["2.14.1-cuda13.0-cudnn9-runtime"]))
     assert [b.name for b in runtime.registry_bases] == ["ubuntu:24.04"]  # runtime alone needs no toolkit image
     both = doctor.needs(plan.select(loaded, ["2.14.1"]))
-    assert [b.name for b in both.registry_bases] == ["ubuntu:24.04", "nvidia/cuda:13.0.0-devel-ubuntu24.04"]
+    assert [b.name for b in both.registry_bases] == ["ubuntu:24.04", "nvidia/cuda:13.0.3-devel-ubuntu24.04"]
     cpu = doctor.needs(plan.select(loaded, ["2.13.0"]))
     assert cpu.registry_bases == () and cpu.bootstrapped_bases == ("torchimages/bootstrap-debian:12",)
     assert cpu.cuda_images == ()

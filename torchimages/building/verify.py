@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from torchimages.probes import parse_payload, probe_source
-from torchimages.versions import decode_facts
+from torchimages.versions import COMPANIONS, decode_companions, decode_facts, local_label, public_version, same_build
 
 
 class PythonRunner(Protocol):
@@ -24,7 +24,7 @@ class PythonRunner(Protocol):
 
 @dataclass(frozen=True)
 class Facts:
-    """What the facts probe found in an image: the decoded six facts and its whole answer."""
+    """What the facts probe found in an image: the decoded six facts and the companions, and its whole answer."""
 
     versions: Mapping[str, str | None]
     raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -39,7 +39,16 @@ class Mismatch:
     found: str | None
 
     def __str__(self) -> str:
-        return f"{self.fact}: the tag claims {self.expected or 'none'}, the image has {self.found or 'none'}"
+        text = f"{self.fact}: the tag claims {self.expected or 'none'}, the image has {self.found or 'none'}"
+        promised = local_label(self.expected) if self.expected else None
+        if (
+            self.fact in COMPANIONS
+            and promised
+            and self.found
+            and public_version(self.found) == public_version(self.expected or "")
+        ):
+            text += f" (a {local_label(self.found) or 'label-less'} build, not {promised})"
+        return text
 
 
 def _same(fact: str, expected: str | None, found: str | None) -> bool:
@@ -47,6 +56,8 @@ def _same(fact: str, expected: str | None, found: str | None) -> bool:
         return expected is None and found is None
     if fact == "torch":
         return found.split("+")[0] == expected
+    if fact in COMPANIONS:
+        return same_build(expected, found)
     if fact == "cudnn":
         return found == ".".join(expected.split(".")[:3])
     return found == expected
@@ -54,7 +65,7 @@ def _same(fact: str, expected: str | None, found: str | None) -> bool:
 
 def decode(raw: Mapping[str, Any]) -> Facts:
     """The facts probe's answer, decoded (torchimages.versions)."""
-    return Facts(MappingProxyType(decode_facts(raw)), MappingProxyType(dict(raw)))
+    return Facts(MappingProxyType({**decode_facts(raw), **decode_companions(raw)}), MappingProxyType(dict(raw)))
 
 
 def compare(expected: Mapping[str, str | None], facts: Facts) -> list[Mismatch]:

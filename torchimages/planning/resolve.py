@@ -232,12 +232,17 @@ def pins(
     release: TorchRelease, variant: str, torch: str, torchvision: str | None, torchaudio: str | None, numpy: str | None
 ) -> tuple[str, ...]:
     """The pinned pip requirements of the venv, torch first (see variant_pin). torchaudio paired from an
-    older release line (its last release) keeps a plain pin: that line may have no wheel for this variant."""
+    older release line (its last release, 2.11.1, with torch 2.12 and later) is pinned with this variant's
+    local label even for the PyPI default: PyPI's plain `torchaudio 2.11.1` wheel is one build (it reports
+    `2.11.1+cu132`) whatever this torch's variant is, and PEP 440 lets a plain `==2.11.1` match any
+    `2.11.1+<label>`, so only the full `==2.11.1+cu130` makes pip refuse another build. Where no index
+    publishes that label the install fails at once, naming the pin, instead of tagging a mixed image."""
     same_line = torchaudio is not None and minor_of(torchaudio) == minor_of(torch)
+    audio = torchaudio and (variant_pin(release, variant, torchaudio) if same_line else f"=={torchaudio}+{variant}")
     wanted = [
         ("torch", torch and variant_pin(release, variant, torch)),
         ("torchvision", torchvision and variant_pin(release, variant, torchvision)),
-        ("torchaudio", torchaudio and (variant_pin(release, variant, torchaudio) if same_line else f"=={torchaudio}")),
+        ("torchaudio", audio),
         ("numpy", numpy and f"=={numpy}"),
     ]
     return tuple(f"{name}{specifier}" for name, specifier in wanted if specifier)

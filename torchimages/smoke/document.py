@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from torchimages.versions import FACTS, decode_facts, public_version
+from torchimages.versions import COMPANIONS, FACTS, decode_facts, public_version
 
 if TYPE_CHECKING:
     from torchimages.combination import Combination, Image
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 IMAGE_USER = "torch"
 FLAVORS = ("devel", "runtime")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
+_COMPANION_VERSION = re.compile(r"^\d+(\.\d+)*(\+[A-Za-z0-9.]+)?$")  # 2.11.1+cu130: the label names the build
 _OPTIONAL_VERSIONS = (
     "torchvision",
     "torchaudio",
@@ -62,6 +63,10 @@ class SmokeSpec:
         """The six facts a tag claims (verify.compare's `expected`)."""
         return {name: getattr(self, name) for name in FACTS}
 
+    def expected_companions(self) -> dict[str, str | None]:
+        """torchvision and torchaudio as promised (`2.11.1+cu130`; a bare version promises no build)."""
+        return {name: getattr(self, name) for name in COMPANIONS}
+
 
 def _str(data: Mapping[str, Any], key: str, *, optional: bool) -> str | None:
     if key not in data:
@@ -77,7 +82,10 @@ def _str(data: Mapping[str, Any], key: str, *, optional: bool) -> str | None:
 
 def _version(data: Mapping[str, Any], key: str, *, optional: bool) -> str | None:
     value = _str(data, key, optional=optional)
-    if value is not None and not _VERSION.match(value):
+    if key in COMPANIONS:
+        if value is not None and not _COMPANION_VERSION.match(value):
+            raise SpecError(f"key {key!r} must be a dotted version like '2.11.1+cu130', got {value!r}")
+    elif value is not None and not _VERSION.match(value):
         raise SpecError(f"key {key!r} must be a dotted version like '1.2.3', got {value!r}")
     return value
 
@@ -133,8 +141,7 @@ def image_document(combination: Combination, image: Image, reference: str) -> di
         "image": reference,
         "flavor": image.flavor,
         "torch": combination.torch,
-        "torchvision": combination.torchvision,
-        "torchaudio": combination.torchaudio,
+        **combination.companion_versions(),
         "cuda": combination.cuda,
         "cudnn": combination.cudnn,
         "nccl": combination.nccl,

@@ -78,7 +78,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \
-        "torchaudio==2.11.1" \
+        "torchaudio==2.11.1+cu130" \
         "numpy==2.4.6"
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
@@ -87,13 +87,13 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:f73737680096be8a04aa0a8101e07c98eac461ec67d778be5155e3dd06c74987" \
+      io.torchimages.input-digest="sha256:c52002a66e4ed72fd02daef9c28ba53e9c8be238fbe94f3467361f7d989b73a0" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
       io.torchimages.torch="2.14.1" \
-      io.torchimages.torchaudio="2.11.1" \
-      io.torchimages.torchvision="0.29.1" \
+      io.torchimages.torchaudio="2.11.1+cu130" \
+      io.torchimages.torchvision="0.29.1+cu130" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.11 on debian12" \
       org.opencontainers.image.licenses="BSD-3-Clause" \
       org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" \
@@ -143,13 +143,13 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:75b214d13d58e602d4114b01feafc735b3bd409988cddac6fd8ccad2b865c411" \
+      io.torchimages.input-digest="sha256:8cd75ab8968084f77c30bdf809d5193aea12f1734f4854ce61877a8f734c2c3d" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
       io.torchimages.torch="2.14.1" \
-      io.torchimages.torchaudio="2.11.1" \
-      io.torchimages.torchvision="0.29.1" \
+      io.torchimages.torchaudio="2.11.1+cu130" \
+      io.torchimages.torchvision="0.29.1+cu130" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.11 on debian12" \
       org.opencontainers.image.licenses="BSD-3-Clause" \
       org.opencontainers.image.title="PyTorch 2.14.1 (devel)" \

@@ -77,7 +77,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
-        "torchaudio==2.11.1" \
+        "torchaudio==2.11.1+cu132" \
         "numpy==2.4.6"
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
@@ -86,12 +86,12 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:5541599e4e98ef2e2917cb1d85c3c5f2e5adfadc70ae7809fef90be3af2cea79" \
+      io.torchimages.input-digest="sha256:b232b462b7a4617badae774f36fcfb9909e892963ce52d67e986fc11d9b4fcf1" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \
       io.torchimages.torch="2.15.0" \
-      io.torchimages.torchaudio="2.11.1" \
+      io.torchimages.torchaudio="2.11.1+cu132" \
       io.torchimages.torchvision="none" \
       org.opencontainers.image.description="PyTorch 2.15.0, CUDA 13.2, Python 3.12 on ubuntu24.04" \
       org.opencontainers.image.licenses="BSD-3-Clause" \

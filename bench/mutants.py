@@ -1,0 +1,553 @@
+"""Mutation testing of the rules that keep tags true: `make mutants` (docs/mutants.md).
+
+Each row of MUTATIONS plants one rule-breaking bug by hand: a file, its exact original text (found
+exactly once), the replacement, and the rule it breaks. The runner copies the project's files to a
+temporary folder (never touching the working tree: other runs may be going on), applies one mutation
+at a time there, runs the unit tests that concern the mutated module (`-x`, quietly) and restores the
+file. A mutation the tests fail on is killed; one they pass is a survivor. A survivor listed with a
+`reviewed` reason (why it cannot change behaviour) is expected; any other survivor makes the exit
+status 1. A row whose original text is no longer in its file (exactly once) is stale: exit status 2.
+
+    .venv/bin/python bench/mutants.py [--jobs N] [--only ID[,ID...]] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "torchimages"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One planted bug: in `file` (relative to the package), `original` (found exactly once) becomes
+    `replacement`; `rule` says what it breaks; `reviewed`, when set, why surviving cannot change behaviour."""
+
+    id: str
+    file: str
+    original: str
+    replacement: str
+    rule: str
+    reviewed: str = ""
+
+
+M = Mutation
+VERIFY, VERSIONS = "building/verify.py", "versions.py"
+TAGS, RESOLVE = "planning/tags.py", "planning/resolve.py"
+BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.py"
+PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
+
+# fmt: off
+MUTATIONS: tuple[Mutation, ...] = (
+    # --- verification: building/verify.py -------------------------------------------------------------
+    M("verify-absent-any", VERIFY,
+      "return expected is None and found is None",
+      "return True",
+      "a field absent on either side is 'nothing to check' (a CPU tag passes an image holding CUDA torch)"),
+    M("verify-absent-claimed", VERIFY,
+      "return expected is None and found is None",
+      "return expected is None",
+      "a field the tag says is absent is skipped: a CPU tag (no CUDA, no cuDNN) passes CUDA torch"),
+    M("verify-missing-found", VERIFY,
+      "return expected is None and found is None",
+      "return found is None",
+      "a field missing from the image (a companion library not installed) passes like a skip"),
+    M("verify-torch-prefix", VERIFY,
+      'return found.split("+")[0] == expected',
+      "return found.startswith(expected)",
+      "torch accepted on a text prefix (2.1.0 promised, 2.1.0x found; the local label unchecked either way)"),
+    M("verify-cudnn-prefix", VERIFY,
+      'return found == ".".join(expected.split(".")[:3])',
+      "return expected.startswith(found)",
+      "cuDNN accepted when the read-back version is a text prefix of the pin (9.1 for 9.10.2.21)"),
+    M("verify-cudnn-major", VERIFY,
+      'return found == ".".join(expected.split(".")[:3])',
+      'return found.split(".")[0] == expected.split(".")[0]',
+      "cuDNN compared by major only (9.5.1 accepted for 9.1.0.70)"),
+    M("verify-exact-prefix", VERIFY,
+      "    return found == expected\n",
+      "    return found.startswith(expected)\n",
+      "NCCL/CUDA/Python/OS accepted on a text prefix (NCCL 2.21.5 for 2.21.50, Python 3.1 for 3.11)"),
+    M("verify-drop-nccl", VERIFY,
+      "if not _same(name, value, facts.versions.get(name))",
+      'if name != "nccl" and not _same(name, value, facts.versions.get(name))',
+      "NCCL dropped from what verification compares"),
+    M("verify-drop-torchvision", VERIFY,
+      "if not _same(name, value, facts.versions.get(name))",
+      'if name != "torchvision" and not _same(name, value, facts.versions.get(name))',
+      "torchvision dropped from what verification compares"),
+    M("verify-companion-public", VERIFY,
+      "        return same_build(expected, found)\n",
+      '        return found.split("+")[0] == expected.split("+")[0]\n',
+      "a companion's local label ignored (torchaudio 2.11.1+cu132 in a cu130 image passes)"),
+    # --- verification: versions.py -------------------------------------------------------------------
+    M("versions-cuda-never-read", VERSIONS,
+      '"cuda": None if raw.get("cuda") is None else str(raw["cuda"]),',
+      '"cuda": None,',
+      "torch's CUDA never read back: a CPU tag passes CUDA torch, a CUDA tag fails every image"),
+    M("versions-cpu-keeps-cudnn", VERSIONS,
+      'cuda_build = raw.get("cuda") is not None',
+      "cuda_build = True",
+      "a CPU-only torch's reported cuDNN/NCCL counted (a CPU image fails on what its torch says anyway)"),
+    M("versions-cudnn9-boundary", VERSIONS,
+      "if code >= 90000:",
+      "if code > 90000:",
+      "cuDNN 9.0.0 (code 90000) decoded with cuDNN 8's encoding"),
+    M("versions-label-unchecked", VERSIONS,
+      "return promised is None or local_label(found) == promised",
+      "return True",
+      "a companion's promised local label never compared"),
+    M("versions-public-unchecked", VERSIONS,
+      "    if public_version(found) != public_version(expected):\n        return False\n",
+      "",
+      "a companion's public version never compared (torchaudio 2.10.0+cu130 passes for 2.11.1+cu130)"),
+    M("versions-public-keeps-label", VERSIONS,
+      'return version.split("+", 1)[0]',
+      "return version",
+      "the public version keeps its local label (a bare promise of 2.11.1 refuses 2.11.1+cu130)"),
+    # --- tags and aliases: planning/tags.py -----------------------------------------------------------
+    M("tags-latest-textual", TAGS,
+      "top = max((c.torch for c, _ in slots), key=version_key, default=None)",
+      "top = max((c.torch for c, _ in slots), default=None)",
+      "`latest` goes to the textually greatest torch (2.9 above 2.14)"),
+    M("tags-minor-alias-textual", TAGS,
+      "version_key(combination.torch) > version_key(slots[newest[key]][0].torch)",
+      "combination.torch > slots[newest[key]][0].torch",
+      "a minor alias (2.7-...) goes to the textually greatest patch (2.7.9 above 2.7.10)"),
+    M("tags-latest-any-variant", TAGS,
+      " and combination.variant == release.pypi_default and not suffixes[i]",
+      " and not suffixes[i]",
+      "`latest` given to every CUDA build of the newest torch, not only its default"),
+    M("tags-latest-suffixed", TAGS,
+      " and combination.variant == release.pypi_default and not suffixes[i]",
+      " and combination.variant == release.pypi_default",
+      "`latest` given to a suffixed (non-default OS/Python) variant too"),
+    M("tags-latest-devel", TAGS,
+      '            if flavor == "runtime":\n',
+      "            if True:\n",
+      "plain `latest` given to devel as well as runtime"),
+    M("tags-no-cudnn", TAGS,
+      'return f"{torch}-cuda{combination.cuda}-cudnn{combination.cudnn_major}"',
+      'return f"{torch}-cuda{combination.cuda}"',
+      "the cuDNN major dropped from the tag"),
+    M("tags-python-suffix", TAGS,
+      "if combination.python != combination.os.python:",
+      "if False:",
+      "a Python other than the OS's gets no -py suffix",
+      reviewed="the resolver refuses any Python other than the OS's (resolve._python), so the condition is "
+      "never true for a resolved combination: no tag can change"),
+    M("tags-suffix-on-default", TAGS,
+      "    if not _is_default(kb, combination):\n",
+      "    if _is_default(kb, combination):\n",
+      "the OS suffix goes on the default variant instead of the others"),
+    M("tags-suffix-always", TAGS,
+      "if len(variants[(c.torch, c.variant, flavor)]) > 1",
+      "if len(variants[(c.torch, c.variant, flavor)]) >= 1",
+      "a suffix on every tag, even where one torch/CUDA pair has one variant (pytorch/pytorch's tags change)"),
+    M("tags-clash-of-two", TAGS,
+      "        if len(holders) > 1:\n",
+      "        if len(holders) > 2:\n",
+      "two images sharing a tag or alias not refused"),
+    M("tags-alias-no-suffix", TAGS,
+      'aliases[i].append(f"{base_tag(slots[i][0], minor)}-{flavor}{suffix}")',
+      'aliases[i].append(f"{base_tag(slots[i][0], minor)}-{flavor}")',
+      "a suffixed variant's minor alias loses its suffix (two variants claim one alias)"),
+    # --- the resolver's refusals: planning/resolve.py -------------------------------------------------
+    M("resolve-pinned-prefix", RESOLVE,
+      'not shipped.startswith(given + ".")',
+      "not shipped.startswith(given)",
+      "a restated cuDNN/NCCL accepted on a text prefix of the wheel's pin (cudnn 9.1 for 9.10.2.21)"),
+    M("resolve-pinned-cpu", RESOLVE,
+      "    if shipped is None:\n        check.error(",
+      "    if shipped is None:\n        return\n        check.error(",
+      "a cuDNN/NCCL restated for a build that has none (cpu) accepted"),
+    M("resolve-python-from-os", RESOLVE,
+      "    if python not in release.python:\n",
+      "    if python not in release.python and python != os.python:\n",
+      "a Python accepted because the OS provides it, though no torch wheel exists for it"),
+    M("resolve-python-not-os", RESOLVE,
+      "    if python != os.python:\n",
+      "    if False:\n",
+      "a Python the OS does not provide accepted (the image would have no such interpreter)"),
+    M("resolve-unpublished-patch", RESOLVE,
+      "    if torch not in release.patches:\n",
+      "    if False:\n",
+      "a torch patch that was never published accepted"),
+    M("resolve-wrong-companion", RESOLVE,
+      "    if given and given != paired:\n",
+      "    if False:\n",
+      "a torchvision/torchaudio that does not pair with the torch accepted"),
+    M("resolve-none-ignored", RESOLVE,
+      "    if given == NONE:\n        return None\n",
+      "    if given == NONE:\n        return paired\n",
+      "`torchvision: none` ignored: the companion is installed anyway"),
+    M("resolve-pin-plain", RESOLVE,
+      '        return f"=={version}+{variant}"\n',
+      '        return f"=={version}"\n',
+      "a non-default variant pinned without its local label (pip may take another build)"),
+    M("resolve-pin-no-exclusions", RESOLVE,
+      'return ",".join([f"=={version}", *(f"!={version}+{other}" for other in others)])',
+      'return f"=={version}"',
+      "the default variant's pin no longer refuses other builds (a local +cpu wheel would win)"),
+    M("resolve-torchaudio-plain", RESOLVE,
+      'else f"=={torchaudio}+{variant}"',
+      'else f"=={torchaudio}"',
+      "torchaudio from an older line pinned plain: PyPI's 2.11.1+cu132 build lands in a cu130 image"),
+    M("resolve-devel-no-toolkit-image", RESOLVE,
+      "        if os.version not in facts.ubuntu:\n",
+      "        if False:\n",
+      "a devel image on an Ubuntu that has no nvidia/cuda toolkit image of that CUDA accepted"),
+    M("resolve-default-os-any", RESOLVE,
+      "        candidates = [o for o in candidates if o.version in kb.cuda[cuda].ubuntu]\n",
+      "        pass\n",
+      "the default OS chosen without a toolkit image for the CUDA"),
+    M("resolve-errors-resolve", RESOLVE,
+      "    if check.failed:\n        return Resolved(None, flavors, tuple(check.problems))\n",
+      "",
+      "a row with errors still resolves to a combination"),
+    # --- the builder's admission: building/builder.py -------------------------------------------------
+    M("builder-ignore-mismatch", BUILDER,
+      "        if mismatches:\n            return [str(m) for m in mismatches]\n",
+      "",
+      "an image whose versions differ from its tag's is tagged"),
+    M("builder-ignore-budget", BUILDER,
+      "        if over:\n            return over\n",
+      "",
+      "an image over its size budget is tagged"),
+    M("builder-skip-gate", BUILDER,
+      "return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []",
+      "return []",
+      "the smoke gate never runs"),
+    M("builder-unreadable-facts", BUILDER,
+      'return [f"could not read the versions inside the image: {exc}"]',
+      "return []",
+      "an image whose versions cannot be read is tagged"),
+    M("builder-gate-after-interrupt", BUILDER,
+      '        if self.cancelled.is_set():\n            return ["interrupted before the smoke gate"]\n',
+      "",
+      "the smoke gate starts after an interrupt",
+      reviewed="_admit checks the interrupt right after _check_before_tagging and returns `interrupted` "
+      "whatever the gate said: only time is lost, never a tag or the outcome"),
+    M("builder-failed-gate-on-interrupt", BUILDER,
+      "        if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict\n",
+      "        if False:\n",
+      "a gate stopped by the interrupt reports `failed`, not `interrupted`"),
+    M("builder-tag-after-interrupt", BUILDER,
+      "        if self.cancelled.is_set():  # never tag after an interrupt\n",
+      "        if False:\n",
+      "an image is tagged after an interrupt"),
+    M("builder-tag-despite-problems", BUILDER,
+      '        if problems:\n            return self._finish(combination, image, "failed", start, _listed("not tagged"',
+      '        if False:\n            return self._finish(combination, image, "failed", start, _listed("not tagged"',
+      "an image that failed verification or the gate is tagged"),
+    M("builder-no-clash-refusal", BUILDER,
+      "        Refuses (InputError) before any build when two images would share a public name.\n"
+      '        """\n        clashes = shared_names(selected)\n        if clashes:\n',
+      "        Refuses (InputError) before any build when two images would share a public name.\n"
+      '        """\n        clashes = shared_names(selected)\n        if False:\n',
+      "two images sharing a public name are built (the later overwrites the other's tag)"),
+    M("builder-up-to-date-any", BUILDER,
+      "return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest",
+      "return labels is not None",
+      "any image under the tag counts as up to date, whatever its inputs"),
+    M("builder-interrupted-build-verified", BUILDER,
+      '            if self.cancelled.is_set():\n'
+      '                return self._interrupted(combination, image, start, "during the build"',
+      '            if False:\n'
+      '                return self._interrupted(combination, image, start, "during the build"',
+      "a build stopped by the interrupt is judged as a build (failed, or verified and tagged)"),
+    M("builder-exit-1-ok", BUILDER,
+      "            if status:\n",
+      "            if status > 1:\n",
+      "a build that exited 1 goes on to verification"),
+    M("builder-promote-other-image", BUILDER,
+      "if baked.ids and not known.intersection(baked.ids):",
+      "if False:",
+      "promote admits an image that is not the one its builder reported"),
+    M("builder-promote-not-temporary", BUILDER,
+      "        if not is_temporary(baked.reference):\n",
+      "        if False:\n",
+      "promote admits (and then removes) a reference that is not a temporary one"),
+    M("builder-keep-temporary", BUILDER,
+      "            self._remove_temporary(image, reference, progress)\n",
+      "            pass\n",
+      "the temporary reference outlives the build"),
+    M("builder-never-push", BUILDER,
+      "        if not self.options.push:\n            return []\n",
+      "        return []\n",
+      "--push does not push the verified image"),
+    M("builder-engine-error-not-interrupt", BUILDER,
+      '        if self.cancelled.is_set():\n'
+      '            return self._interrupted(combination, image, start, f"during an engine action',
+      '        if False:\n'
+      '            return self._interrupted(combination, image, start, f"during an engine action',
+      "an engine error caused by the interrupt reports `failed`, not `interrupted`"),
+    # --- the smoke gate: smoke/runner.py, plugin.py, suites/test_multi_gpu.py --------------------------
+    M("gate-no-tests-pass", RUNNER,
+      "        if result.returncode == 0:\n",
+      "        if result.returncode in (0, 5):\n",
+      "the gate passes when pytest ran no test (exit 5)"),
+    M("gate-no-failed-line-pass", RUNNER,
+      "        if result.returncode == 0:\n",
+      '        if result.returncode == 0 or "FAILED" not in result.stdout + result.stderr:\n',
+      "the gate passes when pytest crashed without a FAILED line"),
+    M("gate-drop-require-gpu", RUNNER,
+      '    if options.require_gpu:\n        cmd.append("--require-gpu")\n',
+      "",
+      "--require-gpu is not handed to the suites: no usable GPU becomes a skip"),
+    M("gate-facts-reused-with-gpus", RUNNER,
+      "reused = None if gpus or facts is None else facts.raw",
+      "reused = None if facts is None else facts.raw",
+      "the GPU-less facts of verification reused in a container with GPUs (GPU tests see no GPU, skip)"),
+    M("gate-container-left", RUNNER,
+      "    finally:\n        engine.remove_container(name)\n",
+      "    finally:\n        pass\n",
+      "the smoke container outlives the run"),
+    M("gate-gpus-all-unless-none", RUNNER,
+      '    return gpus == "all"\n',
+      '    return gpus != "none"\n',
+      "`--gpus` other than all/none/auto asks for GPUs",
+      reviewed="--gpus is parsed with choices all/none/auto (cli) and `auto` returns earlier, so the two "
+      "conditions agree on every value that reaches here"),
+    M("gate-require-gpu-skips", PLUGIN,
+      "        if require_gpu:\n            pytest.fail(",
+      "        if False:\n            pytest.fail(",
+      "--require-gpu with no usable GPU turns into a skip"),
+    M("gate-fewer-ranks", MULTI_GPU,
+      'assert len(payload["ranks"]) == payload["world_size"], (',
+      'assert len(payload["ranks"]) <= payload["world_size"], (',
+      "an NCCL run with fewer ranks reporting than its world size passes"),
+    M("gate-world-size-unchecked", MULTI_GPU,
+      "assert world == gpu.device_count and indices == list(range(world)), (",
+      "assert indices == list(range(world)), (",
+      "an NCCL run whose world size does not follow the visible GPUs passes"),
+    # --- push retries: engine/push.py -----------------------------------------------------------------
+    M("push-permanent-with-transient-word", PUSH,
+      "return bool(_TRANSIENT.search(error)) and not _PERMANENT.search(error)",
+      "return bool(_TRANSIENT.search(error))",
+      "a permanent error that mentions a transient word (denied ... timeout) is retried"),
+    M("push-any-transient", PUSH,
+      "not all(map(transient, errors))",
+      "not any(map(transient, errors))",
+      "an attempt returning a transient and a permanent error together is retried"),
+    M("push-no-backoff", PUSH,
+      "delay = backoff_s * 2 ** (n - 1)",
+      "delay = backoff_s",
+      "retries do not back off exponentially"),
+    M("push-extra-try", PUSH,
+      "if not errors or n == tries or not all(",
+      "if not errors or not all(",
+      "a retry is announced and waited for after the last try"),
+    M("push-engine-error-raised", PUSH,
+      "            errors = [str(exc)]\n",
+      "            raise\n",
+      "an engine error during a push escapes instead of being retried or reported"),
+    M("push-unknown-transient", PUSH,
+      r'r"denied|unauthori[sz]ed|authentication required|forbidden|\bunknown\b|not found"',
+      r'r"denied|unauthori[sz]ed|authentication required|forbidden|not found"',
+      "an `unknown` (manifest/blob unknown) error that also says timeout is retried"),
+    M("push-502-permanent", PUSH,
+      r"\b50[0234]\b",
+      r"\b50[034]\b",
+      "a 502 from the registry is not retried"),
+)
+# fmt: on
+
+# Which unit test files concern a mutated module: those whose path matches the first pattern or whose text
+# matches the second (found when the runner starts, so tests added later, in any file, are run too).
+RELEVANT: dict[str, tuple[str, str]] = {
+    VERIFY: (r"verif|smoke|companion|builder", r"\bverify\b|expected_facts|Builder\b"),
+    VERSIONS: (r"verif|version|smoke|companion|builder", r"\bversions\b|\bverify\b|expected_facts|Builder\b"),
+    TAGS: (r"tags|alias", r"\btags\b|aliases|latest"),
+    RESOLVE: (r"resolve|matrix|blocks|companion|knowledge", r"\bresolve\b|variant_pin|problems_of"),
+    BUILDER: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
+    RUNNER: (r"smoke|gate|runner", r"\brunner\b|smoke_gate|run_suites"),
+    PLUGIN: (r"smoke|plugin|gpu", r"\bplugin\b|require.gpu"),
+    MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),
+    PUSH: (r"push|retr|engine", r"push_with_retries|\btransient\b"),
+}
+
+
+# Never run for a mutation: they check packaging, hostile input and hadolint, none of the rules above, take a
+# third of the unit tests' time, and two of them hold a wall-clock limit that a busy machine can break.
+EXCLUDED = re.compile(r"test_packaging\.py$|test_hostile_input\.py$")
+DESELECT = "not hadolint"
+
+
+def project_files(root: Path) -> list[Path]:
+    """The files git knows or would add (tracked and untracked, not ignored), relative to root."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    return [Path(p) for p in listed if p and ((root / p).is_file() or (root / p).is_symlink())]
+
+
+def copy_tree(root: Path, into: Path) -> Path:
+    for relative in project_files(root):
+        target = into / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (root / relative).is_symlink():  # kept a link (templates -> torchimages/templates)
+            os.symlink(os.readlink(root / relative), target)
+        else:
+            shutil.copy2(root / relative, target)
+    return into
+
+
+def stale(mutation: Mutation, root: Path) -> str:
+    """Why the row no longer applies (its text is not found exactly once), or ''."""
+    path = root / PACKAGE / mutation.file
+    if not path.is_file():
+        return f"{mutation.file} does not exist"
+    count = path.read_text().count(mutation.original)
+    return "" if count == 1 else f"its original text is found {count} times in {mutation.file}"
+
+
+def relevant_tests(tree: Path, mutation: Mutation) -> list[str]:
+    by_name, by_text = (re.compile(pattern) for pattern in RELEVANT[mutation.file])
+    found = sorted(
+        str(p.relative_to(tree))
+        for p in (tree / "tests" / "unit").rglob("test_*.py")
+        if not EXCLUDED.search(p.name)
+        and (
+            by_name.search(str(p.relative_to(tree / "tests" / "unit"))) or by_text.search(p.read_text(errors="replace"))
+        )
+    )
+    return found or ["tests/unit"]
+
+
+def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith("TORCHIMAGES_")}
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--no-header",
+        "-k",
+        DESELECT,
+        *tests,
+    ]
+    try:
+        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, "timed out"
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    return done.returncode, lines[-1] if lines else ""
+
+
+@dataclass(frozen=True)
+class Result:
+    mutation: Mutation
+    verdict: str  # killed | survived | reviewed | stale | error
+    detail: str
+    seconds: float
+
+
+def run_one(tree: Path, mutation: Mutation, timeout: float) -> Result:
+    start = time.monotonic()
+    why = stale(mutation, tree)
+    if why:
+        return Result(mutation, "stale", why, 0.0)
+    path = tree / PACKAGE / mutation.file
+    original = path.read_text()
+    path.write_text(original.replace(mutation.original, mutation.replacement, 1))
+    try:
+        code, last = pytest(tree, relevant_tests(tree, mutation), timeout)
+    finally:
+        path.write_text(original)
+    seconds = time.monotonic() - start
+    if code == 0:
+        return Result(mutation, "reviewed" if mutation.reviewed else "survived", last, seconds)
+    if code in (1, 2, 3, -1):  # failed, interrupted (collection error), internal error, timeout: killed
+        return Result(mutation, "killed", last, seconds)
+    return Result(mutation, "error", f"pytest exit {code}: {last}", seconds)
+
+
+def check_isolation(tree: Path) -> None:
+    """The copy's package is the one its tests import (not the working tree's editable install)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import torchimages; print(torchimages.__file__)"],
+        cwd=tree, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if not Path(where).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"mutants: the copy imports {where}, not its own package: refusing to run")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="mutations tried at once, one tree copy each (2)")
+    parser.add_argument("--only", default="", help="comma-separated mutation ids")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's tests (300)")
+    parser.add_argument("--list", action="store_true", help="print the table and exit")
+    args = parser.parse_args(argv)
+    wanted = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
+    if args.list:
+        for m in wanted:
+            print(f"{m.id:38} {m.file:32} {m.rule}" + (f"\n{'':38} reviewed: {m.reviewed}" if m.reviewed else ""))
+        return 0
+    ids = [m.id for m in MUTATIONS]
+    assert len(set(ids)) == len(ids), "mutation ids must be unique"
+    rows_stale = [f"{m.id}: {why}" for m in wanted if (why := stale(m, ROOT))]
+    if rows_stale:
+        print("mutants: stale rows (fix the table):\n  " + "\n  ".join(rows_stale))
+        return 2
+    started = time.monotonic()
+    results: list[Result] = []
+    lock = threading.Lock()
+    with tempfile.TemporaryDirectory(prefix="torchimages-mutants-") as tmp:
+        trees = [copy_tree(ROOT, Path(tmp, f"tree{n}")) for n in range(max(1, args.jobs))]
+        check_isolation(trees[0])
+        code, last = pytest(trees[0], ["tests/unit"], args.timeout * 4)
+        if code != 0:
+            print(f"mutants: the unit tests fail without any mutation ({last}): fix them first")
+            return 2
+        free = list(trees)
+
+        def job(mutation: Mutation) -> Result:
+            with lock:
+                tree = free.pop()
+            try:
+                result = run_one(tree, mutation, args.timeout)
+            finally:
+                with lock:
+                    free.append(tree)
+            with lock:
+                print(f"{result.verdict:9} {result.seconds:5.1f} s  {mutation.id:38} {mutation.file}", flush=True)
+            return result
+
+        with ThreadPoolExecutor(len(trees)) as pool:
+            results = list(pool.map(job, wanted))
+    counts = {v: sum(r.verdict == v for r in results) for v in ("killed", "survived", "reviewed", "stale", "error")}
+    print()
+    for r in results:
+        if r.verdict in ("survived", "stale", "error"):
+            print(f"{r.verdict.upper()}: {r.mutation.id} ({r.mutation.file}): {r.mutation.rule}; {r.detail}")
+        elif r.verdict == "reviewed":
+            print(f"reviewed survivor: {r.mutation.id}: {r.mutation.reviewed}")
+    total = ", ".join(f"{n} {v}" for v, n in counts.items() if n or v in ("killed", "survived"))
+    print(f"\n{len(results)} mutations: {total} ({time.monotonic() - started:.0f} s)")
+    if counts["stale"] or counts["error"]:
+        return 2
+    return 1 if counts["survived"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
