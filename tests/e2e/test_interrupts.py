@@ -59,12 +59,13 @@ def temporary_images(client: Any) -> set[str]:
 
 
 def containers_of(client: Any, m: Matrix, logs: Path | None = None) -> list[str]:
-    """Containers (running or not) of this run's temporary images or of the matrix's public ones."""
+    """Containers (running or not) of this run's temporary images or of the matrix's public ones. From the
+    list alone (`sparse`): on a shared engine a container listed may be gone before it could be inspected."""
     own = own_temporary(logs or m.logs)
     return [
-        c.name
-        for c in client.containers.list(all=True)
-        if str(c.attrs["Config"]["Image"]) in own or str(c.attrs["Config"]["Image"]).startswith(f"{m.repository}:")
+        str(c.attrs.get("Names", [c.id])[0]).lstrip("/")
+        for c in client.containers.list(all=True, sparse=True)
+        if c.attrs.get("Image") in own or str(c.attrs.get("Image")).startswith(f"{m.repository}:")
     ]
 
 
