@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from torchimages.building import builder
-
-from .conftest import CPU, OTHER_CPU, PIP_FAILURE, ROOT, Matrix, fail_pip, run_cli
+from .conftest import CPU, OTHER_CPU, PIP_FAILURE, ROOT, Matrix, fail_pip, own_temporary, run_cli, temporary_images
 
 pytestmark = pytest.mark.e2e
 # A BuildKit step line of a pip layer: the interrupt comes while the build installs the venv.
@@ -42,20 +40,6 @@ def wait_for(what: str, found: Any, process: subprocess.Popen[bytes], timeout: f
 
 def first_image_log_has_a_pip_step(logs: Path) -> bool:
     return any(PIP_STEP.search(log.read_bytes()) for log in logs.glob("*.log") if not log.name.startswith("bootstrap"))
-
-
-def own_temporary(logs: Path) -> set[str]:
-    """The temporary references this run's builds were given (each build log starts with its build command).
-    Not every `torchimages-tmp/<combination>:*`: on a shared engine another run (CI, a colleague's `make test`)
-    may be building the same combination, and its temporary images and smoke containers are not ours."""
-    commands = [log.read_text(errors="replace").split("\n", 1)[0] for log in logs.glob("*.log")]
-    return {tag for command in commands for tag in re.findall(r"--tag (\S+)", command) if builder.is_temporary(tag)}
-
-
-def temporary_images(client: Any) -> set[str]:
-    return {
-        t.removeprefix("docker.io/") for i in client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags
-    }
 
 
 def containers_of(client: Any, m: Matrix, logs: Path | None = None) -> list[str]:
