@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -134,6 +135,20 @@ def remove_repository(client: Any, repository: str) -> None:
         for tag in image.tags:
             if tag.rsplit(":", 1)[0] == repository:
                 client.images.remove(tag)
+
+
+def own_temporary(logs: Path) -> set[str]:
+    """The temporary references this run's builds were given (each build log starts with its build command).
+    Not every `torchimages-tmp/<combination>:*`: on a shared engine another run (CI, a colleague's `make test`)
+    may be building the same combination, and its temporary images and smoke containers are not ours."""
+    commands = [log.read_text(errors="replace").split("\n", 1)[0] for log in logs.glob("*.log")]
+    return {tag for command in commands for tag in re.findall(r"--tag (\S+)", command) if builder.is_temporary(tag)}
+
+
+def temporary_images(client: Any) -> set[str]:
+    return {
+        t.removeprefix("docker.io/") for i in client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags
+    }
 
 
 def build_a_lie(built: Built, tag: str, **facts: Any) -> builder.Outcome:

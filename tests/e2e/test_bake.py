@@ -8,14 +8,20 @@ Wheel sources: a bake serves nothing, so this machine's local wheel folders (TOR
 scripts/host-pip-sources) are served here for the bake's duration (torchimages.building.wheels.serve, as `build`
 does) and handed to `build.py bake` as URLs. Not on loopback: buildx 0.13 (Debian's docker-buildx)
 ignores a bake target's `network` (measured: RUN steps get the bridge), so they are served on the
-engine's bridge gateway, which RUN steps on the default bridge network reach.
+engine's bridge gateway, which RUN steps on the default bridge network reach. That address is read from the
+bridge itself (`bridge_address`): an engine started with another configuration (a `bip` in daemon.json, an
+engine already running before this one's set-up) reports no IPAM `Gateway`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import ipaddress
 import json
 import os
+import socket
+import struct
 import subprocess
 import textwrap
 import uuid
@@ -48,6 +54,35 @@ def forget(client: Any, reference: str) -> None:
     """Remove a name this test gave (its image stays while another name holds it)."""
     with contextlib.suppress(Exception):
         client.images.remove(reference)
+
+
+SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+
+
+def interface_address(name: str) -> str | None:
+    """The IPv4 address of the network interface `name` on this machine, or None (no such interface)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            answer = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    return socket.inet_ntoa(answer[20:24])
+
+
+def bridge_address(client: Any) -> str:
+    """The address of the engine's default bridge on this machine, which containers on it reach as their
+    gateway: the IPAM `Gateway` where the engine reports one, else the address of the bridge's interface
+    (`com.docker.network.bridge.name`, docker0). An engine configured otherwise (a `bip`, or started before
+    this machine's set-up) reports the subnet alone: reading `Gateway` there was a KeyError."""
+    network = client.networks.get("bridge").attrs
+    for config in (network.get("IPAM") or {}).get("Config") or []:
+        if config.get("Gateway"):
+            return str(ipaddress.ip_interface(config["Gateway"]).ip)  # some engines add the prefix length
+    name = (network.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
+    address = interface_address(name)
+    if address is None:
+        pytest.fail(f"the engine's default bridge reports no gateway and {name} has no IPv4 address here: {network}")
+    return address
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +137,7 @@ def baked(
     bake_file, metadata = tmp / "bake.json", tmp / "metadata.json"
     try:
         print(bootstrap.ensure(engine.DockerEngine(), combination.os, None, tmp / "bootstrap.log"))
-        gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+        gateway = bridge_address(docker_client)
         with serve(WheelSources.from_environment(), host=gateway) as served:
             urls = [("--index-url", served.index_url)] if served.index_url else []
             urls += [("--extra-index-url", u) for u in served.extra_index_urls]

@@ -93,8 +93,15 @@ class PrivateEngine:
         self.starts += 1
         (self.folder / "exec").mkdir(exist_ok=True)
         self.data_root.mkdir(exist_ok=True)
+        # Its own (empty) configuration: a second dockerd reads the machine's /etc/docker/daemon.json too, and
+        # one that names a data root, hosts or a bip there refuses the flags below ("specified both as a flag
+        # and in the configuration file", "-b and --bip are mutually exclusive").
+        config = self.folder / "daemon.json"
+        config.write_text("{}\n")
         command = [
             "dockerd",
+            "--config-file",
+            str(config),
             "--host",
             self.host,
             "--data-root",

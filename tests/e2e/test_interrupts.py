@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from torchimages.building import builder
-
-from .conftest import CPU, OTHER_CPU, PIP_FAILURE, ROOT, Matrix, fail_pip, run_cli
+from .conftest import CPU, OTHER_CPU, PIP_FAILURE, ROOT, Matrix, fail_pip, own_temporary, run_cli, temporary_images
 
 pytestmark = pytest.mark.e2e
 # A BuildKit step line of a pip layer: the interrupt comes while the build installs the venv.
@@ -44,21 +42,21 @@ def first_image_log_has_a_pip_step(logs: Path) -> bool:
     return any(PIP_STEP.search(log.read_bytes()) for log in logs.glob("*.log") if not log.name.startswith("bootstrap"))
 
 
-def temporary_prefix(m: Matrix) -> list[str]:
-    return [f"{builder.TEMP_REPOSITORY}/{c.folder.replace('+', '_')}:" for c in m.plan.combinations]
-
-
-def containers_of(client: Any, m: Matrix) -> list[str]:
-    """Containers (running or not) of the matrix's temporary or public images."""
-    prefixes = (*temporary_prefix(m), f"{m.repository}:")
-    return [c.name for c in client.containers.list(all=True) if str(c.attrs["Config"]["Image"]).startswith(prefixes)]
+def containers_of(client: Any, m: Matrix, logs: Path | None = None) -> list[str]:
+    """Containers (running or not) of this run's temporary images or of the matrix's public ones. From the
+    list alone (`sparse`): on a shared engine a container listed may be gone before it could be inspected."""
+    own = own_temporary(logs or m.logs)
+    return [
+        str(c.attrs.get("Names", [c.id])[0]).lstrip("/")
+        for c in client.containers.list(all=True, sparse=True)
+        if c.attrs.get("Image") in own or str(c.attrs.get("Image")).startswith(f"{m.repository}:")
+    ]
 
 
 def assert_nothing_left(client: Any, m: Matrix) -> None:
-    """No tag or alias of the repository, no temporary image of its combinations, no container of either."""
+    """No tag or alias of the repository, no temporary image of this run, no container of either."""
     assert client.images.list(name=m.repository) == [], "an interrupted build left a public tag"
-    temporary = [t for i in client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
-    assert not [t for t in temporary if t.startswith(tuple(temporary_prefix(m)))], temporary
+    assert own_temporary(m.logs) & temporary_images(client) == set(), "an interrupted build left a temporary image"
     assert containers_of(client, m) == []
 
 
@@ -129,9 +127,5 @@ def test_a_pip_failure_fails_only_its_combination(
     tagged = {t.split(":")[-1] for i in docker_client.images.list(name=matrix.repository) for t in i.tags}
     good = next(c for c in matrix.plan.combinations if c.torch == "2.13.0")
     assert {i.tag for i in good.images} <= tagged and not {i.tag for i in failing.images} & tagged, tagged
-    assert_nothing_left_of(docker_client, failing.folder)
-
-
-def assert_nothing_left_of(client: Any, folder: str) -> None:
-    temporary = [t for i in client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
-    assert not [t for t in temporary if folder.replace("+", "_") in t], temporary
+    failed = {ref for ref in own_temporary(matrix.logs) if failing.folder.replace("+", "_") in ref}
+    assert failed and not failed & temporary_images(docker_client), "a failed build left its temporary image"

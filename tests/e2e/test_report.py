@@ -14,10 +14,10 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 
-from torchimages.building import bootstrap, builder
+from torchimages.building import bootstrap
 from torchimages.reporting import writer as reporting
 
-from .conftest import Built, build_matrix, run_cli
+from .conftest import Built, build_matrix, own_temporary, run_cli, temporary_images
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]"
@@ -153,8 +153,8 @@ def test_an_image_over_its_budget_fails_untagged_naming_size_budget_and_layers(
     ]
     assert layers == sorted(layers, reverse=True) and layers[0] > 100e6, stated.group(3)  # the venv's torch layer
     assert docker_client.images.list(name=image.repository) == []
-    leftovers = [t for i in docker_client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
-    assert not [t for t in leftovers if over_budget.combination.folder in t and "runtime" in t]
+    # this run's temporary reference (another run of the same combination on a shared engine is not ours)
+    assert own_temporary(over_budget.logs) and not own_temporary(over_budget.logs) & temporary_images(docker_client)
     (entry,) = manifest_of(over_budget.logs.parent / "report")["images"]
     assert (entry["result"], entry["image_id"], entry["sbom"], entry["size"]["budget"]) == ("failed", None, None, 10**7)
     assert "over the runtime budget" in entry["reason"]

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -164,30 +167,81 @@ def test_the_progress_thread_ticks_on_its_own() -> None:
     lines = list[str]()
     with Progress(PlainRenderer(lines.append, heartbeat_s=0.1), total=1) as shown:
         shown.begin("img", "smoke")
-        time.sleep(0.5)
-    assert lines[0] == "img: smoke (0 s)" and "img: still smoke (0 s)" in lines[1:], lines
+        deadline = time.monotonic() + 30  # no test thread of ours calls tick: the heartbeat is the thread's
+        while len(lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert lines[0] == "img: smoke (0 s)" and re.fullmatch(r"img: still smoke \(\d+ s\)", lines[1]), lines
 
 
-def test_the_live_view_redraws_one_line_per_running_image_below_lasting_lines() -> None:
+def screen(written: str) -> list[str]:
+    """What a terminal shows after `written`: lines, with the cursor moves and erases rich's live display
+    uses applied (carriage return, erase line, cursor up, cursor shown/hidden); trailing blanks dropped."""
+    lines, row, column = [""], 0, 0
+    for token in re.findall(r"\x1b\[\??[\d;]*[A-Za-z]|\r|\n|[^\x1b\r\n]+", written):
+        if token == "\n":
+            row, column = row + 1, 0
+            lines += [""] * (row + 1 - len(lines))
+        elif token == "\r":
+            column = 0
+        elif token == "\x1b[2K":
+            lines[row] = ""
+        elif re.fullmatch(r"\x1b\[\d*A", token):
+            row = max(row - int(token[2:-1] or 1), 0)
+        elif token.startswith("\x1b["):
+            assert token in ("\x1b[?25l", "\x1b[?25h"), f"unexpected escape {token!r}"
+        else:
+            line = lines[row].ljust(column)
+            lines[row] = line[:column] + token + line[column + len(token) :]
+            column += len(token)
+    shown = [line.rstrip() for line in lines]
+    while shown and not shown[-1]:
+        shown.pop()
+    return shown
+
+
+def test_the_live_view_redraws_one_row_per_running_image_below_lasting_lines() -> None:
     stream = io.StringIO()
     live = LiveRenderer(stream, columns=lambda: 60)
     first = Event("2.13.0-cpu-runtime", "venv", 75.0, "fetched pip 192 MB; downloading numpy-2.4.6-cp311.whl (16.9 MB)")
     second = Event("2.13.0-cpu-devel", "os", 3.0)
     live.update(first, [first, second])
-    assert stream.getvalue() == (
-        "2.13.0-cpu-runtime  venv        1m15s  fetched pip 192 MB;\n2.13.0-cpu-devel    os            3 s\n"
-    )
-    stream.truncate(0), stream.seek(0)
+    top, bottom = screen(stream.getvalue())
+    assert top.startswith("2.13.0-cpu-runtime  venv         1m15s  fetched pip 192 M") and top.endswith("…")
+    assert len(top) <= 60, "the detail is cut to the terminal's 60 columns"
+    assert bottom == "2.13.0-cpu-devel    os             3 s"
+    drawn = stream.tell()
     live.tick([first, second])
-    assert stream.getvalue() == "", "nothing changed: nothing is drawn"
-    live.line("[1/2] 2.13.0-cpu-runtime: built in 80 s", [second])  # the finished image's line goes
-    assert stream.getvalue() == (
-        "\x1b[2A\r\x1b[J[1/2] 2.13.0-cpu-runtime: built in 80 s\n2.13.0-cpu-devel  os            3 s\n"
-    )
-    stream.truncate(0), stream.seek(0)
+    assert stream.tell() == drawn, "nothing changed: nothing is drawn"
+    live.line("[1/2] 2.13.0-cpu-runtime: built in 80 s", [second])  # the finished image's row goes
+    assert screen(stream.getvalue()) == [
+        "[1/2] 2.13.0-cpu-runtime: built in 80 s",
+        "2.13.0-cpu-devel  os             3 s",
+    ]
     live.tick([dataclasses.replace(second, elapsed=4.0)])
+    assert screen(stream.getvalue())[-1] == "2.13.0-cpu-devel  os             4 s"
     live.close()
-    assert stream.getvalue() == "\x1b[1A\r\x1b[J2.13.0-cpu-devel  os            4 s\n\x1b[1A\r\x1b[J"
+    assert screen(stream.getvalue()) == ["[1/2] 2.13.0-cpu-runtime: built in 80 s"], "the rows go, the line stays"
+    assert stream.getvalue().count("built in 80 s") == 1 and stream.getvalue().endswith("\x1b[2K")
+    assert all(len(line) <= 60 for line in screen(stream.getvalue()))
+
+
+def test_a_live_view_that_never_drew_leaves_nothing() -> None:
+    stream = io.StringIO()
+    LiveRenderer(stream).close()  # a usage error before the build: no cursor hidden, nothing written
+    assert stream.getvalue() == ""
+
+
+def test_validate_and_list_never_import_rich(write_matrix: Callable[[str], Path]) -> None:
+    """rich is loaded where a view is drawn (the live view, the build summary), not with the CLI."""
+    path = write_matrix(MATRIX)
+    script = (
+        "import sys\nfrom torchimages.cli import main\n"
+        f"for args in (['validate'], ['list'], ['plan', '2.7.1']):\n"
+        f"    assert main([*args, '--matrix', {str(path)!r}]) == 0, args\n"
+        "assert not [m for m in sys.modules if m == 'rich' or m.startswith('rich.')], 'rich was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
 
 
 def test_auto_is_plain_unless_the_output_is_a_terminal() -> None:

@@ -511,16 +511,29 @@ def _listed(what: str, problems: list[str]) -> str:
 
 def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "skipped", "failed")) -> str:
     """A table, one row per image: its result, total time, reference, size, build and test time (a failed
-    or interrupted image with why, under its row); then a count of each status: those in `always` even
-    when none, the others (interrupted, promoted) only when some are."""
-    width = max((len(o.image.reference) for o in outcomes), default=5)
-    lines = [f"{'result':11} {'total':>8}  {'image':{width}}  {'size':>9}  {'build':>7}  {'test':>7}"]
+    or interrupted image with why, under its row from the image column on); then a count of each status:
+    those in `always` even when none, the others (interrupted, promoted) only when some are. Plain text, one
+    line per row however wide (a CI log is read a line at a time); rich lays out the columns."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="", show_edge=False)
+    for name in ("result", "total", "image", "size", "build", "test"):
+        table.add_column(name, justify="left" if name in ("result", "image") else "right")
     for o in outcomes:
         size = format_size(o.size_bytes) if o.size_bytes else "-"
         build, test = (f"{s:.0f} s" if s is not None else "-" for s in (o.build_seconds, o.test_seconds))
-        lines.append(f"{o.status:11} {o.seconds:6.0f} s  {o.image.reference:{width}}  {size:>9}  {build:>7}  {test:>7}")
+        table.add_row(o.status, f"{o.seconds:.0f} s", o.image.reference, size, build, test)
+    text = io.StringIO()
+    Console(file=text, width=1_000_000, color_system=None, highlight=False, emoji=False).print(table)
+    header, *rows = (line.rstrip() for line in text.getvalue().splitlines())
+    lines = [header]
+    for o, row in zip(outcomes, rows, strict=True):
+        lines.append(row)
         if o.status in ("failed", "interrupted"):
-            lines.append(f"{'':22}{_reason(o.detail)}")
+            lines.append(" " * header.index("image") + _reason(o.detail))
     statuses = ("built", "promoted", "skipped", "failed", "interrupted")
     counts = {s: sum(o.status == s for o in outcomes) for s in statuses}
     lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n or s in always))

@@ -6,7 +6,7 @@ BuildKit's plain log (`--progress plain`, the build log under logs/): it folds e
 `LogState`, whose `stage` and `detail` the builder reports. `Progress` keeps what every running image
 is doing (thread-safe: images build in parallel) and tells a renderer: `PlainRenderer` (CI, no
 terminal: one line per stage change, and a heartbeat line per running image when it printed nothing
-for a while) or `LiveRenderer` (a terminal: one line per running image, redrawn in place).
+for a while) or `LiveRenderer` (a terminal: one row per running image, redrawn in place by rich).
 """
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ import contextlib
 import dataclasses
 import os
 import re
-import shutil
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from torchimages.sizes import format_size
+
+if TYPE_CHECKING:  # rich itself is imported where a view is drawn
+    from rich.live import Live
+    from rich.table import Table
 
 # In the order an image goes through them. os, venv and devel are the Dockerfile's RUN steps, export is
 # BuildKit writing the image; verify, smoke and push come after the build.
@@ -324,45 +327,68 @@ class PlainRenderer:
 
 
 class LiveRenderer:
-    """One line per running image at the bottom of a terminal (image, stage, elapsed time, detail),
-    redrawn in place with ANSI escapes; lasting lines are written above them."""
+    """One row per running image at the bottom of a terminal (image, stage, elapsed time, detail, cut to the
+    terminal's width), redrawn in place by rich's `Live`; lasting lines are printed above them. The display
+    starts with the first thing shown (a usage error before the build draws nothing) and goes at `close`.
+    rich is imported here, not with the module: commands that draw no view (validate, list) never load it."""
 
     tick_s = 0.5
 
     def __init__(self, stream: TextIO, columns: Callable[[], int] | None = None) -> None:
-        self.stream = stream
-        self.columns = columns or (lambda: shutil.get_terminal_size().columns)
-        self.shown: list[str] = []  # the live lines now on screen, above the cursor
+        from rich.console import Console
 
-    def _redraw(self, running: Sequence[Event], above: str | None = None) -> None:
-        width = max(self.columns() - 1, 20)
-        names = max((len(e.image) for e in running), default=0)
-        rows = [
-            f"{e.image:<{names}}  {e.stage or 'starting':<9} {format_seconds(e.elapsed):>7}  {e.detail}"[
-                :width
-            ].rstrip()
-            for e in running
-        ]
-        if above is None and rows == self.shown:
+        # A terminal, or `--progress tty` forced onto something else; text is shown as it is (no markup,
+        # emoji codes or highlighting: an image tag is not markup).
+        self.console = Console(
+            file=stream, force_terminal=True, width=columns() if columns else None, highlight=False, emoji=False
+        )
+        self.live: Live | None = None  # once something was shown
+        self.shown: list[tuple[str, str, str, str]] = []  # the rows on screen
+
+    def __rich__(self) -> Table:
+        """The rows on screen as a grid (rich draws the live display from this each time it draws it). The
+        image, stage and time keep their width; the detail takes what is left of the line, cut with "…"."""
+        from rich.table import Table
+        from rich.text import Text
+
+        names = max((len(row[0]) for row in self.shown), default=0)
+        grid = Table.grid(padding=(0, 2))
+        for _ in range(3):
+            grid.add_column(no_wrap=True)
+        grid.add_column(no_wrap=True, overflow="ellipsis", max_width=max(self.console.width - names - 24, 10))
+        for image, stage, elapsed, detail in self.shown:  # stage and time padded: no column jumps as they change
+            grid.add_row(Text(image), Text(f"{stage:<9}"), Text(f"{elapsed:>7}"), Text(detail))
+        return grid
+
+    def _draw(self, running: Sequence[Event], above: str | None = None) -> None:
+        from rich.live import Live
+        from rich.text import Text
+
+        rows = [(e.image, e.stage or "starting", format_seconds(e.elapsed), e.detail) for e in running]
+        if above is None and rows == self.shown and self.live is not None:
             return  # nothing changed on screen
-        text = f"\x1b[{len(self.shown)}A\r\x1b[J" if self.shown else ""
-        if above is not None:
-            text += above + "\n"
-        self.stream.write(text + "".join(row + "\n" for row in rows))
-        self.stream.flush()
         self.shown = rows
+        if self.live is None:
+            self.live = Live(self, console=self.console, auto_refresh=False, transient=True, redirect_stderr=False)
+            self.live.start()
+        if above is None:
+            self.live.refresh()
+        else:  # printed above the rows, which rich then draws again below it
+            self.console.print(Text(above), soft_wrap=True)
 
     def line(self, text: str, running: Sequence[Event]) -> None:
-        self._redraw(running, above=text)
+        self._draw(running, above=text)
 
     def update(self, event: Event, running: Sequence[Event]) -> None:
-        self._redraw(running)
+        self._draw(running)
 
     def tick(self, running: Sequence[Event]) -> None:
-        self._redraw(running)
+        self._draw(running)
 
     def close(self) -> None:
-        self._redraw(())
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
 
 
 def renderer(mode: str, stream: TextIO, heartbeat_s: float = HEARTBEAT_S) -> Renderer:
