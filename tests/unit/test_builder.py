@@ -311,6 +311,25 @@ def test_an_engine_stopped_during_a_build_is_named(selection: list[plan.Selected
     assert any("could not remove" in line for line in said)
 
 
+def test_an_engine_error_the_interrupt_caused_is_an_interruption_not_a_failure(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    """Ctrl-C stops the engine's action under way (the docker CLI killed, a container gone): the image is
+    `interrupted`, not `failed` with the engine error the interrupt caused, and nothing is tagged."""
+    cancelled = threading.Event()
+
+    class InterruptedEngine(FakeEngine):
+        def tag(self, reference: str, repository: str, tag: str) -> None:
+            cancelled.set()
+            raise EngineError(f"tagging {reference} failed: context canceled")
+
+    engine = InterruptedEngine(true_facts(selection[0].combination))
+    outcomes = run(engine, selection[:1], tmp_path, cancelled=cancelled)
+    assert outcomes[0].status == "interrupted", outcomes[0].detail
+    assert "context canceled" in outcomes[0].detail
+    assert "failed" not in [o.status for o in outcomes]
+
+
 def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp_path: Path) -> None:
     engine = FakeEngine(true_facts(selection[0].combination), build_status=1)
 

@@ -70,6 +70,8 @@ def test_a_real_error_is_not_retried(error: str) -> None:
 
 def test_what_is_transient() -> None:
     assert transient("received unexpected HTTP status: 502 Bad Gateway")
+    assert transient("unexpected status code 502 from the registry")  # the status alone is enough
+    assert transient("unexpected status code 500") and transient("unexpected status code 504")
     assert transient("Get https://r/v2/: net/http: TLS handshake timeout")
     assert transient("unexpected EOF")
     assert not transient("denied: access forbidden")

@@ -44,7 +44,15 @@ CUDA_FACTS: dict[str, Any] = {
 
 @pytest.mark.parametrize(
     ("code", "expected"),
-    [(92400, "9.24.0"), (90100, "9.1.0"), (91900, "9.19.0"), (8907, "8.9.7"), (8600, "8.6.0"), (7605, "7.6.5")],
+    [
+        (92400, "9.24.0"),
+        (90100, "9.1.0"),
+        (91900, "9.19.0"),
+        (90000, "9.0.0"),  # the first code of the new encoding
+        (8907, "8.9.7"),
+        (8600, "8.6.0"),
+        (7605, "7.6.5"),
+    ],
 )
 def test_cudnn_codes_of_both_encodings(code: int, expected: str) -> None:
     assert cudnn_version_string(code) == expected
