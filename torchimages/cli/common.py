@@ -32,11 +32,22 @@ def load_plan(args: argparse.Namespace) -> planning.Plan:
     return planning.load(args.matrix, args.templates, args.images_dir, base_registry=args.base_registry)
 
 
-def select(args: argparse.Namespace, loaded: planning.Plan) -> list[planning.Selected]:
-    """The selected images by combination; prints the warnings that concern them."""
+def select(args: argparse.Namespace, loaded: planning.Plan, in_full: bool = False) -> list[planning.Selected]:
+    """The selected images by combination. The warnings that concern them are said `in_full` where the user can
+    act on them (validate, lock); elsewhere in one line that says how many and which command lists them."""
     chosen = planning.select(loaded, args.selectors)
-    warn([*loaded.warnings, *(w for s in chosen for w in s.combination.warnings)])
+    problems = [*loaded.warnings, *(w for s in chosen for w in s.combination.warnings)]
+    if in_full:
+        warn(problems)
+    elif problems:
+        print(counted(problems, getattr(args, "prog", None) or "build.py"), file=sys.stderr)
     return chosen
+
+
+def counted(problems: Sequence[Problem], prog: str) -> str:
+    """The one line that stands for the warnings of a selection outside validate and lock."""
+    count = len(summarize(problems))
+    return f"note: {count} warning{'s' * (count != 1)} about the matrix or its bases; `{prog} validate` lists them"
 
 
 def warn(problems: Iterable[Problem]) -> None:

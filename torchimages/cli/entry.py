@@ -16,12 +16,14 @@ from torchimages.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError
 from torchimages.problems import InputError, distinct, shown
 
 DESCRIPTION = "Build, verify and test PyTorch/CUDA images."
+PROG = "torchimages"  # the console script; build.py and `python -m` pass their own
 
 
 def parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The argument parser, from the command table; `prog` names the command as invoked."""
-    top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    top = argparse.ArgumentParser(prog=prog or PROG, description=DESCRIPTION)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    top.set_defaults(prog=top.prog)  # the command as invoked, for the messages that name another command
     sub = top.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         p = sub.add_parser(
@@ -93,8 +95,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage, 141 reader gone,
-    128+N a build stopped by signal N (130 Ctrl-C, 143 SIGTERM). `prog`: the command as invoked (default: the
-    program's file name, `torchimages` for the console script)."""
+    128+N a build stopped by signal N (130 Ctrl-C, 143 SIGTERM). `prog`: the command as invoked (default:
+    `torchimages`, the console script)."""
     args = parser(prog).parse_args(argv)
     if sys.stdout is None:  # started with stdout closed (`>&-`): the output would be lost without a word
         print("error: standard output is closed", file=sys.stderr)

@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
     if args.bases:
         loaded = common.load_plan(args)
         every = [planning.Selected(c, c.images) for c in loaded.combinations]
-        outcome = locking.lock_bases(loaded, common.select(args, loaded) if args.selectors else every, args.check)
+        outcome = locking.lock_bases(
+            loaded, common.select(args, loaded, in_full=True) if args.selectors else every, args.check
+        )
         for line in outcome.err:
             print(line, file=sys.stderr)
         for line in outcome.out:
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from torchimages.building import locks
 
     loaded = common.load_plan(args)
-    chosen = common.select(args, loaded)
+    chosen = common.select(args, loaded, in_full=True)
     paths = locks.lock_packages(common.connect(), loaded.images_dir, [s.combination for s in chosen])
     for s, path in zip(chosen, paths, strict=True):
         print(f"locked {s.combination.folder}: {path}")
