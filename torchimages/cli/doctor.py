@@ -26,7 +26,11 @@ def options(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from torchimages import doctor
 
-    chosen = common.select(args, common.load_plan(args))
+    loaded = common.load_plan(args)
+    chosen = common.select(args, loaded)
+    if not args.selectors:  # not every image of the matrix at once: what a user builds first
+        chosen, why = doctor.default_selection(loaded)
+        print(f"doctor: no SELECTOR, so checking for {why} (`{args.prog} doctor SELECTOR...` names others)")
     need = doctor.needs(chosen, host_only=args.host_only, require_gpu=args.require_gpu)
     tags = [i.tag for i in need.images]
     shown_tags = ", ".join(tags[:3]) + (f" and {len(tags) - 3} more" if len(tags) > 3 else "")
