@@ -22,6 +22,8 @@ def shown(value: object) -> str:
         return ""
     if isinstance(value, tuple):
         return " ".join(value)
+    if isinstance(value, float):
+        return f"{value:g}"
     return str(value)
 
 
