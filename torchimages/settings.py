@@ -169,10 +169,10 @@ def of_command(command: str) -> tuple[Setting, ...]:
     return tuple(s for s in SETTINGS if command in s.commands)
 
 
-def epilog(command: str) -> str | None:
+def epilog(command: str, prog: str = "torchimages") -> str | None:
     """The `--help` epilog of a command: the environment variables it reads."""
     rows = of_command(command)
     if not rows:
         return None
     lines = [f"  {s.name:<32} {s.meaning}" + (f" (default {s.default})" if s.default else "") for s in rows]
-    return "environment variables (`build.py settings` shows their values):\n" + "\n".join(lines)
+    return f"environment variables (`{prog} settings` shows their values):\n" + "\n".join(lines)

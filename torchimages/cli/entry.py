@@ -30,7 +30,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
             command.name,
             help=command.help,
             description=command.help,
-            epilog=settings.epilog(command.name),
+            epilog=settings.epilog(command.name, top.prog),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if command.common:

@@ -61,7 +61,7 @@ def settings_page() -> str:
     lines = [
         HEADER + "# Settings\n",
         "Every environment variable the tool reads (torchimages/settings.py). An empty value counts as unset. "
-        "`build.py settings` prints each one's effective value and where it came from.\n",
+        "`torchimages settings` (or `build.py settings`) prints each one's effective value and where it came from.\n",
         "| variable | kind | default | meaning | read by |\n|---|---|---|---|---|",
     ]
     for s in settings.SETTINGS:
