@@ -90,7 +90,13 @@ SETTINGS = (
         (),
     ),
     Setting("DOCKER", "text", "", "the docker client to run (--docker; default: the first on PATH)", ENGINE),
-    Setting("DOCKER_HOST", "text", "unix:///var/run/docker.sock", "the engine the SDK and the client talk to", ENGINE),
+    Setting(
+        "DOCKER_HOST",
+        "text",
+        "unix:///var/run/docker.sock",
+        "the engine the SDK and the client talk to (the SDK also reads DOCKER_TLS_VERIFY and DOCKER_CERT_PATH)",
+        ENGINE,
+    ),
 )
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 

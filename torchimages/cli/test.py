@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -80,6 +78,10 @@ def _refuse_mixes(args: argparse.Namespace, local: bool) -> None:
         raise UsageError("--report takes the images' results itself: not with --host local or --junit")
 
 
+def _say_error(error: str) -> None:
+    print(f"error: {error}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from torchimages.engine import split_run_args
     from torchimages.reporting import session
@@ -93,11 +95,7 @@ def run(args: argparse.Namespace) -> int:
         shared.suites(args.suites), args.gpus, args.require_gpu, args.shm_size, python_exe, run_args
     )
     if local:
-        try:
-            host = json.loads(args.spec.read_text()) if args.spec else runner.host_document(options.python_exe)
-        except (OSError, ValueError, subprocess.CalledProcessError) as exc:
-            raise UsageError(f"cannot read the host's spec: {exc}") from None
-        return EXIT_OK if runner.run_suites("local://", host, options, args.junit).returncode == 0 else EXIT_FAILED
+        return EXIT_OK if targets.test_host(args.spec, options, args.junit) else EXIT_FAILED
     if args.images:
         engine = common.connect()
         chosen = targets.image_targets(engine, args.images, args.spec)
@@ -110,13 +108,12 @@ def run(args: argparse.Namespace) -> int:
         engine = common.connect()
         chosen = targets.matrix_targets(engine, images)
     junit_dir = session.start(args.report)
-    say = lambda error: print(f"error: {error}", file=sys.stderr)  # noqa: E731
-    tested = targets.test_all(engine, chosen, options, junit_dir, args.junit, on_error=say)
+    tested = targets.test_all(engine, chosen, options, junit_dir, args.junit, on_error=_say_error)
     print(runner.summary([(str(t.spec["image"]), t.returncode) for t in tested]))
     complete = True
     if args.report and junit_dir:
         from torchimages.reporting import writer
 
-        images_ = writer.tested_images(tested, engine, junit_dir)
-        complete = common.told(session.finish(args.report, "test", images_, engine, junit_dir))
+        reports = writer.tested_images(tested, engine, junit_dir)
+        complete = common.told(session.finish(args.report, "test", reports, engine, junit_dir))
     return EXIT_FAILED if any(t.returncode for t in tested) or not complete else EXIT_OK

@@ -4,6 +4,7 @@ and the loop that runs the suites in each, one container after another."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -147,3 +148,13 @@ def test_all(
             Tested(target.name, target.spec, result.returncode, time.monotonic() - start, error, target.planned)
         )
     return tested
+
+
+def test_host(spec_file: Path | None, options: runner.SmokeOptions, junit: Path | None) -> bool:
+    """`test --host local`: the suites against this machine, its spec from `spec_file` or probed with
+    options.python_exe; whether they passed. UsageError when the spec cannot be read."""
+    try:
+        host = json.loads(spec_file.read_text()) if spec_file else runner.host_document(options.python_exe)
+    except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+        raise UsageError(f"cannot read the host's spec: {exc}") from None
+    return runner.run_suites("local://", host, options, junit).returncode == 0
