@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine build doctor render check-render validate list lint test test-unit test-images bench bench-image bench-jobs bench-cache mutants clean
+.PHONY: help install engine build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-jobs bench-cache mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,17 +44,21 @@ render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and tem
 check-render: $(VENV)/.installed ## fail if the committed Dockerfiles are stale
 	$(PY) build.py render --matrix $(MATRIX) --check
 
+reference: $(VENV)/.installed ## write docs/reference/{cli,settings}.md from the parsers and the settings table
+	$(PY) -m torchimages.cli.reference
+
 validate: $(VENV)/.installed ## check the matrix against the knowledge base
 	$(PY) build.py validate --matrix $(MATRIX)
 
 list: $(VENV)/.installed ## list image tags (TAG= narrows by prefix)
 	$(PY) build.py list --matrix $(MATRIX) $(TAG)
 
-lint: $(VENV)/.installed ## ruff, mypy and hadolint over every rendered Dockerfile
+lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, hadolint over every Dockerfile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m torchimages.cli.reference --check
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 
 test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests (real Docker builds)

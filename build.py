@@ -3,7 +3,7 @@
 
 import sys
 
-from torchimages.cli.app import main
+from torchimages.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="build.py"))

@@ -4,4 +4,4 @@ import sys
 
 from torchimages.cli import main
 
-sys.exit(main())
+sys.exit(main(prog="python -m torchimages"))

@@ -18,11 +18,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torchimages.combination import Combination, RegistryBase
-from torchimages.planning.plan import Selected
+from torchimages.compat import version_key
+from torchimages.planning.plan import Plan, Selected, select
+from torchimages.problems import InputError
 from torchimages.smoke.diagnosis import MIN_SHM_BYTES
 from torchimages.versions import driver_is_older
 
 GB = 10**9
+# What a bare `doctor` checks where the matrix has it: the README's first build.
+FIRST_BUILD = "2.14.1-cuda13.0-*-debian12"
 # Disk an image takes in the engine's store, per flavor. Measured (docs/benchmarks.md, 2026-11-30:
 # torch 2.14.1+cu130 and 2.13.0+cpu): a CUDA runtime 6.24 GB, devel FROM runtime +0.31 GB; a CPU
 # runtime 1.41 GB, devel +0.03 GB. A devel image on an nvidia/cuda devel image is not measured here
@@ -131,6 +135,33 @@ def image_size_bytes(combination: Combination, flavor: str) -> int:
         return int(DEVEL_ON_TOOLKIT_IMAGE_GB * GB)
     shares_runtime = "runtime" in combination.flavors
     return int((DEVEL_ON_RUNTIME_GB[kind] + (0 if shares_runtime else RUNTIME_GB[kind])) * GB)
+
+
+def largest(chosen: Sequence[Selected]) -> Selected:
+    """The most demanding combination of a selection: the most bytes of images, then the newest torch."""
+    return max(
+        chosen,
+        key=lambda s: (
+            sum(image_size_bytes(s.combination, i.flavor) for i in s.images),
+            version_key(s.combination.torch),
+        ),
+    )
+
+
+def default_selection(plan: Plan) -> tuple[list[Selected], str]:
+    """What a bare `doctor` checks, and a line saying why: the images of the README's first build
+    (FIRST_BUILD) where the matrix has them, else its most demanding combination. Builds go one selection at
+    a time; every image of the matrix at once (68 of them, 600 GB) is a fleet's job, not one machine's."""
+    try:
+        first = select(plan, [FIRST_BUILD])
+    except InputError:
+        first = []
+    if first:
+        return first, f"the images of the first build, `make build TAG='{FIRST_BUILD}'`"
+    if not plan.combinations:
+        return [], "no images"
+    every = [Selected(c, c.images) for c in plan.combinations]
+    return [largest(every)], "the most demanding combination of the matrix"
 
 
 def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool = False) -> Needs:

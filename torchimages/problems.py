@@ -82,3 +82,7 @@ def errors(problems: list[Problem]) -> list[Problem]:
 def warnings(problems: list[Problem]) -> list[Problem]:
     """The problems that only inform."""
     return [p for p in problems if p.severity is Severity.WARNING]
+
+
+class UsageError(Exception):
+    """A command cannot run as asked (exit status 2); the message says why and what to do."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import os
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+
+from torchimages import settings
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
@@ -95,7 +96,7 @@ def is_loopback(host: str) -> bool:
 
 def scheme(host: str) -> str:
     """http for loopback registries and those named in TORCHIMAGES_INSECURE_REGISTRIES, else https."""
-    insecure = os.environ.get(INSECURE_VARIABLE, "").split()
+    insecure = settings.words(INSECURE_VARIABLE)
     return "http" if is_loopback(host) or host in insecure else "https"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages.cli.app import main
+from torchimages.cli.entry import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,10 +11,10 @@ import pytest
 
 from tests.fakes import FakeEngine
 from torchimages import engine
-from torchimages.cli import app as cli
 from torchimages.combination import LABEL_PREFIX
 from torchimages.engine import ImageInfo
-from torchimages.smoke import document
+from torchimages.problems import UsageError
+from torchimages.smoke import document, targets
 
 CUDA_LABELS = {
     **{
@@ -41,7 +41,12 @@ def info(reference: str, labels: dict[str, str], layers: tuple[str, ...] = ("l1"
 
 
 def specs(fake: FakeEngine, *references: str, spec: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
-    return cli.image_specs(cast(Any, fake), references, spec)
+    """Each image's reference and spec (smoke.targets.image_targets); prints where each spec came from, as
+    `build.py test --image` does."""
+    found = targets.image_targets(cast(Any, fake), references, spec)
+    for target in found:
+        print(target.note)
+    return [(str(t.spec["image"]), t.spec) for t in found]
 
 
 # --- the spec from labels --------------------------------------------------------------
@@ -90,7 +95,7 @@ def test_labels_without_torch_or_with_a_bad_version_are_refused() -> None:
         document.labels_document("x", {**CUDA_LABELS, f"{LABEL_PREFIX}.torch": "2.14.1+cu130"})
 
 
-# --- cli.image_specs: labels, --spec, refusals -------------------------------------------
+# --- smoke.targets.image_targets: labels, --spec, refusals -------------------------------------------
 
 
 def test_an_image_with_our_labels_is_tested_against_them(capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,7 +115,7 @@ def test_a_derived_image_says_its_labels_are_inherited(capsys: pytest.CaptureFix
 
 def test_an_image_without_labels_or_spec_is_refused_naming_both_ways() -> None:
     fake = FakeEngine(images=[info("foreign:1", {"maintainer": "x"})])
-    with pytest.raises(cli.UsageError) as caught:
+    with pytest.raises(UsageError) as caught:
         specs(fake, "foreign:1")
     message = str(caught.value)
     assert "foreign:1 has no io.torchimages.* labels" in message
@@ -118,7 +123,7 @@ def test_an_image_without_labels_or_spec_is_refused_naming_both_ways() -> None:
 
 
 def test_a_missing_image_is_refused_before_any_runs() -> None:
-    with pytest.raises(cli.UsageError, match=r"no such image here: nope:1 \(docker pull it"):
+    with pytest.raises(UsageError, match=r"no such image here: nope:1 \(docker pull it"):
         specs(FakeEngine(images=[info("ours:1", CUDA_LABELS)]), "ours:1", "nope:1")
 
 
@@ -131,10 +136,10 @@ def test_a_spec_file_is_validated_and_wins_over_labels(tmp_path: Path, capsys: p
     assert [(r, d["image"]) for r, d in found] == [("foreign:1", "foreign:1"), ("ours:1", "ours:1")]
     assert f"foreign:1: spec read from {path}" in capsys.readouterr().out
     path.write_text(json.dumps({**good, "cudnn": "9"}))
-    with pytest.raises(cli.UsageError, match=r"--spec: .*spec.json: key 'cudnn' needs at least three parts"):
+    with pytest.raises(UsageError, match=r"--spec: .*spec.json: key 'cudnn' needs at least three parts"):
         specs(fake, "foreign:1", spec=path)
     path.write_text("{not json")
-    with pytest.raises(cli.UsageError, match=r"--spec: .*cannot read the image spec"):
+    with pytest.raises(UsageError, match=r"--spec: .*cannot read the image spec"):
         specs(fake, "foreign:1", spec=path)
 
 

@@ -142,4 +142,8 @@ def test_jobs_must_be_a_whole_number_of_at_least_one(option: list[str], env: dic
         check=False,
     )
     assert result.returncode == 2, result.stderr
-    assert "argument --jobs:" in result.stderr and "at least 1" in result.stderr and "Traceback" not in result.stderr
+    if env:  # the setting is read through torchimages.settings: its message names the variable
+        assert "TORCHIMAGES_JOBS='x' must be a positive whole number" in result.stderr
+    else:
+        assert "argument --jobs:" in result.stderr and "at least 1" in result.stderr
+    assert "Traceback" not in result.stderr

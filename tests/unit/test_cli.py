@@ -120,15 +120,26 @@ def test_plan_emits_a_github_actions_matrix(cli: Cli, write_matrix: Callable[[st
     assert jobs[0]["tags"] == "2.7.0-cuda11.8-cudnn9-devel 2.7.0-cuda11.8-cudnn9-runtime"
 
 
-def test_list_prints_every_warning_of_the_selected_combination(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
-    """A warning on another line than the row's first (here `cuda:`) belongs to the combination all the same."""
+def test_list_counts_the_warnings_of_the_selection_and_validate_says_them(
+    cli: Cli, write_matrix: Callable[[str], Path]
+) -> None:
+    """A warning on another line than the row's first (here `cuda:`) belongs to the combination all the same.
+    `list` cannot act on it: one line says how many and that `validate` lists them; validate says it in full."""
     path = write_matrix(
         "matrix:\n  include:\n    - torch: 2.15.0\n      cuda: '13.2'\n    - {torch: 2.7.0, cuda: '11.8'}\n"
     )
     code, _, err = cli("list", "--matrix", str(path), "2.15")
     assert code == 0
-    assert f"{path}:4: warning: cuda: torch 2.15.0+cu132 is an uncertain fact" in err
+    (line,) = err.splitlines()
+    assert line.startswith("note: ") and line.endswith(
+        "warnings about the matrix or its bases; `torchimages validate` lists them"
+    )
     assert "2.7.0" not in err
+    code, _, err = cli("validate", "--matrix", str(path))
+    assert code == 0
+    assert f"{path}:4: warning: cuda: torch 2.15.0+cu132 is an uncertain fact" in err
+    code, _, err = cli("list", "--matrix", str(path), "2.7.0")
+    assert code == 0 and len(err.splitlines()) == 1 and "2.7.0" not in err
 
 
 def test_commands_without_docker_do_not_import_the_docker_sdk(write_matrix: Callable[[str], Path]) -> None:

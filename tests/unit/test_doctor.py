@@ -178,3 +178,23 @@ def test_lock_without_selectors_or_bases_is_a_usage_error(cli: Cli, write_matrix
     assert code == 2 and "--check applies to --bases" in err
     code, out, _ = cli("lock", "--bases", "--matrix", str(path))
     assert code == 0 and "no registry bases in the selection" in out
+
+
+def test_a_bare_doctor_checks_the_first_build_else_the_most_demanding_combination(
+    write_matrix: Callable[[str], Path],
+) -> None:
+    """Not every image of the matrix at once (68 images, 600 GB): the README's first build where the matrix
+    has it, else the one combination that asks most of the machine."""
+    path = write_matrix(
+        "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n    - {torch: 2.14.1, cuda: '13.0'}\n"
+        "    - {torch: 2.13.0, cuda: cpu}\n"
+    )
+    chosen, why = doctor.default_selection(plan.load(path))
+    assert [i.tag for s in chosen for i in s.images] == [
+        "2.14.1-cuda13.0-cudnn9-devel-debian12",
+        "2.14.1-cuda13.0-cudnn9-runtime-debian12",
+    ]
+    assert doctor.FIRST_BUILD in why
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu}\n    - {torch: 2.14.1, cuda: '13.0'}\n")
+    ((largest,), why) = doctor.default_selection(plan.load(path))
+    assert largest.combination.cuda == "13.0" and "most demanding" in why

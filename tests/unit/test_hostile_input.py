@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.conftest import ROOT
-from torchimages.cli.app import main
+from torchimages.cli.entry import main
 from torchimages.planning import matrix
 from torchimages.problems import shown
 from torchimages.reference import repository_problem

@@ -20,6 +20,7 @@ from torchimages.engine import ImageInfo, stored_size
 from torchimages.planning import plan
 from torchimages.reporting import model as report
 from torchimages.reporting import writer as reporting
+from torchimages.smoke import targets
 from torchimages.smoke.runner import junit_in
 
 GOLDEN = golden.GOLDEN / "report"
@@ -280,11 +281,11 @@ def test_tested_images_any_image_by_its_reference_a_matrix_image_by_its_plan(
     junit_in(tmp_path, "team_train_1").write_bytes(junit(PASSED, FAILED))
     junit_in(tmp_path, runtime.tag).write_bytes(junit(PASSED))
     tested = [
-        reporting.Tested("team_train_1", spec, 1, 12.0),
-        reporting.Tested(
+        targets.Tested("team_train_1", spec, 1, 12.0),
+        targets.Tested(
             runtime.tag, {"tag": runtime.tag, "image": runtime.reference}, 0, 8.0, "", (combination, runtime)
         ),
-        reporting.Tested(
+        targets.Tested(
             devel.tag, {"tag": devel.tag, "image": devel.reference}, 1, 0.5, "no container", (combination, devel)
         ),
     ]

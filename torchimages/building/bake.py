@@ -16,6 +16,7 @@ combination's flavors stay in one group; `promote` checks runtime's layers are a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -23,11 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchimages.building.builder import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
+from torchimages.building import wheels
+from torchimages.building.builder import (
+    TEMP_REPOSITORY,
+    Baked,
+    BuildOptions,
+    build_request,
+    is_temporary,
+    temporary_reference,
+)
+from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
 from torchimages.engine import BuildRequest
 from torchimages.planning.plan import Selected
-from torchimages.problems import InputError, Problem
+from torchimages.problems import InputError, Problem, UsageError
 
 # What buildx writes per target into --metadata-file: the image name it gave, and what it built.
 IMAGE_NAME = "image.name"
@@ -190,3 +200,75 @@ def baked_images(
     if problems:
         raise InputError(problems)
     return found
+
+
+@dataclass(frozen=True)
+class BakeRequest:
+    """What a bake file is made of beyond the selection: the builds' options and wheel sources, the hosts pip
+    may reach over http, where the pip.conf secrets go, the temporary registry and the cache of every target."""
+
+    options: BuildOptions
+    sources: WheelSources
+    trusted_hosts: tuple[str, ...] = ()
+    secrets_dir: Path = Path(".bake")
+    temporary_registry: str | None = None
+    cache: Cache = Cache()
+
+
+def check_sources(sources: WheelSources) -> None:
+    """UsageError for a local wheel folder: a bake file is for builders elsewhere, and nothing serves it."""
+    if sources.local_folders:
+        raise UsageError(
+            "bake writes a file for builders elsewhere and serves no wheel folder, so a local folder "
+            f"({', '.join(map(str, sources.local_folders))}) cannot be a wheel source: serve it over HTTP "
+            "(python3 -m http.server -d DIR PORT) and pass its URL instead (with --network host for a server "
+            "on the builder's loopback); unset TORCHIMAGES_FIND_LINKS and friends if scripts/host-pip-sources set them"
+        )
+
+
+def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
+    """One entry per selected image, each the build `build` would run, its pip.conf written as a secret
+    file under the request's secrets_dir. UsageError for a local wheel folder (nothing serves it to the
+    builders elsewhere) or a secrets folder that cannot be written."""
+    check_sources(request.sources)
+    found = []
+    with wheels.serve(request.sources) as passed:  # remote URLs only: nothing is served, they pass through
+        served = dataclasses.replace(passed, trusted_hosts=request.trusted_hosts)
+        for s in chosen:
+            try:
+                pip_conf = wheels.write_secret(request.secrets_dir, served.pip_conf(s.combination.index_url))
+            except OSError as exc:
+                raise UsageError(f"--secrets-dir {request.secrets_dir}: {exc.strerror or exc}") from None
+            for image in s.images:
+                reference = bake_reference(s.combination, image, request.temporary_registry)
+                build = build_request(request.options, s.combination, image, reference, served, pip_conf)
+                found.append(Entry(s.combination, image, build))
+    return found
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What `promote` tags: the selected images the bake built, and each one's temporary reference."""
+
+    chosen: tuple[Selected, ...]
+    baked: Mapping[Image, Baked]
+
+
+def promotion(metadata_file: Path, selected: Sequence[Selected], named: bool, registry: str | None) -> Promotion:
+    """The images to promote from buildx's metadata file: those `selected` when the user `named` them (each
+    must be in the file), else every image of the plan the bake built. UsageError for a file that is not
+    there or names none of the plan's targets; InputError for a malformed one."""
+    source = str(metadata_file)
+    if not metadata_file.is_file():
+        raise UsageError(f"--from {source}: no such file (the --metadata-file of `docker buildx bake`)")
+    try:
+        metadata = read_metadata(metadata_file.read_text(encoding="utf-8"), source)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--from {source}: cannot read it: {exc}") from None
+    chosen = list(selected)
+    if not named:
+        chosen = [Selected(s.combination, tuple(i for i in s.images if target_name(i) in metadata)) for s in selected]
+        chosen = [s for s in chosen if s.images]
+        if not chosen:
+            raise UsageError(f"--from {source}: names no bake target of this plan's images (see build.py bake)")
+    return Promotion(tuple(chosen), baked_images(metadata, chosen, source, registry))

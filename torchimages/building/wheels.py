@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import http.server
 import os
 import sys
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+from torchimages import settings
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,10 @@ class WheelSources:
     @classmethod
     def from_environment(cls) -> WheelSources:
         """TORCHIMAGES_INDEX_URL, TORCHIMAGES_EXTRA_INDEX_URLS and TORCHIMAGES_FIND_LINKS (space-separated)."""
-        env = os.environ.get
         return cls(
-            env("TORCHIMAGES_INDEX_URL") or None,
-            tuple(env("TORCHIMAGES_EXTRA_INDEX_URLS", "").split()),
-            tuple(env("TORCHIMAGES_FIND_LINKS", "").split()),
+            settings.text("TORCHIMAGES_INDEX_URL"),
+            settings.words("TORCHIMAGES_EXTRA_INDEX_URLS"),
+            settings.words("TORCHIMAGES_FIND_LINKS"),
         )
 
     @property
@@ -142,3 +144,14 @@ def secret_file(text: str) -> Iterator[Path]:
         yield Path(name)
     finally:
         Path(name).unlink(missing_ok=True)
+
+
+def write_secret(folder: Path, text: str) -> Path:
+    """A file in `folder` holding `text` (a pip.conf: index URLs may hold credentials), private (0600 in a
+    0700 folder) and named by its content, so the same text is one file. OSError when it cannot be written."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"pip-{hashlib.sha256(text.encode()).hexdigest()[:12]}.conf"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return path

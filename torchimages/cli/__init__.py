@@ -1,5 +1,6 @@
-"""The command line: one table of commands, each a small function."""
+"""The command line: one module per command (its options and a short run()), the option groups they
+share (options), the command table (commands), and the parser and main() (entry)."""
 
-from torchimages.cli.app import main
+from torchimages.cli.entry import main
 
 __all__ = ["main"]

@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from torchimages import settings
 from torchimages.engine.requests import BuildClient
 from torchimages.engine.types import HOW_TO_GET_BUILDKIT, EngineError
 
@@ -40,7 +41,7 @@ def _builds(client: BuildClient) -> bool:
 
 def find_build_client(explicit: str | None = None) -> BuildClient:
     """The first docker client that builds with BuildKit: buildx where present, else DOCKER_BUILDKIT=1."""
-    explicit = explicit or os.environ.get("DOCKER")
+    explicit = explicit or settings.text("DOCKER")
     candidates = _candidates(explicit)
     if explicit and not shutil.which(explicit):
         raise EngineError(f"the docker client '{explicit}' was not found; {HOW_TO_GET_BUILDKIT}")
@@ -62,7 +63,7 @@ def find_buildx(explicit: str | None = None) -> str:
     $DOCKER), else the first on PATH whose `buildx version` answers. Any client finds the plugin in its
     cli-plugins folders (Debian's docker-buildx: /usr/libexec/docker/cli-plugins), a 28.x one as well
     as Debian's 20.10 one; both drive the engine's own BuildKit through the `docker` driver."""
-    explicit = explicit or os.environ.get("DOCKER")
+    explicit = explicit or settings.text("DOCKER")
     candidates = _candidates(explicit)
     for path in candidates:
         try:

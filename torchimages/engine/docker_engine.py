@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shlex
 import shutil
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from torchimages import settings
 from torchimages.engine.discovery import find_build_client
 from torchimages.engine.process import run_cancellable
 from torchimages.engine.push import push_with_retries
@@ -100,7 +100,7 @@ def _short(exc: BaseException) -> str:
 
 def engine_address() -> str:
     """The engine the SDK and CLI talk to: DOCKER_HOST, else the default socket."""
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return settings.text("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class DockerEngine:
         (no probe build)."""
         if self._client is not None:
             return self._client.docker
-        named = self._docker_cli or os.environ.get("DOCKER")
+        named = self._docker_cli or settings.text("DOCKER")
         return named or shutil.which("docker") or "docker"
 
     def check_cache(self, cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec]) -> None:

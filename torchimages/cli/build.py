@@ -1,0 +1,74 @@
+"""`build`: build, verify, smoke-test and tag the selected images (`--report`: and say so in a folder)."""
+
+from __future__ import annotations
+
+import argparse
+
+from torchimages.cli import common
+from torchimages.cli import options as shared
+from torchimages.cli.common import EXIT_FAILED, EXIT_OK
+
+NAME = "build"
+HELP = "build, verify, smoke-test and tag images"
+
+
+def _jobs(text: str) -> int:
+    """`--jobs N`: a whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1 (also $TORCHIMAGES_JOBS)")
+    return int(text)
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    shared.selectors(parser, required=True)
+    shared.add(parser, "--jobs", type=_jobs, setting="TORCHIMAGES_JOBS", help="combinations built at once (default 1)")
+    parser.add_argument("--no-cache", action="store_true", help="rebuild even when a verified image is present")
+    shared.build_environment(parser)
+    shared.wheel_sources(parser)
+    shared.engine(parser)
+    shared.outputs(parser)
+    shared.report(parser)
+    shared.progress_mode(parser)
+    shared.cache(parser)
+    shared.test_gate(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchimages.building import builder, interrupts
+    from torchimages.building.wheels import WheelSources
+    from torchimages.reporting import session
+
+    shown = common.renderer(args)
+    loaded = common.load_plan(args)
+    chosen = common.select(args, loaded)
+    common.check_file("--ca-cert", args.ca_cert)
+    options = builder.BuildOptions(
+        images_dir=loaded.images_dir,
+        log_dir=args.log_dir,
+        jobs=args.jobs,
+        no_cache=args.no_cache,
+        ca_cert=args.ca_cert,
+        sources=WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links)),
+        network=args.network,
+        mirror=args.mirror,
+        push=args.push,
+        cache_from=common.cache_specs("--cache-from", args.cache_from),
+        cache_to=common.cache_specs("--cache-to", args.cache_to),
+    )
+    junit_dir = session.start(args.report)
+    engine = common.connect(args.docker)
+    engine.check_cache(options.cache_from, options.cache_to)  # a type this client cannot do: exit 2, no build
+    build = common.make_builder(args, engine, options, shown, junit_dir)
+    done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))
+    outcomes = done.result
+    print(builder.summary(outcomes))
+    complete = True
+    if args.report and junit_dir:
+        from torchimages.reporting import writer
+
+        images = writer.built_images(outcomes, engine, junit_dir, pushed=args.push)
+        finished = session.finish(args.report, "build", images, engine, junit_dir, sboms=not done.signals)
+        complete = common.told(finished)
+    if done.exit_status is not None:
+        return done.exit_status
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) or not complete else EXIT_OK

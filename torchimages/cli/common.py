@@ -1,0 +1,120 @@
+"""What the commands share: exit statuses, the plan and selection, warnings, the engine, the builder with
+its smoke gate, and the report's last lines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from torchimages import settings
+from torchimages.building import progress
+from torchimages.planning import plan as planning
+from torchimages.problems import Problem, UsageError
+from torchimages.smoke import SUITES
+
+if TYPE_CHECKING:
+    from torchimages.building import builder
+    from torchimages.engine import CacheSpec, DockerEngine
+    from torchimages.reporting.session import Finished
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError"]
+
+
+def load_plan(args: argparse.Namespace) -> planning.Plan:
+    """Load the plan named by the common options."""
+    return planning.load(args.matrix, args.templates, args.images_dir, base_registry=args.base_registry)
+
+
+def select(args: argparse.Namespace, loaded: planning.Plan, in_full: bool = False) -> list[planning.Selected]:
+    """The selected images by combination. The warnings that concern them are said `in_full` where the user can
+    act on them (validate, lock); elsewhere in one line that says how many and which command lists them."""
+    chosen = planning.select(loaded, args.selectors)
+    problems = [*loaded.warnings, *(w for s in chosen for w in s.combination.warnings)]
+    if in_full:
+        warn(problems)
+    elif problems:
+        print(counted(problems, getattr(args, "prog", None) or "build.py"), file=sys.stderr)
+    return chosen
+
+
+def counted(problems: Sequence[Problem], prog: str) -> str:
+    """The one line that stands for the warnings of a selection outside validate and lock."""
+    count = len(summarize(problems))
+    return f"note: {count} warning{'s' * (count != 1)} about the matrix or its bases; `{prog} validate` lists them"
+
+
+def warn(problems: Iterable[Problem]) -> None:
+    """Print warnings, each distinct message once."""
+    for line in summarize(list(problems)):
+        print(line, file=sys.stderr)
+
+
+def summarize(problems: Sequence[Problem]) -> list[str]:
+    """One line per distinct message: the first place it occurs, and how many others."""
+    seen: dict[tuple[str, str], list[Problem]] = {}
+    for problem in problems:
+        seen.setdefault((problem.key, problem.message), []).append(problem)
+    return [str(ps[0]) + (f" (and {len(ps) - 1} more)" if len(ps) > 1 else "") for ps in seen.values()]
+
+
+def connect(docker_cli: str | None = None) -> DockerEngine:
+    """The Docker engine (imports the docker SDK)."""
+    from torchimages.engine import DockerEngine
+
+    return DockerEngine(docker_cli)
+
+
+def renderer(args: argparse.Namespace) -> progress.Renderer:
+    """How `build` and `promote` show progress: --progress, the heartbeat from TORCHIMAGES_HEARTBEAT_S."""
+    return progress.renderer(args.progress, sys.stdout, settings.seconds("TORCHIMAGES_HEARTBEAT_S"))
+
+
+def cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
+    """`--cache-from`/`--cache-to` values parsed (UsageError naming the option)."""
+    from torchimages.engine import CacheSpec
+
+    try:
+        return tuple(CacheSpec.parse(value) for value in values)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+def make_builder(
+    args: argparse.Namespace,
+    engine: DockerEngine,
+    options: builder.BuildOptions,
+    shown: progress.Renderer,
+    junit_dir: Path | None = None,
+) -> builder.Builder:
+    """The Builder of `build` and `promote`, with the smoke gate `--test` asks for (its JUnit files into
+    `junit_dir` for a report); the gate shares the builder's cancel event."""
+    from torchimages.building import builder
+    from torchimages.smoke import runner
+
+    cancelled = threading.Event()
+    gate = None
+    if "none" not in args.test:
+        suites = SUITES if "gpu" in args.test else ("cpu",)
+        gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled, junit_dir)
+    return builder.Builder(engine, options, gate, cancelled=cancelled, renderer=shown)
+
+
+def told(finished: Finished) -> bool:
+    """Print a finished report's problems and where it is; whether it is complete."""
+    for problem in finished.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    print(f"report: {finished.where}")
+    return finished.complete
+
+
+def check_file(option: str, path: Path | None) -> None:
+    """UsageError unless `path` (when given) is a file."""
+    if path is not None and not path.is_file():
+        raise UsageError(f"{option} {path}: no such file")

@@ -1,0 +1,120 @@
+"""The parser built from the command table, and main(): the exit statuses, the error messages, and a
+standard output whose failures (a reader gone, a full disk) are told from the others."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO, cast
+
+from torchimages import __version__, settings
+from torchimages.cli import options
+from torchimages.cli.commands import COMMANDS
+from torchimages.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError
+from torchimages.problems import InputError, distinct, shown
+
+DESCRIPTION = "Build, verify and test PyTorch/CUDA images."
+PROG = "torchimages"  # the console script; build.py and `python -m` pass their own
+
+
+def parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser, from the command table; `prog` names the command as invoked."""
+    top = argparse.ArgumentParser(prog=prog or PROG, description=DESCRIPTION)
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    top.set_defaults(prog=top.prog)  # the command as invoked, for the messages that name another command
+    sub = top.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        p = sub.add_parser(
+            command.name,
+            help=command.help,
+            description=command.help,
+            epilog=settings.epilog(command.name, top.prog),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if command.common:
+            options.common(p)
+        command.options(p)
+        p.set_defaults(run=command.run)
+    return top
+
+
+class _Stdout:
+    """Standard output, remembering whether writing to it failed (so that error is told from others)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError:
+            self.failed = True
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _silence(stream: TextIO) -> None:
+    """Point a standard stream at /dev/null so the interpreter's own flush at exit finds nothing to fail on."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (captured in tests)
+        pass
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the chosen command; bad input, settings and usage print their message (exit status 2)."""
+    from torchimages.engine import EngineError  # no SDK import: the engine imports docker only when connecting
+
+    try:
+        options.apply_settings(args)
+        code = int(args.run(args))
+    except InputError as exc:
+        for problem in distinct(exc.problems):
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    except (UsageError, settings.SettingError, EngineError, FileNotFoundError) as exc:
+        print(shown(f"error: {exc}"), file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.flush()  # a closed or full stdout fails here, where main catches it, not at exit
+    return code
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage, 141 reader gone,
+    128+N a build stopped by signal N (130 Ctrl-C, 143 SIGTERM). `prog`: the command as invoked (default:
+    `torchimages`, the console script)."""
+    args = parser(prog).parse_args(argv)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): the output would be lost without a word
+        print("error: standard output is closed", file=sys.stderr)
+        return EXIT_USAGE
+    real_stdout = sys.stdout
+    stdout = _Stdout(real_stdout)
+    sys.stdout = cast(TextIO, stdout)
+    try:
+        return _run(args)
+    except BrokenPipeError:  # the reader went away (`build.py list 2>&1 | head -1`): quiet, as shells do
+        _silence(real_stdout)
+        _silence(sys.stderr)
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if not stdout.failed:
+            raise
+        _silence(real_stdout)
+        print(f"error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        sys.stdout = real_stdout

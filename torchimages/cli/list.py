@@ -1,0 +1,29 @@
+"""`list`: the image tags of the selection (`--json`: each image's public description)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from torchimages.cli import options as shared
+from torchimages.cli.common import EXIT_OK, load_plan, select
+from torchimages.planning import views
+
+NAME = "list"
+HELP = "list image tags"
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    shared.selectors(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    chosen = select(args, load_plan(args))
+    if args.json:
+        print(json.dumps([views.image_json(s.combination, i) for s in chosen for i in s.images], indent=2))
+    else:
+        for s in chosen:
+            for image in s.images:
+                print(image.tag)
+    return EXIT_OK

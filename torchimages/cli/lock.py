@@ -1,0 +1,59 @@
+"""`lock`: pin every package of built combinations, or (`--bases`) every registry base to its digest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from torchimages.cli import common
+from torchimages.cli import options as shared
+from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+
+NAME = "lock"
+HELP = (
+    "pin every package of built combinations into images/<combination>/requirements.lock, "
+    "or (--bases) every registry base to its digest"
+)
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    shared.selectors(parser)
+    parser.add_argument(
+        "--bases",
+        action="store_true",
+        help="lock every registry base (of the SELECTORs, or all) to its digest in <matrix>.bases.lock",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="with --bases: exit 1 if the registry serves other digests"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchimages.planning import locking
+    from torchimages.planning import plan as planning
+
+    if args.bases:
+        loaded = common.load_plan(args)
+        every = [planning.Selected(c, c.images) for c in loaded.combinations]
+        outcome = locking.lock_bases(
+            loaded, common.select(args, loaded, in_full=True) if args.selectors else every, args.check
+        )
+        for line in outcome.err:
+            print(line, file=sys.stderr)
+        for line in outcome.out:
+            print(line)
+        return EXIT_OK if outcome.ok else EXIT_FAILED
+    if args.check:
+        raise UsageError("--check applies to --bases (lock files of packages are read from built images)")
+    if not args.selectors:
+        raise UsageError("name the combinations whose packages to lock (SELECTOR...), or lock --bases")
+    from torchimages.building import locks
+
+    loaded = common.load_plan(args)
+    chosen = common.select(args, loaded, in_full=True)
+    paths = locks.lock_packages(common.connect(), loaded.images_dir, [s.combination for s in chosen])
+    for s, path in zip(chosen, paths, strict=True):
+        print(f"locked {s.combination.folder}: {path}")
+    _, changed = locking.rerender(loaded)
+    print(f"{changed} Dockerfiles re-rendered to use their lock")
+    return EXIT_OK

@@ -1,0 +1,216 @@
+"""Option groups, each declared once and used by every command that takes it.
+
+An option backed by an environment variable is declared with `setting=`: its default is the setting's
+(torchimages.settings), read after parsing and only for the command that runs, so one bad variable
+refuses the command that reads it (exit 2, naming it), not every command, and `--help` reads the same
+on every machine. A repeatable option's setting comes first, the command line's values after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from torchimages import render, settings
+from torchimages.building import progress
+from torchimages.problems import UsageError
+from torchimages.smoke import SUITES
+
+DEFAULT_MATRIX = Path("matrix.yaml")
+SETTINGS_OF = "settings_of"  # the namespace attribute: option dest -> setting name
+
+
+def add(parser: argparse.ArgumentParser, *flags: str, setting: str | None = None, **kwargs: Any) -> None:
+    """parser.add_argument; with `setting`, the default comes from that environment variable."""
+    if setting is not None:
+        kwargs["default"] = [] if kwargs.get("action") == "append" else None
+    action = parser.add_argument(*flags, **kwargs)
+    if setting is not None:
+        parser.set_defaults(**{SETTINGS_OF: {**(parser.get_default(SETTINGS_OF) or {}), action.dest: setting}})
+
+
+def apply_settings(args: argparse.Namespace) -> None:
+    """Fill each setting-backed option the command line left unset (settings.SettingError on a bad value)."""
+    for dest, name in (getattr(args, SETTINGS_OF, None) or {}).items():
+        given = getattr(args, dest)
+        if settings.BY_NAME[name].kind == "words":
+            setattr(args, dest, [*settings.words(name), *given])
+        elif given is None:
+            setattr(args, dest, settings.value(name))
+
+
+def common(parser: argparse.ArgumentParser) -> None:
+    """The matrix every command reads, where its Dockerfiles go, and the registry bases' mirror."""
+    add(parser, "--matrix", type=Path, default=DEFAULT_MATRIX, help="matrix file (default: matrix.yaml)")
+    add(parser, "--templates", type=Path, default=render.DEFAULT_TEMPLATES, help=argparse.SUPPRESS)
+    add(
+        parser,
+        "--images-dir",
+        type=Path,
+        default=None,
+        help="where Dockerfiles are rendered (default: images/ beside the matrix)",
+    )
+    add(
+        parser,
+        "--base-registry",
+        setting="TORCHIMAGES_BASE_REGISTRY",
+        metavar="HOST/PREFIX",
+        help="pull registry bases from this mirror (ubuntu:24.04 -> HOST/PREFIX/library/ubuntu:24.04); "
+        "overrides the matrix's base_registry",
+    )
+
+
+def selectors(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    """The images a command acts on."""
+    add(
+        parser,
+        "selectors",
+        nargs="+" if required else "*",
+        metavar="SELECTOR",
+        help="tag prefix (2.7.0-cuda11.8), glob (2.14.1-*-debian12), or a full tag or alias",
+    )
+
+
+def wheel_sources(parser: argparse.ArgumentParser) -> None:
+    """Where pip finds the wheels (`build` serves local folders; `bake` takes URLs only)."""
+    add(
+        parser,
+        "--index-url",
+        setting="TORCHIMAGES_INDEX_URL",
+        help="wheel index instead of each image's PyTorch index",
+    )
+    add(
+        parser,
+        "--extra-index-url",
+        action="append",
+        setting="TORCHIMAGES_EXTRA_INDEX_URLS",
+        help="additional wheel index (repeatable; URL, or for build a local folder)",
+    )
+    add(
+        parser,
+        "--find-links",
+        action="append",
+        setting="TORCHIMAGES_FIND_LINKS",
+        help="folder or URL of wheel files (repeatable; bake: URLs only)",
+    )
+
+
+def build_environment(parser: argparse.ArgumentParser) -> None:
+    """What the builds' RUN steps see: the CA bundle, the network, the mirror of bootstrapped bases."""
+    add(
+        parser,
+        "--ca-cert",
+        type=Path,
+        setting="TORCHIMAGES_CA_CERT",
+        help="CA bundle for TLS inside the build (a BuildKit secret, never in a layer)",
+    )
+    add(
+        parser,
+        "--network",
+        setting="TORCHIMAGES_NETWORK",
+        help="network for RUN steps (build: host is used automatically for local wheel folders; buildx 0.13 "
+        "ignores a bake target's network, later releases read it)",
+    )
+    add(
+        parser,
+        "--mirror",
+        setting="TORCHIMAGES_MIRROR",
+        help="distribution mirror for bootstrapped bases (default: mmdebstrap's)",
+    )
+
+
+def cache(parser: argparse.ArgumentParser) -> None:
+    """BuildKit's cache import and export."""
+    add(
+        parser,
+        "--cache-from",
+        action="append",
+        setting="TORCHIMAGES_CACHE_FROM",
+        metavar="REF|type=registry,ref=REF",
+        help="BuildKit cache source (repeatable): an image built with --cache-to type=inline; {tag} in REF "
+        "stands for each image's tag ({target}, in a bake file, for its target's name)",
+    )
+    add(
+        parser,
+        "--cache-to",
+        action="append",
+        setting="TORCHIMAGES_CACHE_TO",
+        metavar="type=inline",
+        help="BuildKit cache export (repeatable; type=inline: into the image, pushed with --push)",
+    )
+
+
+def engine(parser: argparse.ArgumentParser) -> None:
+    """The docker client to drive."""
+    add(parser, "--docker", default=None, help="docker client to run (default: $DOCKER or the first on PATH)")
+
+
+def outputs(parser: argparse.ArgumentParser) -> None:
+    """Where `build` and `promote` write their logs, and whether they push."""
+    add(parser, "--log-dir", type=Path, default=Path("logs"), help="one log per image (default logs/)")
+    add(parser, "--push", action="store_true", help="push the tags of every image that passed")
+
+
+def temporary_registry(parser: argparse.ArgumentParser) -> None:
+    """Where a bake's temporary references live."""
+    add(
+        parser,
+        "--temporary-registry",
+        default=None,
+        metavar="REGISTRY",
+        help="temporary references go to REGISTRY/torchimages-tmp/... (for bake --push; default: none, local; "
+        "promote: where the metadata names none)",
+    )
+
+
+def progress_mode(parser: argparse.ArgumentParser) -> None:
+    """How builds show progress."""
+    add(
+        parser,
+        "--progress",
+        setting="TORCHIMAGES_PROGRESS",
+        choices=progress.MODES,
+        help="tty: one live line per running image (stage, time, bytes fetched); plain: one line per stage change "
+        "and a heartbeat per running image every minute (TORCHIMAGES_HEARTBEAT_S); auto (default): tty on a terminal",
+    )
+
+
+def report(parser: argparse.ArgumentParser) -> None:
+    """The report folder."""
+    add(
+        parser,
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write DIR/manifest.json, summary.md, junit.xml (every image a testsuite) and sbom/<tag>.cdx.json "
+        "(docs/reports.md)",
+    )
+
+
+def test_gate(parser: argparse.ArgumentParser) -> None:
+    """The smoke suites that run before an image is tagged."""
+    add(
+        parser,
+        "--test",
+        action="append",
+        choices=("gpu", "none"),
+        default=[],
+        help="the cpu smoke suite runs before tagging; gpu adds the GPU suites (--gpus auto); none skips them "
+        "(the versions inside are verified regardless)",
+    )
+
+
+def require_gpu(parser: argparse.ArgumentParser) -> None:
+    """Whether no usable GPU fails."""
+    add(parser, "--require-gpu", action="store_true", help="no usable GPU is a failure, not a skip")
+
+
+def suites(text: str) -> tuple[str, ...]:
+    """`--suites a,b`: known suite names, at least one (UsageError otherwise)."""
+    chosen = tuple(s for s in text.split(",") if s)
+    unknown = [s for s in chosen if s not in SUITES]
+    if unknown or not chosen:
+        raise UsageError(f"--suites takes {', '.join(SUITES)}, not {','.join(unknown) or 'nothing'}")
+    return chosen

@@ -1,0 +1,50 @@
+"""`promote`: verify, smoke-test and tag the images a bake built (`--from` buildx's metadata file)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from torchimages.cli import common
+from torchimages.cli import options as shared
+from torchimages.cli.common import EXIT_FAILED, EXIT_OK
+
+NAME = "promote"
+HELP = "verify, smoke-test and tag images a bake built (--from its metadata)"
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    shared.selectors(parser)
+    parser.add_argument(
+        "--from",
+        dest="metadata",
+        type=Path,
+        required=True,
+        metavar="METADATA",
+        help="the --metadata-file of `docker buildx bake` (targets of build.py bake)",
+    )
+    shared.engine(parser)
+    shared.temporary_registry(parser)
+    shared.outputs(parser)
+    shared.progress_mode(parser)
+    shared.test_gate(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchimages.building import bake, builder, interrupts
+
+    shown = common.renderer(args)
+    loaded = common.load_plan(args)
+    promotion = bake.promotion(
+        args.metadata, common.select(args, loaded), bool(args.selectors), args.temporary_registry
+    )
+    options = builder.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
+    engine = common.connect(args.docker)
+    promoter = common.make_builder(args, engine, options, shown)
+    chosen = list(promotion.chosen)
+    done = interrupts.until_interrupted(promoter.cancel, lambda: promoter.promote(chosen, dict(promotion.baked)))
+    outcomes = done.result
+    print(builder.summary(outcomes, always=("promoted", "failed")))
+    if done.exit_status is not None:
+        return done.exit_status
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK

@@ -1,0 +1,33 @@
+"""`render`: one Dockerfile per combination into images/ (`--check`: fail if the committed ones are stale)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from torchimages import render
+from torchimages.cli.common import EXIT_FAILED, EXIT_OK, load_plan
+
+NAME = "render"
+HELP = "render one Dockerfile per combination into images/"
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true", help="fail (exit 1) if the committed files are stale")
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_plan(args)
+    rendered = render.render_all(loaded.combinations, loaded.templates)
+    if args.check:
+        stale = render.stale(rendered, loaded.images_dir)
+        for path in stale:
+            print(f"stale: {loaded.images_dir / path}", file=sys.stderr)
+        if stale:
+            print("run `make render` (python build.py render) and commit the result", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"{len(rendered)} Dockerfiles up to date")
+        return EXIT_OK
+    changed = render.write(rendered, loaded.images_dir)
+    print(f"{len(rendered)} Dockerfiles rendered into {loaded.images_dir}, {len(changed)} changed")
+    return EXIT_OK

@@ -1,0 +1,69 @@
+"""Views of a plan: the JSON of `list --json`, the steps of `plan` and the CI matrix of `plan --format github`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torchimages.combination import Combination, Image
+from torchimages.planning.plan import Selected
+
+
+def image_json(combination: Combination, image: Image) -> dict[str, object]:
+    """The public, stable description of one image (`list --json`)."""
+    return {
+        "tag": image.tag,
+        "reference": image.reference,
+        "aliases": list(image.aliases),
+        "flavor": image.flavor,
+        "combination": combination.folder,
+        "torch": combination.torch,
+        "torchvision": combination.torchvision,
+        "torchaudio": combination.torchaudio,
+        "cuda": combination.cuda or "cpu",
+        "cudnn": combination.cudnn,
+        "nccl": combination.nccl,
+        "python": combination.python,
+        "os": combination.os.name,
+        "dockerfile": combination.dockerfile,
+        "base_image": combination.os.image,
+        "toolkit": combination.toolkit.provider if image.flavor == "devel" else "none",
+        "devel_from": combination.devel_from if image.flavor == "devel" else None,
+        "min_driver": combination.min_driver,
+        "input_digest": image.input_digest,
+    }
+
+
+def describe(combination: Combination, image: Image) -> str:
+    """One plan line: what is built, from what, with which target."""
+    devel = image.flavor == "devel"
+    base = combination.toolkit.image if devel and combination.toolkit.provider == "image" else combination.os.image
+    provider = combination.toolkit.provider
+    toolkit = f", nvcc from {provider}" if devel and provider != "none" else ""
+    return (
+        f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n"
+        f"    base {base} ({combination.os.provider}){toolkit}; wheels from {combination.index_url}\n"
+        f"    aliases {', '.join(image.aliases) or '-'}"
+    )
+
+
+def steps(chosen: Sequence[Selected]) -> list[str]:
+    """The numbered steps of `plan`: the bootstrapped bases first, then every image."""
+    bases = sorted({s.combination.os.image for s in chosen if s.combination.os.provider == "bootstrap"})
+    lines = [f"bootstrap base {image} from the distribution archive" for image in bases]
+    lines += [describe(s.combination, image) for s in chosen for image in s.images]
+    return [f"{number}. {step}" for number, step in enumerate(lines, 1)]
+
+
+def ci_matrix(chosen: Sequence[Selected]) -> dict[str, list[dict[str, str]]]:
+    """A GitHub Actions `strategy.matrix`: one job per combination (its flavors share layers)."""
+    jobs = [
+        {
+            "combination": s.combination.folder,
+            "tags": " ".join(i.tag for i in s.images),
+            "torch": s.combination.torch,
+            "cuda": s.combination.cuda or "cpu",
+            "os": s.combination.os.name,
+        }
+        for s in chosen
+    ]
+    return {"include": jobs}

@@ -1,0 +1,184 @@
+"""Every environment variable the tool reads, in one table: its name, kind, default, meaning and readers.
+
+The code reads each one through this module (`text`, `words`, `path`, `count`, `seconds`, `choice`): one
+parse and one check per kind, and a bad value raises `SettingError` naming the variable (the command line
+turns it into exit status 2). The same table feeds each command's `--help` epilog, `build.py settings`
+and docs/reference/settings.md. This module imports nothing of the package: every layer may read it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Kind = Literal["text", "words", "path", "count", "seconds", "choice"]
+Source = Literal["environment", "default"]
+
+MATRIX = ("validate", "list", "render", "plan", "build", "test", "bake", "promote", "lock", "doctor")
+ENGINE = ("build", "test", "bake", "promote", "lock", "doctor")
+BUILDS = ("build", "bake")
+
+# What each kind must look like, said in a refusal.
+REQUIREMENT: dict[str, str] = {
+    "count": "must be a positive whole number",
+    "seconds": "must be a number of seconds above 0, e.g. 60",
+}
+
+
+class SettingError(ValueError):
+    """An environment variable holds a value of the wrong kind; the message names it and says what it takes."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its kind, its default (as text, "" for none), what it means, who reads it."""
+
+    name: str
+    kind: Kind
+    default: str
+    meaning: str
+    commands: tuple[str, ...]
+    choices: tuple[str, ...] = ()
+
+
+SETTINGS = (
+    Setting("TORCHIMAGES_BASE_REGISTRY", "text", "", "mirror to pull registry bases from (--base-registry)", MATRIX),
+    Setting("TORCHIMAGES_MAX_MATRIX_BYTES", "count", str(1024 * 1024), "largest matrix file read, in bytes", MATRIX),
+    Setting("TORCHIMAGES_MAX_COMBINATIONS", "count", "10000", "most combinations a matrix may expand to", MATRIX),
+    Setting("TORCHIMAGES_MAX_ENTRIES", "count", "1000", "most entries of one matrix list (include, axes)", MATRIX),
+    Setting("TORCHIMAGES_JOBS", "count", "1", "combinations built at once (--jobs)", ("build",)),
+    Setting(
+        "TORCHIMAGES_PROGRESS",
+        "choice",
+        "auto",
+        "how builds show progress (--progress)",
+        ("build", "promote"),
+        ("auto", "plain", "tty"),
+    ),
+    Setting(
+        "TORCHIMAGES_HEARTBEAT_S",
+        "seconds",
+        "60",
+        "seconds between the heartbeats of --progress plain",
+        ("build", "promote"),
+    ),
+    Setting("TORCHIMAGES_INDEX_URL", "text", "", "wheel index instead of each image's PyTorch index", BUILDS),
+    Setting("TORCHIMAGES_EXTRA_INDEX_URLS", "words", "", "more wheel indexes, space-separated", BUILDS),
+    Setting("TORCHIMAGES_FIND_LINKS", "words", "", "folders or URLs of wheel files, space-separated", BUILDS),
+    Setting("TORCHIMAGES_CA_CERT", "path", "", "CA bundle for TLS inside the build (--ca-cert)", BUILDS),
+    Setting("TORCHIMAGES_NETWORK", "text", "", "network for RUN steps (--network)", BUILDS),
+    Setting("TORCHIMAGES_MIRROR", "text", "", "distribution mirror for bootstrapped bases (--mirror)", BUILDS),
+    Setting("TORCHIMAGES_CACHE_FROM", "words", "", "BuildKit cache sources, space-separated (--cache-from)", BUILDS),
+    Setting("TORCHIMAGES_CACHE_TO", "words", "", "BuildKit cache exports, space-separated (--cache-to)", BUILDS),
+    Setting("TORCHIMAGES_SYFT", "path", "", "the syft binary for the SBOMs of --report", ("build", "test")),
+    Setting(
+        "TORCHIMAGES_INSECURE_REGISTRIES",
+        "words",
+        "",
+        "registry hosts spoken to over plain HTTP (loopback ones always are), space-separated",
+        ("lock", "doctor"),
+    ),
+    Setting(
+        "TORCHIMAGES_PYTHON",
+        "path",
+        "",
+        "the Python with torchimages installed that scripts/validate-host.sh runs (default .venv/bin/python)",
+        (),
+    ),
+    Setting("DOCKER", "text", "", "the docker client to run (--docker; default: the first on PATH)", ENGINE),
+    Setting(
+        "DOCKER_HOST",
+        "text",
+        "unix:///var/run/docker.sock",
+        "the engine the SDK and the client talk to (the SDK also reads DOCKER_TLS_VERIFY and DOCKER_CERT_PATH)",
+        ENGINE,
+    ),
+)
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def _raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The variable's value as set (stripped), or None when unset or empty."""
+    text = (os.environ if environ is None else environ).get(BY_NAME[name].name, "").strip()
+    return text or None
+
+
+def source(name: str, environ: Mapping[str, str] | None = None) -> Source:
+    """Where the effective value of `name` comes from."""
+    return "default" if _raw(name, environ) is None else "environment"
+
+
+def _refuse(setting: Setting, text: str, requirement: str) -> SettingError:
+    default = f" (default {setting.default})" if setting.default else ""
+    return SettingError(f"{setting.name}={text!r} {requirement}{default}")
+
+
+def text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A text setting, or its default (None when it has none)."""
+    return _raw(name, environ) or BY_NAME[name].default or None
+
+
+def words(name: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """A space-separated list."""
+    return tuple((_raw(name, environ) or BY_NAME[name].default).split())
+
+
+def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
+    """A path, or None when unset."""
+    found = text(name, environ)
+    return Path(found) if found else None
+
+
+def count(name: str, environ: Mapping[str, str] | None = None) -> int:
+    """A whole number of at least 1."""
+    setting = BY_NAME[name]
+    found = _raw(name, environ) or setting.default
+    if not found.isdecimal() or int(found) < 1:
+        raise _refuse(setting, found, REQUIREMENT["count"])
+    return int(found)
+
+
+def seconds(name: str, environ: Mapping[str, str] | None = None) -> float:
+    """A finite number of seconds above 0."""
+    setting = BY_NAME[name]
+    found = _raw(name, environ) or setting.default
+    try:
+        value = float(found)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise _refuse(setting, found, REQUIREMENT["seconds"])
+    return value
+
+
+def choice(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """One of the setting's choices."""
+    setting = BY_NAME[name]
+    found = _raw(name, environ) or setting.default
+    if found not in setting.choices:
+        raise _refuse(setting, found, f"must be one of {', '.join(setting.choices)}")
+    return found
+
+
+def value(name: str, environ: Mapping[str, str] | None = None) -> object:
+    """The effective value of any setting, parsed and checked by its kind."""
+    readers = {"text": text, "words": words, "path": path, "count": count, "seconds": seconds, "choice": choice}
+    return readers[BY_NAME[name].kind](name, environ)
+
+
+def of_command(command: str) -> tuple[Setting, ...]:
+    """The settings a command reads."""
+    return tuple(s for s in SETTINGS if command in s.commands)
+
+
+def epilog(command: str, prog: str = "torchimages") -> str | None:
+    """The `--help` epilog of a command: the environment variables it reads."""
+    rows = of_command(command)
+    if not rows:
+        return None
+    lines = [f"  {s.name:<32} {s.meaning}" + (f" (default {s.default})" if s.default else "") for s in rows]
+    return f"environment variables (`{prog} settings` shows their values):\n" + "\n".join(lines)
