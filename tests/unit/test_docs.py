@@ -14,9 +14,6 @@ Cli = Callable[..., tuple[int, str, str]]
 README = ROOT / "README.md"
 PAGES = sorted([README, ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md")])
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-# Pages that other branches of issue 17 write (the generated references, the mutation record): a link to one
-# is tolerated while it is missing. Empty this set once those branches have landed.
-PENDING = {"docs/reference/cli.md", "docs/reference/settings.md", "docs/mutants.md"}
 
 
 def setup_block() -> list[str]:
@@ -61,6 +58,6 @@ def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
         for target in links(page):
             path = (page.parent / target.split("#", 1)[0]).resolve()
             name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
-            if not path.exists() and name not in PENDING:
+            if not path.exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
