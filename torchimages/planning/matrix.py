@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from torchimages import settings as environment
+from torchimages import textfile
 from torchimages.combination import FLAVORS
 from torchimages.problems import InputError, Problem, Severity
 from torchimages.reference import mirror_problem, repository_problem
@@ -39,6 +38,7 @@ AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "size_budg
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
 TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "size_budget", "matrix")
 DEFAULT_REPOSITORY = "torchimages/pytorch"
+WHAT = "the matrix file"  # how a refusal to read it names it
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
 MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
 MAX_COMBINATIONS_VARIABLE = "TORCHIMAGES_MAX_COMBINATIONS"
@@ -382,74 +382,7 @@ def _codepoint(character: object) -> str:
     return repr(character)
 
 
-_BOMS = {
-    b"\xff\xfe\x00\x00": "UTF-32 (little-endian)",
-    b"\x00\x00\xfe\xff": "UTF-32 (big-endian)",
-    b"\xff\xfe": "UTF-16 (little-endian)",
-    b"\xfe\xff": "UTF-16 (big-endian)",
-}
-
-
-def decode(data: bytes, path: str) -> str:
-    """The text of a matrix file, which must be UTF-8 (a UTF-8 byte order mark is allowed)."""
-    for bom, name in _BOMS.items():
-        if data.startswith(bom):
-            raise InputError(
-                [Problem(f"the matrix file is {name} (it starts with a byte order mark); save it as UTF-8", file=path)]
-            )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        byte = data[exc.start : exc.start + 1].hex()
-        problem = Problem(
-            f"the matrix file is not UTF-8: byte 0x{byte} at column {column} ({exc.reason}); save it as UTF-8",
-            file=path,
-            line=line,
-        )
-        raise InputError([problem]) from None
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def read_bytes(path: Path) -> bytes:
-    """The bytes of a regular file no larger than the limit; anything else is refused before it is read."""
-    limit = environment.count(MAX_BYTES_VARIABLE)
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = next((name for test, name in _KINDS if test(mode)), "something else")
-        raise InputError([Problem(f"the matrix file must be a regular file, not {kind}", file=str(path))])
-    with os.fdopen(fd, "rb") as file:
-        try:
-            data = file.read(limit + 1)
-        except OSError as exc:
-            raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
-    if len(data) > limit:
-        raise InputError(
-            [
-                Problem(
-                    f"the matrix file is larger than {limit} bytes; set {MAX_BYTES_VARIABLE} to raise the limit",
-                    file=str(path),
-                )
-            ]
-        )
-    return data
-
-
 def read(path: Path) -> Matrix:
     """Read and parse a matrix file."""
-    return parse(decode(read_bytes(path), str(path)), str(path))
+    data = textfile.read_bytes(path, WHAT, MAX_BYTES_VARIABLE)
+    return parse(textfile.decode(data, str(path), WHAT), str(path))
