@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.unit.conftest import ROOT
 from torchimages.cli.entry import main
-from torchimages.planning import matrix
+from torchimages.planning import expansion, matrix
 from torchimages.problems import shown
 from torchimages.reference import repository_problem
 
@@ -134,7 +134,7 @@ def test_axes_multiplying_past_the_limit_are_refused_before_expanding(
     def no_expansion(*_: object) -> None:
         raise AssertionError("the product was expanded")
 
-    monkeypatch.setattr(matrix, "expand", no_expansion)
+    monkeypatch.setattr(expansion, "expand", no_expansion)
     path = write_matrix(BOMB)
     assert len(BOMB) < 150
     err = refused(cli, "validate", "--matrix", str(path))  # refused without expanding: no_expansion was not called

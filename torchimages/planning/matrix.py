@@ -1,23 +1,25 @@
-"""Read matrix.yaml and expand it into located rows (GitHub Actions matrix semantics).
+"""Read matrix.yaml: its keys, values and limits, into a `Matrix` of located rows.
 
-Every scalar is read as the text the user wrote, so `cuda: 12.10` stays `12.10` (YAML would
-make it the float 12.1). Each value remembers the line it came from, for error messages.
+Every scalar is read as the text the user wrote, so `cuda: 12.10` stays `12.10` (YAML would make it
+the float 12.1). Each value remembers the line it came from, for error messages. The file's bytes are
+read within bounds by `textfile`; the rows come from the axes, excludes and includes by `expansion`
+(GitHub Actions matrix semantics).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from torchimages import settings as environment
+from torchimages import textfile
 from torchimages.combination import FLAVORS
-from torchimages.problems import InputError, Problem, Severity
+from torchimages.planning import expansion
+from torchimages.planning.expansion import MatrixRow, Value
+from torchimages.problems import InputError, Problem
 from torchimages.reference import mirror_problem, repository_problem
 from torchimages.sizes import ALLOWED as SIZE_ALLOWED
 from torchimages.sizes import SizeBudget, SizeError, parse_size
@@ -39,37 +41,12 @@ AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "size_budg
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
 TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "size_budget", "matrix")
 DEFAULT_REPOSITORY = "torchimages/pytorch"
+WHAT = "the matrix file"  # how a refusal to read it names it
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
 MAX_BYTES_VARIABLE = "TORCHIMAGES_MAX_MATRIX_BYTES"
 MAX_COMBINATIONS_VARIABLE = "TORCHIMAGES_MAX_COMBINATIONS"
 MAX_ENTRIES_VARIABLE = "TORCHIMAGES_MAX_ENTRIES"
 MAX_NODES = 1_000_000
-
-
-@dataclass(frozen=True)
-class Value:
-    """A value from the file with the line it came from."""
-
-    value: str | tuple[str, ...] | SizeBudget
-    line: int
-
-
-@dataclass(frozen=True)
-class MatrixRow:
-    """One combination the matrix asks for (an expanded row), before it is resolved against the knowledge base."""
-
-    values: dict[str, Value]
-    line: int
-
-    def get(self, key: str) -> str | None:
-        """The text of a single-valued key, or None when absent."""
-        found = self.values.get(key)
-        return found.value if found and isinstance(found.value, str) else None
-
-    def line_of(self, key: str) -> int:
-        """The line a key's value came from (the combination's line when absent)."""
-        found = self.values.get(key)
-        return found.line if found else self.line
 
 
 @dataclass(frozen=True)
@@ -113,36 +90,6 @@ class _Reader:
 
     def problem(self, node: yaml.Node, message: str, key: str = "", allowed: str = "", suggestion: str = "") -> None:
         self.problems.append(Problem(message, self.path, _line(node), key, allowed, suggestion))
-
-    def check_excludes(self, axes: dict[str, list[Value]], excludes: list[tuple[dict[str, Value], int]]) -> None:
-        """An exclude naming a key that is no axis can never match (an error); one that matches no
-        combination of the axes does nothing (a warning). Decided from the axes, without the product."""
-        for entry, line in excludes:
-            strays = [key for key in entry if key not in axes]
-            for key in strays:
-                self.problems.append(
-                    Problem(
-                        f"'{key}' is not an axis of this matrix, so this exclude can never match",
-                        self.path,
-                        entry[key].line,
-                        key,
-                        allowed=", ".join(axes) or "no axis is defined",
-                    )
-                )
-            if strays:
-                continue
-            missing = [(k, v) for k, v in entry.items() if v.value not in {a.value for a in axes[k]}]
-            if missing:
-                key, value = missing[0]
-                self.problems.append(
-                    Problem(
-                        f"this exclude matches no combination ({key} {value.value} is not among the {key} values)",
-                        self.path,
-                        line,
-                        key,
-                        severity=Severity.WARNING,
-                    )
-                )
 
     def mapping(self, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
@@ -253,46 +200,6 @@ class _Reader:
         return entries
 
 
-def expand(
-    axes: dict[str, list[Value]],
-    exclude: list[dict[str, Value]],
-    include: list[tuple[dict[str, Value], int]],
-    line: int,
-) -> list[MatrixRow]:
-    """GitHub Actions semantics: product of the axes, minus excludes, then includes merged or added."""
-    names = list(axes)
-    combos = itertools.product(*(axes[n] for n in names))
-    product = [dict(zip(names, combo, strict=True)) for combo in combos] if names else []
-
-    def matches(combo: dict[str, Value], entry: dict[str, Value]) -> bool:
-        return all(k in combo and combo[k].value == v.value for k, v in entry.items())
-
-    kept = [c for c in product if not any(matches(c, e) for e in exclude)]
-    merged = [dict(c) for c in kept]
-    extra: list[tuple[dict[str, Value], int]] = []
-    for entry, entry_line in include:
-        hit = False
-        for original, combo in zip(kept, merged, strict=True):
-            if all(original[k].value == v.value for k, v in entry.items() if k in original):
-                combo.update({k: v for k, v in entry.items() if k not in original})
-                hit = True
-        if not hit:
-            extra.append((entry, entry_line))
-    return [MatrixRow(c, line) for c in merged] + [MatrixRow(e, ln) for e, ln in extra]
-
-
-def with_budget(rows: list[MatrixRow], default: Value | None) -> list[MatrixRow]:
-    """The file's top-level `size_budget` for the flavors a row's own does not name."""
-    if default is None or not isinstance(default.value, SizeBudget):
-        return rows
-    out = []
-    for row in rows:
-        own = row.values.get("size_budget")
-        budget = own.value.over(default.value) if own and isinstance(own.value, SizeBudget) else default.value
-        out.append(MatrixRow({**row.values, "size_budget": Value(budget, own.line if own else default.line)}, row.line))
-    return out
-
-
 def parse(text: str, path: str) -> Matrix:
     """Parse a matrix document; problems are collected, never raised for content."""
     reader = _Reader(path)
@@ -332,7 +239,7 @@ def parse(text: str, path: str) -> Matrix:
         body = reader.mapping(top["matrix"], "matrix", MATRIX_KEYS)
         axes = {k: reader.scalars(v, k) for k, v in body.items() if k in AXIS_KEYS}
         excludes = reader.entries(body["exclude"], "exclude") if "exclude" in body else []
-        reader.check_excludes(axes, excludes)
+        reader.problems += expansion.exclude_problems(path, axes, excludes)
         exclude = [e for e, _ in excludes]
         include = reader.entries(body["include"], "include") if "include" in body else []
         size = math.prod(len(values) for values in axes.values()) if axes else 0
@@ -346,7 +253,7 @@ def parse(text: str, path: str) -> Matrix:
                 key="matrix",
             )
             return Matrix(path, repository, (), tuple(reader.problems), *settings)
-        rows = with_budget(expand(axes, exclude, include, _line(top["matrix"])), default_budget)
+        rows = expansion.with_budget(expansion.expand(axes, exclude, include, _line(top["matrix"])), default_budget)
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
     return Matrix(path, repository, tuple(rows), tuple(reader.problems), *settings)
@@ -382,74 +289,7 @@ def _codepoint(character: object) -> str:
     return repr(character)
 
 
-_BOMS = {
-    b"\xff\xfe\x00\x00": "UTF-32 (little-endian)",
-    b"\x00\x00\xfe\xff": "UTF-32 (big-endian)",
-    b"\xff\xfe": "UTF-16 (little-endian)",
-    b"\xfe\xff": "UTF-16 (big-endian)",
-}
-
-
-def decode(data: bytes, path: str) -> str:
-    """The text of a matrix file, which must be UTF-8 (a UTF-8 byte order mark is allowed)."""
-    for bom, name in _BOMS.items():
-        if data.startswith(bom):
-            raise InputError(
-                [Problem(f"the matrix file is {name} (it starts with a byte order mark); save it as UTF-8", file=path)]
-            )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        byte = data[exc.start : exc.start + 1].hex()
-        problem = Problem(
-            f"the matrix file is not UTF-8: byte 0x{byte} at column {column} ({exc.reason}); save it as UTF-8",
-            file=path,
-            line=line,
-        )
-        raise InputError([problem]) from None
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def read_bytes(path: Path) -> bytes:
-    """The bytes of a regular file no larger than the limit; anything else is refused before it is read."""
-    limit = environment.count(MAX_BYTES_VARIABLE)
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = next((name for test, name in _KINDS if test(mode)), "something else")
-        raise InputError([Problem(f"the matrix file must be a regular file, not {kind}", file=str(path))])
-    with os.fdopen(fd, "rb") as file:
-        try:
-            data = file.read(limit + 1)
-        except OSError as exc:
-            raise InputError([Problem(f"cannot read the matrix file: {exc.strerror}", file=str(path))]) from None
-    if len(data) > limit:
-        raise InputError(
-            [
-                Problem(
-                    f"the matrix file is larger than {limit} bytes; set {MAX_BYTES_VARIABLE} to raise the limit",
-                    file=str(path),
-                )
-            ]
-        )
-    return data
-
-
 def read(path: Path) -> Matrix:
     """Read and parse a matrix file."""
-    return parse(decode(read_bytes(path), str(path)), str(path))
+    data = textfile.read_bytes(path, WHAT, MAX_BYTES_VARIABLE)
+    return parse(textfile.decode(data, str(path), WHAT), str(path))

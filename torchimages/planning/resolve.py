@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from torchimages.combination import FLAVORS, Combination, SourceLocation, Toolkit
 from torchimages.compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, minor_of, version_key
-from torchimages.planning.matrix import MatrixRow
+from torchimages.planning.expansion import MatrixRow
 from torchimages.problems import Problem, Severity
 from torchimages.sizes import SizeBudget
 from torchimages.suggest import closest, nearest_version

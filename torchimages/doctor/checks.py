@@ -1,0 +1,230 @@
+"""The checks: each a pure function of the machine's facts and of what the selection needs, in one table
+(`CHECKS`); a failure carries its fix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torchimages.doctor.model import FAIL, GB, OK, SKIP, WARN, Check, HostFacts, Needs
+from torchimages.smoke.diagnosis import MIN_SHM_BYTES
+from torchimages.versions import driver_is_older
+
+HOW_TO_MIRROR = (
+    "make the registry reachable, or mirror the bases and pass --base-registry HOST/PREFIX (or set "
+    "`base_registry:` in the matrix; docs/how-to/air-gapped-builds.md), "
+    "or select debian12 images (bootstrapped, no registry)"
+)
+HOW_TO_GET_THE_TOOLKIT = (
+    "install the NVIDIA Container Toolkit (nvidia-container-toolkit) and run `nvidia-ctk runtime configure "
+    "--runtime=docker`, or write a CDI spec (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`); "
+    "without either, hand the devices over with --run-arg (docs/how-to/test-your-own-image.md)"
+)
+
+
+def check_engine(facts: HostFacts, need: Needs) -> Check:
+    from torchimages.engine import HOW_TO_GET_AN_ENGINE
+
+    name = "Docker engine"
+    if need.host_only:
+        return Check(name, SKIP, "--host-only: this machine runs the software itself, no engine needed")
+    if facts.engine_version is None:
+        sdk = "install the docker SDK (`pip install docker`) and " if "SDK" in (facts.engine_error or "") else ""
+        return Check(
+            name,
+            FAIL,
+            f"no Docker engine answers: {facts.engine_error}",
+            f"{sdk}{HOW_TO_GET_AN_ENGINE}; to check only what running on this machine needs, use --host-only",
+        )
+    return Check(name, OK, f"Docker {facts.engine_version} answers at {facts.engine_address}")
+
+
+def check_build_client(facts: HostFacts, need: Needs) -> Check:
+    from torchimages.engine import HOW_TO_GET_BUILDKIT
+
+    name = "BuildKit client"
+    if need.host_only:
+        return Check(name, SKIP, "--host-only: nothing is built")
+    if facts.build_client:
+        return Check(name, OK, f"builds with `{facts.build_client}`")
+    if facts.engine_version is None:
+        return Check(name, SKIP, "not probed: no engine answers (the probe is a tiny build)")
+    return Check(name, FAIL, f"no BuildKit-capable docker client: {facts.build_client_error}", HOW_TO_GET_BUILDKIT)
+
+
+def check_disk(facts: HostFacts, need: Needs) -> Check:
+    name = "free disk"
+    if need.host_only:
+        return Check(name, SKIP, "--host-only: no images are stored")
+    wanted = need.disk_bytes
+    if facts.engine_version is None:
+        return Check(name, SKIP, f"not checked: no engine answers ({wanted / GB:.0f} GB estimated for its data root)")
+    if facts.free_bytes is None:
+        return Check(name, SKIP, f"the engine's data root is not on this machine: {wanted / GB:.0f} GB needed there")
+    where = f"{facts.disk_path}: {facts.free_bytes / GB:.1f} GB free"
+    estimate = f"{wanted / GB:.1f} GB estimated for {len(need.images)} images (the largest counted twice)"
+    if facts.free_bytes < wanted:
+        return Check(
+            name,
+            FAIL,
+            f"{where}, {estimate}",
+            f"free {(wanted - facts.free_bytes) / GB:.1f} GB more (`docker image prune`, or select fewer images)",
+        )
+    return Check(name, OK, f"{where}, {estimate}")
+
+
+def check_registry_bases(facts: HostFacts, need: Needs) -> Check:
+    name = "registry bases"
+    if need.host_only:
+        return Check(name, SKIP, "--host-only: nothing is pulled")
+    if not need.registry_bases:
+        return Check(name, OK, "none needed: the selection's bases are bootstrapped (no registry)")
+    errors = dict(facts.base_errors)
+    by_error: dict[str, list[str]] = {}  # one public registry down is one reason for many bases
+    for base in need.registry_bases:
+        error = errors.get(base.reference, "not asked")
+        if base.reference not in facts.present_images and error:
+            by_error.setdefault(error, []).append(base.reference)
+    if by_error:
+        missing = "; ".join(f"{', '.join(refs)}: {error}" for error, refs in by_error.items())
+        return Check(name, FAIL, f"not reachable and not present here: {missing}", HOW_TO_MIRROR)
+    unlocked = [base.name for base in need.registry_bases if not base.digest]
+    answer = f"{len(need.registry_bases)} answer or are present ({', '.join(b.pull for b in need.registry_bases)})"
+    if unlocked:
+        return Check(
+            name, WARN, f"{answer}; not locked to a digest: {', '.join(unlocked)}", "run `python build.py lock --bases`"
+        )
+    return Check(name, OK, answer + ", each locked to a digest")
+
+
+def check_bootstrap(facts: HostFacts, need: Needs) -> Check:
+    name = "bootstrapped bases"
+    if need.host_only:
+        return Check(name, SKIP, "--host-only: nothing is built")
+    if not need.bootstrapped_bases:
+        return Check(name, SKIP, "none in the selection")
+    absent = [b for b in need.bootstrapped_bases if b not in facts.present_images]
+    if not absent:
+        return Check(name, OK, f"present: {', '.join(need.bootstrapped_bases)}")
+    if facts.mmdebstrap:
+        return Check(name, OK, f"{', '.join(absent)} will be made with mmdebstrap from the distribution archive")
+    return Check(
+        name,
+        FAIL,
+        f"{', '.join(absent)} must be bootstrapped and mmdebstrap is not installed",
+        "apt-get install mmdebstrap",
+    )
+
+
+def _no_gpu(facts: HostFacts) -> str:
+    why = f" (nvidia-smi: {facts.nvidia_smi_error})" if facts.nvidia_smi_error else ""
+    return f"no NVIDIA GPU here{why}"
+
+
+def check_driver(facts: HostFacts, need: Needs) -> Check:
+    name = "NVIDIA driver"
+    cuda = need.cuda_images
+    if not cuda:
+        return Check(name, SKIP, "CPU images only: no GPU needed")
+    if facts.driver is None:
+        floor = max((i.min_driver for i in cuda if i.min_driver), key=_version, default="")
+        if need.require_gpu:
+            return Check(
+                name, FAIL, _no_gpu(facts), f"install an NVIDIA GPU driver >= {floor} (nvidia-smi must answer)"
+            )
+        building = "" if need.host_only else "fine for building; "
+        return Check(
+            name, SKIP, f"{_no_gpu(facts)}: {building}the GPU suites skip (--require-gpu makes this a failure)"
+        )
+    gpus = f" ({', '.join(sorted(set(facts.gpus)))})" if facts.gpus else ""
+    too_old = [i for i in cuda if i.min_driver and driver_is_older(facts.driver, i.min_driver)]
+    if too_old:
+        worst = max(too_old, key=lambda i: _version(i.min_driver or "0"))
+        tags = ", ".join(i.tag for i in too_old[:4]) + (f" and {len(too_old) - 4} more" if len(too_old) > 4 else "")
+        return Check(
+            name,
+            FAIL,
+            f"driver {facts.driver}{gpus} is older than {worst.min_driver}, the minimum of {worst.tag} "
+            f"(CUDA {worst.cuda}); too old for {tags}",
+            f"upgrade the driver to >= {worst.min_driver}, or select images of an older CUDA",
+        )
+    floors = sorted({i.min_driver for i in cuda if i.min_driver}, key=_version)
+    cudas = ", ".join(sorted({i.cuda or "" for i in cuda}, key=_version))
+    message = f"driver {facts.driver}{gpus} >= {floors[-1] if floors else '?'}, the minimum of CUDA {cudas}"
+    compat = sorted(
+        {i.cuda or "" for i in cuda if i.toolkit_driver and driver_is_older(facts.driver, i.toolkit_driver)},
+        key=_version,
+    )
+    if compat:
+        return Check(
+            name,
+            WARN,
+            f"{message}; CUDA {', '.join(compat)} runs under minor-version compatibility (older than its toolkit's "
+            "driver: PTX of that CUDA cannot be JIT-compiled)",
+            "upgrade the driver for full support",
+        )
+    return Check(name, OK, message)
+
+
+def check_container_toolkit(facts: HostFacts, need: Needs) -> Check:
+    name = "NVIDIA Container Toolkit"
+    if need.host_only:
+        return Check(name, SKIP, "--host-only: no containers")
+    if not need.cuda_images:
+        return Check(name, SKIP, "CPU images only: no --gpus")
+    if facts.driver is None and not need.require_gpu:
+        return Check(name, SKIP, f"{_no_gpu(facts)}: no --gpus")
+    found = []
+    if "nvidia" in facts.runtimes:
+        found.append("the engine's nvidia runtime")
+    found += [f"{b} on PATH" for b in facts.toolkit_binaries]
+    found += [f"CDI spec {s}" for s in facts.cdi_specs]
+    if found:
+        return Check(name, OK, "--gpus can reach the GPUs: " + ", ".join(found))
+    status = FAIL if need.require_gpu else WARN
+    return Check(
+        name, status, "no toolkit and no CDI spec: `docker run --gpus` cannot hand GPUs over", HOW_TO_GET_THE_TOOLKIT
+    )
+
+
+def check_shm(facts: HostFacts, need: Needs) -> Check:
+    name = "/dev/shm"
+    if len(facts.gpus) < 2 or not need.cuda_images:
+        return Check(name, SKIP, "fewer than 2 GPUs: no multi-GPU run")
+    if not need.host_only:
+        return Check(
+            name,
+            OK,
+            "containers get their own /dev/shm: `build.py test` passes --shm-size "
+            "(2g by default; Docker's 64m is too small)",
+        )
+    size = f"{facts.shm_bytes / 2**30:.2f} GiB" if facts.shm_bytes is not None else "unknown"
+    if facts.shm_bytes is not None and facts.shm_bytes < MIN_SHM_BYTES:
+        status = FAIL if need.require_gpu else WARN
+        return Check(
+            name,
+            status,
+            f"/dev/shm is {size}, under the 1 GiB that NCCL across {len(facts.gpus)} GPUs needs",
+            "mount a larger tmpfs on /dev/shm (mount -o remount,size=8g /dev/shm)",
+        )
+    return Check(name, OK, f"{size} for {len(facts.gpus)} GPUs")
+
+
+CHECKS: tuple[Callable[[HostFacts, Needs], Check], ...] = (
+    check_engine,
+    check_build_client,
+    check_disk,
+    check_registry_bases,
+    check_bootstrap,
+    check_driver,
+    check_container_toolkit,
+    check_shm,
+)
+
+
+def run_checks(facts: HostFacts, need: Needs) -> list[Check]:
+    """Every check, in order."""
+    return [check(facts, need) for check in CHECKS]
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in text.split("."))

@@ -1,0 +1,128 @@
+"""Gathering the facts the checks look at (`gather`, the only impure part of the doctor): the engine, the build
+client, disk, registries, the driver, the container toolkit and /dev/shm."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import glob
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+from torchimages.doctor.model import HostFacts, Needs
+
+TOOLKIT_BINARIES = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+CDI_GPU_KIND = "nvidia.com/gpu"
+SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+
+
+def parse_nvidia_smi(output: str) -> tuple[tuple[str, ...], str | None]:
+    """GPU names and the driver from `nvidia-smi --query-gpu=name,driver_version --format=csv,noheader`."""
+    names, driver = [], None
+    for line in output.splitlines():
+        name, _, version = line.rpartition(",")
+        if name.strip() and version.strip():
+            names.append(name.strip())
+            driver = version.strip()
+    return tuple(names), driver
+
+
+def _nvidia_smi() -> tuple[tuple[str, ...], str | None, str | None]:
+    if shutil.which(SMI_QUERY[0]) is None:
+        return (), None, "not found"
+    try:
+        result = subprocess.run(SMI_QUERY, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return (), None, str(exc)
+    if result.returncode != 0:
+        return (), None, (result.stderr or result.stdout).strip()[-300:] or f"exit status {result.returncode}"
+    names, driver = parse_nvidia_smi(result.stdout)
+    return names, driver, None if driver else "no GPU listed"
+
+
+def _cdi_specs() -> tuple[str, ...]:
+    found = []
+    for folder in CDI_DIRS:
+        for path in sorted(glob.glob(os.path.join(folder, "*.yaml")) + glob.glob(os.path.join(folder, "*.json"))):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    if CDI_GPU_KIND in handle.read(1 << 20):
+                        found.append(path)
+            except OSError:
+                continue
+    return tuple(found)
+
+
+def _free(path: str | None) -> tuple[str | None, int | None]:
+    if not path or not os.path.isdir(path):
+        return path, None
+    return path, shutil.disk_usage(path).free
+
+
+def _shm() -> int | None:
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return stat.f_frsize * stat.f_blocks
+
+
+def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+    from torchimages import registry
+
+    def ask(reference: str) -> str | None:
+        try:
+            registry.resolve_digest(reference)
+        except registry.RegistryError as exc:
+            return str(exc).removeprefix(f"{reference}: ")
+        return None
+
+    if not references:
+        return ()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(references))) as pool:
+        return tuple(zip(references, pool.map(ask, references), strict=True))
+
+
+def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
+    """Ask the machine (engine, build client, disk, registries, driver, toolkit, /dev/shm) what the checks need;
+    never raises for a missing engine, SDK or driver: the facts say so."""
+    from torchimages import engine
+
+    gpus, driver, smi_error = _nvidia_smi()
+    common = HostFacts(
+        gpus=gpus,
+        driver=driver,
+        nvidia_smi_error=smi_error,
+        toolkit_binaries=tuple(b for b in TOOLKIT_BINARIES if shutil.which(b)),
+        cdi_specs=_cdi_specs(),
+        shm_bytes=_shm(),
+    )
+    if need.host_only:
+        return common
+    asked = [b.reference for b in need.registry_bases] + list(need.bootstrapped_bases)
+    found = engine.engine_facts(asked)
+    client, client_error = None, None
+    if found.version is not None:
+        try:
+            client = " ".join(engine.find_build_client(docker_cli).command)
+        except engine.EngineError as exc:
+            client_error = str(exc)
+    disk_path, free = _free(found.data_root)
+    unpresent = [b.reference for b in need.registry_bases if b.reference not in found.present]
+    return dataclasses.replace(
+        common,
+        engine_version=found.version,
+        engine_error=found.error,
+        engine_address=found.address,
+        build_client=client,
+        build_client_error=client_error,
+        disk_path=disk_path,
+        free_bytes=free,
+        runtimes=found.runtimes,
+        present_images=found.present,
+        base_errors=_base_errors(unpresent),
+        mmdebstrap=shutil.which("mmdebstrap") is not None,
+    )

@@ -1,0 +1,84 @@
+"""What the selected images need of a machine: their sizes, bases and drivers (`needs`), and what a bare
+`doctor` checks (`default_selection`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torchimages.combination import Combination, RegistryBase
+from torchimages.compat import version_key
+from torchimages.doctor.model import GB, ImageNeed, Needs
+from torchimages.planning.plan import Plan, Selected, select
+from torchimages.problems import InputError
+
+# What a bare `doctor` checks where the matrix has it: the README's first build.
+FIRST_BUILD = "2.14.1-cuda13.0-*-debian12"
+# Disk an image takes in the engine's store, per flavor. Measured (docs/benchmarks.md, 2026-11-30:
+# torch 2.14.1+cu130 and 2.13.0+cpu): a CUDA runtime 6.24 GB, devel FROM runtime +0.31 GB; a CPU
+# runtime 1.41 GB, devel +0.03 GB. A devel image on an nvidia/cuda devel image is not measured here
+# (no registry): that image (about 8 GB unpacked for 12.x/13.x) plus the venv copied in, so 14 GB.
+RUNTIME_GB = {"cuda": 6.3, "cpu": 1.5}
+DEVEL_ON_RUNTIME_GB = {"cuda": 0.35, "cpu": 0.05}
+DEVEL_ON_TOOLKIT_IMAGE_GB = 14.0
+
+
+def image_size_bytes(combination: Combination, flavor: str) -> int:
+    """The estimated size of one image (see RUNTIME_GB and the rule above)."""
+    kind = "cuda" if combination.cuda else "cpu"
+    if flavor == "runtime":
+        return int(RUNTIME_GB[kind] * GB)
+    if combination.toolkit.provider == "image":
+        return int(DEVEL_ON_TOOLKIT_IMAGE_GB * GB)
+    shares_runtime = "runtime" in combination.flavors
+    return int((DEVEL_ON_RUNTIME_GB[kind] + (0 if shares_runtime else RUNTIME_GB[kind])) * GB)
+
+
+def largest(chosen: Sequence[Selected]) -> Selected:
+    """The most demanding combination of a selection: the most bytes of images, then the newest torch."""
+    return max(
+        chosen,
+        key=lambda s: (
+            sum(image_size_bytes(s.combination, i.flavor) for i in s.images),
+            version_key(s.combination.torch),
+        ),
+    )
+
+
+def default_selection(plan: Plan) -> tuple[list[Selected], str]:
+    """What a bare `doctor` checks, and a line saying why: the images of the README's first build
+    (FIRST_BUILD) where the matrix has them, else its most demanding combination. Builds go one selection at
+    a time; every image of the matrix at once (68 of them, 600 GB) is a fleet's job, not one machine's."""
+    try:
+        first = select(plan, [FIRST_BUILD])
+    except InputError:
+        first = []
+    if first:
+        return first, f"the images of the first build, `make build TAG='{FIRST_BUILD}'`"
+    if not plan.combinations:
+        return [], "no images"
+    every = [Selected(c, c.images) for c in plan.combinations]
+    return [largest(every)], "the most demanding combination of the matrix"
+
+
+def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool = False) -> Needs:
+    """What the selected images need of a machine."""
+    images = tuple(
+        ImageNeed(
+            image.tag,
+            s.combination.cuda,
+            s.combination.min_driver,
+            s.combination.toolkit_driver,
+            image_size_bytes(s.combination, image.flavor),
+        )
+        for s in chosen
+        for image in s.images
+    )
+    bases: dict[str, RegistryBase] = {}
+    for s in chosen:
+        devel = any(i.flavor == "devel" for i in s.images)  # runtime alone never pulls the toolkit image
+        wanted = {s.combination.os.image, *([s.combination.toolkit.image] if devel else [])}
+        for base in s.combination.registry_bases:
+            if base.reference in wanted:
+                bases.setdefault(base.reference, base)
+    bootstrapped = sorted({s.combination.os.image for s in chosen if s.combination.os.provider == "bootstrap"})
+    return Needs(images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu)
