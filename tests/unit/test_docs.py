@@ -57,7 +57,6 @@ def test_every_relative_link_of_the_readme_and_docs_resolves() -> None:
     for page in PAGES:
         for target in links(page):
             path = (page.parent / target.split("#", 1)[0]).resolve()
-            name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
             if not path.exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
