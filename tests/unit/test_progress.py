@@ -20,7 +20,8 @@ import pytest
 from tests import golden
 from tests.fakes import FakeEngine
 from torchimages.building import builder, progress
-from torchimages.building.builder import Builder, BuildOptions, Outcome
+from torchimages.building.builder import Builder
+from torchimages.building.outcome import Outcome, summary
 from torchimages.building.progress import (
     Event,
     LiveRenderer,
@@ -30,6 +31,7 @@ from torchimages.building.progress import (
     read_line,
     stage_changes,
 )
+from torchimages.building.requests import BuildOptions
 from torchimages.engine import BuildRequest, ImageInfo
 from torchimages.planning import plan
 
@@ -333,7 +335,7 @@ def test_the_summary_is_a_table_of_result_time_image_size_build_and_test(
     log = "#9 0.48 ERROR: No matching distribution found for numpy==0.0.1\n#9 ERROR: process did not complete\n"
     failed = Outcome(combination, devel, "failed", 3.0, f"build failed (exit 1); last lines:\n{log}", 2.6)
     skipped = Outcome(combination, runtime, "skipped", 0.0, "up to date", size_bytes=1_436_000_000)
-    golden.check(GOLDEN / "summary.txt", builder.summary([built, failed, skipped]) + "\n")
+    golden.check(GOLDEN / "summary.txt", summary([built, failed, skipped]) + "\n")
 
 
 def test_a_bad_progress_setting_is_refused_before_anything_runs(

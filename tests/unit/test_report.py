@@ -15,7 +15,7 @@ import pytest
 
 from tests import golden
 from tests.fakes import FakeEngine
-from torchimages.building.builder import Outcome
+from torchimages.building.outcome import Outcome
 from torchimages.engine import ImageInfo, stored_size
 from torchimages.planning import plan
 from torchimages.reporting import model as report

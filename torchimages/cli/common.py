@@ -17,7 +17,7 @@ from torchimages.problems import Problem, UsageError
 from torchimages.smoke import SUITES
 
 if TYPE_CHECKING:
-    from torchimages.building import builder
+    from torchimages.building import builder, requests
     from torchimages.engine import CacheSpec, DockerEngine
     from torchimages.reporting.session import Finished
 
@@ -89,7 +89,7 @@ def cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
 def make_builder(
     args: argparse.Namespace,
     engine: DockerEngine,
-    options: builder.BuildOptions,
+    options: requests.BuildOptions,
     shown: progress.Renderer,
     junit_dir: Path | None = None,
 ) -> builder.Builder:

@@ -27,7 +27,7 @@ from torchimages.smoke.runner import junit_in
 from torchimages.smoke.targets import Tested
 
 if TYPE_CHECKING:
-    from torchimages.building.builder import Outcome
+    from torchimages.building.outcome import Outcome
     from torchimages.combination import Combination
 
 MANIFEST = "manifest.json"
