@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchimages.building.progress import LogState, Progress, following, read_line
+from torchimages.building.buildkit_log import LogState, following, read_line
+from torchimages.building.progress import Progress
 from torchimages.building.wheels import Served, WheelSources, secret_file
 from torchimages.combination import Combination, Image
 from torchimages.engine import BuildRequest, CacheSpec, Engine

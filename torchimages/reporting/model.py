@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
 from torchimages import __version__
-from torchimages.building.progress import format_seconds
+from torchimages.building.views import format_seconds
 from torchimages.sizes import format_size
 
 if TYPE_CHECKING:
