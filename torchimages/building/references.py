@@ -1,5 +1,6 @@
 """Temporary references: where an image is built before it earns its public tags, how one is
-recognised, and an image built elsewhere waiting under one for promotion (`Baked`)."""
+recognised, and an image built elsewhere waiting under one for promotion (`Baked`), found and checked
+to be what its builder reported (`find_baked`)."""
 
 from __future__ import annotations
 
