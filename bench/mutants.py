@@ -47,6 +47,7 @@ M = Mutation
 VERIFY, VERSIONS = "building/verify.py", "versions.py"
 TAGS, RESOLVE = "planning/tags.py", "planning/resolve.py"
 BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.py"
+REFERENCES = "building/references.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 
 # fmt: off
@@ -272,7 +273,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            if status:\n",
       "            if status > 1:\n",
       "a build that exited 1 goes on to verification"),
-    M("builder-promote-other-image", BUILDER,
+    M("builder-promote-other-image", REFERENCES,
       "if baked.ids and not known.intersection(baked.ids):",
       "if False:",
       "promote admits an image that is not the one its builder reported"),
@@ -373,6 +374,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     TAGS: (r"tags|alias", r"\btags\b|aliases|latest"),
     RESOLVE: (r"resolve|matrix|blocks|companion|knowledge", r"\bresolve\b|variant_pin|problems_of"),
     BUILDER: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
+    REFERENCES: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
     RUNNER: (r"smoke|gate|runner", r"\brunner\b|smoke_gate|run_suites"),
     PLUGIN: (r"smoke|plugin|gpu", r"\bplugin\b|require.gpu"),
     MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from torchimages.building.builder import INSTALLED_PROBE, TEMP_REPOSITORY
+from torchimages.building.readings import INSTALLED_PROBE
+from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo
 from torchimages.probes import MARK, probe_source
 
@@ -114,7 +115,7 @@ class FakeEngine:
             self.truth[info.reference] = holds
 
     def temporary(self) -> list[str]:
-        """The temporary references (builder.TEMP_REPOSITORY) still here."""
+        """The temporary references (references.TEMP_REPOSITORY) still here."""
         return [r for r in self.images if r.startswith(TEMP_REPOSITORY + "/")]
 
     # --- the Engine protocol -------------------------------------------------------------

@@ -22,7 +22,9 @@ from xml.etree import ElementTree
 import pytest
 
 from torchimages import engine
-from torchimages.building import builder
+from torchimages.building import builder, references
+from torchimages.building.outcome import Outcome
+from torchimages.building.requests import BuildOptions
 from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
 from torchimages.planning import plan
@@ -142,22 +144,22 @@ def own_temporary(logs: Path) -> set[str]:
     Not every `torchimages-tmp/<combination>:*`: on a shared engine another run (CI, a colleague's `make test`)
     may be building the same combination, and its temporary images and smoke containers are not ours."""
     commands = [log.read_text(errors="replace").split("\n", 1)[0] for log in logs.glob("*.log")]
-    return {tag for command in commands for tag in re.findall(r"--tag (\S+)", command) if builder.is_temporary(tag)}
+    return {tag for command in commands for tag in re.findall(r"--tag (\S+)", command) if references.is_temporary(tag)}
 
 
 def temporary_images(client: Any) -> set[str]:
     return {
-        t.removeprefix("docker.io/") for i in client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags
+        t.removeprefix("docker.io/") for i in client.images.list(name=references.TEMP_REPOSITORY + "/*") for t in i.tags
     }
 
 
-def build_a_lie(built: Built, tag: str, **facts: Any) -> builder.Outcome:
+def build_a_lie(built: Built, tag: str, **facts: Any) -> Outcome:
     """Build the runtime image again under a tag whose promised facts differ from the truth."""
     true_image = built.image("runtime")
     lie = dataclasses.replace(
         built.combination, **facts, images=(dataclasses.replace(true_image, tag=tag, aliases=()),)
     )
-    options = builder.BuildOptions(
+    options = BuildOptions(
         images_dir=built.plan.images_dir, log_dir=built.logs, sources=WheelSources.from_environment()
     )
     (outcome,) = builder.Builder(engine.DockerEngine(), options, out=lambda _: None).build(

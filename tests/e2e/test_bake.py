@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from torchimages import engine
-from torchimages.building import bake, bootstrap, builder
+from torchimages.building import bake, bootstrap, references
 from torchimages.building.wheels import WheelSources, serve
 from torchimages.combination import Image
 from torchimages.planning import plan
@@ -164,7 +164,7 @@ def baked(
 def test_the_bake_file_builds_temporary_references_only(baked: Baked) -> None:
     definition = json.loads(baked.bake_file.read_text())
     (target,) = definition["target"].values()
-    assert target["tags"] == [baked.reference] and builder.is_temporary(baked.reference)
+    assert target["tags"] == [baked.reference] and references.is_temporary(baked.reference)
     assert f"naming to docker.io/{baked.reference}" in baked.bake_output
     assert baked.image.reference not in baked.bake_output, "the bake must never name the public tag"
 
@@ -182,7 +182,7 @@ def test_promote_verifies_then_tags_with_the_verified_labels(baked: Baked, docke
 
 def test_no_temporary_reference_is_left(baked: Baked, docker_client: Any) -> None:
     assert baked.promote.returncode == 0
-    left = [t for i in docker_client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
+    left = [t for i in docker_client.images.list(name=references.TEMP_REPOSITORY + "/*") for t in i.tags]
     assert baked.reference not in left and f"docker.io/{baked.reference}" not in left, left
 
 
@@ -205,7 +205,7 @@ def test_a_metadata_file_that_points_at_another_image_gets_nothing_tagged(
     image = combination.image("runtime")
     base = docker_client.images.get(combination.os.image)
     if lie == "another image":
-        reference = f"{builder.TEMP_REPOSITORY}/lie-{uuid.uuid4().hex[:8]}:runtime"
+        reference = f"{references.TEMP_REPOSITORY}/lie-{uuid.uuid4().hex[:8]}:runtime"
         entry = {"image.name": reference, "containerimage.digest": base.id}
     else:
         reference = bake.bake_reference(combination, image)
@@ -222,7 +222,7 @@ def test_a_metadata_file_that_points_at_another_image_gets_nothing_tagged(
         why = "could not read the versions" if lie == "another image" else "is not the image its builder reported"
         assert why in output, output
         assert docker_client.images.list(name=repository) == [], "a lie got a tag"
-        left = [t for i in docker_client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
+        left = [t for i in docker_client.images.list(name=references.TEMP_REPOSITORY + "/*") for t in i.tags]
         assert not any(reference in t for t in left), left
         assert combination.os.image in docker_client.images.get(base.id).tags, "the base must be untouched"
     finally:
@@ -249,5 +249,5 @@ def test_buildx_accepts_the_bake_file_of_the_whole_default_matrix(buildx: str, t
     assert printed.returncode == 0, printed.stderr[-3000:]
     definition = json.loads(printed.stdout)
     assert len(definition["target"]) == len(listed.stdout.split()) > 50
-    assert all(builder.is_temporary(t) for target in definition["target"].values() for t in target["tags"])
+    assert all(references.is_temporary(t) for target in definition["target"].values() for t in target["tags"])
     assert set(definition["group"]["default"]["targets"]) == set(definition["target"])

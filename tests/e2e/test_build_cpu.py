@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from torchimages.building import bootstrap, builder
+from torchimages.building import bootstrap, references
 
 from .conftest import (
     Built,
@@ -85,7 +85,7 @@ def test_a_lying_tag_fails_and_leaves_no_tag(built: Built, docker_client: Any) -
     assert outcome.status == "failed"
     assert "torch: the tag claims 2.12.0, the image has 2.13.0+cpu" in outcome.detail
     assert docker_client.images.list(name=f"{built.image('runtime').repository}:lie-runtime") == []
-    leftovers = [t for i in docker_client.images.list(name=builder.TEMP_REPOSITORY + "/*") for t in i.tags]
+    leftovers = [t for i in docker_client.images.list(name=references.TEMP_REPOSITORY + "/*") for t in i.tags]
     assert not [t for t in leftovers if built.combination.folder in t]
 
 

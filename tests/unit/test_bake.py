@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests import golden
-from torchimages.building import bake, builder
+from torchimages.building import bake, references, requests
 from torchimages.building.wheels import Served
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination
 from torchimages.planning import plan
@@ -47,12 +47,12 @@ def selected(write_matrix: Callable[[str], Path]) -> list[plan.Selected]:
 
 
 def entries(selected: list[plan.Selected], **options: object) -> list[bake.Entry]:
-    opts = builder.BuildOptions(images_dir=Path("images"), log_dir=Path("logs"), **options)  # type: ignore[arg-type]
+    opts = requests.BuildOptions(images_dir=Path("images"), log_dir=Path("logs"), **options)  # type: ignore[arg-type]
     return [
         bake.Entry(
             s.combination,
             image,
-            builder.build_request(
+            requests.build_request(
                 opts, s.combination, image, bake.bake_reference(s.combination, image), SERVED, Path(".bake/pip.conf")
             ),
         )
@@ -74,8 +74,8 @@ def test_targets_carry_no_public_tag_and_build_what_build_builds(selected: list[
     for entry in made:
         target = definition["target"][bake.target_name(entry.image)]
         (tag,) = target["tags"]
-        assert tag not in public and builder.is_temporary(tag), tag
-        assert tag.startswith(f"{builder.TEMP_REPOSITORY}/") and f":{entry.image.flavor}-bake-" in tag
+        assert tag not in public and references.is_temporary(tag), tag
+        assert tag.startswith(f"{references.TEMP_REPOSITORY}/") and f":{entry.image.flavor}-bake-" in tag
         assert target["target"] == entry.image.flavor
         assert target["context"] == f"images/{entry.combination.folder}" and target["dockerfile"] == "Dockerfile"
         # the secrets and network are build_request's: the pip.conf and the CA bundle, never in a layer
@@ -167,8 +167,8 @@ def test_a_metadata_entry_gives_the_reference_and_digests(selected: list[plan.Se
         },
     }
     found = bake.baked_images(metadata, selected[:1], "m.json")
-    assert found[devel] == builder.Baked(bake.bake_reference(combination, devel), ("sha256:" + "a" * 64,))
-    assert found[runtime] == builder.Baked(
+    assert found[devel] == references.Baked(bake.bake_reference(combination, devel), ("sha256:" + "a" * 64,))
+    assert found[runtime] == references.Baked(
         "reg.example/torchimages-tmp/x:runtime-1", ("sha256:" + "b" * 64, "sha256:" + "c" * 64)
     )
 
@@ -196,7 +196,7 @@ def test_a_malformed_metadata_entry_is_refused(selected: list[plan.Selected], en
     ],
 )
 def test_only_temporary_references_count_as_temporary(reference: str, temporary: bool) -> None:
-    assert builder.is_temporary(reference) is temporary
+    assert references.is_temporary(reference) is temporary
 
 
 # --- the commands: bad input exits 2 with the reason, before any engine is asked ---------------------
@@ -279,6 +279,6 @@ def test_a_pushing_bake_names_temporary_references_in_the_registry(selected: lis
     combination = selected[0].combination
     image = combination.image("devel")
     reference = bake.bake_reference(combination, image, "ghcr.io/team/")
-    assert reference.startswith("ghcr.io/team/torchimages-tmp/") and builder.is_temporary(reference)
+    assert reference.startswith("ghcr.io/team/torchimages-tmp/") and references.is_temporary(reference)
     metadata: dict[str, dict[str, str]] = {bake.target_name(i): {} for i in combination.images}
     assert bake.baked_images(metadata, selected[:1], "m.json", "ghcr.io/team")[image].reference == reference

@@ -18,7 +18,11 @@ import pytest
 
 from tests.fakes import FakeEngine, Raw, probe_answer
 from torchimages.building import bake, builder, verify
-from torchimages.building.builder import Builder, BuildOptions, Outcome
+from torchimages.building.builder import Builder
+from torchimages.building.outcome import Outcome, summary
+from torchimages.building.readings import INSTALLED_PROBE
+from torchimages.building.references import TEMP_REPOSITORY, Baked
+from torchimages.building.requests import BuildOptions
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, Toolkit
 from torchimages.engine import BuildRequest, CacheSpec, EngineError
 from torchimages.planning import plan
@@ -123,7 +127,7 @@ def test_a_failing_smoke_gate_leaves_no_tag(selection: list[plan.Selected], tmp_
 
     def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
         calls.append(reference)
-        assert reference.startswith(builder.TEMP_REPOSITORY), "the gate runs on the temporary reference"
+        assert reference.startswith(TEMP_REPOSITORY), "the gate runs on the temporary reference"
         return ["smoke suites (cpu) failed:", "FAILED test_import_is_silent"]
 
     outcomes = run(engine, first, tmp_path, gate, push=True)
@@ -211,7 +215,7 @@ def test_an_interrupt_during_a_build_tags_nothing_and_starts_nothing_more(
     assert "during the build" in outcomes[0].detail and all(o.detail == "not started" for o in outcomes[1:])
     assert len(engine.built) == 1 and engine.probed == []
     assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
-    assert "4 interrupted" in builder.summary(outcomes) and "0 failed" in builder.summary(outcomes)
+    assert "4 interrupted" in summary(outcomes) and "0 failed" in summary(outcomes)
 
 
 def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
@@ -223,7 +227,7 @@ def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Sele
     probe = engine.run_python
 
     def run_python(reference: str, args: list[str]) -> str:
-        if args == ["-c", builder.INSTALLED_PROBE]:
+        if args == ["-c", INSTALLED_PROBE]:
             cancelled.set()
         return probe(reference, args)
 
@@ -271,7 +275,7 @@ def test_the_summary_says_why_an_image_failed(selection: list[plan.Selected], tm
     combination, image = selection[0].combination, selection[0].images[0]
     failed = Outcome(combination, image, "failed", 3.0, f"build failed (exit 1); last lines of x.log:\n{log}")
     stopped = Outcome(combination, image, "interrupted", 1.0, "interrupted during the build; not tagged")
-    text = builder.summary([failed, stopped])
+    text = summary([failed, stopped])
     assert "ERROR: No matching distribution found for numpy==0.0.1" in text.splitlines()[2]
     assert text.splitlines()[4].strip() == "interrupted during the build; not tagged"
     assert text.splitlines()[-1] == "0 built, 0 skipped, 1 failed, 1 interrupted"
@@ -307,7 +311,7 @@ def test_an_engine_stopped_during_a_build_is_named(selection: list[plan.Selected
     assert first.startswith("the Docker engine at unix:///fake/docker.sock stopped answering during the build of")
     assert "does not answer" in outcomes[1].detail
     assert engine.tagged == [] and len(engine.built) == 1
-    assert builder.summary(outcomes).splitlines()[2].strip() == first
+    assert summary(outcomes).splitlines()[2].strip() == first
     assert any("could not remove" in line for line in said)
 
 
@@ -343,7 +347,7 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
     engine.on_build = full
     outcomes = run(engine, selection[:1], tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
-    reasons = builder.summary(outcomes).splitlines()
+    reasons = summary(outcomes).splitlines()
     assert (
         reasons[2].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
     )
@@ -355,20 +359,20 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
 ID = "sha256:" + "1" * 64
 
 
-def bake_into(engine: FakeEngine, combination: Combination, image: Image, facts: Raw, **kw: object) -> builder.Baked:
+def bake_into(engine: FakeEngine, combination: Combination, image: Image, facts: Raw, **kw: object) -> Baked:
     """An image a bake built to its temporary reference, as the engine holds it; what the metadata says."""
     reference = bake.bake_reference(combination, image)
     engine.images[reference] = {"io.torchimages.flavor": image.flavor}
     engine.truth[reference] = facts
     engine.ids[reference] = str(kw.get("image_id", ID))
     engine.layers[reference] = kw.get("layers", ())  # type: ignore[assignment]
-    return builder.Baked(reference, (ID,))
+    return Baked(reference, (ID,))
 
 
 def promote(
     engine: FakeEngine,
     selected: list[plan.Selected],
-    baked: dict[Image, builder.Baked],
+    baked: dict[Image, Baked],
     tmp_path: Path,
     gate: builder.SmokeGate | None = None,
     **options: object,
@@ -388,7 +392,7 @@ def test_promote_tags_a_verified_baked_image_and_removes_its_temporary_reference
     assert [o.status for o in outcomes] == ["promoted", "promoted"]
     assert set(engine.tagged) == set(engine.pushed) == names(newest)
     assert engine.temporary() == [] and engine.built == []
-    assert builder.summary(outcomes, always=("promoted", "failed")).splitlines()[-1] == "2 promoted, 0 failed"
+    assert summary(outcomes, always=("promoted", "failed")).splitlines()[-1] == "2 promoted, 0 failed"
 
 
 @pytest.mark.parametrize("push", [False, True])
@@ -445,7 +449,7 @@ def test_promote_pulls_a_baked_image_that_is_not_here(selection: list[plan.Selec
     for image in first[0].images:
         reference = f"reg.example/{bake.bake_reference(combination, image)}"
         engine.registry[reference] = (true_facts(combination), ID)
-        baked[image] = builder.Baked(reference, (ID,))
+        baked[image] = Baked(reference, (ID,))
     outcomes = promote(engine, first, baked, tmp_path)
     assert [o.status for o in outcomes] == ["promoted", "promoted"]
     assert engine.pulled == [b.reference for b in baked.values()]
@@ -456,7 +460,7 @@ def test_a_baked_image_that_is_nowhere_fails_with_the_pull_error(
 ) -> None:
     first = selection[:1]
     engine = FakeEngine(true_facts(first[0].combination))
-    baked = {i: builder.Baked(bake.bake_reference(first[0].combination, i), (ID,)) for i in first[0].images}
+    baked = {i: Baked(bake.bake_reference(first[0].combination, i), (ID,)) for i in first[0].images}
     outcomes = promote(engine, first, baked, tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert all("neither here nor could it be pulled" in o.detail and "manifest unknown" in o.detail for o in outcomes)
@@ -487,7 +491,7 @@ def test_promote_never_touches_a_reference_outside_the_temporary_repository(
     combination = first[0].combination
     engine = FakeEngine(true_facts(combination))
     engine.images["team/base:1"] = {}
-    baked = {i: builder.Baked("team/base:1") for i in first[0].images}
+    baked = {i: Baked("team/base:1") for i in first[0].images}
     outcomes = promote(engine, first, baked, tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert all("is not a temporary reference" in o.detail for o in outcomes)
@@ -552,7 +556,7 @@ def test_an_image_over_its_size_budget_fails_untagged_naming_size_budget_and_lar
     }
     assert engine.probed == [engine.built[0].reference]  # over budget: not even verified
     assert engine.temporary() == []
-    assert "size 3.5 GB (3500000001 bytes) is over the runtime budget" in builder.summary([devel, runtime])
+    assert "size 3.5 GB (3500000001 bytes) is over the runtime budget" in summary([devel, runtime])
 
 
 def test_an_image_at_its_budget_is_tagged(selection: list[plan.Selected], tmp_path: Path) -> None:
@@ -666,7 +670,7 @@ def test_an_image_whose_versions_cannot_be_read_is_not_tagged(
     probe = engine.run_python
 
     def run_python(reference: str, args: list[str]) -> str:
-        if args == ["-c", builder.INSTALLED_PROBE]:
+        if args == ["-c", INSTALLED_PROBE]:
             return probe(reference, args)
         if isinstance(answer, EngineError):
             raise answer

@@ -19,17 +19,13 @@ import pytest
 
 from tests import golden
 from tests.fakes import FakeEngine
-from torchimages.building import builder, progress
-from torchimages.building.builder import Builder, BuildOptions, Outcome
-from torchimages.building.progress import (
-    Event,
-    LiveRenderer,
-    LogState,
-    PlainRenderer,
-    Progress,
-    read_line,
-    stage_changes,
-)
+from torchimages.building import builder, buildkit_log, views
+from torchimages.building.builder import Builder
+from torchimages.building.buildkit_log import LogState, read_line, stage_changes
+from torchimages.building.outcome import Outcome, summary
+from torchimages.building.progress import Event, Progress
+from torchimages.building.requests import BuildOptions
+from torchimages.building.views import LiveRenderer, PlainRenderer
 from torchimages.engine import BuildRequest, ImageInfo
 from torchimages.planning import plan
 
@@ -117,7 +113,7 @@ def test_lines_that_say_nothing_of_progress_change_nothing() -> None:
 
 
 def test_times_are_shown_short() -> None:
-    assert [progress.format_seconds(s) for s in (0.4, 59.9, 187, 3720)] == ["0 s", "59 s", "3m07s", "1h02m"]
+    assert [views.format_seconds(s) for s in (0.4, 59.9, 187, 3720)] == ["0 s", "59 s", "3m07s", "1h02m"]
 
 
 class Clock:
@@ -249,15 +245,15 @@ def test_auto_is_plain_unless_the_output_is_a_terminal() -> None:
         def isatty(self) -> bool:
             return True
 
-    assert isinstance(progress.renderer("auto", io.StringIO()), PlainRenderer)
-    assert isinstance(progress.renderer("tty", io.StringIO()), LiveRenderer)
-    assert isinstance(progress.renderer("plain", Terminal()), PlainRenderer)
-    assert isinstance(progress.renderer("auto", Terminal()), LiveRenderer)
+    assert isinstance(views.renderer("auto", io.StringIO()), PlainRenderer)
+    assert isinstance(views.renderer("tty", io.StringIO()), LiveRenderer)
+    assert isinstance(views.renderer("plain", Terminal()), PlainRenderer)
+    assert isinstance(views.renderer("auto", Terminal()), LiveRenderer)
 
 
 def test_following_a_file_reads_every_line_written_while_the_block_ran(tmp_path: Path) -> None:
     path, seen = tmp_path / "build.log", list[str]()
-    with path.open("wb") as handle, progress.following(path, seen.append, poll_s=0.01):
+    with path.open("wb") as handle, buildkit_log.following(path, seen.append, poll_s=0.01):
         for n in range(50):
             handle.write(f"#1 0.{n} line {n}\n#1 0.{n} part".encode())
             handle.flush()
@@ -333,7 +329,7 @@ def test_the_summary_is_a_table_of_result_time_image_size_build_and_test(
     log = "#9 0.48 ERROR: No matching distribution found for numpy==0.0.1\n#9 ERROR: process did not complete\n"
     failed = Outcome(combination, devel, "failed", 3.0, f"build failed (exit 1); last lines:\n{log}", 2.6)
     skipped = Outcome(combination, runtime, "skipped", 0.0, "up to date", size_bytes=1_436_000_000)
-    golden.check(GOLDEN / "summary.txt", builder.summary([built, failed, skipped]) + "\n")
+    golden.check(GOLDEN / "summary.txt", summary([built, failed, skipped]) + "\n")
 
 
 def test_a_bad_progress_setting_is_refused_before_anything_runs(
@@ -350,4 +346,4 @@ def test_a_bad_progress_setting_is_refused_before_anything_runs(
     monkeypatch.setenv("TORCHIMAGES_PROGRESS", "fancy")
     code, _, err = cli("build", "--matrix", matrix, "*")
     assert code == 2 and "TORCHIMAGES_PROGRESS='fancy' must be one of auto, plain, tty" in err
-    assert json.dumps(progress.MODES) == '["auto", "plain", "tty"]'
+    assert json.dumps(views.MODES) == '["auto", "plain", "tty"]'

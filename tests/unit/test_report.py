@@ -15,11 +15,14 @@ import pytest
 
 from tests import golden
 from tests.fakes import FakeEngine
-from torchimages.building.builder import Outcome
+from torchimages.building.outcome import Outcome
 from torchimages.engine import ImageInfo, stored_size
 from torchimages.planning import plan
+from torchimages.reporting import manifest as manifest_json
 from torchimages.reporting import model as report
 from torchimages.reporting import writer as reporting
+from torchimages.reporting.junit import merge_junit, smoke_result
+from torchimages.reporting.summary import duration, summary_markdown
 from torchimages.smoke import targets
 from torchimages.smoke.runner import junit_in
 
@@ -83,7 +86,7 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
                 build_seconds=61.95,
                 test_seconds=22.04,
                 total_seconds=85.2,
-                smoke=report.smoke_result(built_junit),
+                smoke=smoke_result(built_junit),
                 bases=(
                     report.BaseImage(
                         "torchimages/bootstrap-debian:12",
@@ -123,7 +126,7 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
                 "test_no_package_caches - apt lists left | /var/lib/apt/lists",
                 build_seconds=3700,
                 test_seconds=30,
-                smoke=report.smoke_result(failed_junit),
+                smoke=smoke_result(failed_junit),
             ),
             failed_junit,
         ),
@@ -139,7 +142,7 @@ def document(images: list[tuple[report.ImageReport, bytes | None]]) -> report.Re
 
 
 def test_manifest_matches_its_golden_and_its_schema(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
-    manifest = report.manifest(document(images))
+    manifest = manifest_json.manifest(document(images))
     check_golden("manifest.json", json.dumps(manifest, indent=2) + "\n")
     jsonschema.Draft202012Validator(reporting.schema(), format_checker=jsonschema.FormatChecker()).validate(manifest)
     assert manifest["result"] == "failed" and manifest["counts"] == {"built": 1, "skipped": 1, "failed": 2}
@@ -152,7 +155,7 @@ def test_manifest_matches_its_golden_and_its_schema(images: list[tuple[report.Im
 
 def test_the_schema_refuses_what_it_does_not_describe(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
     validator = jsonschema.Draft202012Validator(reporting.schema())
-    manifest = report.manifest(document(images))
+    manifest = manifest_json.manifest(document(images))
     for broken in (
         {**manifest, "schema_version": 2},
         {**manifest, "images": [{**manifest["images"][0], "result": "ok"}]},
@@ -163,7 +166,7 @@ def test_the_schema_refuses_what_it_does_not_describe(images: list[tuple[report.
 
 
 def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
-    text = report.summary_markdown(document(images))
+    text = summary_markdown(document(images))
     check_golden("summary.md", text)
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert len(rows) == 4 and all(row.count(" | ") == 4 for row in rows)  # a pipe in a reason is escaped
@@ -171,7 +174,7 @@ def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes
 
 
 def test_junit_merges_into_one_testsuite_per_image(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
-    merged = report.merge_junit(images)
+    merged = merge_junit(images)
     check_golden("junit.xml", merged.decode())
     root = ElementTree.fromstring(merged)
     suites = root.findall("testsuite")
@@ -190,7 +193,7 @@ def test_junit_merges_into_one_testsuite_per_image(images: list[tuple[report.Ima
 
 
 def test_smoke_results_read_from_junit() -> None:
-    smoke = report.smoke_result(junit(PASSED, SKIPPED, FAILED, gpu="NVIDIA H200"))
+    smoke = smoke_result(junit(PASSED, SKIPPED, FAILED, gpu="NVIDIA H200"))
     assert [(c.result, c.reason) for c in smoke.cases] == [
         ("passed", ""),
         ("skipped", "no usable GPU: no device visible (run with --gpus all)"),
@@ -198,14 +201,14 @@ def test_smoke_results_read_from_junit() -> None:
     ]
     assert (smoke.gpu, smoke.driver) == ("NVIDIA H200", "none")
     with pytest.raises(ValueError, match="not JUnit XML"):
-        report.smoke_result(b"<testsuite")
+        smoke_result(b"<testsuite")
 
 
 @pytest.mark.parametrize(
     ("seconds", "shown"), [(None, "-"), (0.4, "0 s"), (59.6, "59 s"), (107, "1m47s"), (3725, "1h02m")]
 )
 def test_durations(seconds: float | None, shown: str) -> None:
-    assert report.duration(seconds) == shown
+    assert duration(seconds) == shown
 
 
 def inspecting_engine(reference: str) -> FakeEngine:

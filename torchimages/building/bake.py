@@ -1,7 +1,7 @@
 """Beyond one machine: a buildx bake file from the plan, and buildx's metadata file read back for promotion.
 
 `bake_file` turns the builds `build` would run (one `BuildRequest` per image, made by
-`builder.build_request`: the same context, Dockerfile, target, secrets and network) into a bake
+`requests.build_request`: the same context, Dockerfile, target, secrets and network) into a bake
 definition: one target per image, pushed to (or loaded as) its temporary reference, never a public
 tag; groups per combination, per torch minor, per flavor, and `default`. `promote` then verifies and
 tags what the bake built (builder.Builder.promote).
@@ -25,14 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from torchimages.building import wheels
-from torchimages.building.builder import (
-    TEMP_REPOSITORY,
-    Baked,
-    BuildOptions,
-    build_request,
-    is_temporary,
-    temporary_reference,
-)
+from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
+from torchimages.building.requests import BuildOptions, build_request
 from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
 from torchimages.engine import BuildRequest
@@ -69,7 +63,7 @@ def bake_token(image: Image) -> str:
 
 
 def bake_reference(combination: Combination, image: Image, registry: str | None = None) -> str:
-    """Where a bake puts an image: its temporary reference (builder.temporary_reference's naming), under
+    """Where a bake puts an image: its temporary reference (references.temporary_reference's naming), under
     `registry/` (`ghcr.io/team`) when the bake pushes."""
     repository = f"{registry.rstrip('/')}/{TEMP_REPOSITORY}" if registry else TEMP_REPOSITORY
     return temporary_reference(combination, image, bake_token(image), repository)

@@ -44,13 +44,13 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchimages.building import bake, bootstrap, builder
+    from torchimages.building import bake, bootstrap, requests
     from torchimages.building.wheels import WheelSources
 
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
     sources = WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links))
-    options = builder.BuildOptions(
+    options = requests.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=Path("logs"),  # a bake writes no log here: buildx shows the builds
         no_cache=args.no_cache,

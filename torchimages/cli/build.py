@@ -34,7 +34,7 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchimages.building import builder, interrupts
+    from torchimages.building import interrupts, outcome, requests
     from torchimages.building.wheels import WheelSources
     from torchimages.reporting import session
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
     common.check_file("--ca-cert", args.ca_cert)
-    options = builder.BuildOptions(
+    options = requests.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=args.log_dir,
         jobs=args.jobs,
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     build = common.make_builder(args, engine, options, shown, junit_dir)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))
     outcomes = done.result
-    print(builder.summary(outcomes))
+    print(outcome.summary(outcomes))
     complete = True
     if args.report and junit_dir:
         from torchimages.reporting import writer

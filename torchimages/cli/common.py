@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchimages import settings
-from torchimages.building import progress
+from torchimages.building import progress, views
 from torchimages.planning import plan as planning
 from torchimages.problems import Problem, UsageError
 from torchimages.smoke import SUITES
 
 if TYPE_CHECKING:
-    from torchimages.building import builder
+    from torchimages.building import builder, requests
     from torchimages.engine import CacheSpec, DockerEngine
     from torchimages.reporting.session import Finished
 
@@ -73,7 +73,7 @@ def connect(docker_cli: str | None = None) -> DockerEngine:
 
 def renderer(args: argparse.Namespace) -> progress.Renderer:
     """How `build` and `promote` show progress: --progress, the heartbeat from TORCHIMAGES_HEARTBEAT_S."""
-    return progress.renderer(args.progress, sys.stdout, settings.seconds("TORCHIMAGES_HEARTBEAT_S"))
+    return views.renderer(args.progress, sys.stdout, settings.seconds("TORCHIMAGES_HEARTBEAT_S"))
 
 
 def cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
@@ -89,7 +89,7 @@ def cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:
 def make_builder(
     args: argparse.Namespace,
     engine: DockerEngine,
-    options: builder.BuildOptions,
+    options: requests.BuildOptions,
     shown: progress.Renderer,
     junit_dir: Path | None = None,
 ) -> builder.Builder:

@@ -31,20 +31,20 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchimages.building import bake, builder, interrupts
+    from torchimages.building import bake, interrupts, outcome, requests
 
     shown = common.renderer(args)
     loaded = common.load_plan(args)
     promotion = bake.promotion(
         args.metadata, common.select(args, loaded), bool(args.selectors), args.temporary_registry
     )
-    options = builder.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
+    options = requests.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
     engine = common.connect(args.docker)
     promoter = common.make_builder(args, engine, options, shown)
     chosen = list(promotion.chosen)
     done = interrupts.until_interrupted(promoter.cancel, lambda: promoter.promote(chosen, dict(promotion.baked)))
     outcomes = done.result
-    print(builder.summary(outcomes, always=("promoted", "failed")))
+    print(outcome.summary(outcomes, always=("promoted", "failed")))
     if done.exit_status is not None:
         return done.exit_status
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK

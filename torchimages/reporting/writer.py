@@ -23,11 +23,14 @@ from torchimages.combination import Combination
 from torchimages.engine import EngineError, ImageInfo
 from torchimages.reporting import model as report
 from torchimages.reporting import sbom
+from torchimages.reporting.junit import merge_junit, smoke_result
+from torchimages.reporting.manifest import manifest
+from torchimages.reporting.summary import summary_markdown
 from torchimages.smoke.runner import junit_in
 from torchimages.smoke.targets import Tested
 
 if TYPE_CHECKING:
-    from torchimages.building.builder import Outcome
+    from torchimages.building.outcome import Outcome
     from torchimages.combination import Combination
 
 MANIFEST = "manifest.json"
@@ -90,7 +93,7 @@ def _bases(engine: ReportEngine, combination: Combination) -> tuple[report.BaseI
 
 def _smoke(junit: bytes | None) -> report.SmokeResult | None:
     try:
-        return report.smoke_result(junit) if junit else None
+        return smoke_result(junit) if junit else None
     except ValueError:
         return None
 
@@ -194,9 +197,9 @@ def write(
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     document = report.Report(command, created, tuple(image for image, _ in images))
     try:
-        (directory / MANIFEST).write_text(json.dumps(report.manifest(document), indent=2, ensure_ascii=False) + "\n")
-        (directory / SUMMARY).write_text(report.summary_markdown(document))
-        (directory / JUNIT).write_bytes(report.merge_junit(images))
+        (directory / MANIFEST).write_text(json.dumps(manifest(document), indent=2, ensure_ascii=False) + "\n")
+        (directory / SUMMARY).write_text(summary_markdown(document))
+        (directory / JUNIT).write_bytes(merge_junit(images))
     except OSError as exc:
         raise ReportError(f"--report {directory}: cannot write the report: {exc.strerror or exc}") from None
     finally:

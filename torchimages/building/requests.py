@@ -1,0 +1,103 @@
+"""What a build is asked to do: the options besides the images (`BuildOptions`), the one BuildKit
+build of each image (`build_request`) and running it into its log (`run_build`), and the refusal of
+two images sharing a public name (`shared_names`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchimages.building.buildkit_log import LogState, following, read_line
+from torchimages.building.progress import Progress
+from torchimages.building.wheels import Served, WheelSources, secret_file
+from torchimages.combination import Combination, Image
+from torchimages.engine import BuildRequest, CacheSpec, Engine
+from torchimages.planning.plan import Selected
+from torchimages.problems import Problem
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Everything a build takes besides the images."""
+
+    images_dir: Path
+    log_dir: Path
+    jobs: int = 1
+    no_cache: bool = False
+    ca_cert: Path | None = None
+    sources: WheelSources = field(default_factory=WheelSources)
+    network: str | None = None
+    mirror: str | None = None
+    push: bool = False
+    cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources and exports; `{tag}` in a value
+    cache_to: tuple[CacheSpec, ...] = ()  # stands for each image's tag
+
+
+def build_request(
+    options: BuildOptions, combination: Combination, image: Image, reference: str, served: Served, pip_conf: Path
+) -> BuildRequest:
+    """The one BuildKit build of an image: its target of the combination's Dockerfile, the wheel sources
+    (`pip_conf`) and the CA bundle as secrets, host network when a local wheel folder is served, the
+    BuildKit cache sources and exports (`{tag}` made this image's)."""
+    folder = options.images_dir / combination.folder
+    secrets = [("pipconf", pip_conf)]
+    if options.ca_cert:
+        secrets.append(("cacert", options.ca_cert))
+    return BuildRequest(
+        context=folder,
+        dockerfile=folder / "Dockerfile",
+        target=image.flavor,
+        reference=reference,
+        secrets=tuple(secrets),
+        network=options.network or ("host" if served.needs_host_network else None),
+        no_cache=options.no_cache,
+        cache_from=tuple(spec.for_tag(image.tag) for spec in options.cache_from),
+        cache_to=tuple(spec.for_tag(image.tag) for spec in options.cache_to),
+    )
+
+
+def shared_names(selected: Sequence[Selected]) -> list[Problem]:
+    """A problem for every public name (tag or alias) that two selected images would both get."""
+    owners: dict[str, list[str]] = defaultdict(list)
+    for s in selected:
+        for image in s.images:
+            for name in image.names:
+                owners[f"{image.repository}:{name}"].append(f"{s.combination.folder} ({image.flavor})")
+    return [
+        Problem(f"two images would both be tagged '{name}': {', '.join(holders)}", key="tag")
+        for name, holders in owners.items()
+        if len(holders) > 1
+    ]
+
+
+def run_build(
+    engine: Engine,
+    options: BuildOptions,
+    combination: Combination,
+    image: Image,
+    reference: str,
+    served: Served,
+    log: Path,
+    progress: Progress,
+    cancelled: threading.Event,
+) -> int:
+    """The BuildKit build into `log`; its stages and bytes fetched, read from the log as it is written,
+    told to `progress`."""
+    state = LogState()
+
+    def seen(line: str) -> None:  # in the follower's thread, the only one to touch `state`
+        nonlocal state
+        state = read_line(state, line)
+        if state.stage:
+            progress.update(image.tag, state.stage, state.detail)
+
+    with (
+        secret_file(served.pip_conf(combination.index_url)) as pip_conf,
+        log.open("wb") as handle,
+        following(log, seen),
+    ):
+        request = build_request(options, combination, image, reference, served, pip_conf)
+        return engine.build(request, handle, cancelled)
