@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.conftest import ROOT
 from torchimages import compat
 from torchimages.planning import plan, tags
 from torchimages.problems import InputError
@@ -63,7 +64,7 @@ def test_two_combinations_with_one_tag_are_refused(write_matrix: Callable[[str],
 
 
 def test_default_matrix_tags_are_unique_and_complete() -> None:
-    loaded = plan.load(Path(__file__).resolve().parents[2] / "matrix.yaml")
+    loaded = plan.load(ROOT / "matrix.yaml")
     names = [n for _, i in loaded.images() for n in i.names]
     assert len(names) == len(set(names))
     minors = {c.torch.rsplit(".", 1)[0] for c in loaded.combinations}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_bases import OS_DIGEST, TOOLKIT, TOOLKIT_DIGEST, UBUNTU, write_lock
+from tests.unit.planning.test_bases import OS_DIGEST, TOOLKIT, TOOLKIT_DIGEST, UBUNTU, write_lock
 from torchimages import registry
 from torchimages.building import interrupts
 from torchimages.planning import bases, locking, plan, views

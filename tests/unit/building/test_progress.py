@@ -19,6 +19,7 @@ import pytest
 
 from tests import golden
 from tests.fakes import FakeEngine
+from tests.unit.building.test_builder import MATRIX, true_facts
 from torchimages.building import builder, buildkit_log, views
 from torchimages.building.builder import Builder
 from torchimages.building.buildkit_log import LogState, read_line, stage_changes
@@ -28,8 +29,6 @@ from torchimages.building.requests import BuildOptions
 from torchimages.building.views import LiveRenderer, PlainRenderer
 from torchimages.engine import BuildRequest, ImageInfo
 from torchimages.planning import plan
-
-from .test_builder import MATRIX, true_facts
 
 GOLDEN = golden.GOLDEN
 # A real log: `build.py build --no-cache` of the CPU test combination's devel target (runtime's steps, then
