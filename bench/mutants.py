@@ -238,9 +238,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("builder-gate-after-interrupt", BUILDER,
       '        if self.cancelled.is_set():\n            return ["interrupted before the smoke gate"]\n',
       "",
-      "the smoke gate starts after an interrupt",
-      reviewed="_admit checks the interrupt right after _check_before_tagging and returns `interrupted` "
-      "whatever the gate said: only time is lost, never a tag or the outcome"),
+      "the smoke gate starts after an interrupt"),
     M("builder-failed-gate-on-interrupt", BUILDER,
       "        if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict\n",
       "        if False:\n",
