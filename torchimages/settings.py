@@ -133,13 +133,24 @@ def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
     return Path(found) if found else None
 
 
+def whole_number(text: str) -> int | None:
+    """`text` as a whole number of at least 1, or None (also for one too long for int())."""
+    text = text.strip()
+    try:
+        number = int(text) if text.isdecimal() else 0
+    except ValueError:  # more digits than Python converts
+        return None
+    return number if number >= 1 else None
+
+
 def count(name: str, environ: Mapping[str, str] | None = None) -> int:
     """A whole number of at least 1."""
     setting = BY_NAME[name]
     found = _raw(name, environ) or setting.default
-    if not found.isdecimal() or int(found) < 1:
+    number = whole_number(found)
+    if number is None:
         raise _refuse(setting, found, REQUIREMENT["count"])
-    return int(found)
+    return number
 
 
 def seconds(name: str, environ: Mapping[str, str] | None = None) -> float:

@@ -61,6 +61,7 @@ def test_each_kind_is_parsed_and_a_bad_value_names_the_variable() -> None:
     for name, bad, said in [
         ("TORCHIMAGES_JOBS", "0", "TORCHIMAGES_JOBS='0' must be a positive whole number (default 1)"),
         ("TORCHIMAGES_MAX_COMBINATIONS", "-1", "TORCHIMAGES_MAX_COMBINATIONS='-1' must be a positive whole number"),
+        ("TORCHIMAGES_MAX_ENTRIES", "9" * 5000, "must be a positive whole number"),  # past int()'s digit limit
         ("TORCHIMAGES_HEARTBEAT_S", "inf", "TORCHIMAGES_HEARTBEAT_S='inf' must be a number of seconds above 0"),
         ("TORCHIMAGES_HEARTBEAT_S", "nan", "TORCHIMAGES_HEARTBEAT_S='nan' must be a number of seconds above 0"),
         ("TORCHIMAGES_PROGRESS", "fancy", "TORCHIMAGES_PROGRESS='fancy' must be one of auto, plain, tty"),

@@ -10,7 +10,7 @@ bootstrap.py  bootstrapped bases (debian12) made from the distribution archive
 wheels.py     wheel sources: index URLs, local folders served for the build, pip.conf secrets
 progress.py   what each running image is doing (stages, events), told to a renderer
 buildkit_log.py BuildKit's plain log parsed into stages and bytes fetched, followed as it is written
-views.py      the plain and the live (rich) renderers of progress
+renderers.py  the plain and the live (rich) renderers of progress
 locks.py      requirements.lock: the packages of a built image, pinned
 bake.py       a buildx bake file of the plan, and what a bake built, for promote
 """

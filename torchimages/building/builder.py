@@ -24,8 +24,8 @@ from torchimages.building import bootstrap, readings, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import TEMP_REPOSITORY, Baked, find_baked, is_temporary, temporary_reference
+from torchimages.building.renderers import PlainRenderer
 from torchimages.building.requests import BuildOptions, run_build, shared_names
-from torchimages.building.views import PlainRenderer
 from torchimages.building.wheels import Served, serve
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine, EngineError

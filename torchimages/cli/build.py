@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from torchimages import settings
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
@@ -13,10 +14,11 @@ HELP = "build, verify, smoke-test and tag images"
 
 
 def _jobs(text: str) -> int:
-    """`--jobs N`: a whole number of at least 1."""
-    if not text.strip().isdigit() or int(text) < 1:
+    """`--jobs N`: a whole number of at least 1 (the check TORCHIMAGES_JOBS gets too)."""
+    number = settings.whole_number(text)
+    if number is None:
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1 (also $TORCHIMAGES_JOBS)")
-    return int(text)
+    return number
 
 
 def options(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchimages import settings
-from torchimages.building import progress, views
+from torchimages.building import progress, renderers
 from torchimages.planning import plan as planning
 from torchimages.problems import Problem, UsageError
 from torchimages.smoke import SUITES
@@ -73,7 +73,7 @@ def connect(docker_cli: str | None = None) -> DockerEngine:
 
 def renderer(args: argparse.Namespace) -> progress.Renderer:
     """How `build` and `promote` show progress: --progress, the heartbeat from TORCHIMAGES_HEARTBEAT_S."""
-    return views.renderer(args.progress, sys.stdout, settings.seconds("TORCHIMAGES_HEARTBEAT_S"))
+    return renderers.renderer(args.progress, sys.stdout, settings.seconds("TORCHIMAGES_HEARTBEAT_S"))
 
 
 def cache_specs(option: str, values: Sequence[str]) -> tuple[CacheSpec, ...]:

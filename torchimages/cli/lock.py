@@ -34,10 +34,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bases:
         loaded = common.load_plan(args)
-        every = [planning.Selected(c, c.images) for c in loaded.combinations]
-        outcome = locking.lock_bases(
-            loaded, common.select(args, loaded, in_full=True) if args.selectors else every, args.check
-        )
+        if args.selectors:
+            chosen = common.select(args, loaded, in_full=True)
+        else:  # every registry base of the plan
+            chosen = [planning.Selected(c, c.images) for c in loaded.combinations]
+        outcome = locking.lock_bases(loaded, chosen, args.check)
         for line in outcome.err:
             print(line, file=sys.stderr)
         for line in outcome.out:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchimages import render, settings
-from torchimages.building import views
+from torchimages.building import renderers
 from torchimages.problems import UsageError
 from torchimages.smoke import SUITES
 
@@ -170,7 +170,7 @@ def progress_mode(parser: argparse.ArgumentParser) -> None:
         parser,
         "--progress",
         setting="TORCHIMAGES_PROGRESS",
-        choices=views.MODES,
+        choices=renderers.MODES,
         help="tty: one live line per running image (stage, time, bytes fetched); plain: one line per stage change "
         "and a heartbeat per running image every minute (TORCHIMAGES_HEARTBEAT_S); auto (default): tty on a terminal",
     )

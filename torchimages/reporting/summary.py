@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from torchimages.building.views import format_seconds
+from torchimages.building.renderers import format_seconds
 from torchimages.reporting.model import TEST_RESULTS, ImageReport, Report, headline
 from torchimages.sizes import format_size
 

@@ -20,13 +20,13 @@ import pytest
 from tests import golden
 from tests.fakes import FakeEngine
 from tests.unit.building.test_builder import MATRIX, true_facts
-from torchimages.building import builder, buildkit_log, views
+from torchimages.building import builder, buildkit_log, renderers
 from torchimages.building.builder import Builder
 from torchimages.building.buildkit_log import LogState, read_line, stage_changes
 from torchimages.building.outcome import Outcome, summary
 from torchimages.building.progress import Event, Progress
+from torchimages.building.renderers import LiveRenderer, PlainRenderer
 from torchimages.building.requests import BuildOptions
-from torchimages.building.views import LiveRenderer, PlainRenderer
 from torchimages.engine import BuildRequest, ImageInfo
 from torchimages.planning import plan
 
@@ -112,7 +112,7 @@ def test_lines_that_say_nothing_of_progress_change_nothing() -> None:
 
 
 def test_times_are_shown_short() -> None:
-    assert [views.format_seconds(s) for s in (0.4, 59.9, 187, 3720)] == ["0 s", "59 s", "3m07s", "1h02m"]
+    assert [renderers.format_seconds(s) for s in (0.4, 59.9, 187, 3720)] == ["0 s", "59 s", "3m07s", "1h02m"]
 
 
 class Clock:
@@ -244,10 +244,10 @@ def test_auto_is_plain_unless_the_output_is_a_terminal() -> None:
         def isatty(self) -> bool:
             return True
 
-    assert isinstance(views.renderer("auto", io.StringIO()), PlainRenderer)
-    assert isinstance(views.renderer("tty", io.StringIO()), LiveRenderer)
-    assert isinstance(views.renderer("plain", Terminal()), PlainRenderer)
-    assert isinstance(views.renderer("auto", Terminal()), LiveRenderer)
+    assert isinstance(renderers.renderer("auto", io.StringIO()), PlainRenderer)
+    assert isinstance(renderers.renderer("tty", io.StringIO()), LiveRenderer)
+    assert isinstance(renderers.renderer("plain", Terminal()), PlainRenderer)
+    assert isinstance(renderers.renderer("auto", Terminal()), LiveRenderer)
 
 
 def test_following_a_file_reads_every_line_written_while_the_block_ran(tmp_path: Path) -> None:
@@ -345,4 +345,4 @@ def test_a_bad_progress_setting_is_refused_before_anything_runs(
     monkeypatch.setenv("TORCHIMAGES_PROGRESS", "fancy")
     code, _, err = cli("build", "--matrix", matrix, "*")
     assert code == 2 and "TORCHIMAGES_PROGRESS='fancy' must be one of auto, plain, tty" in err
-    assert json.dumps(views.MODES) == '["auto", "plain", "tty"]'
+    assert json.dumps(renderers.MODES) == '["auto", "plain", "tty"]'

@@ -130,7 +130,8 @@ def test_a_bad_spec_is_refused_before_any_engine_is_asked(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    ("option", "env"), [(["--jobs", "0"], {}), (["--jobs=-2"], {}), ([], {"TORCHIMAGES_JOBS": "x"})]
+    ("option", "env"),
+    [(["--jobs", "0"], {}), (["--jobs=-2"], {}), (["--jobs", "²"], {}), ([], {"TORCHIMAGES_JOBS": "x"})],
 )
 def test_jobs_must_be_a_whole_number_of_at_least_one(option: list[str], env: dict[str, str], tmp_path: Path) -> None:
     result = subprocess.run(
