@@ -9,7 +9,8 @@ from torchimages.planning.plan import Selected
 
 
 def image_json(combination: Combination, image: Image) -> dict[str, object]:
-    """The public, stable description of one image (`list --json`)."""
+    """The public, stable description of one image (`list --json`); companions as their labels say them."""
+    companions = combination.companion_versions()
     return {
         "tag": image.tag,
         "reference": image.reference,
@@ -17,8 +18,8 @@ def image_json(combination: Combination, image: Image) -> dict[str, object]:
         "flavor": image.flavor,
         "combination": combination.folder,
         "torch": combination.torch,
-        "torchvision": combination.torchvision,
-        "torchaudio": combination.torchaudio,
+        "torchvision": companions["torchvision"],
+        "torchaudio": companions["torchaudio"],
         "cuda": combination.cuda or "cpu",
         "cudnn": combination.cudnn,
         "nccl": combination.nccl,

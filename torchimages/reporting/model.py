@@ -126,10 +126,11 @@ def versions_of(combination: Combination, flavor: str) -> Versions:
         toolkit = combination.toolkit.image
     elif flavor == "devel" and combination.toolkit.provider == "wheels":
         toolkit = next((r for r in combination.toolkit.requirements if r.startswith("cuda-toolkit")), None)
+    companions = combination.companion_versions()
     return Versions(
         torch=combination.torch,
-        torchvision=combination.torchvision,
-        torchaudio=combination.torchaudio,
+        torchvision=companions["torchvision"],
+        torchaudio=companions["torchaudio"],
         cuda=combination.cuda,
         cudnn=combination.cudnn,
         nccl=combination.nccl,
