@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -12,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from torchimages import textfile
 from torchimages.combination import LOCK_FILE, Combination
 
 # Shipped inside the package (package data); the top-level templates/ is a symlink to this folder.
@@ -156,11 +155,7 @@ def write(rendered: dict[str, str], images: Path) -> list[str]:
                 target.parent.rmdir()
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".Dockerfile.")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(rendered[rel])
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        textfile.write_atomically(target, rendered[rel])
     return changed
 
 

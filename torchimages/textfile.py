@@ -1,5 +1,6 @@
 """Reading a file that may be hostile: a regular file only (no FIFO, device or directory), no larger than a
-limit the user can raise, decoded as UTF-8; each refusal a located `Problem`.
+limit the user can raise, decoded as UTF-8; each refusal a located `Problem`. And writing a file whole or
+not at all (`write_atomically`), whatever signal comes.
 
 Shared by the readers of user files; each names its file (`what`) and its limit's setting.
 """
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from torchimages import settings as environment
+from torchimages import stopping
 from torchimages.problems import InputError, Problem
 
 _BOMS = {
@@ -81,3 +84,20 @@ def read_bytes(path: Path, what: str, limit_variable: str) -> bytes:
             ]
         )
     return data
+
+
+def write_atomically(path: Path, content: str | bytes, mode: int = 0o644) -> None:
+    """Write `path` whole or not at all: a temporary file beside it (same folder, so same file system) is
+    written, given `mode` and put in its place with os.replace; a signal waits until that is done, and any
+    failure removes the temporary file. OSError when the folder cannot be written."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    with stopping.held():
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(temporary, mode)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise

@@ -1,4 +1,6 @@
-"""Signal handling in one place: SIGINT or SIGTERM during a long run cancels it and is said once."""
+"""Signal handling of the long runs (build, promote): SIGINT or SIGTERM during the work cancels it and is said
+once. Everywhere else a signal raises `stopping.Stopped`, which cli.entry.main turns into one line and 128 + N;
+this replaces that handler for the work's duration (the work's threads are stopped, not unwound)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from torchimages import stopping
 
 T = TypeVar("T")
 MESSAGE = "\n{name}: stopping; running builds are cancelled, nothing more is tagged\n"
@@ -27,7 +31,8 @@ class Interrupted(Generic[T]):
 
 def until_interrupted(cancel: Callable[[], None], work: Callable[[], T]) -> Interrupted[T]:
     """Run `work`; SIGINT or SIGTERM calls `cancel` (running builds stopped, nothing more tagged) and is said
-    once on standard error. The previous handlers are restored afterwards."""
+    once on standard error (a signal the tool was started ignoring stays ignored). The previous handlers are
+    restored afterwards."""
     received: list[int] = []
 
     def interrupt(signum: int, _frame: object) -> None:
@@ -36,7 +41,7 @@ def until_interrupted(cancel: Callable[[], None], work: Callable[[], T]) -> Inte
         received.append(signum)
         cancel()
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, interrupt) for sig in stopping.heeded()}
     try:
         result = work()
     finally:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from torchimages import textfile
 from torchimages.building.verify import PythonRunner
 from torchimages.combination import LOCK_FILE, Combination, Image
 from torchimages.problems import UsageError
@@ -35,7 +36,9 @@ def write(images_dir: Path, combination: Combination, reference: str, pins: list
     """Write the lock file of a combination; return its path."""
     path = images_dir / combination.folder / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(HEADER.format(reference=reference, folder=combination.folder) + "\n".join(pins) + "\n")
+    textfile.write_atomically(
+        path, HEADER.format(reference=reference, folder=combination.folder) + "\n".join(pins) + "\n"
+    )
     return path
 
 

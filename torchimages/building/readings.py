@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchimages import textfile
 from torchimages.building.outcome import ENGINE_GONE, NO_SPACE
 from torchimages.combination import Image
 from torchimages.engine import Engine, EngineError
@@ -74,4 +75,4 @@ def record_installed(engine: Engine, log_dir: Path, image: Image, reference: str
         text = engine.run_python(reference, ["-c", INSTALLED_PROBE])
     except EngineError as exc:
         text = f"# could not read what {reference} holds: {exc}\n"
-    record.write_text(text)
+    textfile.write_atomically(record, text)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from torchimages import settings
+from torchimages import settings, textfile
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,5 @@ def write_secret(folder: Path, text: str) -> Path:
     0700 folder) and named by its content, so the same text is one file. OSError when it cannot be written."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"pip-{hashlib.sha256(text.encode()).hexdigest()[:12]}.conf"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    textfile.write_atomically(path, text, mode=0o600)  # mkstemp makes it 0600 from the start
     return path

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from torchimages import textfile
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_OK, UsageError
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         print(text)
         return EXIT_OK
     try:
-        args.output.write_text(text + "\n")
+        textfile.write_atomically(args.output, text + "\n")
     except OSError as exc:
         raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
     print(

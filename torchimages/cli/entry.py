@@ -4,12 +4,19 @@ standard output whose failures (a reader gone, a full disk) are told from the ot
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any, TextIO, cast
 
-from torchimages import __version__, settings
+from torchimages import (
+    __version__,
+    settings,
+    stopping,  # first: it records the signal dispositions the tool inherited
+)
 from torchimages.cli import options
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError
@@ -93,11 +100,38 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
+def _stopped(command: str, stop: stopping.Stopped) -> int:
+    """Say in one line on standard error what a signal stopped; 128 + N. When threads that only wait on the
+    network are still running (a registry query of `lock --bases` or the doctor), the process ends at once
+    rather than waiting for their answers: everything the main thread writes is whole or removed by now."""
+    stopping.quiet()
+    newline = "\n" if sys.stderr is not None and sys.stderr.isatty() else ""  # after the terminal's ^C
+    print(f"{newline}{command}: stopped by {stop.name}; nothing was left half-written", file=sys.stderr)
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(stop.exit_status)
+    return stop.exit_status
+
+
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage, 141 reader gone,
-    128+N a build stopped by signal N (130 Ctrl-C, 143 SIGTERM). `prog`: the command as invoked (default:
-    `torchimages`, the console script)."""
-    args = parser(prog).parse_args(argv)
+    128+N stopped by signal N (130 SIGINT: Ctrl-C, 143 SIGTERM), said in one line, nothing half-written.
+    `prog`: the command as invoked (default: `torchimages`, the console script)."""
+    handlers = stopping.install()
+    args: argparse.Namespace | None = None
+    try:
+        args = parser(prog).parse_args(argv)
+        return _main(args)
+    except (stopping.Stopped, KeyboardInterrupt) as exc:
+        stop = exc if isinstance(exc, stopping.Stopped) else stopping.Stopped(signal.SIGINT)
+        return _stopped(f"{args.prog} {args.command}" if args else prog or PROG, stop)
+    finally:
+        stopping.restore(handlers)
+
+
+def _main(args: argparse.Namespace) -> int:
     if sys.stdout is None:  # started with stdout closed (`>&-`): the output would be lost without a word
         print("error: standard output is closed", file=sys.stderr)
         return EXIT_USAGE

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchimages import settings
+from torchimages import settings, textfile
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.entry import DESCRIPTION, parser
 
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if stale else 0
     args.folder.mkdir(parents=True, exist_ok=True)
     for name, text in pages().items():
-        (args.folder / name).write_text(text)
+        textfile.write_atomically(args.folder / name, text)
     print(f"{len(pages())} reference pages written into {args.folder}, {len(stale)} changed")
     return 0
 

@@ -82,8 +82,11 @@ def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...
 
     if not references:
         return ()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(references))) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(references)))
+    try:
         return tuple(zip(references, pool.map(ask, references), strict=True))
+    finally:  # every answer is in, or a signal stops the doctor: it does not wait for the registries
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:

@@ -10,10 +10,21 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from torchimages import stopping
+
 # How often a cancellable subprocess looks at its cancel event, and how long it gets to stop after SIGINT
 # (the docker CLI cancels its BuildKit session on SIGINT) before SIGTERM, then SIGKILL.
 CANCEL_POLL_S = 0.2
 CANCEL_GRACE_S = 10.0
+TERM_GRACE_S = 5.0
+
+
+def escalation() -> tuple[tuple[signal.Signals, float | None], ...]:
+    """The signals that stop a group, each with the time it gets: SIGINT, SIGTERM, SIGKILL; a signal the tool
+    was started ignoring is skipped (its children inherit the ignoring: waiting on it only loses the grace)."""
+    graces = {signal.SIGINT: CANCEL_GRACE_S, signal.SIGTERM: TERM_GRACE_S}
+    heeded = tuple((sig, graces[sig]) for sig in stopping.heeded())
+    return (*heeded, (signal.SIGKILL, None))
 
 
 def run_cancellable(
@@ -40,9 +51,10 @@ def run_cancellable(
 
 
 def stop_group(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
-    """Stop a process started with start_new_session, and everything it started; its remaining output."""
+    """Stop a process started with start_new_session, and everything it started (`escalation`); its remaining
+    output."""
     output: tuple[Any, Any] = (None, None)
-    for sig, grace in ((signal.SIGINT, CANCEL_GRACE_S), (signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+    for sig, grace in escalation():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, sig)
         try:

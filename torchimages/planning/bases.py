@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from torchimages import registry
+from torchimages import registry, textfile
 from torchimages.combination import Combination, RegistryBase
 from torchimages.compat import KnowledgeBase
 from torchimages.problems import InputError, Problem, Severity
@@ -106,7 +106,7 @@ def write_locks(path: Path, digests: Mapping[str, str], matrix: str, mirror: str
     """Write a bases lock, entries sorted (a diff shows what moved)."""
     where = f" through the mirror {mirror}" if mirror else ""
     body = yaml.safe_dump({"bases": dict(sorted(digests.items()))}, default_flow_style=False, sort_keys=False)
-    path.write_text(LOCK_HEADER.format(where=where, matrix=matrix) + body, encoding="utf-8")
+    textfile.write_atomically(path, LOCK_HEADER.format(where=where, matrix=matrix) + body)
 
 
 def apply(combination: Combination, settings: BaseSettings) -> tuple[Combination, list[Problem]]:

@@ -50,14 +50,16 @@ def resolve(wanted: dict[str, RegistryBase]) -> tuple[dict[str, str], list[str]]
     failures: list[str] = []
     if not names:
         return found, failures
-    with ThreadPoolExecutor(max_workers=min(MAX_QUERIES, len(names))) as pool:
-        for name, (digest, error) in zip(
-            names, pool.map(lambda n: _digest_or_error(wanted[n].pull), names), strict=True
-        ):
-            if digest:
-                found[name] = digest
-            else:
-                failures.append(str(error))
+    pool = ThreadPoolExecutor(max_workers=min(MAX_QUERIES, len(names)))
+    try:
+        answers = list(pool.map(lambda n: _digest_or_error(wanted[n].pull), names))
+    finally:  # every answer is in, or a signal stops the command: it does not wait for the registries
+        pool.shutdown(wait=False, cancel_futures=True)
+    for name, (digest, error) in zip(names, answers, strict=True):
+        if digest:
+            found[name] = digest
+        else:
+            failures.append(str(error))
     return found, failures
 
 

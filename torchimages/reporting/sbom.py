@@ -66,7 +66,8 @@ def syft_command(syft: str, archive: Path, output: Path, repository: str, tag: s
 
 
 def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | None = None) -> None:
-    """Save the image to a temporary archive beside `output`, and have syft write its SBOM to `output`."""
+    """Save the image to a temporary archive beside `output`, have syft write its SBOM beside it too, and put
+    that in place of `output` once whole (an interrupted syft leaves nothing: the folder goes)."""
     syft = syft or syft_binary()
     repository, _, tag = reference.rpartition(":")
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +75,8 @@ def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | Non
         archive = Path(folder) / "image.tar"
         engine.save(reference, archive)
         env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}
-        cmd = syft_command(syft, archive, output, repository, tag)
+        written = Path(folder) / output.name
+        cmd = syft_command(syft, archive, written, repository, tag)
         try:
             result = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         except OSError as exc:
@@ -83,3 +85,4 @@ def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | Non
             raise SbomError(
                 f"syft could not read {reference} (exit {result.returncode}): {result.stderr.strip()[-1000:]}"
             )
+        os.replace(written, output)

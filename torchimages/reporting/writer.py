@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchimages import textfile
 from torchimages.building import bootstrap
 from torchimages.combination import Combination
 from torchimages.engine import EngineError, ImageInfo
@@ -197,9 +198,11 @@ def write(
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     document = report.Report(command, created, tuple(image for image, _ in images))
     try:
-        (directory / MANIFEST).write_text(json.dumps(manifest(document), indent=2, ensure_ascii=False) + "\n")
-        (directory / SUMMARY).write_text(summary_markdown(document))
-        (directory / JUNIT).write_bytes(merge_junit(images))
+        textfile.write_atomically(
+            directory / MANIFEST, json.dumps(manifest(document), indent=2, ensure_ascii=False) + "\n"
+        )
+        textfile.write_atomically(directory / SUMMARY, summary_markdown(document))
+        textfile.write_atomically(directory / JUNIT, merge_junit(images))
     except OSError as exc:
         raise ReportError(f"--report {directory}: cannot write the report: {exc.strerror or exc}") from None
     finally:

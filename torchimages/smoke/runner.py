@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from torchimages import stopping
 from torchimages.engine import EngineError, run_cancellable
 from torchimages.probes import parse_payload, probe_source
 from torchimages.smoke import SUITES
@@ -119,7 +120,9 @@ def run_suites(
     cancelled: threading.Event | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Write the spec (and facts already read), run the suites against a testinfra host URL; once
-    `cancelled` is set, pytest (in its own process group, with what it started) is stopped."""
+    `cancelled` is set, pytest (in its own process group, with what it started) is stopped. pytest writes
+    its JUnit file beside `junit`, which it replaces once pytest has ended: whole, or not at all."""
+    written = junit.with_name(f".{junit.name}.{os.getpid()}.tmp") if junit else None
     with tempfile.TemporaryDirectory() as tmp:
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(json.dumps(document, indent=2))
@@ -127,11 +130,20 @@ def run_suites(
         if facts is not None:
             facts_file = Path(tmp) / "facts.json"
             facts_file.write_text(json.dumps(dict(facts)))
-        command = pytest_command(host, spec_file, options, junit, facts_file)
-        if cancelled is None:
-            return subprocess.run(command, text=True, check=False, capture_output=capture)
-        pipe = subprocess.PIPE if capture else None
-        return run_cancellable(command, cancelled, text=True, stdout=pipe, stderr=pipe)
+        command = pytest_command(host, spec_file, options, written, facts_file)
+        try:
+            if cancelled is None:
+                result = subprocess.run(command, text=True, check=False, capture_output=capture)
+            else:
+                pipe = subprocess.PIPE if capture else None
+                result = run_cancellable(command, cancelled, text=True, stdout=pipe, stderr=pipe)
+            if junit and written and written.exists():
+                with stopping.held():
+                    os.replace(written, junit)
+            return result
+        finally:
+            if written:
+                written.unlink(missing_ok=True)
 
 
 def wants_gpus(engine: ContainerEngine, gpus: str) -> bool:
