@@ -18,7 +18,9 @@ HELP = "write a buildx bake file: targets build to temporary references"
 
 def options(parser: argparse.ArgumentParser) -> None:
     shared.selectors(parser)
-    parser.add_argument("--output", type=Path, default=None, help="the bake file (JSON; default: standard output)")
+    parser.add_argument(
+        "--output", type=shared.path, default=None, help="the bake file (JSON; default: standard output)"
+    )
     shared.temporary_registry(parser)
     parser.add_argument(
         "--bootstrap",
@@ -27,7 +29,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--secrets-dir",
-        type=Path,
+        type=shared.path,
         default=Path(".bake"),
         help="where the pip.conf secrets the targets name are written (default .bake/; private, not for commits)",
     )

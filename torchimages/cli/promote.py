@@ -18,7 +18,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="metadata",
-        type=Path,
+        type=shared.path,
         required=True,
         metavar="METADATA",
         help="the --metadata-file of `docker buildx bake` (targets of build.py bake)",

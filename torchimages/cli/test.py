@@ -34,7 +34,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--spec",
-        type=Path,
+        type=shared.path,
         default=None,
         help="SPEC.json: with --host local (default: this host's), or with --image (default: the image's labels)",
     )
@@ -46,7 +46,9 @@ def options(parser: argparse.ArgumentParser) -> None:
         help="GPU request for containers (auto: when the engine has the NVIDIA runtime)",
     )
     shared.require_gpu(parser)
-    parser.add_argument("--shm-size", default="2g", help="shared memory of the container (default 2g)")
+    parser.add_argument(
+        "--shm-size", type=shared.text, default="2g", help="shared memory of the container (default 2g)"
+    )
     parser.add_argument(
         "--run-arg",
         dest="run_args",
@@ -57,10 +59,13 @@ def options(parser: argparse.ArgumentParser) -> None:
         "--run-arg='--ulimit memlock=-1' is one option; write --run-arg=--x, with '='). --network here replaces "
         "the default --network none",
     )
-    parser.add_argument("--junit", type=Path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
+    parser.add_argument("--junit", type=shared.path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
     shared.report(parser)
     parser.add_argument(
-        "--python-exe", default=None, help="Python with torch to probe (default: python, or python3 with --host local)"
+        "--python-exe",
+        type=shared.text,
+        default=None,
+        help="Python with torch to probe (default: python, or python3 with --host local)",
     )
 
 
