@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from torchimages.cli import common
 from torchimages.cli import options as shared
