@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from torchimages.cli import common
+from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_OK, UsageError
 
@@ -66,20 +66,24 @@ def run(args: argparse.Namespace) -> int:
     )
     bake.check_sources(sources)
     common.check_file("--ca-cert", args.ca_cert)
+    # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
+    preflight.file("--output", args.output)
+    preflight.folder("--secrets-dir", args.secrets_dir)
     if args.bootstrap:  # the docker driver builds FROM this engine's images
         engine = common.connect()
         say = functools.partial(print, file=sys.stderr)
         for os_release in bootstrap.bootstrapped(s.combination for s in chosen):
             say(bootstrap.ensure(engine, os_release, args.mirror, bootstrap.log_file(Path("logs"), os_release), say))
-    entries = bake.entries(chosen, request)
-    text = json.dumps(bake.bake_file(entries, cache), indent=2)
-    if args.output is None:
-        print(text)
-        return EXIT_OK
-    try:
-        args.output.write_text(text + "\n")
-    except OSError as exc:
-        raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+    with preflight.all_or_nothing(args.secrets_dir):  # no pip.conf (it may hold credentials) without its bake file
+        entries = bake.entries(chosen, request)
+        text = json.dumps(bake.bake_file(entries, cache), indent=2)
+        if args.output is None:
+            print(text)
+            return EXIT_OK
+        try:
+            args.output.write_text(text + "\n")
+        except OSError as exc:
+            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
     print(
         f"{args.output}: {len(entries)} targets; build them with `docker buildx bake -f {args.output} --load "
         f"--metadata-file bake-metadata.json` (or --push), then `build.py promote --from bake-metadata.json`",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from torchimages.cli import common
+from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 from torchimages.smoke import SUITES
@@ -93,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
 
     local = args.host == "local"
     _refuse_mixes(args, local)
+    # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
+    preflight.file("--junit", args.junit)
+    preflight.folder("--report", args.report)
+    session.check(args.report)
     python_exe = args.python_exe or ("python3" if local else "python")
     run_args = tuple(split_run_args(args.run_args))
     options = runner.SmokeOptions(

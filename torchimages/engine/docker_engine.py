@@ -174,10 +174,11 @@ class DockerEngine:
         return named or shutil.which("docker") or "docker"
 
     def check_cache(self, cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec]) -> None:
-        """EngineError naming every cache import or export the build client cannot do (before any build)."""
+        """EngineError naming every cache import or export the build client cannot do (before any build); the
+        build client is found first, so one that cannot build is refused before anything is written."""
+        client = self.build_client
         if not cache_from and not cache_to:
             return
-        client = self.build_client
         builtin, name = True, "docker build (DOCKER_BUILDKIT=1)"
         if client.buildx:
             found = subprocess.run(
