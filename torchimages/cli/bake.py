@@ -76,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
             say(bootstrap.ensure(engine, os_release, args.mirror, bootstrap.log_file(Path("logs"), os_release), say))
     with preflight.all_or_nothing(args.secrets_dir):  # no pip.conf (it may hold credentials) without its bake file
         entries = bake.entries(chosen, request)
-        text = json.dumps(bake.bake_file(entries, cache), indent=2)
+        try:
+            text = json.dumps(bake.bake_file(entries, cache), indent=2)
+        except ValueError as exc:  # two images' target names clash
+            raise UsageError(str(exc)) from None
         if args.output is None:
             print(text)
             return EXIT_OK

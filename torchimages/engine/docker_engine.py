@@ -263,15 +263,20 @@ class DockerEngine:
             return [_image_info(image.id, image.attrs) for image in found]
 
     def run_python(self, reference: str, args: list[str]) -> str:
+        name = f"torchimages-probe-{uuid.uuid4().hex[:10]}"
         try:
+            # The SDK's remove=True removes it only after a normal end; the finally removes it whatever happens.
             output = self.sdk.containers.run(
-                reference, ["python", *args], remove=True, stdout=True, stderr=False, network_disabled=True
+                reference, ["python", *args], name=name, remove=True, stdout=True, stderr=False, network_disabled=True
             )
         except self._errors.ContainerError as exc:
             stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
             raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr[-2000:]}") from None
         except (self._errors.DockerException, *CONNECTION_ERRORS) as exc:
             raise ProbeError(f"could not run a container of {reference}: {exc}") from None
+        finally:
+            with contextlib.suppress(self._errors.DockerException, *CONNECTION_ERRORS):
+                self.sdk.containers.get(name).remove(force=True)
         return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
 
     def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
@@ -282,6 +287,9 @@ class DockerEngine:
             result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         except OSError as exc:
             raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        except BaseException:  # interrupted while `docker run` starts it: the container may be there already
+            self.remove_container(name)
+            raise
         if result.returncode != 0:
             self.remove_container(name)  # `docker run` may leave a created container behind
             stderr = result.stderr.strip() or f"exit status {result.returncode}"
