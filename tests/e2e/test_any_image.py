@@ -7,7 +7,10 @@ team's derived image, and the bootstrapped debian12 base for a foreign image wit
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,7 @@ import pytest
 
 from torchimages import engine
 
-from .conftest import Built, build_matrix, run_cli
+from .conftest import ROOT, Built, build_matrix, run_cli
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
@@ -120,3 +123,37 @@ def test_an_invalid_run_arg_is_a_clear_error_for_matrix_images_too(built: Built)
     assert "could not start a container" in result.stderr and "--no-such-flag" in result.stderr
     assert "Traceback" not in result.stderr
     assert f"FAILED  {built.image('runtime').reference}" in result.stdout
+
+
+def containers_of(client: Any, image: str) -> set[str]:
+    return {c.name for c in client.containers.list(all=True, filters={"ancestor": image})}
+
+
+@pytest.mark.parametrize("run_arg", ["--name=torchimages-e2e-taken", "--name torchimages-e2e-taken", "-itd", "--rm"])
+def test_run_args_that_take_the_container_are_refused_before_any_starts(
+    runtime: str, docker_client: Any, run_arg: str
+) -> None:
+    before = containers_of(docker_client, runtime)
+    result = run_cli("test", "--image", runtime, "--suites", "cpu", f"--run-arg={run_arg}")
+    assert result.returncode == 2 and "cannot be given" in result.stderr, result.stdout + result.stderr
+    assert containers_of(docker_client, runtime) == before
+
+
+def test_the_container_goes_when_the_suites_fail_or_the_run_is_interrupted(runtime: str, docker_client: Any) -> None:
+    before = containers_of(docker_client, runtime)
+    failed = run_cli("test", "--image", runtime, "--suites", "cpu", "--run-arg=--user=0")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert containers_of(docker_client, runtime) == before, "a failed suite left its container"
+    command = [sys.executable, str(ROOT / "build.py"), "test", "--image", runtime, "--suites", "cpu"]
+    running = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not containers_of(docker_client, runtime) - before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert containers_of(docker_client, runtime) - before, "no container started"
+        time.sleep(1)
+        running.send_signal(signal.SIGINT)
+        running.wait(60)
+    finally:
+        running.kill()
+    assert containers_of(docker_client, runtime) == before, "an interrupted run left its container"

@@ -38,7 +38,7 @@ from torchimages.building.wheels import WheelSources, serve
 from torchimages.combination import Image
 from torchimages.planning import plan
 
-from .conftest import ROOT, remove_repository, require, run_cli
+from .conftest import remove_repository, require, run_cli
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
@@ -239,12 +239,14 @@ def test_buildx_accepts_the_bake_file_of_the_whole_default_matrix(buildx: str, t
     )  # fmt: skip
     assert written.returncode == 0, written.stderr
     listed = run_cli("list", env=without_local_sources())
+    elsewhere = tmp_path / "elsewhere"  # buildx reads the file's paths from where it runs: they must be absolute
+    elsewhere.mkdir()
     printed = subprocess.run(
         [buildx, "buildx", "bake", "--print", "-f", str(bake_file)],
         capture_output=True,
         text=True,
         check=False,
-        cwd=ROOT,
+        cwd=elsewhere,
     )
     assert printed.returncode == 0, printed.stderr[-3000:]
     definition = json.loads(printed.stdout)

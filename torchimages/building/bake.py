@@ -222,20 +222,28 @@ def check_sources(sources: WheelSources) -> None:
 
 def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
     """One entry per selected image, each the build `build` would run, its pip.conf written as a secret
-    file under the request's secrets_dir. UsageError for a local wheel folder (nothing serves it to the
-    builders elsewhere) or a secrets folder that cannot be written."""
+    file under the request's secrets_dir; every path absolute (buildx resolves them from the folder it runs
+    in). UsageError for a local wheel folder (nothing serves it to the builders elsewhere) or a secrets
+    folder that cannot be written."""
     check_sources(request.sources)
+    # buildx reads a bake file's paths from where it runs, not from the file: every path is absolute, so
+    # `docker buildx bake -f FILE` works from any folder.
+    ca_cert = request.options.ca_cert
+    options = dataclasses.replace(
+        request.options, images_dir=request.options.images_dir.absolute(), ca_cert=ca_cert and ca_cert.absolute()
+    )
+    secrets_dir = request.secrets_dir.absolute()
     found = []
     with wheels.serve(request.sources) as passed:  # remote URLs only: nothing is served, they pass through
         served = dataclasses.replace(passed, trusted_hosts=request.trusted_hosts)
         for s in chosen:
             try:
-                pip_conf = wheels.write_secret(request.secrets_dir, served.pip_conf(s.combination.index_url))
+                pip_conf = wheels.write_secret(secrets_dir, served.pip_conf(s.combination.index_url))
             except OSError as exc:
                 raise UsageError(f"--secrets-dir {request.secrets_dir}: {exc.strerror or exc}") from None
             for image in s.images:
                 reference = bake_reference(s.combination, image, request.temporary_registry)
-                build = build_request(request.options, s.combination, image, reference, served, pip_conf)
+                build = build_request(options, s.combination, image, reference, served, pip_conf)
                 found.append(Entry(s.combination, image, build))
     return found
 

@@ -49,13 +49,14 @@ class LockEngine(PythonRunner, Protocol):
 
 
 def lock_packages(engine: LockEngine, images_dir: Path, combinations: Sequence[Combination]) -> list[Path]:
-    """Freeze each combination's built image into its lock file; the files written. UsageError, before any
-    is written, naming an image not built yet."""
+    """Freeze each combination's built image into its lock file; the files written. UsageError naming an
+    image not built yet, or the engine's error reading one, before any file is written."""
     images = [image_to_freeze(c) for c in combinations]
     for image in images:
         if engine.labels(image.reference) is None:
             raise UsageError(f"{image.reference} is not built yet (make build TAG=...)")
+    pins = [freeze(engine, image.reference) for image in images]  # every image read before any file is written
     return [
-        write(images_dir, c, image.reference, freeze(engine, image.reference))
-        for c, image in zip(combinations, images, strict=True)
+        write(images_dir, c, image.reference, pinned)
+        for c, image, pinned in zip(combinations, images, pins, strict=True)
     ]

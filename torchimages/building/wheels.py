@@ -77,6 +77,12 @@ def local_path(url: str) -> Path | None:
     return None
 
 
+def missing_folders(sources: WheelSources) -> list[str]:
+    """The local sources that are no folder (checked before anything is built or served)."""
+    urls = [u for u in (sources.index_url, *sources.extra_index_urls, *sources.find_links) if u]
+    return [u for u in urls if (folder := local_path(u)) is not None and not folder.is_dir()]
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass

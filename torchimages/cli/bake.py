@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from torchimages import textfile
-from torchimages.cli import common
+from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_OK, UsageError
 
@@ -19,7 +19,9 @@ HELP = "write a buildx bake file: targets build to temporary references"
 
 def options(parser: argparse.ArgumentParser) -> None:
     shared.selectors(parser)
-    parser.add_argument("--output", type=Path, default=None, help="the bake file (JSON; default: standard output)")
+    parser.add_argument(
+        "--output", type=shared.path, default=None, help="the bake file (JSON; default: standard output)"
+    )
     shared.temporary_registry(parser)
     parser.add_argument(
         "--bootstrap",
@@ -28,7 +30,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--secrets-dir",
-        type=Path,
+        type=shared.path,
         default=Path(".bake"),
         help="where the pip.conf secrets the targets name are written (default .bake/; private, not for commits)",
     )
@@ -65,20 +67,27 @@ def run(args: argparse.Namespace) -> int:
     )
     bake.check_sources(sources)
     common.check_file("--ca-cert", args.ca_cert)
+    # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
+    preflight.file("--output", args.output)
+    preflight.folder("--secrets-dir", args.secrets_dir)
     if args.bootstrap:  # the docker driver builds FROM this engine's images
         engine = common.connect()
         say = functools.partial(print, file=sys.stderr)
         for os_release in bootstrap.bootstrapped(s.combination for s in chosen):
             say(bootstrap.ensure(engine, os_release, args.mirror, bootstrap.log_file(Path("logs"), os_release), say))
-    entries = bake.entries(chosen, request)
-    text = json.dumps(bake.bake_file(entries, cache), indent=2)
-    if args.output is None:
-        print(text)
-        return EXIT_OK
-    try:
-        textfile.write_atomically(args.output, text + "\n")
-    except OSError as exc:
-        raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+    with preflight.all_or_nothing(args.secrets_dir):  # no pip.conf (it may hold credentials) without its bake file
+        entries = bake.entries(chosen, request)
+        try:
+            text = json.dumps(bake.bake_file(entries, cache), indent=2)
+        except ValueError as exc:  # two images' target names clash
+            raise UsageError(str(exc)) from None
+        if args.output is None:
+            print(text)
+            return EXIT_OK
+        try:
+            textfile.write_atomically(args.output, text + "\n")
+        except OSError as exc:
+            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
     print(
         f"{args.output}: {len(entries)} targets; build them with `docker buildx bake -f {args.output} --load "
         f"--metadata-file bake-metadata.json` (or --push), then `build.py promote --from bake-metadata.json`",

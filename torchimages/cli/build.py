@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from torchimages import settings
-from torchimages.cli import common
+from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
 
@@ -43,7 +43,12 @@ def run(args: argparse.Namespace) -> int:
     shown = common.renderer(args)
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
+    # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
     common.check_file("--ca-cert", args.ca_cert)
+    preflight.folder("--log-dir", args.log_dir)
+    preflight.folder("--report", args.report)
+    session.check(args.report)
+    common.check_docker(args.docker)
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=args.log_dir,
@@ -57,9 +62,11 @@ def run(args: argparse.Namespace) -> int:
         cache_from=common.cache_specs("--cache-from", args.cache_from),
         cache_to=common.cache_specs("--cache-to", args.cache_to),
     )
-    junit_dir = session.start(args.report)
+    common.check_sources(options.sources)
+    common.check_names(chosen)
     engine = common.connect(args.docker)
-    engine.check_cache(options.cache_from, options.cache_to)  # a type this client cannot do: exit 2, no build
+    engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
+    junit_dir = common.start_outputs(args.log_dir, args.report)
     build = common.make_builder(args, engine, options, shown, junit_dir)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))
     outcomes = done.result

@@ -4,6 +4,7 @@ its smoke gate, and the report's last lines."""
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -11,9 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchimages import settings
-from torchimages.building import progress, renderers
+from torchimages.building import progress, renderers, wheels
+from torchimages.building.wheels import WheelSources
+from torchimages.cli import preflight
 from torchimages.planning import plan as planning
-from torchimages.problems import Problem, UsageError
+from torchimages.problems import InputError, Problem, UsageError
 from torchimages.smoke import SUITES
 
 if TYPE_CHECKING:
@@ -118,3 +121,40 @@ def check_file(option: str, path: Path | None) -> None:
     """UsageError unless `path` (when given) is a file."""
     if path is not None and not path.is_file():
         raise UsageError(f"{option} {path}: no such file")
+
+
+def check_sources(sources: WheelSources) -> None:
+    """UsageError naming each local wheel source that is no folder (before anything is served or built)."""
+    missing = wheels.missing_folders(sources)
+    if missing:
+        raise UsageError(
+            f"wheel source {', '.join(missing)}: not a folder (--index-url, --extra-index-url, --find-links)"
+        )
+
+
+def check_docker(docker_cli: str | None) -> None:
+    """UsageError when `--docker` names a program that is not there (before anything is written)."""
+    if docker_cli is not None and shutil.which(docker_cli) is None:
+        raise UsageError(f"--docker {docker_cli}: no such program (or not executable)")
+
+
+def check_names(chosen: Sequence[planning.Selected]) -> None:
+    """InputError when two selected images would share a public name (before anything is written)."""
+    from torchimages.building.requests import shared_names
+
+    clashes = shared_names(chosen)
+    if clashes:
+        raise InputError(clashes)
+
+
+def start_outputs(log_dir: Path, report: Path | None) -> Path | None:
+    """Once every check passed: make the log folder and the report folder (both undone if either cannot be
+    made); the report's JUnit folder (session.start), None without a report."""
+    from torchimages.reporting import session
+
+    with preflight.all_or_nothing(log_dir, *([report] if report else [])):
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--log-dir {log_dir}: cannot make it: {exc.strerror or exc}") from None
+        return session.start(report)

@@ -82,6 +82,20 @@ def _silence(stream: TextIO) -> None:
         pass
 
 
+def _closed_stderr_to_devnull() -> None:
+    """Started with stderr closed (`2>&-`): Python's `print(file=None)` would write to stdout, and the first
+    file opened would take descriptor 2, so children (docker, pytest) would write into it. Put /dev/null on
+    descriptor 2 instead: warnings and errors are dropped (the exit status still tells), stdout stays what
+    the command promises."""
+    if sys.stderr is not None:
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    if devnull != 2:
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the chosen command; bad input, settings and usage print their message (exit status 2)."""
     from torchimages.engine import EngineError  # no SDK import: the engine imports docker only when connecting
@@ -119,6 +133,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run one command; exit status 0 ok, 1 a check/build/test failed, 2 bad input or usage, 141 reader gone,
     128+N stopped by signal N (130 SIGINT: Ctrl-C, 143 SIGTERM), said in one line, nothing half-written.
     `prog`: the command as invoked (default: `torchimages`, the console script)."""
+    _closed_stderr_to_devnull()
     handlers = stopping.install()
     args: argparse.Namespace | None = None
     try:
@@ -132,6 +147,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    """Run the parsed command with a standard output whose failures are told from the others."""
     if sys.stdout is None:  # started with stdout closed (`>&-`): the output would be lost without a word
         print("error: standard output is closed", file=sys.stderr)
         return EXIT_USAGE

@@ -30,6 +30,22 @@ def add(parser: argparse.ArgumentParser, *flags: str, setting: str | None = None
         parser.set_defaults(**{SETTINGS_OF: {**(parser.get_default(SETTINGS_OF) or {}), action.dest: setting}})
 
 
+def path(text: str) -> Path:
+    """The type of every file or folder option: an empty value (`--report ""`) would name the current
+    folder, so it is refused (argparse names the option, exit 2)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty value names no file or folder")
+    return Path(text)
+
+
+def text(value: str) -> str:
+    """The type of a named value (a program, a network, a size): an empty one would silently mean the
+    default, so it is refused (argparse names the option, exit 2)."""
+    if not value:
+        raise argparse.ArgumentTypeError("an empty value names nothing (leave the option out for the default)")
+    return value
+
+
 def apply_settings(args: argparse.Namespace) -> None:
     """Fill each setting-backed option the command line left unset (settings.SettingError on a bad value)."""
     for dest, name in (getattr(args, SETTINGS_OF, None) or {}).items():
@@ -42,12 +58,12 @@ def apply_settings(args: argparse.Namespace) -> None:
 
 def common(parser: argparse.ArgumentParser) -> None:
     """The matrix every command reads, where its Dockerfiles go, and the registry bases' mirror."""
-    add(parser, "--matrix", type=Path, default=DEFAULT_MATRIX, help="matrix file (default: matrix.yaml)")
-    add(parser, "--templates", type=Path, default=render.DEFAULT_TEMPLATES, help=argparse.SUPPRESS)
+    add(parser, "--matrix", type=path, default=DEFAULT_MATRIX, help="matrix file (default: matrix.yaml)")
+    add(parser, "--templates", type=path, default=render.DEFAULT_TEMPLATES, help=argparse.SUPPRESS)
     add(
         parser,
         "--images-dir",
-        type=Path,
+        type=path,
         default=None,
         help="where Dockerfiles are rendered (default: images/ beside the matrix)",
     )
@@ -101,13 +117,14 @@ def build_environment(parser: argparse.ArgumentParser) -> None:
     add(
         parser,
         "--ca-cert",
-        type=Path,
+        type=path,
         setting="TORCHIMAGES_CA_CERT",
         help="CA bundle for TLS inside the build (a BuildKit secret, never in a layer)",
     )
     add(
         parser,
         "--network",
+        type=text,
         setting="TORCHIMAGES_NETWORK",
         help="network for RUN steps (build: host is used automatically for local wheel folders; buildx 0.13 "
         "ignores a bake target's network, later releases read it)",
@@ -143,12 +160,14 @@ def cache(parser: argparse.ArgumentParser) -> None:
 
 def engine(parser: argparse.ArgumentParser) -> None:
     """The docker client to drive."""
-    add(parser, "--docker", default=None, help="docker client to run (default: $DOCKER or the first on PATH)")
+    add(
+        parser, "--docker", type=text, default=None, help="docker client to run (default: $DOCKER or the first on PATH)"
+    )
 
 
 def outputs(parser: argparse.ArgumentParser) -> None:
     """Where `build` and `promote` write their logs, and whether they push."""
-    add(parser, "--log-dir", type=Path, default=Path("logs"), help="one log per image (default logs/)")
+    add(parser, "--log-dir", type=path, default=Path("logs"), help="one log per image (default logs/)")
     add(parser, "--push", action="store_true", help="push the tags of every image that passed")
 
 
@@ -181,7 +200,7 @@ def report(parser: argparse.ArgumentParser) -> None:
     add(
         parser,
         "--report",
-        type=Path,
+        type=path,
         default=None,
         metavar="DIR",
         help="write DIR/manifest.json, summary.md, junit.xml (every image a testsuite) and sbom/<tag>.cdx.json "

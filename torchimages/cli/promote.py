@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from torchimages.cli import common
+from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
 
@@ -18,7 +17,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="metadata",
-        type=Path,
+        type=shared.path,
         required=True,
         metavar="METADATA",
         help="the --metadata-file of `docker buildx bake` (targets of build.py bake)",
@@ -38,8 +37,13 @@ def run(args: argparse.Namespace) -> int:
     promotion = bake.promotion(
         args.metadata, common.select(args, loaded), bool(args.selectors), args.temporary_registry
     )
+    # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
+    preflight.folder("--log-dir", args.log_dir)
+    common.check_docker(args.docker)
+    common.check_names(promotion.chosen)
     options = requests.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
     engine = common.connect(args.docker)
+    common.start_outputs(args.log_dir, None)
     promoter = common.make_builder(args, engine, options, shown)
     chosen = list(promotion.chosen)
     done = interrupts.until_interrupted(promoter.cancel, lambda: promoter.promote(chosen, dict(promotion.baked)))

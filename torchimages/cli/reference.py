@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchimages import settings, textfile
+from torchimages.cli import options
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.entry import DESCRIPTION, parser
 
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Write the pages into docs/reference/ (or, with --check, name the stale ones: exit 1)."""
     top = argparse.ArgumentParser(prog="python -m torchimages.cli.reference", description=__doc__)
     top.add_argument("--check", action="store_true", help="exit 1 if a committed page is stale")
-    top.add_argument("--folder", type=Path, default=FOLDER, help="where the pages go (default docs/reference)")
+    top.add_argument("--folder", type=options.path, default=FOLDER, help="where the pages go (default docs/reference)")
     args = top.parse_args(argv)
     stale = [name for name, text in pages().items() if _read(args.folder / name) != text]
     if args.check:

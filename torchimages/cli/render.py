@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from torchimages import render
+from torchimages.cli import preflight
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, load_plan
 
 NAME = "render"
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         print(f"{len(rendered)} Dockerfiles up to date")
         return EXIT_OK
+    preflight.folder("--images-dir", loaded.images_dir)
     changed = render.write(rendered, loaded.images_dir)
     print(f"{len(rendered)} Dockerfiles rendered into {loaded.images_dir}, {len(changed)} changed")
     return EXIT_OK

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from torchimages.cli import common
+from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 from torchimages.smoke import SUITES
@@ -34,7 +33,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--spec",
-        type=Path,
+        type=shared.path,
         default=None,
         help="SPEC.json: with --host local (default: this host's), or with --image (default: the image's labels)",
     )
@@ -46,7 +45,9 @@ def options(parser: argparse.ArgumentParser) -> None:
         help="GPU request for containers (auto: when the engine has the NVIDIA runtime)",
     )
     shared.require_gpu(parser)
-    parser.add_argument("--shm-size", default="2g", help="shared memory of the container (default 2g)")
+    parser.add_argument(
+        "--shm-size", type=shared.text, default="2g", help="shared memory of the container (default 2g)"
+    )
     parser.add_argument(
         "--run-arg",
         dest="run_args",
@@ -57,10 +58,13 @@ def options(parser: argparse.ArgumentParser) -> None:
         "--run-arg='--ulimit memlock=-1' is one option; write --run-arg=--x, with '='). --network here replaces "
         "the default --network none",
     )
-    parser.add_argument("--junit", type=Path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
+    parser.add_argument("--junit", type=shared.path, default=None, help="JUnit XML (FILE-<tag>.xml for several images)")
     shared.report(parser)
     parser.add_argument(
-        "--python-exe", default=None, help="Python with torch to probe (default: python, or python3 with --host local)"
+        "--python-exe",
+        type=shared.text,
+        default=None,
+        help="Python with torch to probe (default: python, or python3 with --host local)",
     )
 
 
@@ -89,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
 
     local = args.host == "local"
     _refuse_mixes(args, local)
+    # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
+    preflight.file("--junit", args.junit)
+    preflight.folder("--report", args.report)
+    session.check(args.report)
     python_exe = args.python_exe or ("python3" if local else "python")
     run_args = tuple(split_run_args(args.run_args))
     options = runner.SmokeOptions(

@@ -174,10 +174,11 @@ class DockerEngine:
         return named or shutil.which("docker") or "docker"
 
     def check_cache(self, cache_from: Sequence[CacheSpec], cache_to: Sequence[CacheSpec]) -> None:
-        """EngineError naming every cache import or export the build client cannot do (before any build)."""
+        """EngineError naming every cache import or export the build client cannot do (before any build); the
+        build client is found first, so one that cannot build is refused before anything is written."""
+        client = self.build_client
         if not cache_from and not cache_to:
             return
-        client = self.build_client
         builtin, name = True, "docker build (DOCKER_BUILDKIT=1)"
         if client.buildx:
             found = subprocess.run(
@@ -262,15 +263,20 @@ class DockerEngine:
             return [_image_info(image.id, image.attrs) for image in found]
 
     def run_python(self, reference: str, args: list[str]) -> str:
+        name = f"torchimages-probe-{uuid.uuid4().hex[:10]}"
         try:
+            # The SDK's remove=True removes it only after a normal end; the finally removes it whatever happens.
             output = self.sdk.containers.run(
-                reference, ["python", *args], remove=True, stdout=True, stderr=False, network_disabled=True
+                reference, ["python", *args], name=name, remove=True, stdout=True, stderr=False, network_disabled=True
             )
         except self._errors.ContainerError as exc:
             stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
             raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr[-2000:]}") from None
         except (self._errors.DockerException, *CONNECTION_ERRORS) as exc:
             raise ProbeError(f"could not run a container of {reference}: {exc}") from None
+        finally:
+            with contextlib.suppress(self._errors.DockerException, *CONNECTION_ERRORS):
+                self.sdk.containers.get(name).remove(force=True)
         return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
 
     def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
@@ -281,6 +287,9 @@ class DockerEngine:
             result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         except OSError as exc:
             raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        except BaseException:  # interrupted while `docker run` starts it: the container may be there already
+            self.remove_container(name)
+            raise
         if result.returncode != 0:
             self.remove_container(name)  # `docker run` may leave a created container behind
             stderr = result.stderr.strip() or f"exit status {result.returncode}"

@@ -9,15 +9,49 @@ from dataclasses import dataclass
 
 from torchimages.engine.types import BuildRequest, EngineError
 
+# `docker run` options the tool sets itself to keep control of its test container: why each is refused.
+CONTROLLED = {
+    "--name": "the tool names the container itself, to run the suites in it and remove it",
+    "--rm": "the tool removes the container itself, after the suites",
+    "--detach": "the tool runs the container detached itself",
+    "--entrypoint": "the container must keep running `sleep infinity` while the suites run in it",
+}
+_SHORT = {"d": "--detach"}  # docker's one-letter spellings of the options above
+_SHORT_WITH_VALUE = set("aceGhlmpuvw")  # one-letter options whose value may follow in the same word (-ePATH=x)
+
+
+def _controlled(token: str) -> str | None:
+    """The controlled option a `docker run` word spells (`--name=x`, `--detach=true`, `-itd`), or None."""
+    if token.startswith("--"):
+        name = token.split("=", 1)[0]
+        return name if name in CONTROLLED else None
+    if token.startswith("-") and len(token) > 1:
+        for letter in token[1:]:
+            if letter in _SHORT:
+                return _SHORT[letter]
+            if letter in _SHORT_WITH_VALUE or not letter.isalpha():
+                return None
+    return None
+
 
 def split_run_args(values: Sequence[str]) -> list[str]:
-    """`--run-arg` values as `docker run` tokens: each value is shlex-split (`"--ulimit memlock=-1"` is two)."""
+    """`--run-arg` values as `docker run` tokens: each value is shlex-split (`"--ulimit memlock=-1"` is two).
+    EngineError for a value that does not split, or that sets an option the tool controls (CONTROLLED)."""
     tokens: list[str] = []
     for value in values:
         try:
-            tokens += shlex.split(value)
+            split = shlex.split(value)
         except ValueError as exc:
             raise EngineError(f"--run-arg {value!r}: {exc}") from None
+        tokens += split
+    value_next = False  # the word after `-e` (`-e -d`: -d is the value) is no option
+    for token in tokens:
+        option = None if value_next else _controlled(token)
+        if option is not None:
+            raise EngineError(f"--run-arg {token!r}: {option} cannot be given: {CONTROLLED[option]}")
+        value_next = (
+            not value_next and len(token) > 1 and token[0] == "-" != token[1] and token[-1] in _SHORT_WITH_VALUE
+        )
     return tokens
 
 

@@ -23,16 +23,27 @@ class Finished:
         return not self.problems
 
 
-def start(directory: Path | None) -> Path | None:
-    """For `--report DIR`: check syft is there and DIR can be written, before any build or test; the folder
-    the smoke suites write their JUnit files into (None without a report)."""
+def check(directory: Path | None) -> None:
+    """For `--report DIR`: UsageError unless syft is there (cli.preflight checks DIR can be written). Writes
+    nothing (a later refusal must leave the disk as it was)."""
     if directory is None:
-        return None
+        return
     try:
         sbom.syft_binary()
-        return writer.prepare(directory)
-    except (sbom.SbomError, writer.ReportError) as exc:
+    except sbom.SbomError as exc:
         raise UsageError(f"--report: {exc}") from None
+
+
+def start(directory: Path | None) -> Path | None:
+    """For `--report DIR`, once every check passed and before any build or test: make DIR and the folder
+    the smoke suites write their JUnit files into; that folder (None without a report)."""
+    if directory is None:
+        return None
+    check(directory)
+    try:
+        return writer.prepare(directory)
+    except writer.ReportError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def finish(

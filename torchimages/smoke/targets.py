@@ -56,6 +56,21 @@ def tag_of(reference: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in reference)
 
 
+def refuse_shared_names(references: Sequence[str]) -> None:
+    """UsageError, before anything runs, when two references would write their results (JUnit file, report
+    entry's JUnit and SBOM) under one file name: `a/b:1` and `a_b:1` are both `a_b_1` (names that differ only
+    in case are one file on a case-insensitive file system)."""
+    by_name: dict[str, list[str]] = {}
+    for reference in dict.fromkeys(references):
+        by_name.setdefault(tag_of(reference).casefold(), []).append(reference)
+    clashes = [" and ".join(shared) for shared in by_name.values() if len(shared) > 1]
+    if clashes:
+        raise UsageError(
+            f"--image {'; '.join(clashes)}: their results would be written under one file name "
+            f"({', '.join(tag_of(c.split(' and ')[0]) for c in clashes)}); test them in separate runs"
+        )
+
+
 def matrix_targets(engine: TargetEngine, chosen: Sequence[tuple[Combination, Image]]) -> list[Target]:
     """The matrix images to test, each built already (else UsageError naming those that are not)."""
     missing = [i.reference for _, i in chosen if engine.labels(i.reference) is None]
@@ -66,7 +81,9 @@ def matrix_targets(engine: TargetEngine, chosen: Sequence[tuple[Combination, Ima
 
 def image_targets(engine: TargetEngine, references: Sequence[str], spec_file: Path | None) -> list[Target]:
     """The spec of each image given by --image: from --spec FILE, else from its io.torchimages.* labels
-    (an image built FROM one of ours inherits them). Every image is checked before any runs."""
+    (an image built FROM one of ours inherits them). Every image is checked before any runs, and no two may
+    share a file name for their results (refuse_shared_names)."""
+    refuse_shared_names(references)
     template = None
     if spec_file is not None:
         try:
