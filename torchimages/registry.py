@@ -256,6 +256,13 @@ def _request(url: str, method: str, token: str | None, deadline: Deadline) -> tu
         return dict(answer.headers.items()), answer.read(MAX_MANIFEST_BYTES) if method == "GET" else b""
 
 
+def check_settings() -> None:
+    """SettingError for a bad TORCHIMAGES_INSECURE_REGISTRIES or TORCHIMAGES_REGISTRY_DEADLINE_S: a command
+    that asks registries checks them before it asks any (and before any thread)."""
+    settings.hosts(INSECURE_VARIABLE)
+    deadline_s()
+
+
 def deadline_s() -> float:
     """The overall deadline of one registry question (TORCHIMAGES_REGISTRY_DEADLINE_S; SettingError)."""
     return settings.seconds(DEADLINE_VARIABLE)

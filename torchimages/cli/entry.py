@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO, cast
 
-from torchimages import __version__, settings
+from torchimages import __version__, settings, values
 from torchimages.cli import options
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError
@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         for problem in distinct(exc.problems):
             print(problem, file=sys.stderr)
         return EXIT_USAGE
-    except (UsageError, settings.SettingError, EngineError, FileNotFoundError) as exc:
+    except (UsageError, settings.SettingError, values.BadValue, EngineError, FileNotFoundError) as exc:
         print(shown(f"error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     sys.stdout.flush()  # a closed or full stdout fails here, where main catches it, not at exit

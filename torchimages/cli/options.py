@@ -51,7 +51,7 @@ def apply_settings(args: argparse.Namespace) -> None:
     for dest, name in (getattr(args, SETTINGS_OF, None) or {}).items():
         given = getattr(args, dest)
         if settings.BY_NAME[name].kind in settings.LISTS:
-            setattr(args, dest, [*settings.words(name), *given])
+            setattr(args, dest, [*settings.value(name), *given])  # type: ignore[misc]
         elif given is None:
             setattr(args, dest, settings.value(name))
 

@@ -21,7 +21,13 @@ HOW_TO_GET_BUILDKIT = (
 
 
 class EngineError(Exception):
-    """No usable engine or BuildKit client, or an engine action failed: the message says what and why."""
+    """No usable engine or BuildKit client, or an engine action failed: the message says what and why
+    (`reason`), then what to do (`fix`, where there is one), so a report that gives its own fix (the
+    doctor) says each once."""
+
+    def __init__(self, reason: str, fix: str = "") -> None:
+        super().__init__(f"{reason}; {fix}" if fix else reason)
+        self.reason, self.fix = reason, fix
 
 
 class ProbeError(EngineError):
