@@ -1,21 +1,27 @@
 """Every environment variable the tool reads, in one table: its name, kind, default, meaning and readers.
 
-The code reads each one through this module (`text`, `words`, `path`, `count`, `seconds`, `choice`): one
-parse and one check per kind, and a bad value raises `SettingError` naming the variable (the command line
-turns it into exit status 2). The same table feeds each command's `--help` epilog, `build.py settings`
-and docs/reference/settings.md. This module imports nothing of the package: every layer may read it.
+The code reads each one through this module (`text`, `words`, `path`, `count`, `seconds`, `choice`, and
+the validated `registry`, `hosts`, `wheel_source`, `wheel_sources`): one parse and one check per kind, and a bad value
+raises `SettingError` naming the variable (the command line turns it into exit status 2). The same table
+feeds each command's `--help` epilog, `build.py settings` and docs/reference/settings.md. This module
+imports only torchimages.values (which imports nothing of the package): every layer may read it.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-Kind = Literal["text", "words", "path", "count", "seconds", "choice"]
+from torchimages import values
+
+Kind = Literal[
+    "text", "words", "path", "count", "seconds", "choice", "registry", "hosts", "wheel-source", "wheel-sources"
+]
+LISTS = ("words", "hosts", "wheel-sources")  # the kinds that are space-separated lists
 Source = Literal["environment", "default"]
 
 MATRIX = ("validate", "list", "render", "plan", "build", "test", "bake", "promote", "lock", "doctor")
@@ -46,7 +52,9 @@ class Setting:
 
 
 SETTINGS = (
-    Setting("TORCHIMAGES_BASE_REGISTRY", "text", "", "mirror to pull registry bases from (--base-registry)", MATRIX),
+    Setting(
+        "TORCHIMAGES_BASE_REGISTRY", "registry", "", "mirror to pull registry bases from (--base-registry)", MATRIX
+    ),
     Setting("TORCHIMAGES_MAX_MATRIX_BYTES", "count", str(1024 * 1024), "largest matrix file read, in bytes", MATRIX),
     Setting("TORCHIMAGES_MAX_COMBINATIONS", "count", "10000", "most combinations a matrix may expand to", MATRIX),
     Setting("TORCHIMAGES_MAX_ENTRIES", "count", "1000", "most entries of one matrix list (include, axes)", MATRIX),
@@ -66,9 +74,9 @@ SETTINGS = (
         "seconds between the heartbeats of --progress plain",
         ("build", "promote"),
     ),
-    Setting("TORCHIMAGES_INDEX_URL", "text", "", "wheel index instead of each image's PyTorch index", BUILDS),
-    Setting("TORCHIMAGES_EXTRA_INDEX_URLS", "words", "", "more wheel indexes, space-separated", BUILDS),
-    Setting("TORCHIMAGES_FIND_LINKS", "words", "", "folders or URLs of wheel files, space-separated", BUILDS),
+    Setting("TORCHIMAGES_INDEX_URL", "wheel-source", "", "wheel index instead of each image's PyTorch index", BUILDS),
+    Setting("TORCHIMAGES_EXTRA_INDEX_URLS", "wheel-sources", "", "more wheel indexes, space-separated", BUILDS),
+    Setting("TORCHIMAGES_FIND_LINKS", "wheel-sources", "", "folders or URLs of wheel files, space-separated", BUILDS),
     Setting("TORCHIMAGES_CA_CERT", "path", "", "CA bundle for TLS inside the build (--ca-cert)", BUILDS),
     Setting("TORCHIMAGES_NETWORK", "text", "", "network for RUN steps (--network)", BUILDS),
     Setting("TORCHIMAGES_MIRROR", "text", "", "distribution mirror for bootstrapped bases (--mirror)", BUILDS),
@@ -77,9 +85,16 @@ SETTINGS = (
     Setting("TORCHIMAGES_SYFT", "path", "", "the syft binary for the SBOMs of --report", ("build", "test")),
     Setting(
         "TORCHIMAGES_INSECURE_REGISTRIES",
-        "words",
+        "hosts",
         "",
         "registry hosts spoken to over plain HTTP (loopback ones always are), space-separated",
+        ("lock", "doctor"),
+    ),
+    Setting(
+        "TORCHIMAGES_REGISTRY_DEADLINE_S",
+        "seconds",
+        "30",
+        "seconds one registry question may take in all (token, HEAD, GET), however slowly the answer trickles",
         ("lock", "doctor"),
     ),
     Setting(
@@ -125,6 +140,36 @@ def text(name: str, environ: Mapping[str, str] | None = None) -> str | None:
 def words(name: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """A space-separated list."""
     return tuple((_raw(name, environ) or BY_NAME[name].default).split())
+
+
+def _checked(name: str, found: str, check: Callable[[str, str], str]) -> str:
+    try:
+        return check(found, name)
+    except values.BadValue as exc:
+        default = BY_NAME[name].default
+        raise SettingError(str(exc) + (f" (default {default})" if default else "")) from None
+
+
+def registry(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A registry, `HOST[:PORT][/PREFIX]` (values.registry), or None when unset."""
+    found = text(name, environ)
+    return _checked(name, found, values.registry) if found else None
+
+
+def hosts(name: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """A space-separated list of `HOST[:PORT]` (values.host)."""
+    return tuple(_checked(name, w, values.host) for w in words(name, environ))
+
+
+def wheel_source(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A wheel source, a URL with a host or a folder (values.wheel_source), or None when unset."""
+    found = text(name, environ)
+    return _checked(name, found, values.wheel_source) if found else None
+
+
+def wheel_sources(name: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """A space-separated list of wheel sources (values.wheel_source)."""
+    return tuple(_checked(name, w, values.wheel_source) for w in words(name, environ))
 
 
 def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
@@ -177,7 +222,18 @@ def choice(name: str, environ: Mapping[str, str] | None = None) -> str:
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> object:
     """The effective value of any setting, parsed and checked by its kind."""
-    readers = {"text": text, "words": words, "path": path, "count": count, "seconds": seconds, "choice": choice}
+    readers: dict[str, Callable[[str, Mapping[str, str] | None], object]] = {
+        "text": text,
+        "words": words,
+        "path": path,
+        "count": count,
+        "seconds": seconds,
+        "choice": choice,
+        "registry": registry,
+        "hosts": hosts,
+        "wheel-source": wheel_source,
+        "wheel-sources": wheel_sources,
+    }
     return readers[BY_NAME[name].kind](name, environ)
 
 

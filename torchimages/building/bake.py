@@ -24,14 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchimages import values
 from torchimages.building import wheels
 from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
 from torchimages.building.requests import BuildOptions, build_request
 from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
-from torchimages.engine import BuildRequest
+from torchimages.engine import TAG_PLACEHOLDER, BuildRequest
 from torchimages.planning.plan import Selected
 from torchimages.problems import InputError, Problem, UsageError
+
+TARGET_PLACEHOLDER = "{target}"  # in a cache value: the bake target's name
 
 # What buildx writes per target into --metadata-file: the image name it gave, and what it built.
 IMAGE_NAME = "image.name"
@@ -101,7 +104,7 @@ def target(entry: Entry, cache: Cache) -> dict[str, Any]:
         definition["no-cache"] = True
 
     def placed(values: tuple[str, ...]) -> list[str]:
-        return [value.replace("{tag}", entry.image.tag).replace("{target}", name) for value in values]
+        return [value.replace(TAG_PLACEHOLDER, entry.image.tag).replace(TARGET_PLACEHOLDER, name) for value in values]
 
     if cache.cache_from:
         definition["cache-from"] = placed(cache.cache_from)
@@ -184,11 +187,30 @@ def baked_images(
                 continue
             names = entry.get(IMAGE_NAME, "")
             ids = tuple(entry[k] for k in DIGEST_KEYS if k in entry)
-            if not isinstance(names, str) or not all(isinstance(i, str) and i.startswith("sha256:") for i in ids):
-                problems.append(Problem(f"target '{name}': malformed entry {entry!r}", file=source, key="--from"))
+            if not isinstance(names, str):
+                problems.append(
+                    Problem(
+                        f"target '{name}': malformed entry: {IMAGE_NAME} is not a string", file=source, key="--from"
+                    )
+                )
+                continue
+            if broken := [str(i) for i in ids if not values.is_digest(i)]:
+                problems.append(
+                    Problem(
+                        f"target '{name}': malformed entry: {values.show(broken[0])} is not a digest "
+                        f"({values.DIGEST_RULE})",
+                        file=source,
+                        key="--from",
+                    )
+                )
                 continue
             listed = [n.strip() for n in names.split(",") if n.strip()]
-            reference = next((n for n in listed if is_temporary(n)), listed[0] if listed else "")
+            try:
+                checked = [str(values.reference(n, f"target '{name}': malformed entry: {IMAGE_NAME}")) for n in listed]
+            except values.BadValue as exc:
+                problems.append(Problem(str(exc), file=source, key="--from"))
+                continue
+            reference = next((n for n in checked if is_temporary(n)), checked[0] if checked else "")
             reference = reference or bake_reference(s.combination, image, registry)
             found[image] = Baked(reference, ids)
     if problems:

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from torchimages import textfile
+from torchimages import textfile, values
 from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_OK, UsageError
@@ -42,6 +42,8 @@ def options(parser: argparse.ArgumentParser) -> None:
         "--trusted-host",
         action="append",
         default=[],
+        type=shared.checked(values.host),
+        metavar="HOST[:PORT]",
         help="a host pip may reach over plain http (a wheel server on the builder's bridge gateway)",
     )
 
@@ -61,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
         sources=sources,
         network=args.network,
     )
-    cache = bake.Cache(tuple(args.cache_from), tuple(args.cache_to))
+    cache = bake.Cache(
+        tuple(map(str, common.cache_specs("--cache-from", args.cache_from, bake.TARGET_PLACEHOLDER))),
+        tuple(map(str, common.cache_specs("--cache-to", args.cache_to, bake.TARGET_PLACEHOLDER))),
+    )
     request = bake.BakeRequest(
         options, sources, tuple(args.trusted_host), args.secrets_dir, args.temporary_registry, cache
     )

@@ -24,8 +24,9 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchimages import doctor
+    from torchimages import doctor, registry
 
+    registry.check_settings()
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
     if not args.selectors:  # not every image of the matrix at once: what a user builds first

@@ -15,7 +15,8 @@ from typing import Any, TextIO, cast
 from torchimages import (
     __version__,
     settings,
-    stopping,  # first: it records the signal dispositions the tool inherited
+    stopping,  # records the signal dispositions the tool inherited (before any handler is installed)
+    values,
 )
 from torchimages.cli import options
 from torchimages.cli.commands import COMMANDS
@@ -107,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         for problem in distinct(exc.problems):
             print(problem, file=sys.stderr)
         return EXIT_USAGE
-    except (UsageError, settings.SettingError, EngineError, FileNotFoundError) as exc:
+    except (UsageError, settings.SettingError, values.BadValue, EngineError, FileNotFoundError) as exc:
         print(shown(f"error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     sys.stdout.flush()  # a closed or full stdout fails here, where main catches it, not at exit

@@ -33,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from torchimages.planning import plan as planning
 
     if args.bases:
+        from torchimages import registry
+
+        registry.check_settings()
         loaded = common.load_plan(args)
         if args.selectors:
             chosen = common.select(args, loaded, in_full=True)

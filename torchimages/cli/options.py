@@ -9,10 +9,11 @@ on every machine. A repeatable option's setting comes first, the command line's 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from torchimages import render, settings
+from torchimages import render, settings, values
 from torchimages.building import renderers
 from torchimages.problems import UsageError
 from torchimages.smoke import SUITES
@@ -46,12 +47,27 @@ def text(value: str) -> str:
     return value
 
 
+def checked(validator: Callable[[str, str], object]) -> Callable[[str], str]:
+    """An argparse `type` that passes a value through one of torchimages.values' validators: argparse
+    refuses a bad one naming the option (exit 2, the value escaped), before the command starts."""
+
+    def check(text: str) -> str:
+        try:
+            validator(text, "")
+        except values.BadValue as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text.removesuffix("/") if validator is values.registry else text
+
+    check.__name__ = validator.__name__.replace("_", " ")  # argparse's word for the value in other errors
+    return check
+
+
 def apply_settings(args: argparse.Namespace) -> None:
     """Fill each setting-backed option the command line left unset (settings.SettingError on a bad value)."""
     for dest, name in (getattr(args, SETTINGS_OF, None) or {}).items():
         given = getattr(args, dest)
-        if settings.BY_NAME[name].kind == "words":
-            setattr(args, dest, [*settings.words(name), *given])
+        if settings.BY_NAME[name].kind in settings.LISTS:
+            setattr(args, dest, [*settings.value(name), *given])  # type: ignore[misc]
         elif given is None:
             setattr(args, dest, settings.value(name))
 
@@ -71,6 +87,7 @@ def common(parser: argparse.ArgumentParser) -> None:
         parser,
         "--base-registry",
         setting="TORCHIMAGES_BASE_REGISTRY",
+        type=checked(values.registry),
         metavar="HOST/PREFIX",
         help="pull registry bases from this mirror (ubuntu:24.04 -> HOST/PREFIX/library/ubuntu:24.04); "
         "overrides the matrix's base_registry",
@@ -94,6 +111,7 @@ def wheel_sources(parser: argparse.ArgumentParser) -> None:
         parser,
         "--index-url",
         setting="TORCHIMAGES_INDEX_URL",
+        type=checked(values.wheel_source),
         help="wheel index instead of each image's PyTorch index",
     )
     add(
@@ -101,6 +119,7 @@ def wheel_sources(parser: argparse.ArgumentParser) -> None:
         "--extra-index-url",
         action="append",
         setting="TORCHIMAGES_EXTRA_INDEX_URLS",
+        type=checked(values.wheel_source),
         help="additional wheel index (repeatable; URL, or for build a local folder)",
     )
     add(
@@ -108,6 +127,7 @@ def wheel_sources(parser: argparse.ArgumentParser) -> None:
         "--find-links",
         action="append",
         setting="TORCHIMAGES_FIND_LINKS",
+        type=checked(values.wheel_source),
         help="folder or URL of wheel files (repeatable; bake: URLs only)",
     )
 
@@ -177,6 +197,7 @@ def temporary_registry(parser: argparse.ArgumentParser) -> None:
         parser,
         "--temporary-registry",
         default=None,
+        type=checked(values.registry),
         metavar="REGISTRY",
         help="temporary references go to REGISTRY/torchimages-tmp/... (for bake --push; default: none, local; "
         "promote: where the metadata names none)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from torchimages import values
 from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
@@ -21,6 +22,7 @@ def options(parser: argparse.ArgumentParser) -> None:
         dest="images",
         action="append",
         default=[],
+        type=shared.checked(values.reference),
         metavar="REF",
         help="test any local image instead of matrix images (repeatable; not with SELECTOR): the spec comes from "
         "its io.torchimages.* labels (ours, or inherited by an image built FROM ours), or from --spec",

@@ -32,7 +32,7 @@ def check_engine(facts: HostFacts, need: Needs) -> Check:
         return Check(
             name,
             FAIL,
-            f"no Docker engine answers: {facts.engine_error}",
+            facts.engine_error or "no Docker engine answers",
             f"{sdk}{HOW_TO_GET_AN_ENGINE}; to check only what running on this machine needs, use --host-only",
         )
     return Check(name, OK, f"Docker {facts.engine_version} answers at {facts.engine_address}")
@@ -48,7 +48,7 @@ def check_build_client(facts: HostFacts, need: Needs) -> Check:
         return Check(name, OK, f"builds with `{facts.build_client}`")
     if facts.engine_version is None:
         return Check(name, SKIP, "not probed: no engine answers (the probe is a tiny build)")
-    return Check(name, FAIL, f"no BuildKit-capable docker client: {facts.build_client_error}", HOW_TO_GET_BUILDKIT)
+    return Check(name, FAIL, facts.build_client_error or "no BuildKit-capable docker client", HOW_TO_GET_BUILDKIT)
 
 
 def check_disk(facts: HostFacts, need: Needs) -> Check:

@@ -112,7 +112,7 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         try:
             client = " ".join(engine.find_build_client(docker_cli).command)
         except engine.EngineError as exc:
-            client_error = str(exc)
+            client_error = exc.reason  # the check gives the fix itself
     disk_path, free = _free(found.data_root)
     unpresent = [b.reference for b in need.registry_bases if b.reference not in found.present]
     return dataclasses.replace(

@@ -26,6 +26,21 @@ def _candidates(explicit: str | None) -> list[str]:
     return found
 
 
+def client_problem(named: str) -> str | None:
+    """Why the docker client named (--docker, $DOCKER: a path, or a name looked up on PATH) cannot be run,
+    or None: not there, a folder, or not executable, each said as it is."""
+    if os.sep not in named:
+        return None if shutil.which(named) else f"the docker client '{named}' was not found on PATH"
+    path = Path(named)
+    if not path.exists():
+        return f"the docker client '{named}' was not found"
+    if path.is_dir():
+        return f"the docker client '{named}' is a folder, not a program"
+    if not os.access(path, os.X_OK):
+        return f"the docker client '{named}' is not executable (chmod +x it, or name another)"
+    return None
+
+
 def _builds(client: BuildClient) -> bool:
     """Whether the client really builds with BuildKit (a tiny build that pulls nothing)."""
     with tempfile.TemporaryDirectory() as context:
@@ -43,10 +58,10 @@ def find_build_client(explicit: str | None = None) -> BuildClient:
     """The first docker client that builds with BuildKit: buildx where present, else DOCKER_BUILDKIT=1."""
     explicit = explicit or settings.text("DOCKER")
     candidates = _candidates(explicit)
-    if explicit and not shutil.which(explicit):
-        raise EngineError(f"the docker client '{explicit}' was not found; {HOW_TO_GET_BUILDKIT}")
+    if explicit and (problem := client_problem(explicit)):
+        raise EngineError(problem, HOW_TO_GET_BUILDKIT)
     if not candidates:
-        raise EngineError(f"no docker client on PATH; {HOW_TO_GET_BUILDKIT}")
+        raise EngineError("no docker client on PATH", HOW_TO_GET_BUILDKIT)
     for path in candidates:
         for client in (
             BuildClient((path, "buildx", "build"), ()),
@@ -55,7 +70,7 @@ def find_build_client(explicit: str | None = None) -> BuildClient:
             if _builds(client):
                 return client
     tried = ", ".join(candidates)
-    raise EngineError(f"no docker client here builds with BuildKit (tried {tried}); {HOW_TO_GET_BUILDKIT}")
+    raise EngineError(f"no docker client here builds with BuildKit (tried {tried})", HOW_TO_GET_BUILDKIT)
 
 
 def find_buildx(explicit: str | None = None) -> str:
@@ -64,6 +79,8 @@ def find_buildx(explicit: str | None = None) -> str:
     cli-plugins folders (Debian's docker-buildx: /usr/libexec/docker/cli-plugins), a 28.x one as well
     as Debian's 20.10 one; both drive the engine's own BuildKit through the `docker` driver."""
     explicit = explicit or settings.text("DOCKER")
+    if explicit and (problem := client_problem(explicit)):
+        raise EngineError(problem, "name a docker client with the buildx plugin (--docker, DOCKER=/path/to/docker)")
     candidates = _candidates(explicit)
     for path in candidates:
         try:

@@ -67,16 +67,22 @@ def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
     )
 
 
-def _sdk_client() -> Any:
+def _connected() -> Any:
+    """An SDK client whose engine answered a ping (the SDK's own errors when none does)."""
     import docker  # the SDK is imported only by commands that talk to an engine
+
+    client = docker.from_env(timeout=600)
+    client.ping()
+    return client
+
+
+def _sdk_client() -> Any:
     import docker.errors
 
     try:
-        client = docker.from_env(timeout=600)
-        client.ping()
+        return _connected()
     except (docker.errors.DockerException, *CONNECTION_ERRORS) as exc:
-        raise EngineError(f"no Docker engine answers ({exc}); {HOW_TO_GET_AN_ENGINE}") from None
-    return client
+        raise EngineError(f"no Docker engine answers ({exc})", HOW_TO_GET_AN_ENGINE) from None
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
@@ -125,17 +131,15 @@ def engine_facts(references: Sequence[str] = ()) -> EngineFacts:
     except ImportError as exc:
         return EngineFacts(address, None, f"the docker SDK (Python package `docker`) is not installed ({exc})")
     try:
-        client = _sdk_client()
+        client = _connected()
         info = client.info()
         present = set()
         for reference in references:
             with contextlib.suppress(docker.errors.ImageNotFound):
                 client.images.get(reference)
                 present.add(reference)
-    except EngineError as exc:
-        return EngineFacts(address, None, str(exc))
     except (docker.errors.DockerException, *CONNECTION_ERRORS) as exc:
-        return EngineFacts(address, None, f"the engine at {address} failed to answer ({_short(exc)})")
+        return EngineFacts(address, None, f"no Docker engine answers at {address} ({_short(exc)})")
     return EngineFacts(
         address,
         str(info.get("ServerVersion") or "unknown"),

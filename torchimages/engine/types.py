@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from torchimages.reference import repository_problem
+from torchimages import values
 
 HOW_TO_GET_AN_ENGINE = (
     "start a Docker engine (dockerd) and make sure `docker info` answers; on Debian/Ubuntu: "
@@ -22,7 +21,13 @@ HOW_TO_GET_BUILDKIT = (
 
 
 class EngineError(Exception):
-    """No usable engine or BuildKit client, or an engine action failed: the message says what and why."""
+    """No usable engine or BuildKit client, or an engine action failed: the message says what and why
+    (`reason`), then what to do (`fix`, where there is one), so a report that gives its own fix (the
+    doctor) says each once."""
+
+    def __init__(self, reason: str, fix: str = "") -> None:
+        super().__init__(f"{reason}; {fix}" if fix else reason)
+        self.reason, self.fix = reason, fix
 
 
 class ProbeError(EngineError):
@@ -66,8 +71,9 @@ class CacheSpec:
     attrs: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> CacheSpec:
-        """`type=T,key=value,...`, or a bare image reference (= `type=registry,ref=REF`); ValueError says why not."""
+    def parse(cls, text: str, placeholders: Sequence[str] = ()) -> CacheSpec:
+        """`type=T,key=value,...`, or a bare image reference (= `type=registry,ref=REF`); ValueError says why not.
+        A ref may hold `{tag}` and the `placeholders` (a bake's `{target}`) where a tag or a name goes."""
         if not text or text != text.strip() or any(c.isspace() or not c.isprintable() for c in text):
             raise ValueError("a cache spec is `type=registry,ref=REF`, `type=inline` or an image reference, no spaces")
         if "=" not in text:
@@ -80,7 +86,7 @@ class CacheSpec:
         if kind not in CACHE_TYPES:
             raise ValueError(f"unknown cache type '{kind}' (allowed: {', '.join(CACHE_TYPES)})")
         if kind == "registry":
-            _check_reference(attrs.get("ref", ""))
+            _check_reference(attrs.get("ref", ""), (TAG_PLACEHOLDER, *placeholders))
         return cls(kind, tuple(attrs.items()))
 
     @property
@@ -96,18 +102,18 @@ class CacheSpec:
         return ",".join([f"type={self.type}", *(f"{k}={v}" for k, v in self.attrs)])
 
 
-def _check_reference(ref: str) -> None:
-    """ValueError unless `ref` (with `{tag}` standing for a tag) is `REPOSITORY[:TAG][@DIGEST]`."""
+def _check_reference(ref: str, placeholders: Sequence[str]) -> None:
+    """ValueError unless `ref` (each placeholder standing for a tag or a name) is an image reference
+    (values.reference: the OCI grammar)."""
     if not ref:
         raise ValueError("type=registry needs ref=REF (an image reference)")
-    name = ref.replace(TAG_PLACEHOLDER, "tag").partition("@")[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name, _, tag = name.rpartition(":")
-        if not re.fullmatch(r"[\w][\w.-]{0,127}", tag):
-            raise ValueError(f"'{ref}': the tag '{tag}' is not a valid tag")
-    problem = repository_problem(name)
-    if problem:
-        raise ValueError(f"'{ref}' is not an image reference: {problem}")
+    filled = ref
+    for placeholder in placeholders:
+        filled = filled.replace(placeholder, "x")
+    try:
+        values.reference(filled)
+    except values.BadValue as exc:
+        raise ValueError(f"{values.show(ref)}: {exc.reason}") from None
 
 
 def cache_problem(

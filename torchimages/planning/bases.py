@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from torchimages import registry, textfile
+from torchimages import registry, textfile, values
 from torchimages.combination import Combination, RegistryBase
 from torchimages.compat import KnowledgeBase
 from torchimages.problems import InputError, Problem, Severity
@@ -93,9 +93,9 @@ def read_locks(path: Path) -> dict[str, str]:
     if not isinstance(bases, dict):
         raise InputError([Problem("the bases lock has no `bases:` mapping", file=str(path), suggestion=fix)])
     problems = [
-        Problem(f"{name}: '{digest}' is not a sha256:<64 hex> digest", file=str(path), suggestion=fix)
+        Problem(f"{name}: {values.show(str(digest))} is not a sha256:<64 hex> digest", file=str(path), suggestion=fix)
         for name, digest in bases.items()
-        if not isinstance(digest, str) or not registry.DIGEST.match(digest)
+        if not values.is_digest(digest)
     ]
     if problems:
         raise InputError(problems)

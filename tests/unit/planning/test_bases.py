@@ -165,11 +165,16 @@ def test_a_malformed_lock_is_refused_with_the_fix(cli: Cli, write_matrix: Callab
     assert code == 2 and "lock --bases" in err
 
 
-def test_a_bad_base_registry_exits_2(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+def test_a_bad_base_registry_exits_2(
+    cli: Cli, write_matrix: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_matrix(UBUNTU)
-    code, _, err = cli("render", "--matrix", str(path), "--base-registry", "https://mirror.example.com")
-    assert code == 2
-    assert "--base-registry: name the registry without a scheme" in err
+    with pytest.raises(SystemExit) as refused:  # argparse refuses it, before the matrix is read
+        cli("render", "--matrix", str(path), "--base-registry", "https://mirror.example.com")
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --base-registry: 'https://mirror.example.com': name a registry as HOST[:PORT][/PREFIX], " in err
+    assert "without a scheme" in err
     path.write_text("base_registry: mirror\nrequire_locked_bases: maybe\n" + UBUNTU)
     code, _, err = cli("validate", "--matrix", str(path))
     assert code == 2

@@ -1,0 +1,93 @@
+"""A registry that trickles its answer cannot hold a command forever: every question has an overall deadline.
+
+The server is real (a TCP socket on 127.0.0.1 in a thread): it answers the status line, then one header line
+every 0.2 s, which a per-read timeout alone never ends. It stops by itself after TRICKLE_S, so a client
+without a deadline fails the test instead of hanging it."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from torchimages import registry
+
+TRICKLE_S = 8.0
+DEADLINE_S = 1.0
+
+
+class _Trickle(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.recv(65536)
+        self.request.sendall(b"HTTP/1.1 200 OK\r\n")
+        end = time.monotonic() + TRICKLE_S
+        with contextlib.suppress(OSError):
+            while time.monotonic() < end:
+                self.request.sendall(b"X-Slow: 1\r\n")
+                time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def trickling_registry() -> Iterator[str]:
+    """`127.0.0.1:PORT` of a registry that never finishes its headers."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Trickle)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_trickling_registry_ends_at_the_deadline() -> None:
+    with trickling_registry() as host:
+        started = time.monotonic()
+        with pytest.raises(registry.RegistryError) as caught:
+            registry.resolve_digest(f"{host}/library/ubuntu:24.04", deadline=DEADLINE_S)
+        took = time.monotonic() - started
+    assert DEADLINE_S * 0.9 <= took < DEADLINE_S + 1.5, took
+    assert f"no complete answer within {DEADLINE_S:g} s (TORCHIMAGES_REGISTRY_DEADLINE_S)" in str(caught.value)
+    assert str(caught.value).startswith(f"{host}/library/ubuntu:24.04: {host} does not answer")
+
+
+def test_a_refused_connection_is_not_called_a_deadline() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(registry.RegistryError) as caught:
+        registry.resolve_digest(f"127.0.0.1:{port}/a:1", deadline=5)
+    assert "refused" in str(caught.value) and "within" not in str(caught.value)
+
+
+def test_lock_bases_against_a_trickling_mirror_ends_with_one_line_per_base(
+    cli: Callable[..., tuple[int, str, str]], write_matrix: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n")
+    monkeypatch.setenv("TORCHIMAGES_REGISTRY_DEADLINE_S", str(DEADLINE_S))
+    with trickling_registry() as host:
+        started = time.monotonic()
+        code, out, err = cli("lock", "--bases", "--matrix", str(path), "--base-registry", f"{host}/hub")
+        took = time.monotonic() - started
+    assert code == 1 and out == "" and took < DEADLINE_S + 2.5, (code, took, err)
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors and all(f"within {DEADLINE_S:g} s" in line for line in errors), err
+    assert err.splitlines()[-1].startswith("nothing written") and not (path.parent / "matrix.bases.lock").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_deadline_is_refused_before_any_question(
+    cli: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch, value: str, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TORCHIMAGES_REGISTRY_DEADLINE_S", value)
+    code, out, err = cli("lock", "--bases", "--matrix", str(tmp_path / "none.yaml"))
+    assert code == 2 and out == ""
+    rule = "must be a number of seconds above 0, e.g. 60 (default 30)"
+    assert err == f"error: TORCHIMAGES_REGISTRY_DEADLINE_S={value!r} {rule}\n"

@@ -1,0 +1,175 @@
+"""One validator each for references, registries, hosts, URLs, wheel sources and digests: what each accepts,
+what each refuses and why, and (hypothesis) that no text makes one fail any other way."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from torchimages import registry, values
+
+HEX = "0123456789abcdef" * 4
+DIGEST = "sha256:" + HEX
+# Pieces that hostile and nearly valid values are made of.
+PIECES = [
+    "ghcr.io", "localhost", "localhost:5000", "127.0.0.1:5000", "[::1]:5000", "a", "b1", "A", "/", "//", ".", "..",
+    ":", ":1", ":0", ":99999", "@", "@" + DIGEST, DIGEST, "sha256:", "-", "_", "__", "$(", "$(id)", ")", " ", "\n",
+    "\t", "\x00", "\x1b[31m", "\u200b", "\udcff", "é", "http://", "https://", "file://", "file:///tmp", "ftp://",
+    "?q=1", "#f", "%20", "user:pw@", "{tag}", "x" * 130,
+]  # fmt: skip
+hostile = st.one_of(
+    st.text(max_size=40),
+    st.text(st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF) | st.characters(), max_size=10),
+    st.lists(st.sampled_from(PIECES), max_size=8).map("".join),
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "domain", "path", "tag", "digest"),
+    [
+        ("ubuntu", "", "ubuntu", "", ""),
+        ("ubuntu:24.04", "", "ubuntu", "24.04", ""),
+        ("nvidia/cuda:12.6.3-devel-ubuntu24.04", "", "nvidia/cuda", "12.6.3-devel-ubuntu24.04", ""),
+        ("localhost:5000/a/b:1", "localhost:5000", "a/b", "1", ""),
+        ("[::1]:5000/a__b/c-d", "[::1]:5000", "a__b/c-d", "", ""),
+        ("Registry.Example.COM/x@" + DIGEST, "Registry.Example.COM", "x", "", DIGEST),
+        ("a/b:_x@" + DIGEST, "", "a/b", "_x", DIGEST),
+    ],
+)
+def test_references_are_split_by_the_grammar(text: str, domain: str, path: str, tag: str, digest: str) -> None:
+    assert values.reference(text) == values.ImageReference(domain, path, tag, digest)
+    assert str(values.reference(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("../../etc/passwd", "'..' is no path component"),
+        ("a/./b", "'.' is no path component"),
+        ("a\udcffb", "not UTF-8"),
+        ("a b", "no spaces or control characters"),
+        ("a\nb", "no spaces or control characters"),
+        ("Ubuntu", "capital letters"),
+        ("ubuntu:-1", "not a valid tag"),
+        ("ubuntu:" + "x" * 129, "not a valid tag"),
+        ("ubuntu@sha256:abc", "the digest after '@'"),
+        ("ubuntu@" + DIGEST + "\n", "no spaces or control characters"),
+        ("host:0/a", "the port must be"),
+        ("-host.io/a", "registry host '-host.io'"),
+        ("a/" + "b" * 255, "at most 255"),
+        ("", "empty"),
+        ("pytörch", "ASCII only"),
+    ],
+)
+def test_bad_references_say_the_rule_and_where(text: str, rule: str) -> None:
+    with pytest.raises(values.BadValue) as caught:
+        values.reference(text, "--image")
+    assert rule in str(caught.value) and str(caught.value).startswith("--image ")
+    assert str(caught.value).isprintable()
+
+
+def test_registry_parse_goes_through_the_grammar() -> None:
+    assert registry.parse("ubuntu:24.04") == registry.Reference("docker.io", "library/ubuntu", "24.04")
+    with pytest.raises(values.BadValue):
+        registry.parse("../../v2/x")
+    with pytest.raises(registry.RegistryError, match="not an image reference"):
+        registry.resolve_digest("a\udcffb", deadline=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("a b", "without spaces"),
+        ("..", "registry host '..'"),
+        ("http://ghcr.io", "without a scheme"),
+        ("$(id)", "is not a registry host"),
+        ("ghcr.io/$(id)", "prefix component '$(id)'"),
+        ("ghcr.io/../x", "'..' is not a path component"),
+        ("ghcr.io/Team", "capital letters"),
+        ("ghcr.io:99999", "the port must be"),
+        ("user@ghcr.io", "no credentials"),
+    ],
+)
+def test_bad_registries_say_the_rule(text: str, rule: str) -> None:
+    with pytest.raises(values.BadValue, match="--temporary-registry") as caught:
+        values.registry(text, "--temporary-registry")
+    assert rule in caught.value.reason
+
+
+def test_good_registries_and_hosts_pass() -> None:
+    assert values.registry("ghcr.io/team/") == "ghcr.io/team"
+    for text in ("localhost", "localhost:5000", "127.0.0.1:5000/a/b", "[::1]:5000"):
+        assert values.registry(text) == text
+    for text in ("pypi.example", "10.0.0.1:8080", "[::1]"):
+        assert values.host(text) == text
+    for text in ("http://x", "x/y", "x:0", "", "a b"):
+        with pytest.raises(values.BadValue):
+            values.host(text, "--trusted-host")
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("http://:8080/", "needs a host"),
+        ("https:///simple", "needs a host"),
+        ("http://h:0/", "the port must be"),
+        ("http://h:99999/", "not a URL"),
+        ("ftp://h/", "not ftp"),
+        ("http://h/a b", "no spaces"),
+        ("http://h\u200b.io/", "without control characters"),
+        ("http://-h/", "registry host '-h'"),
+        ("file://server/share", "absolute path"),
+        ("gopher:x", "not gopher"),
+    ],
+)
+def test_bad_urls_say_the_rule(text: str, rule: str) -> None:
+    with pytest.raises(values.BadValue) as caught:
+        values.wheel_source(text, "--find-links")
+    assert rule in caught.value.reason and str(caught.value).startswith("--find-links ")
+
+
+def test_good_wheel_sources_pass() -> None:
+    for text in (
+        "https://download.pytorch.org/whl/cu126",
+        "http://user:pw@10.0.0.1:8080/simple/",
+        "http://[::1]:8000/",
+        "file:///srv/wheels",
+        "/srv/wheels",
+        "wheels",
+        "/home/me/my wheels",  # a folder is served on loopback: its name never reaches pip.conf
+    ):
+        assert values.wheel_source(text) == text
+
+
+@pytest.mark.parametrize("text", [DIGEST + "\n", "\n" + DIGEST, DIGEST.upper(), DIGEST[:-1], "sha256:", "md5:00", ""])
+def test_a_digest_is_the_whole_text(text: str) -> None:
+    assert not values.is_digest(text)
+    with pytest.raises(values.BadValue, match="64 lowercase hex"):
+        values.digest(text, "lock")
+    assert values.digest(DIGEST) == DIGEST
+
+
+@settings(max_examples=300, deadline=None)
+@given(hostile)
+def test_no_text_breaks_a_validator(text: str) -> None:
+    """Each validator returns or raises BadValue (a printable message naming where); what passes is sound."""
+    for validator in (values.reference, values.repository, values.registry, values.host, values.wheel_source):
+        try:
+            found = validator(text, "--opt")
+        except values.BadValue as exc:
+            assert str(exc).startswith("--opt ") and str(exc).isprintable(), str(exc)
+            continue
+        if validator is not values.wheel_source:
+            assert text.isascii() and text.isprintable() and " " not in text and ".." not in text.split("/")
+        if validator is values.reference:
+            assert isinstance(found, values.ImageReference) and str(found) == text
+    try:
+        url = values.url(text, "--index-url")
+    except values.BadValue:
+        pass
+    else:
+        assert urllib.parse.urlsplit(url).hostname
+    assert values.is_digest(text) == (len(text) == 71 and text.startswith("sha256:") and set(text[7:]) <= set(HEX))

@@ -1,0 +1,246 @@
+"""One validator each for the values the tool is handed: image references, registries, hosts, URLs, digests.
+
+Each returns the parsed value or raises `BadValue`, whose message names where the value came from (an
+option, an environment variable, a file and line), shows the value escaped (control characters and
+undecodable bytes as escapes, a huge value cut) and says the rule it breaks. Nothing here touches the
+network or the disk, and the module imports nothing of the package: every layer may use it.
+
+Image references follow the OCI distribution grammar (distribution/reference):
+
+    reference       := name [':' tag] ['@' digest]
+    name            := [domain '/'] path-component ['/' path-component]*      (at most 255 characters)
+    domain          := host [':' port]        host := domain-component ['.' domain-component]* | '[' IPv6 ']'
+    domain-component:= /[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]/
+    path-component  := /[a-z0-9]+/ [separator /[a-z0-9]+/]*                 separator := /[_.]|__|-+/
+    tag             := /[\\w][\\w.-]{0,127}/                                   digest := sha256:<64 hex>
+
+As Docker reads names, the first component is a registry host when it has a '.' or ':' or is `localhost`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+MAX_NAME = 255  # the distribution spec's limit on a repository name, domain included
+MAX_SHOWN = 200  # a value longer than this is shown by its start and end
+PATH_RULE = "lowercase letters and digits, separated by one '.', one '_', two '_' or any number of '-'"
+DIGEST_RULE = "sha256: and 64 lowercase hex digits"
+_PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_DOMAIN_COMPONENT = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?")
+_PORT = re.compile(r"[0-9]{1,5}")
+_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def show(value: str) -> str:
+    """`value` quoted for a message: escapes for what is not printable (a newline, NUL, an undecodable byte
+    read as a surrogate), the start and end of a huge value."""
+    if len(value) > MAX_SHOWN:
+        value = f"{value[: MAX_SHOWN // 2]}...{value[-MAX_SHOWN // 4 :]}"
+    return repr(value)
+
+
+class BadValue(ValueError):
+    """A value that breaks its rule: `where` it came from, the value, and `reason` (the rule it breaks)."""
+
+    def __init__(self, where: str, value: str, reason: str) -> None:
+        self.where, self.value, self.reason = where, value, reason
+        super().__init__(f"{where} {show(value)}: {reason}" if where else f"{show(value)}: {reason}")
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """An image reference as written, split by the grammar: `domain` is "" when the name has none (Docker
+    Hub); `tag` and `digest` are "" when absent."""
+
+    domain: str
+    path: str
+    tag: str = ""
+    digest: str = ""
+
+    @property
+    def name(self) -> str:
+        """The repository: `[domain/]path`."""
+        return f"{self.domain}/{self.path}" if self.domain else self.path
+
+    def __str__(self) -> str:
+        return self.name + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+
+
+def _plain_problem(text: str, what: str) -> str | None:
+    """Why `text` cannot be any such value at all: empty, spaces or control characters, not ASCII."""
+    if not text:
+        return f"{what} is empty"
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):  # how Python reads a byte that is not UTF-8
+        return f"{what} is text: this one has a byte that is not UTF-8"
+    if any(c.isspace() or not c.isprintable() for c in text):
+        return f"{what} has no spaces or control characters"
+    if not text.isascii():
+        return f"{what} is ASCII only (undecodable bytes and other letters are not allowed)"
+    return None
+
+
+def _host_problem(host: str) -> str | None:
+    """Why `host` (a name, an IPv4 address, or `[IPv6]`) is not a registry host."""
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return f"'{host}' is not an IPv6 address in brackets"
+        return None
+    if not host or not all(_DOMAIN_COMPONENT.fullmatch(part) for part in host.split(".")):
+        return f"registry host '{host}' must be names of letters, digits and inner '-', separated by one '.'"
+    return None
+
+
+def _domain_problem(domain: str) -> str | None:
+    """Why `domain` is not `host[:port]`."""
+    host, colon, port = domain.rpartition(":") if not domain.endswith("]") else (domain, "", "")
+    if not colon:
+        host = domain
+    elif not (_PORT.fullmatch(port) and 0 < int(port) < 65536):
+        return f"'{domain}': the port must be a number from 1 to 65535"
+    return _host_problem(host)
+
+
+def _is_domain(component: str) -> bool:
+    return "." in component or ":" in component or component == "localhost" or component.startswith("[")
+
+
+def _path_problem(components: list[str], what: str = "path component") -> str | None:
+    for component in components:
+        if not component:
+            return "no empty path component ('//', or a '/' at an end)"
+        if component in (".", ".."):
+            return f"'{component}' is not a path component: " + PATH_RULE
+        if _PATH_COMPONENT.fullmatch(component):
+            continue
+        if _PATH_COMPONENT.fullmatch(component.lower()):
+            return f"{what} '{component}' has capital letters; repository paths are lowercase"
+        return f"{what} '{component}' must be " + PATH_RULE
+    return None
+
+
+def digest(text: str, where: str = "") -> str:
+    """A content digest: the whole text is `sha256:<64 lowercase hex>` (a trailing newline is not)."""
+    if not isinstance(text, str) or not _DIGEST.fullmatch(text):
+        raise BadValue(where, str(text), f"a digest is {DIGEST_RULE}")
+    return text
+
+
+def is_digest(text: object) -> bool:
+    """Whether `text` is a whole sha256 digest."""
+    return isinstance(text, str) and _DIGEST.fullmatch(text) is not None
+
+
+def reference(text: str, where: str = "", what: str = "an image reference") -> ImageReference:
+    """An image reference `[domain/]path[:tag][@sha256:...]` by the OCI grammar (the module's docstring)."""
+
+    def refuse(reason: str) -> BadValue:
+        return BadValue(where, text, f"not {what}: {reason}" if what else reason)
+
+    if problem := _plain_problem(text, "a reference"):
+        raise refuse(problem)
+    name, at, found_digest = text.partition("@")
+    if at and not _DIGEST.fullmatch(found_digest):
+        raise refuse(f"the digest after '@' must be {DIGEST_RULE}")
+    components = name.split("/")
+    if dots := next((c for c in components if c in (".", "..")), None):
+        raise refuse(f"'{dots}' is no path component: a reference names an image, not a path")
+    domain = ""
+    if len(components) > 1 and _is_domain(components[0]):
+        domain = components.pop(0)
+        if problem := _domain_problem(domain):
+            raise refuse(problem)
+    last, colon, tag = components[-1].partition(":")
+    if colon:
+        if not _TAG.fullmatch(tag):
+            raise refuse(
+                f"the tag {show(tag)} is not a valid tag: letters, digits, '_', '.', '-' (not first), 1 to 128"
+            )
+        components[-1] = last
+    if problem := _path_problem(components):
+        raise refuse(problem)
+    path = "/".join(components)
+    if len(domain) + len(path) + bool(domain) > MAX_NAME:
+        raise refuse(f"the name is at most {MAX_NAME} characters long")
+    return ImageReference(domain, path, tag, found_digest)
+
+
+def repository(text: str, where: str = "") -> str:
+    """A repository alone, `[domain/]path`: no tag, no digest."""
+    if "@" in text:
+        raise BadValue(where, text, "a repository has no digest (@sha256:...): name the repository alone")
+    if ":" in text.rsplit("/", 1)[-1]:
+        raise BadValue(where, text, "a repository has no tag (:TAG)")
+    return reference(text, where, "").name
+
+
+def host(text: str, where: str = "") -> str:
+    """A registry or server host, `HOST[:PORT]` (`ghcr.io`, `127.0.0.1:5000`, `[::1]:5000`), no scheme."""
+    if problem := _plain_problem(text, "a host"):
+        raise BadValue(where, text, problem)
+    if "://" in text or "/" in text:
+        raise BadValue(where, text, "name the host alone, HOST[:PORT], without a scheme or a path")
+    if problem := _domain_problem(text):
+        raise BadValue(where, text, problem)
+    return text
+
+
+def registry(text: str, where: str = "") -> str:
+    """A registry with an optional repository prefix, `HOST[:PORT][/PREFIX]` (one '/' at the end is
+    dropped); the host needs a '.' or a ':PORT' or is `localhost`, as Docker reads names."""
+    rule = "name a registry as HOST[:PORT][/PREFIX]"
+    if _plain_problem(text, "a registry"):
+        raise BadValue(where, text, f"{rule}, without spaces, control characters or other than ASCII")
+    if "://" in text:
+        raise BadValue(where, text, f"{rule}, without a scheme (not https://...)")
+    if "@" in text:
+        raise BadValue(where, text, f"{rule}: no digest, no credentials")
+    trimmed = text.removesuffix("/")
+    first, _, prefix = trimmed.partition("/")
+    if not _is_domain(first):
+        raise BadValue(where, text, f"'{first}' is not a registry host: it needs a '.' or a ':PORT' (or is localhost)")
+    if problem := _domain_problem(first):
+        raise BadValue(where, text, problem)
+    if prefix and (problem := _path_problem(prefix.split("/"), "prefix component")):
+        raise BadValue(where, text, problem)
+    if len(trimmed) > MAX_NAME:
+        raise BadValue(where, text, f"a registry is at most {MAX_NAME} characters long")
+    return trimmed
+
+
+def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https")) -> str:
+    """A URL of one of `schemes`: http(s) with a host (and a valid port), file: with an absolute path."""
+    allowed = "/".join(schemes)
+    if problem := _plain_problem(text, "a URL"):
+        raise BadValue(where, text, f"{problem} (percent-encode what needs it)")
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise BadValue(where, text, f"not a URL: {exc}") from None
+    if parts.scheme not in schemes:
+        raise BadValue(where, text, f"a URL here is {allowed}://..., not {parts.scheme or 'one without a scheme'}")
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise BadValue(where, text, "a file: URL names an absolute path on this machine (file:///path)")
+        return text
+    if not parts.hostname:
+        raise BadValue(where, text, "a URL needs a host (http://HOST[:PORT]/...)")
+    netloc_host = parts.netloc.rpartition("@")[2]
+    if port == 0 or (problem := _domain_problem(netloc_host)):
+        raise BadValue(where, text, problem or "the port must be a number from 1 to 65535")
+    return text
+
+
+def wheel_source(text: str, where: str = "") -> str:
+    """A wheel source: an http(s) URL with a host, a file: URL, or a folder path on this machine."""
+    if not text or not text.isprintable():  # an undecodable byte (a surrogate) is not printable either
+        raise BadValue(where, text, "a wheel source is a URL or a folder, without control characters")
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text) and not re.match(r"[A-Za-z]:[\\/]", text):
+        return url(text, where, ("http", "https", "file"))
+    return text
