@@ -48,6 +48,13 @@ class Setting:
 SETTINGS = (
     Setting("TORCHIMAGES_BASE_REGISTRY", "text", "", "mirror to pull registry bases from (--base-registry)", MATRIX),
     Setting("TORCHIMAGES_MAX_MATRIX_BYTES", "count", str(1024 * 1024), "largest matrix file read, in bytes", MATRIX),
+    Setting(
+        "TORCHIMAGES_MAX_FILE_BYTES",
+        "count",
+        str(16 * 1024 * 1024),
+        "largest other file read (bases lock, requirements.lock, --spec, --from, --ca-cert), in bytes",
+        MATRIX,
+    ),
     Setting("TORCHIMAGES_MAX_COMBINATIONS", "count", "10000", "most combinations a matrix may expand to", MATRIX),
     Setting("TORCHIMAGES_MAX_ENTRIES", "count", "1000", "most entries of one matrix list (include, axes)", MATRIX),
     Setting("TORCHIMAGES_JOBS", "count", "1", "combinations built at once (--jobs)", ("build",)),
