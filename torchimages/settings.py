@@ -141,10 +141,10 @@ def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def whole_number(text: str) -> int | None:
-    """`text` as a whole number of at least 1, or None (also for one too long for int())."""
+    """`text` as a whole number of at least 1 in ASCII digits, or None (also for one too long for int())."""
     text = text.strip()
     try:
-        number = int(text) if text.isdecimal() else 0
+        number = int(text) if text.isascii() and text.isdecimal() else 0
     except ValueError:  # more digits than Python converts
         return None
     return number if number >= 1 else None

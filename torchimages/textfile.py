@@ -118,7 +118,7 @@ _JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a string (ski
 
 def _too_deep(text: str, path: str, what: str, index: int) -> InputError:
     line, column = position(text, index)
-    message = f"{what} nests lists and mappings deeper than {MAX_DEPTH} levels (at column {column})"
+    message = f"{what} nests lists and mappings deeper than {MAX_DEPTH} levels at column {column}"
     return InputError([Problem(message, file=path, line=line)])
 
 
@@ -175,7 +175,7 @@ def compose_yaml(text: str, path: str, what: str) -> yaml.Node | None:
                 if depth > MAX_DEPTH:
                     mark = event.start_mark
                     problem = Problem(
-                        f"{what} nests lists and mappings deeper than {MAX_DEPTH} levels (at column {mark.column + 1})",
+                        f"{what} nests lists and mappings deeper than {MAX_DEPTH} levels at column {mark.column + 1}",
                         file=path,
                         line=mark.line + 1,
                     )
@@ -187,8 +187,10 @@ def compose_yaml(text: str, path: str, what: str) -> yaml.Node | None:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at column {mark.column + 1}" if mark else ""
-        problem = Problem(f"malformed YAML{where}: {exc.problem}", file=path, line=mark.line + 1 if mark else 0)
-        raise InputError([problem]) from None
+        message = f"malformed YAML{where}: {exc.problem}"
+        if "maximum nesting depth" in str(exc.problem):  # libyaml's own limit (1000), met when it reads ahead
+            message = f"{what} nests lists and mappings deeper than {MAX_DEPTH} levels{where}"
+        raise InputError([Problem(message, file=path, line=mark.line + 1 if mark else 0)]) from None
     except yaml.reader.ReaderError as exc:
         line, column = position(text, exc.position)
         problem = Problem(

@@ -248,7 +248,7 @@ def promotion(metadata_file: Path, selected: Sequence[Selected], named: bool, re
     """The images to promote from buildx's metadata file: those `selected` when the user `named` them (each
     must be in the file), else every image of the plan the bake built. The file is read by `textfile` (a regular
     UTF-8 file within TORCHIMAGES_MAX_FILE_BYTES, JSON no deeper than its limit): InputError, located, for one
-    that is missing or malformed; UsageError for one that names none of the plan's targets."""
+    that is missing, malformed or names none of the plan's targets."""
     source = str(metadata_file)
     metadata = read_metadata(textfile.read_text(metadata_file, METADATA_WHAT), source)
     chosen = list(selected)
@@ -256,5 +256,6 @@ def promotion(metadata_file: Path, selected: Sequence[Selected], named: bool, re
         chosen = [Selected(s.combination, tuple(i for i in s.images if target_name(i) in metadata)) for s in selected]
         chosen = [s for s in chosen if s.images]
         if not chosen:
-            raise UsageError(f"--from {source}: names no bake target of this plan's images (see build.py bake)")
+            message = "names no bake target of this plan's images (see build.py bake)"
+            raise InputError([Problem(message, file=source, key="--from")])
     return Promotion(tuple(chosen), baked_images(metadata, chosen, source, registry))
