@@ -135,11 +135,11 @@ def render_all(combinations: Iterable[Combination], templates: Path) -> dict[str
 
 def stale(rendered: dict[str, str], images: Path) -> list[str]:
     """Paths whose file differs from the rendering, is missing, or is no longer generated."""
-    changed = [p for p, text in rendered.items() if _read(images / p) != text]
+    changed = [p for p, text in rendered.items() if _read(images / p) != text.encode()]
     orphans = [
         p.relative_to(images).as_posix()
         for p in sorted(images.glob("*/Dockerfile"))
-        if p.relative_to(images).as_posix() not in rendered
+        if p.relative_to(images).as_posix() not in rendered and _read(p) is not None  # a folder is not removed
     ]
     return sorted(changed + orphans)
 
@@ -159,8 +159,10 @@ def write(rendered: dict[str, str], images: Path) -> list[str]:
     return changed
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path) -> bytes | None:
+    """A generated Dockerfile's bytes (None when there is none): a regular file, else InputError naming it (it
+    would not be replaced, or would hang a read); any bytes, since a stale one is rewritten whole."""
     try:
-        return path.read_text("utf-8")
-    except FileNotFoundError:
+        return textfile.read_bytes(path, "a rendered Dockerfile")
+    except textfile.Missing:
         return None

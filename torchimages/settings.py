@@ -56,6 +56,13 @@ SETTINGS = (
         "TORCHIMAGES_BASE_REGISTRY", "registry", "", "mirror to pull registry bases from (--base-registry)", MATRIX
     ),
     Setting("TORCHIMAGES_MAX_MATRIX_BYTES", "count", str(1024 * 1024), "largest matrix file read, in bytes", MATRIX),
+    Setting(
+        "TORCHIMAGES_MAX_FILE_BYTES",
+        "count",
+        str(16 * 1024 * 1024),
+        "largest other file read (bases lock, requirements.lock, --spec, --from, --ca-cert), in bytes",
+        MATRIX,
+    ),
     Setting("TORCHIMAGES_MAX_COMBINATIONS", "count", "10000", "most combinations a matrix may expand to", MATRIX),
     Setting("TORCHIMAGES_MAX_ENTRIES", "count", "1000", "most entries of one matrix list (include, axes)", MATRIX),
     Setting("TORCHIMAGES_JOBS", "count", "1", "combinations built at once (--jobs)", ("build",)),
@@ -179,10 +186,10 @@ def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def whole_number(text: str) -> int | None:
-    """`text` as a whole number of at least 1, or None (also for one too long for int())."""
+    """`text` as a whole number of at least 1 in ASCII digits, or None (also for one too long for int())."""
     text = text.strip()
     try:
-        number = int(text) if text.isdecimal() else 0
+        number = int(text) if text.isascii() and text.isdecimal() else 0
     except ValueError:  # more digits than Python converts
         return None
     return number if number >= 1 else None

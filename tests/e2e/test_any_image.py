@@ -100,7 +100,7 @@ def test_a_bad_spec_file_or_a_missing_image_is_a_usage_error(runtime: str, tmp_p
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"tag": "x", "torch": "two"}))
     bad = run_cli("test", "--image", runtime, "--spec", spec)
-    assert bad.returncode == 2 and f"--spec: {spec}: key" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and f"{spec}: error: the spec file (--spec): key" in bad.stderr, bad.stderr
     missing = run_cli("test", "--image", "torchimages-e2e-no-such-image:nope")
     assert missing.returncode == 2
     assert "no such image here: torchimages-e2e-no-such-image:nope" in missing.stderr

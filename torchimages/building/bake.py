@@ -17,14 +17,13 @@ combination's flavors stay in one group; `promote` checks runtime's layers are a
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchimages import values
+from torchimages import textfile, values
 from torchimages.building import wheels
 from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
 from torchimages.building.requests import BuildOptions, build_request
@@ -39,6 +38,7 @@ TARGET_PLACEHOLDER = "{target}"  # in a cache value: the bake target's name
 # What buildx writes per target into --metadata-file: the image name it gave, and what it built.
 IMAGE_NAME = "image.name"
 DIGEST_KEYS = ("containerimage.config.digest", "containerimage.digest")
+METADATA_WHAT = "the bake metadata file (--from)"  # how a refusal to read it names it
 
 
 @dataclass(frozen=True)
@@ -146,17 +146,11 @@ def bake_file(entries: Sequence[Entry], cache: Cache = Cache()) -> dict[str, Any
 
 def read_metadata(text: str, source: str) -> dict[str, Any]:
     """buildx's --metadata-file: an object of target name -> object (other keys, such as buildx's
-    `buildx.build.warnings`, may be anything). InputError when it is not JSON or not that shape."""
-
-    def problem(message: str) -> InputError:
-        return InputError([Problem(message, file=source, key="--from")])
-
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise problem(f"not JSON ({exc}): expected the file `docker buildx bake --metadata-file` writes") from None
+    `buildx.build.warnings`, may be anything). InputError, located, when it is not JSON or not that shape."""
+    data = textfile.parse_json(text, source, METADATA_WHAT)
     if not isinstance(data, dict):
-        raise problem(f"expected a JSON object of bake target -> build result, not {type(data).__name__}")
+        message = f"expected a JSON object of bake target -> build result, not {textfile.kind(data)}"
+        raise InputError([Problem(message, file=source, key="--from")])
     return data
 
 
@@ -172,7 +166,7 @@ def baked_images(
         for image in s.images:
             name = target_name(image)
             entry = metadata.get(name)
-            if entry is None:
+            if name not in metadata:
                 problems.append(
                     Problem(
                         f"no entry for bake target '{name}' ({image.tag}): it was not baked, or not with this plan",
@@ -183,7 +177,8 @@ def baked_images(
                 )
                 continue
             if not isinstance(entry, dict):
-                problems.append(Problem(f"target '{name}': malformed entry {entry!r}", file=source, key="--from"))
+                message = f"target '{name}': its entry is {textfile.kind(entry)}, not an object of its build result"
+                problems.append(Problem(message, file=source, key="--from"))
                 continue
             names = entry.get(IMAGE_NAME, "")
             ids = tuple(entry[k] for k in DIGEST_KEYS if k in entry)
@@ -280,19 +275,16 @@ class Promotion:
 
 def promotion(metadata_file: Path, selected: Sequence[Selected], named: bool, registry: str | None) -> Promotion:
     """The images to promote from buildx's metadata file: those `selected` when the user `named` them (each
-    must be in the file), else every image of the plan the bake built. UsageError for a file that is not
-    there or names none of the plan's targets; InputError for a malformed one."""
+    must be in the file), else every image of the plan the bake built. The file is read by `textfile` (a regular
+    UTF-8 file within TORCHIMAGES_MAX_FILE_BYTES, JSON no deeper than its limit): InputError, located, for one
+    that is missing, malformed or names none of the plan's targets."""
     source = str(metadata_file)
-    if not metadata_file.is_file():
-        raise UsageError(f"--from {source}: no such file (the --metadata-file of `docker buildx bake`)")
-    try:
-        metadata = read_metadata(metadata_file.read_text(encoding="utf-8"), source)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--from {source}: cannot read it: {exc}") from None
+    metadata = read_metadata(textfile.read_text(metadata_file, METADATA_WHAT), source)
     chosen = list(selected)
     if not named:
         chosen = [Selected(s.combination, tuple(i for i in s.images if target_name(i) in metadata)) for s in selected]
         chosen = [s for s in chosen if s.images]
         if not chosen:
-            raise UsageError(f"--from {source}: names no bake target of this plan's images (see build.py bake)")
+            message = "names no bake target of this plan's images (see build.py bake)"
+            raise InputError([Problem(message, file=source, key="--from")])
     return Promotion(tuple(chosen), baked_images(metadata, chosen, source, registry))

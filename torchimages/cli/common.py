@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchimages import settings
+from torchimages import settings, textfile
 from torchimages.building import progress, renderers, wheels
 from torchimages.building.wheels import WheelSources
 from torchimages.cli import preflight
@@ -119,9 +119,10 @@ def told(finished: Finished) -> bool:
 
 
 def check_file(option: str, path: Path | None) -> None:
-    """UsageError unless `path` (when given) is a file."""
-    if path is not None and not path.is_file():
-        raise UsageError(f"{option} {path}: no such file")
+    """InputError, naming the file, unless `path` (when given) is a regular file this user can read, within
+    TORCHIMAGES_MAX_FILE_BYTES (read by `textfile`, which says what it is instead: a folder, a FIFO)."""
+    if path is not None:
+        textfile.read_bytes(path, f"the {option} file")
 
 
 def check_sources(sources: WheelSources) -> None:

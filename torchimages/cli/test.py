@@ -99,16 +99,17 @@ def run(args: argparse.Namespace) -> int:
     preflight.file("--junit", args.junit)
     preflight.folder("--report", args.report)
     session.check(args.report)
+    spec = targets.read_spec_file(args.spec) if args.spec else None  # read once, checked before anything runs
     python_exe = args.python_exe or ("python3" if local else "python")
     run_args = tuple(split_run_args(args.run_args))
     options = runner.SmokeOptions(
         shared.suites(args.suites), args.gpus, args.require_gpu, args.shm_size, python_exe, run_args
     )
     if local:
-        return EXIT_OK if targets.test_host(args.spec, options, args.junit) else EXIT_FAILED
+        return EXIT_OK if targets.test_host(spec, options, args.junit) else EXIT_FAILED
     if args.images:
         engine = common.connect()
-        chosen = targets.image_targets(engine, args.images, args.spec)
+        chosen = targets.image_targets(engine, args.images, spec)
         for target in chosen:
             print(target.note)
     else:

@@ -30,6 +30,7 @@ from torchimages.compat import KnowledgeBase
 from torchimages.problems import InputError, Problem, Severity
 
 LOCK_SUFFIX = ".bases.lock"
+LOCK_WHAT = "the bases lock"  # how a refusal to read it names it
 LOCK_COMMAND = "python build.py lock --bases"
 REQUIRE_KEY = "require_locked_bases"
 REGISTRY_KEY = "base_registry"
@@ -77,29 +78,48 @@ def base_names(combination: Combination) -> list[str]:
 
 
 def read_locks(path: Path) -> dict[str, str]:
-    """The digests of a bases lock (empty when there is none); a malformed file is an InputError."""
+    """The digests of a bases lock (empty when there is none), read by `textfile` (a regular UTF-8 file within
+    TORCHIMAGES_MAX_FILE_BYTES, YAML no deeper than its limit); anything else is an InputError, located."""
+    source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        text = textfile.read_text(path, LOCK_WHAT)
+    except textfile.Missing:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError([Problem(f"cannot read the bases lock: {exc}", file=str(path))]) from None
     fix = f"regenerate it with `{LOCK_COMMAND}`"
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
-        raise InputError([Problem("the bases lock is not valid YAML", file=str(path), suggestion=fix)]) from None
-    bases = raw.get("bases") if isinstance(raw, dict) else None
-    if not isinstance(bases, dict):
-        raise InputError([Problem("the bases lock has no `bases:` mapping", file=str(path), suggestion=fix)])
-    problems = [
-        Problem(f"{name}: {values.show(str(digest))} is not a sha256:<64 hex> digest", file=str(path), suggestion=fix)
-        for name, digest in bases.items()
-        if not values.is_digest(digest)
-    ]
+    root = textfile.compose_yaml(text, source, LOCK_WHAT)
+    tops = [(k, v) for k, v in _pairs(root) if isinstance(k, yaml.ScalarNode) and k.value == "bases"]
+    if len(tops) != 1 or not isinstance(tops[0][1], yaml.MappingNode):
+        line = _line(tops[-1][1]) if tops else 0
+        twice = " (it has two)" if len(tops) > 1 else ""
+        problem = Problem(f"the bases lock has no `bases:` mapping{twice}", file=source, line=line, suggestion=fix)
+        raise InputError([problem])
+    found: dict[str, str] = {}
+    problems = []
+    for key, value in tops[0][1].value:
+        if not isinstance(key, yaml.ScalarNode) or not key.value:
+            problems.append(Problem("a base name must be a plain word", file=source, line=_line(key), suggestion=fix))
+            continue
+        name = str(key.value)
+        digest = str(value.value) if isinstance(value, yaml.ScalarNode) else None
+        if name in found:
+            problems.append(Problem(f"{name} is locked twice", file=source, line=_line(key), suggestion=fix))
+        elif digest is None or not values.is_digest(digest):
+            given = "a list or mapping" if digest is None else values.show(digest)
+            message = f"{name}: {given} is not a sha256:<64 hex> digest"
+            problems.append(Problem(message, file=source, line=_line(value), suggestion=fix))
+        else:
+            found[name] = digest
     if problems:
         raise InputError(problems)
-    return {str(name): str(digest) for name, digest in bases.items()}
+    return found
+
+
+def _pairs(node: yaml.Node | None) -> list[tuple[yaml.Node, yaml.Node]]:
+    return list(node.value) if isinstance(node, yaml.MappingNode) else []
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
 
 
 def write_locks(path: Path, digests: Mapping[str, str], matrix: str, mirror: str | None) -> None:

@@ -61,9 +61,6 @@ class Matrix:
     require_locked_bases: bool = False  # a registry base without a digest in the bases lock is an error
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
@@ -203,24 +200,7 @@ class _Reader:
 def parse(text: str, path: str) -> Matrix:
     """Parse a matrix document; problems are collected, never raised for content."""
     reader = _Reader(path)
-    try:
-        root = yaml.compose(text, Loader=_LOADER)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" at column {mark.column + 1}" if mark else ""
-        problem = Problem(f"malformed YAML{where}: {exc.problem}", file=path, line=mark.line + 1 if mark else 0)
-        raise InputError([problem]) from None
-    except yaml.reader.ReaderError as exc:
-        line, column = _position(text, exc.position)
-        problem = Problem(
-            f"character {_codepoint(exc.character)} at column {column} is not allowed in YAML "
-            "(control characters other than tab and newline are refused)",
-            file=path,
-            line=line,
-        )
-        raise InputError([problem]) from None
-    except yaml.YAMLError as exc:
-        raise InputError([Problem(f"malformed YAML: {exc}", file=path)]) from None
+    root = textfile.compose_yaml(text, path, WHAT)
     if root is None:
         raise InputError([Problem("the matrix file is empty; it needs a 'matrix:' mapping", file=path)])
     top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
@@ -275,21 +255,6 @@ def _base_settings(reader: _Reader, top: dict[str, yaml.Node]) -> tuple[str | No
     return mirror, require
 
 
-def _position(text: str, index: int) -> tuple[int, int]:
-    """The 1-based line and column of a character index."""
-    before = text[:index]
-    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
-
-
-def _codepoint(character: object) -> str:
-    if isinstance(character, int):
-        return f"U+{character:04X}"
-    if isinstance(character, str) and len(character) == 1:
-        return f"U+{ord(character):04X}"
-    return repr(character)
-
-
 def read(path: Path) -> Matrix:
     """Read and parse a matrix file."""
-    data = textfile.read_bytes(path, WHAT, MAX_BYTES_VARIABLE)
-    return parse(textfile.decode(data, str(path), WHAT), str(path))
+    return parse(textfile.read_text(path, WHAT, MAX_BYTES_VARIABLE), str(path))

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from torchimages import compat, reference, render
+from torchimages import compat, reference, render, textfile
 from torchimages.combination import LOCK_FILE, Combination, Image, make_image
 from torchimages.planning import bases, matrix, tags
 from torchimages.planning.resolve import resolve
@@ -132,11 +132,15 @@ def _defined_twice(combinations: list[Combination]) -> list[Problem]:
 
 
 def lock_digest(path: Path) -> str | None:
-    """The hash of a combination's committed lock file (pip constraints), if it has one."""
+    """The hash of a combination's committed lock file (pip constraints), if it has one; read by `textfile`
+    (a regular UTF-8 file within TORCHIMAGES_MAX_FILE_BYTES, else an InputError naming it)."""
+    what = f"the lock file ({LOCK_FILE})"
     try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
+        data = textfile.read_bytes(path, what)
+    except textfile.Missing:
         return None
+    textfile.decode(data, str(path), what)  # pip reads it as text
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def matches(selector: str, name: str) -> bool:

@@ -3,7 +3,6 @@ validation (`load_spec`), and how it is written from a planned image or from a h
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,6 +10,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from torchimages import textfile
+from torchimages.problems import InputError
 from torchimages.versions import COMPANIONS, FACTS, decode_facts, public_version
 
 if TYPE_CHECKING:
@@ -121,13 +122,12 @@ def spec_from_dict(data: Mapping[str, Any]) -> SmokeSpec:
 
 
 def load_spec(path: str | Path) -> SmokeSpec:
-    """Read and validate SPEC.json; raise SpecError naming the file and the problem."""
+    """Read SPEC.json (by `textfile`: a regular UTF-8 file within TORCHIMAGES_MAX_FILE_BYTES holding a JSON
+    object) and validate it; raise SpecError naming the file and the problem."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read the image spec: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: the image spec must be a JSON object")
+        data = textfile.read_json_object(Path(path), "the image spec")
+    except InputError as exc:
+        raise SpecError("; ".join(str(p) for p in exc.problems)) from None
     try:
         return spec_from_dict(data)
     except SpecError as exc:

@@ -16,7 +16,6 @@ driver and the image digest.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,9 @@ import pytest
 import testinfra
 import testinfra.host
 
+from torchimages import textfile
 from torchimages.probes import ScriptResult, probe_source, run_probe, run_script
+from torchimages.problems import InputError
 from torchimages.smoke.diagnosis import GpuQuery, GpuStatus, diagnose, query_gpus
 from torchimages.smoke.document import SmokeSpec, SpecError, load_spec
 from torchimages.smoke.hosts import container_inspect, host_id, is_docker, is_local
@@ -82,9 +83,9 @@ def pytest_configure(config: pytest.Config) -> None:
     facts = config.getoption("--facts")
     if facts:
         try:
-            config.stash[FACTS_KEY] = dict(json.loads(Path(facts).read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError) as exc:
-            raise pytest.UsageError(f"--facts {facts}: cannot read the facts: {exc}") from exc
+            config.stash[FACTS_KEY] = textfile.read_json_object(Path(facts), "the facts file (--facts)")
+        except InputError as exc:
+            raise pytest.UsageError("; ".join(str(p) for p in exc.problems)) from None
 
 
 # --- what the report says about the run ---------------------------------------------

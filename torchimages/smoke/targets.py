@@ -3,7 +3,6 @@ and the loop that runs the suites in each, one container after another."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -11,10 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from torchimages import textfile
 from torchimages.combination import INPUT_DIGEST_LABEL, LABEL_PREFIX, Combination, Image
 from torchimages.engine import ImageInfo
-from torchimages.problems import UsageError
+from torchimages.problems import InputError, Problem, UsageError
 from torchimages.smoke import document, runner
+
+SPEC_WHAT = "the spec file (--spec)"  # how a refusal to read it names it
 
 
 class TargetEngine(runner.ContainerEngine, Protocol):
@@ -79,17 +81,11 @@ def matrix_targets(engine: TargetEngine, chosen: Sequence[tuple[Combination, Ima
     return [Target(i.tag, document.image_document(c, i, i.reference), (c, i)) for c, i in chosen]
 
 
-def image_targets(engine: TargetEngine, references: Sequence[str], spec_file: Path | None) -> list[Target]:
-    """The spec of each image given by --image: from --spec FILE, else from its io.torchimages.* labels
-    (an image built FROM one of ours inherits them). Every image is checked before any runs, and no two may
-    share a file name for their results (refuse_shared_names)."""
+def image_targets(engine: TargetEngine, references: Sequence[str], spec: SpecFile | None) -> list[Target]:
+    """The spec of each image given by --image: from --spec FILE (read already), else from its
+    io.torchimages.* labels (an image built FROM one of ours inherits them). Every image is checked before
+    any runs, and no two may share a file name for their results (refuse_shared_names)."""
     refuse_shared_names(references)
-    template = None
-    if spec_file is not None:
-        try:
-            template = read_spec_file(spec_file)
-        except document.SpecError as exc:
-            raise UsageError(f"--spec: {exc}") from None
     found = {reference: engine.inspect(reference) for reference in references}
     missing = [reference for reference, info in found.items() if info is None]
     if missing:
@@ -97,9 +93,9 @@ def image_targets(engine: TargetEngine, references: Sequence[str], spec_file: Pa
     targets = []
     for reference, info in found.items():
         assert info is not None
-        if template is not None:
-            note = f"{reference}: spec read from {spec_file}"
-            targets.append(Target(tag_of(reference), {**template, "image": reference}, None, note))
+        if spec is not None:
+            note = f"{reference}: spec read from {spec.path}"
+            targets.append(Target(tag_of(reference), {**spec.document, "image": reference}, None, note))
             continue
         if not document.has_our_labels(info.labels):
             raise UsageError(
@@ -110,19 +106,31 @@ def image_targets(engine: TargetEngine, references: Sequence[str], spec_file: Pa
         cuda = info.labels.get(f"{LABEL_PREFIX}.cuda")
         min_driver = document.known_min_driver(None if cuda in (None, "none") else cuda)
         try:
-            spec = document.labels_document(reference, info.labels, info.user, min_driver)
+            labelled = document.labels_document(reference, info.labels, info.user, min_driver)
         except document.SpecError as exc:
             raise UsageError(f"{reference}: its io.torchimages.* labels do not make a spec: {exc}") from None
         note = f"{reference}: spec read from its io.torchimages.* labels{inherited(engine, info)}"
-        targets.append(Target(tag_of(reference), spec, None, note))
+        targets.append(Target(tag_of(reference), labelled, None, note))
     return targets
 
 
-def read_spec_file(path: Path) -> dict[str, Any]:
-    """A SPEC.json, validated (document.load_spec), as the plain mapping the runner writes."""
-    document.load_spec(path)
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+@dataclass(frozen=True)
+class SpecFile:
+    """A `--spec` SPEC.json: where it was read from, and the plain mapping the runner writes."""
+
+    path: Path
+    document: dict[str, Any]
+
+
+def read_spec_file(path: Path) -> SpecFile:
+    """A SPEC.json read once (by `textfile`: a regular UTF-8 file within TORCHIMAGES_MAX_FILE_BYTES holding a
+    JSON object) and validated (document.spec_from_dict); InputError naming the file otherwise."""
+    data = textfile.read_json_object(path, SPEC_WHAT)
+    try:
+        document.spec_from_dict(data)
+    except document.SpecError as exc:
+        raise InputError([Problem(f"{SPEC_WHAT}: {exc}", file=str(path))]) from None
+    return SpecFile(path, data)
 
 
 def inherited(engine: TargetEngine, info: ImageInfo) -> str:
@@ -167,11 +175,11 @@ def test_all(
     return tested
 
 
-def test_host(spec_file: Path | None, options: runner.SmokeOptions, junit: Path | None) -> bool:
-    """`test --host local`: the suites against this machine, its spec from `spec_file` or probed with
-    options.python_exe; whether they passed. UsageError when the spec cannot be read."""
+def test_host(spec: SpecFile | None, options: runner.SmokeOptions, junit: Path | None) -> bool:
+    """`test --host local`: the suites against this machine, its spec from --spec (read already) or probed
+    with options.python_exe; whether they passed. UsageError when the probe fails."""
     try:
-        host = json.loads(spec_file.read_text()) if spec_file else runner.host_document(options.python_exe)
+        host = spec.document if spec else runner.host_document(options.python_exe)
     except (OSError, ValueError, subprocess.CalledProcessError) as exc:
-        raise UsageError(f"cannot read the host's spec: {exc}") from None
+        raise UsageError(f"cannot probe the host's spec: {exc}") from None
     return runner.run_suites("local://", host, options, junit).returncode == 0

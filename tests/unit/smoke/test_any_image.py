@@ -13,7 +13,7 @@ from tests.fakes import FakeEngine
 from torchimages import engine
 from torchimages.combination import LABEL_PREFIX
 from torchimages.engine import ImageInfo
-from torchimages.problems import UsageError
+from torchimages.problems import InputError, UsageError
 from torchimages.smoke import document, targets
 
 CUDA_LABELS = {
@@ -43,7 +43,7 @@ def info(reference: str, labels: dict[str, str], layers: tuple[str, ...] = ("l1"
 def specs(fake: FakeEngine, *references: str, spec: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Each image's reference and spec (smoke.targets.image_targets); prints where each spec came from, as
     `build.py test --image` does."""
-    found = targets.image_targets(cast(Any, fake), references, spec)
+    found = targets.image_targets(cast(Any, fake), references, targets.read_spec_file(spec) if spec else None)
     for target in found:
         print(target.note)
     return [(str(t.spec["image"]), t.spec) for t in found]
@@ -136,10 +136,12 @@ def test_a_spec_file_is_validated_and_wins_over_labels(tmp_path: Path, capsys: p
     assert [(r, d["image"]) for r, d in found] == [("foreign:1", "foreign:1"), ("ours:1", "ours:1")]
     assert f"foreign:1: spec read from {path}" in capsys.readouterr().out
     path.write_text(json.dumps({**good, "cudnn": "9"}))
-    with pytest.raises(UsageError, match=r"--spec: .*spec.json: key 'cudnn' needs at least three parts"):
+    with pytest.raises(
+        InputError, match=r"spec.json: error: the spec file \(--spec\): key 'cudnn' needs at least three"
+    ):
         specs(fake, "foreign:1", spec=path)
     path.write_text("{not json")
-    with pytest.raises(UsageError, match=r"--spec: .*cannot read the image spec"):
+    with pytest.raises(InputError, match=r"spec.json:1: error: the spec file \(--spec\) is not JSON"):
         specs(fake, "foreign:1", spec=path)
 
 
