@@ -19,7 +19,18 @@ from typing import Literal
 from torchimages import values
 
 Kind = Literal[
-    "text", "words", "path", "count", "seconds", "choice", "registry", "hosts", "wheel-source", "wheel-sources"
+    "text",
+    "words",
+    "path",
+    "count",
+    "seconds",
+    "choice",
+    "registry",
+    "hosts",
+    "wheel-source",
+    "wheel-sources",
+    "network",
+    "mirror",
 ]
 LISTS = ("words", "hosts", "wheel-sources")  # the kinds that are space-separated lists
 Source = Literal["environment", "default"]
@@ -85,8 +96,8 @@ SETTINGS = (
     Setting("TORCHIMAGES_EXTRA_INDEX_URLS", "wheel-sources", "", "more wheel indexes, space-separated", BUILDS),
     Setting("TORCHIMAGES_FIND_LINKS", "wheel-sources", "", "folders or URLs of wheel files, space-separated", BUILDS),
     Setting("TORCHIMAGES_CA_CERT", "path", "", "CA bundle for TLS inside the build (--ca-cert)", BUILDS),
-    Setting("TORCHIMAGES_NETWORK", "text", "", "network for RUN steps (--network)", BUILDS),
-    Setting("TORCHIMAGES_MIRROR", "text", "", "distribution mirror for bootstrapped bases (--mirror)", BUILDS),
+    Setting("TORCHIMAGES_NETWORK", "network", "", "network for RUN steps: default, none or host (--network)", BUILDS),
+    Setting("TORCHIMAGES_MIRROR", "mirror", "", "distribution mirror for bootstrapped bases (--mirror)", BUILDS),
     Setting("TORCHIMAGES_CACHE_FROM", "words", "", "BuildKit cache sources, space-separated (--cache-from)", BUILDS),
     Setting("TORCHIMAGES_CACHE_TO", "words", "", "BuildKit cache exports, space-separated (--cache-to)", BUILDS),
     Setting("TORCHIMAGES_SYFT", "path", "", "the syft binary for the SBOMs of --report", ("build", "test")),
@@ -179,6 +190,18 @@ def wheel_sources(name: str, environ: Mapping[str, str] | None = None) -> tuple[
     return tuple(_checked(name, w, values.wheel_source) for w in words(name, environ))
 
 
+def network(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A build network, `default`, `none` or `host` (values.network), or None when unset."""
+    found = text(name, environ)
+    return _checked(name, found, values.network) if found else None
+
+
+def mirror(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A distribution mirror, a URL or a sources.list line (values.mirror), or None when unset."""
+    found = text(name, environ)
+    return _checked(name, found, values.mirror) if found else None
+
+
 def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
     """A path, or None when unset."""
     found = text(name, environ)
@@ -240,6 +263,8 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> object:
         "hosts": hosts,
         "wheel-source": wheel_source,
         "wheel-sources": wheel_sources,
+        "network": network,
+        "mirror": mirror,
     }
     return readers[BY_NAME[name].kind](name, environ)
 

@@ -8,6 +8,7 @@ Each reader names its file (`what`: 'the matrix file') and the setting that hold
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -90,7 +91,7 @@ def read_bytes(path: Path, what: str, limit_variable: str = FILE_BYTES_VARIABLE)
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        kind = next((name for test, name in _KINDS if test(mode)), "something else")
+        kind = file_kind(mode)
         raise InputError([Problem(f"{what} must be a regular file, not {kind}", file=str(path))])
     with os.fdopen(fd, "rb") as file:
         try:
@@ -109,18 +110,42 @@ def read_bytes(path: Path, what: str, limit_variable: str = FILE_BYTES_VARIABLE)
     return data
 
 
+def file_kind(mode: int) -> str:
+    """What a file is, by its `st_mode`, in words ('a directory', 'a FIFO (named pipe)', 'a regular file')."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "something else")
+
+
+def writable_target(path: Path) -> Path:
+    """Where writing `path` lands: a link followed to its target. OSError when something that is no regular
+    file is there (a device such as /dev/null, a FIFO, a folder): a written file never replaces one."""
+    target = Path(os.path.realpath(path))
+    with contextlib.suppress(FileNotFoundError):
+        found = os.stat(target).st_mode
+        if not stat.S_ISREG(found):
+            raise OSError(errno.EINVAL, f"it is {file_kind(found)}, not a regular file (it is not replaced)")
+    return target
+
+
+def put_in_place(written: Path, path: Path) -> None:
+    """Move a whole file written beside `path` (same folder) into its place (writable_target's rule)."""
+    os.replace(written, writable_target(path))
+
+
 def write_atomically(path: Path, content: str | bytes, mode: int = 0o644) -> None:
     """Write `path` whole or not at all: a temporary file beside it (same folder, so same file system) is
-    written, given `mode` and put in its place with os.replace; a signal waits until that is done, and any
-    failure removes the temporary file. OSError when the folder cannot be written."""
+    written, given `mode` and put in its place (put_in_place: a link followed, never over a device or FIFO);
+    a signal waits until that is done, and any failure removes the temporary file. OSError when it cannot."""
+    target = writable_target(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
     with stopping.held():
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.chmod(temporary, mode)
-            os.replace(temporary, path)
+            put_in_place(Path(temporary), target)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise

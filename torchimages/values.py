@@ -244,3 +244,40 @@ def wheel_source(text: str, where: str = "") -> str:
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text) and not re.match(r"[A-Za-z]:[\\/]", text):
         return url(text, where, ("http", "https", "file"))
     return text
+
+
+NETWORKS = ("default", "none", "host")  # all BuildKit runs RUN steps on (a named network is refused by it)
+
+
+def network(text: str, where: str = "") -> str:
+    """The network of a build's RUN steps: one BuildKit knows (`default`, `none`, `host`)."""
+    if text not in NETWORKS:
+        raise BadValue(where, text, f"BuildKit runs RUN steps on {', '.join(NETWORKS)} only")
+    return text
+
+
+_SIZE = re.compile(r"[0-9]+(?:\.[0-9]+)?[kKmMgGtTpP]?[iI]?[bB]?")
+
+
+def size(text: str, where: str = "") -> str:
+    """A size as Docker takes it (`2g`, `512m`, `1.5GiB`, `1073741824`), more than zero."""
+    if not _SIZE.fullmatch(text) or not re.search(r"[1-9]", text.split(".")[0] + text.partition(".")[2]):
+        raise BadValue(where, text, "a size is a number above zero with an optional unit: 512m, 2g, 1.5GiB")
+    return text
+
+
+def mirror(text: str, where: str = "") -> str:
+    """A distribution mirror as mmdebstrap takes it: a URL (http(s) with a host, file:///path), or a whole
+    sources.list line (`deb URL SUITE COMPONENT...`) whose URL is one."""
+    if not text or not text.isprintable():
+        raise BadValue(where, text, "a mirror is a URL or a sources.list line, without control characters")
+    words = text.split()
+    if words[0] in ("deb", "deb-src"):
+        source = next((w for w in words[1:] if not w.startswith("[")), "")
+        if len(words) < 3:
+            raise BadValue(where, text, "a sources.list line is `deb URL SUITE [COMPONENT...]`")
+        url(source, where, ("http", "https", "file"))
+        return text
+    if len(words) != 1:
+        raise BadValue(where, text, "a mirror is one URL (or a whole `deb URL SUITE ...` line), without spaces")
+    return url(text, where, ("http", "https", "file"))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -66,3 +70,21 @@ def test_a_utf8_byte_order_mark_is_allowed_in_json() -> None:
 )
 def test_kinds_are_named_as_json_names_them(value: object, kind: str) -> None:
     assert textfile.kind(value) == kind
+
+
+def test_a_written_file_never_replaces_a_device_or_a_fifo(tmp_path: Path) -> None:
+    """`bake --output /dev/null` once replaced /dev/null with a regular file (os.replace over a device)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (fifo, Path(os.devnull), tmp_path):
+        with pytest.raises(OSError, match="not a regular file"):
+            textfile.write_atomically(target, "x")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo"]  # no temporary file left
+
+
+def test_a_link_is_followed_not_replaced(tmp_path: Path) -> None:
+    (tmp_path / "real").write_text("old")
+    (tmp_path / "link").symlink_to("real")
+    textfile.write_atomically(tmp_path / "link", "new")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_text() == "new"

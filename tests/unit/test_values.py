@@ -173,3 +173,46 @@ def test_no_text_breaks_a_validator(text: str) -> None:
     else:
         assert urllib.parse.urlsplit(url).hostname
     assert values.is_digest(text) == (len(text) == 71 and text.startswith("sha256:") and set(text[7:]) <= set(HEX))
+
+
+@pytest.mark.parametrize("text", ["default", "none", "host"])
+def test_a_build_network_is_one_buildkit_knows(text: str) -> None:
+    assert values.network(text) == text
+
+
+@pytest.mark.parametrize("text", ["", "bridge", "a b", "host;id", "HOST", "container:x"])
+def test_other_networks_are_refused(text: str) -> None:
+    with pytest.raises(values.BadValue, match="BuildKit runs RUN steps on default, none, host only"):
+        values.network(text)
+
+
+@pytest.mark.parametrize("text", ["2g", "512m", "1.5GiB", "1073741824", "64MB", "0.5g"])
+def test_docker_sizes_are_taken(text: str) -> None:
+    assert values.size(text) == text
+
+
+@pytest.mark.parametrize("text", ["", "0", "0g", "0.0m", "-5", "banana", "2 g", "2gg", "1e9", "\u0662g"])
+def test_other_sizes_are_refused(text: str) -> None:
+    with pytest.raises(values.BadValue, match="a size is a number above zero"):
+        values.size(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "http://deb.debian.org/debian",
+        "file:///srv/mirror",
+        "deb http://deb.debian.org/debian bookworm main",
+        "deb [trusted=yes] http://127.0.0.1:3142/debian bookworm main contrib",
+    ],
+)
+def test_mirrors_mmdebstrap_takes_are_taken(text: str) -> None:
+    assert values.mirror(text) == text
+
+
+@pytest.mark.parametrize(
+    "text", ["", "ftp://x y", "http://:80/", "deb http://h", "deb ftp://h/ bookworm main", "a\nb", "x y"]
+)
+def test_other_mirrors_are_refused(text: str) -> None:
+    with pytest.raises(values.BadValue):
+        values.mirror(text)

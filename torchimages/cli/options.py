@@ -19,7 +19,8 @@ from torchimages.problems import UsageError
 from torchimages.smoke import SUITES
 
 DEFAULT_MATRIX = Path("matrix.yaml")
-SETTINGS_OF = "settings_of"  # the namespace attribute: option dest -> setting name
+SETTINGS_OF = "settings_of"
+EMPTY = "an empty value names nothing (leave the option out for the default)"  # the namespace attribute: option dest -> setting name
 
 
 def add(parser: argparse.ArgumentParser, *flags: str, setting: str | None = None, **kwargs: Any) -> None:
@@ -43,7 +44,7 @@ def text(value: str) -> str:
     """The type of a named value (a program, a network, a size): an empty one would silently mean the
     default, so it is refused (argparse names the option, exit 2)."""
     if not value:
-        raise argparse.ArgumentTypeError("an empty value names nothing (leave the option out for the default)")
+        raise argparse.ArgumentTypeError(EMPTY)
     return value
 
 
@@ -52,6 +53,8 @@ def checked(validator: Callable[[str, str], object]) -> Callable[[str], str]:
     refuses a bad one naming the option (exit 2, the value escaped), before the command starts."""
 
     def check(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError(EMPTY)
         try:
             validator(text, "")
         except values.BadValue as exc:
@@ -144,14 +147,15 @@ def build_environment(parser: argparse.ArgumentParser) -> None:
     add(
         parser,
         "--network",
-        type=text,
+        type=checked(values.network),
         setting="TORCHIMAGES_NETWORK",
-        help="network for RUN steps (build: host is used automatically for local wheel folders; buildx 0.13 "
-        "ignores a bake target's network, later releases read it)",
+        help="network for RUN steps: default, none or host (build: host is used automatically for local wheel "
+        "folders; buildx 0.13 ignores a bake target's network, later releases read it)",
     )
     add(
         parser,
         "--mirror",
+        type=checked(values.mirror),
         setting="TORCHIMAGES_MIRROR",
         help="distribution mirror for bootstrapped bases (default: mmdebstrap's)",
     )

@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from torchimages import textfile
 from torchimages.problems import UsageError
 
 
@@ -17,6 +18,14 @@ def _nearest_existing(path: Path) -> Path:
     """`path` itself when it exists, else its nearest ancestor that does."""
     absolute = path.absolute()
     return next(p for p in (absolute, *absolute.parents) if os.path.lexists(p))
+
+
+def _kind(path: Path) -> str:
+    """What is at `path` (a link followed), in words."""
+    try:
+        return textfile.file_kind(os.stat(path).st_mode)
+    except OSError:
+        return "something that cannot be read"
 
 
 def _writable_folder(folder: Path) -> bool:
@@ -31,7 +40,7 @@ def folder(option: str, path: Path | None) -> None:
     nearest = _nearest_existing(path)
     if not nearest.is_dir():
         where = "it" if nearest == path.absolute() else str(nearest)
-        raise UsageError(f"{option} {path}: {where} is a file, not a folder")
+        raise UsageError(f"{option} {path}: {where} is {_kind(nearest)}, not a folder")
     if not _writable_folder(nearest):
         raise UsageError(f"{option} {path}: cannot write there ({nearest} is not writable)")
 
@@ -43,6 +52,8 @@ def file(option: str, path: Path | None) -> None:
         return
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a folder, not a file")
+    if path.exists() and not path.is_file():  # a device or FIFO is never replaced by what the command writes
+        raise UsageError(f"{option} {path}: it is {_kind(path)}, not a regular file")
     if path.exists():
         if not os.access(path, os.W_OK):
             raise UsageError(f"{option} {path}: cannot write it (permission denied)")

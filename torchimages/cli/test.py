@@ -48,7 +48,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
     shared.require_gpu(parser)
     parser.add_argument(
-        "--shm-size", type=shared.text, default="2g", help="shared memory of the container (default 2g)"
+        "--shm-size", type=shared.checked(values.size), default="2g", help="shared memory of the container (default 2g)"
     )
     parser.add_argument(
         "--run-arg",

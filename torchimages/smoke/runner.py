@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from torchimages import stopping
+from torchimages import stopping, textfile
 from torchimages.engine import EngineError, run_cancellable
 from torchimages.probes import parse_payload, probe_source
 from torchimages.smoke import SUITES
@@ -139,7 +139,7 @@ def run_suites(
                 result = run_cancellable(command, cancelled, text=True, stdout=pipe, stderr=pipe)
             if junit and written and written.exists():
                 with stopping.held():
-                    os.replace(written, junit)
+                    textfile.put_in_place(written, junit)
             return result
         finally:
             if written:

@@ -256,7 +256,7 @@ def test_a_report_folder_that_cannot_be_written_or_no_syft_is_refused_before_any
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     code, _, err = cli("build", "--matrix", matrix, "--report", str(blocker / "report"), "2.13.0-cpu-runtime")
-    assert code == 2 and f"error: --report {blocker / 'report'}: {blocker} is a file, not a folder" in err, err
+    assert code == 2 and f"error: --report {blocker / 'report'}: {blocker} is a regular file, not a folder" in err, err
     monkeypatch.setenv("TORCHIMAGES_SYFT", str(tmp_path / "no-syft"))
     code, _, err = cli("build", "--matrix", matrix, "--report", str(tmp_path / "r"), "2.13.0-cpu-runtime")
     assert code == 2 and f"TORCHIMAGES_SYFT={tmp_path / 'no-syft'}: no such program" in err, err
