@@ -19,8 +19,8 @@ from torchimages.problems import UsageError
 from torchimages.smoke import SUITES
 
 DEFAULT_MATRIX = Path("matrix.yaml")
-SETTINGS_OF = "settings_of"
-EMPTY = "an empty value names nothing (leave the option out for the default)"  # the namespace attribute: option dest -> setting name
+SETTINGS_OF = "settings_of"  # the namespace attribute: option dest -> setting name
+EMPTY = "an empty value names nothing (leave the option out for the default)"
 
 
 def add(parser: argparse.ArgumentParser, *flags: str, setting: str | None = None, **kwargs: Any) -> None:

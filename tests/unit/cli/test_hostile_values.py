@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_values import DIGEST, hostile
-
-# argparse drops an `--option=--` value before any type sees it: the validators are not asked about `--`
-as_option = hostile.filter(lambda text: text != "--")
 from torchimages import engine, values
 from torchimages.building import bake
 from torchimages.cli.entry import main
 from torchimages.planning import plan
+
+# argparse drops an `--option=--` value before any type sees it: the validators are not asked about `--`
+as_option = hostile.filter(lambda text: text != "--")
 
 Cli = Callable[..., tuple[int, str, str]]
 GOOD = "matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12}\n"
