@@ -220,11 +220,15 @@ def _token(challenge: str, deadline: Deadline) -> str:
     realm = fields.pop("realm", "")
     if not challenge.lower().startswith("bearer") or not realm:
         raise RegistryError(f"the registry asks for credentials ({challenge or 'no challenge'})")
+    try:
+        values.url(realm, "the registry's token realm")  # http(s) with a host: never file: or ftp: on its word
+    except values.BadValue as exc:
+        raise RegistryError(str(exc)) from None
     url = realm + "?" + urllib.parse.urlencode(fields)
     try:
         with _open(url, deadline) as answer:
-            body = json.load(answer)
-    except (OSError, ValueError, http.client.HTTPException) as exc:
+            body = json.loads(answer.read(MAX_MANIFEST_BYTES))
+    except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
         raise RegistryError(f"no token from {realm}: {_why(exc, deadline)}") from None
     if not isinstance(body, dict):
         raise RegistryError(f"no token from {realm}: the answer is not a JSON object")

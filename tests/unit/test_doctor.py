@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -198,3 +199,13 @@ def test_a_bare_doctor_checks_the_first_build_else_the_most_demanding_combinatio
     path = write_matrix("matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu}\n    - {torch: 2.14.1, cuda: '13.0'}\n")
     ((largest,), why) = doctor.default_selection(plan.load(path))
     assert largest.combination.cuda == "13.0" and "most demanding" in why
+
+
+def test_a_fifo_among_the_cdi_specs_does_not_hang_the_doctor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchimages.doctor import facts
+
+    os.mkfifo(tmp_path / "a.yaml")  # opened without O_NONBLOCK, this would wait for a writer forever
+    (tmp_path / "b.yaml").write_text(f"kind: {facts.CDI_GPU_KIND}\n")
+    (tmp_path / "c.json").write_text('{"kind": "other.com/thing"}')
+    monkeypatch.setattr(facts, "CDI_DIRS", (str(tmp_path),))
+    assert facts._cdi_specs() == (str(tmp_path / "b.yaml"),)

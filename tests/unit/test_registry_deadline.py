@@ -91,3 +91,28 @@ def test_a_bad_deadline_is_refused_before_any_question(
     assert code == 2 and out == ""
     rule = "must be a number of seconds above 0, e.g. 60 (default 30)"
     assert err == f"error: TORCHIMAGES_REGISTRY_DEADLINE_S={value!r} {rule}\n"
+
+
+class _FileRealm(socketserver.BaseRequestHandler):
+    """A registry whose token challenge names a realm on this machine's disk."""
+
+    def handle(self) -> None:
+        self.request.recv(65536)
+        self.request.sendall(
+            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"file:///etc/hostname\",service=x\r\n"
+            b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+
+
+def test_a_token_realm_is_fetched_over_http_only() -> None:
+    """urllib opens file: and ftp: URLs too: a registry's word must not make the tool read a local file."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _FileRealm)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(registry.RegistryError) as caught:
+            registry.resolve_digest(f"127.0.0.1:{server.server_address[1]}/a:1", deadline=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "the registry's token realm 'file:///etc/hostname': a URL here is http/https://" in str(caught.value)

@@ -10,8 +10,11 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
+from torchimages import textfile
 from torchimages.doctor.model import HostFacts, Needs
+from torchimages.problems import InputError
 
 TOOLKIT_BINARIES = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -47,11 +50,10 @@ def _cdi_specs() -> tuple[str, ...]:
     found = []
     for folder in CDI_DIRS:
         for path in sorted(glob.glob(os.path.join(folder, "*.yaml")) + glob.glob(os.path.join(folder, "*.json"))):
-            try:
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    if CDI_GPU_KIND in handle.read(1 << 20):
-                        found.append(path)
-            except OSError:
+            try:  # through the one reader: a FIFO there must not hang the doctor
+                if CDI_GPU_KIND in textfile.read_bytes(Path(path), "a CDI spec").decode("utf-8", "replace"):
+                    found.append(path)
+            except InputError:
                 continue
     return tuple(found)
 
