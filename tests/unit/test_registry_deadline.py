@@ -99,7 +99,7 @@ class _FileRealm(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         self.request.recv(65536)
         self.request.sendall(
-            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"file:///etc/hostname\",service=x\r\n"
+            b'HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm="file:///etc/hostname",service=x\r\n'
             b"Content-Length: 0\r\nConnection: close\r\n\r\n"
         )
 
