@@ -32,9 +32,13 @@ GOOD = "matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12}\n"
 
 
 def run(argv: list[str], environ: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """main in-process, argparse's exit included, with `environ` set for the call; (status, out, err)."""
+    """main in-process, argparse's exit included, with `environ` set for the call and no other TORCHIMAGES_*
+    setting of the machine (`make test` exports its wheel sources); (status, out, err)."""
     out, err = io.StringIO(), io.StringIO()
-    saved = {name: os.environ.get(name) for name in environ or {}}
+    machine = [name for name in os.environ if name.startswith("TORCHIMAGES_")]
+    saved = {name: os.environ.get(name) for name in [*machine, *(environ or {})]}
+    for name in machine:
+        del os.environ[name]
     os.environ.update(environ or {})
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
