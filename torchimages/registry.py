@@ -165,28 +165,26 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
 
 
-class _HTTPConnection(http.client.HTTPConnection):
-    """A connection whose socket the deadline watches."""
+class _Watched:
+    """A connection whose socket the deadline watches (mixed into http.client's two connection classes)."""
+
+    sock: socket.socket
 
     def __init__(self, *args: Any, deadline: Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.deadline = deadline
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         self.deadline.watch(self.sock)
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    """A TLS connection whose socket the deadline watches."""
+class _HTTPConnection(_Watched, http.client.HTTPConnection):
+    """A plain connection the deadline watches."""
 
-    def __init__(self, *args: Any, deadline: Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.deadline = deadline
 
-    def connect(self) -> None:
-        super().connect()
-        self.deadline.watch(self.sock)
+class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
+    """A TLS connection the deadline watches."""
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
