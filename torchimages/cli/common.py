@@ -4,7 +4,6 @@ its smoke gate, and the report's last lines."""
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -135,9 +134,12 @@ def check_sources(sources: WheelSources) -> None:
 
 
 def check_docker(docker_cli: str | None) -> None:
-    """UsageError when `--docker` names a program that is not there (before anything is written)."""
-    if docker_cli is not None and shutil.which(docker_cli) is None:
-        raise UsageError(f"--docker {docker_cli}: no such program (or not executable)")
+    """UsageError when `--docker` names a program that cannot be run (before anything is written)."""
+    from torchimages.engine.discovery import client_problem
+
+    problem = client_problem(docker_cli) if docker_cli is not None else None
+    if problem:
+        raise UsageError(f"--docker: {problem}")
 
 
 def check_names(chosen: Sequence[planning.Selected]) -> None:
