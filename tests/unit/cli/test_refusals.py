@@ -54,7 +54,10 @@ REFUSED = [
     (["build", "--report", "R", "--log-dir", "a-file/logs", "*"], "--log-dir a-file/logs"),
     (["build", "--report", "a-file", "*"], "--report a-file"),
     (["build", "--report", "R", "--cache-to", "type=inline", "*"], "cannot export that cache"),
-    (["build", "--report", "R", "--docker", "no-such-docker-client", "*"], "'no-such-docker-client' was not found on PATH"),
+    (
+        ["build", "--report", "R", "--docker", "no-such-docker-client", "*"],
+        "'no-such-docker-client' was not found on PATH",
+    ),
     (["build", "--report", "R", "--ca-cert", "no-such-file", "*"], "cannot read the --ca-cert file"),
     (["build", "--report", "R", "no-such-image"], "no image tag starts with"),
     (["bake", "--output", "no-such-folder/bake.json"], "--output no-such-folder/bake.json"),
