@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from torchimages.building import bootstrap, references
+from torchimages.building import bootstrap
 
 from .conftest import (
     Built,
@@ -21,6 +21,7 @@ from .conftest import (
     build_matrix,
     run_cli,
     sh,
+    temporary_images,
 )
 
 pytestmark = pytest.mark.e2e
@@ -81,12 +82,12 @@ def test_unchanged_rebuild_is_skipped(built: Built) -> None:
 
 
 def test_a_lying_tag_fails_and_leaves_no_tag(built: Built, docker_client: Any) -> None:
+    before = temporary_images(docker_client)  # a shared engine may hold others' (a run killed earlier)
     outcome = build_a_lie(built, "lie-runtime", torch="2.12.0")
     assert outcome.status == "failed"
     assert "torch: the tag claims 2.12.0, the image has 2.13.0+cpu" in outcome.detail
     assert docker_client.images.list(name=f"{built.image('runtime').repository}:lie-runtime") == []
-    leftovers = [t for i in docker_client.images.list(name=references.TEMP_REPOSITORY + "/*") for t in i.tags]
-    assert not [t for t in leftovers if built.combination.folder in t]
+    assert temporary_images(docker_client) - before == set()
 
 
 def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:
