@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # start-docker.sh - make a BuildKit-capable Docker engine available on this machine.
 #
-#  * installs Debian's docker.io (engine + 20.10 client) and mmdebstrap if missing
-#  * installs the buildx CLI plugin (Debian's docker-buildx, from trixie: bookworm has none) if missing,
-#    with an apt pin so that nothing else ever comes from trixie (`docker buildx bake`, see README)
+#  * installs Debian's docker.io (engine + client) and mmdebstrap if missing; on bookworm, docker.io 26 and
+#    its client (docker-cli) come from trixie (bookworm's 20.10 is end of life since 2023), and so does the
+#    buildx CLI plugin (docker-buildx: bookworm has none), with an apt pin so that nothing else ever comes
+#    from trixie. A bookworm docker.io older than trixie's is upgraded; an engine that already runs is
+#    left running (restart dockerd to use the new one). Where trixie cannot be installed, bookworm's is.
 #  * starts dockerd in the background (no service manager needed) if no engine answers
 #  * prints, on stdout and as its only stdout line, the path of the BuildKit-capable
-#    client (Debian's 20.10 client, normally /usr/bin/docker; the docker first on PATH
+#    client (Debian's docker client, normally /usr/bin/docker; the docker first on PATH
 #    may be a 28.x client without buildx, which cannot do BuildKit builds)
 #
 # Idempotent: a second run installs nothing, starts nothing, prints the same path.
@@ -23,33 +25,17 @@ die() { printf '[start-docker] ERROR: %s\n' "$*" >&2; exit 1; }
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root to $1 (or start a Docker engine yourself)"; }
 
-# 1. packages -----------------------------------------------------------------
-missing=()
-for p in "${PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$p")
-    fi
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    need_root "install ${missing[*]}"
-    log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    # a third-party source that is unreachable must not stop us: warn, go on
-    apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
-        || die "apt-get install ${missing[*]} failed"
-else
-    log "packages present: ${PACKAGES[*]}"
-fi
-
-# 1b. the buildx plugin (bake): Debian packages it from trixie on (docker-buildx, depends only on libc6 >= 2.34,
-# so the .deb installs on bookworm). A trixie source is added for it alone, pinned: every other package
-# of trixie gets priority 1 (never installed or upgraded from there unless named with -t), this one 500.
-# The trixie source uses the URI of this machine's own Debian source (its mirror, its proxy), never a
-# host name written here.
+# 1. a trixie source for the engine and buildx alone, on bookworm ---------------------------------------
+# Debian packages docker.io 26 (with docker-cli) and docker-buildx from trixie on; their dependencies are met
+# on bookworm (libc6 >= 2.34, containerd >= 1.4, runc, tini). A trixie source is added for them alone,
+# pinned: every other package of trixie gets priority 1 (never installed or upgraded from there unless named
+# with -t), these three 500 (so the newer version wins). The trixie source uses the URI of this machine's
+# own Debian source (its mirror, its proxy), never a host name written here.
 APT_ETC=${APT_ETC:-/etc/apt}
-TRIXIE_SOURCE=$APT_ETC/sources.list.d/torchimages-trixie-buildx.sources
-TRIXIE_PIN=$APT_ETC/preferences.d/torchimages-trixie-buildx
+TRIXIE_SOURCE=$APT_ETC/sources.list.d/torchimages-trixie.sources
+TRIXIE_PIN=$APT_ETC/preferences.d/torchimages-trixie
+FROM_TRIXIE=(docker.io docker-cli docker-buildx)
+export DEBIAN_FRONTEND=noninteractive
 
 debian_uri() {  # the first URI of an enabled `deb` source for suite $1 (deb822 .sources, then one-line .list)
   local f
@@ -68,49 +54,77 @@ debian_uri() {  # the first URI of an enabled `deb` source for suite $1 (deb822 
       if ($(i + 1) == suite) { print $i; exit } }' "$f"
   done
 }
-if ! dpkg-query -W -f='${Status}' docker-buildx 2>/dev/null | grep -q 'install ok installed'; then
-    need_root "install docker-buildx"
-    . /etc/os-release
-    if [ "${VERSION_CODENAME:-}" = bookworm ] && ! apt-cache policy docker-buildx 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-        log "adding a trixie source for docker-buildx alone ($TRIXIE_SOURCE, pinned by $TRIXIE_PIN)"
-        cat >"$TRIXIE_PIN" <<'PIN'
-# torchimages (scripts/start-docker.sh): from trixie, docker-buildx only.
-Package: *
-Pin: release n=trixie
-Pin-Priority: 1
 
-Package: docker-buildx
-Pin: release n=trixie
-Pin-Priority: 500
-PIN
-        uri=$(debian_uri "$VERSION_CODENAME" | head -n1 || true)
-        [ -n "$uri" ] || die "no Debian source for $VERSION_CODENAME in ${APT_ETC}/sources.list{,.d/} to take trixie's URI from; install docker-buildx yourself"
-        log "trixie from this machine's own Debian source: $uri"
-        cat >"$TRIXIE_SOURCE" <<SRC
-Types: deb
-URIs: $uri
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -n 's/^install ok installed //p'; }
+
+. /etc/os-release
+if [ "${VERSION_CODENAME:-}" = bookworm ] && [ ! -f "$TRIXIE_PIN" ] && [ "$(id -u)" -eq 0 ]; then
+    uri=$(debian_uri "$VERSION_CODENAME" | head -n1 || true)
+    if [ -n "$uri" ]; then
+        log "adding a trixie source for ${FROM_TRIXIE[*]} alone ($TRIXIE_SOURCE, pinned by $TRIXIE_PIN), from this machine's own Debian source: $uri"
+        {
+            echo "# torchimages (scripts/start-docker.sh): from trixie, ${FROM_TRIXIE[*]} only."
+            printf 'Package: *\nPin: release n=trixie\nPin-Priority: 1\n'
+            for p in "${FROM_TRIXIE[@]}"; do printf '\nPackage: %s\nPin: release n=trixie\nPin-Priority: 500\n' "$p"; done
+        } >"$TRIXIE_PIN"
+        printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$uri" >"$TRIXIE_SOURCE"
+        rm -f "$APT_ETC/sources.list.d/torchimages-trixie-buildx.sources" "$APT_ETC/preferences.d/torchimages-trixie-buildx"
         apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"
+    else
+        log "no Debian source for $VERSION_CODENAME in ${APT_ETC}/sources.list{,.d/} to take trixie's URI from: bookworm's packages only"
     fi
-    log "installing: docker-buildx"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-buildx >&2 \
-        || die "apt-get install docker-buildx failed"
-else
-    log "buildx plugin present (docker-buildx)"
 fi
 
-# 2. the BuildKit-capable client: the docker binary that the docker.io package owns
-CLIENT=$(dpkg -L docker.io | grep -E '/bin/docker$' | head -n1 || true)
-[ -n "$CLIENT" ] && [ -x "$CLIENT" ] || die "cannot find the docker client installed by docker.io"
+# 2. packages --------------------------------------------------------------------------------------------
+# Missing ones are installed; a docker.io older than the candidate apt offers (bookworm's 20.10 where trixie's
+# 26 is pinned in) is upgraded. Where the newer engine cannot be installed, bookworm's is (the tool works with
+# both; docs/benchmarks.md compares them).
+wanted=()
+for p in "${PACKAGES[@]}" docker-buildx; do
+    have=$(installed_version "$p")
+    if [ -z "$have" ]; then
+        wanted+=("$p")
+    elif [ "$p" = docker.io ]; then
+        candidate=$(apt-cache policy docker.io 2>/dev/null | sed -n 's/^ *Candidate: //p')
+        if [ -n "$candidate" ] && [ "$candidate" != "(none)" ] && dpkg --compare-versions "$have" lt "$candidate"; then
+            log "docker.io $have is older than $candidate: upgrading"
+            wanted+=(docker.io)
+        fi
+    fi
+done
+# trixie's docker.io ships its client apart (docker-cli, only a Recommends of docker.io): named here, where apt has it
+if [ -z "$(installed_version docker-cli)" ] && apt-cache policy docker-cli 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then
+    wanted+=(docker-cli)
+fi
+if [ "${#wanted[@]}" -gt 0 ]; then
+    need_root "install ${wanted[*]}"
+    log "installing: ${wanted[*]}"
+    [ -f "$TRIXIE_PIN" ] || { apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"; }
+    if ! apt-get install -y -qq --no-install-recommends "${wanted[@]}" >&2; then
+        log "apt-get install ${wanted[*]} failed; trying bookworm's packages alone"
+        rm -f "$TRIXIE_PIN" "$TRIXIE_SOURCE"
+        apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"
+        apt-get install -y -qq --no-install-recommends "${wanted[@]}" >&2 \
+            || die "apt-get install ${wanted[*]} failed"
+    fi
+else
+    log "packages present: ${PACKAGES[*]} docker-buildx (docker.io $(installed_version docker.io))"
+fi
+
+# 3. the BuildKit-capable client: the docker binary Debian's docker-cli (trixie on) or docker.io (bookworm) owns
+CLIENT=$( { dpkg -L docker-cli 2>/dev/null; dpkg -L docker.io; } | grep -E '/bin/docker$' | head -n1 || true)
+[ -n "$CLIENT" ] && [ -x "$CLIENT" ] || die "cannot find the docker client installed by docker-cli or docker.io"
 DOCKERD=$(dpkg -L docker.io | grep -E '/s?bin/dockerd$' | head -n1 || true)
 [ -n "$DOCKERD" ] && [ -x "$DOCKERD" ] || die "cannot find dockerd installed by docker.io"
 
-# 3. the engine ---------------------------------------------------------------
+# 4. the engine ---------------------------------------------------------------
 if "$CLIENT" info >/dev/null 2>&1; then
-    log "engine already answers"
+    running=$("$CLIENT" version --format '{{.Server.Version}}' 2>/dev/null || true)
+    log "engine already answers (version $running)"
+    installed=$(installed_version docker.io | sed 's/+.*//')
+    if [ -n "$running" ] && [ -n "$installed" ] && [ "${installed#"$running"}" = "$installed" ]; then
+        log "the running engine is $running, the installed one $installed: stop dockerd and run this again to use it"
+    fi
 else
     if pgrep -x dockerd >/dev/null 2>&1; then
         log "a dockerd process exists but does not answer yet; waiting for it"
@@ -137,7 +151,7 @@ else
     log "engine up after ${SECONDS}s"
 fi
 
-# 4. check BuildKit really works through this client (cheap: no build, just the flag)
+# 5. check BuildKit really works through this client (cheap: no build, just the flag)
 if ! DOCKER_BUILDKIT=1 "$CLIENT" build --help 2>/dev/null | grep -q -- '--secret'; then
     die "$CLIENT build has no --secret: not a BuildKit-capable client"
 fi
