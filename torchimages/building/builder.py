@@ -143,7 +143,8 @@ class Builder:
                 return self._interrupted(combination, image, start, "during the build", progress)
             if status:
                 why = readings.why_failed(self.engine, image, log, status)
-                detail = f"{why}\nlast lines of {log}:\n{readings.tail(log)}"
+                step = readings.last_step_error(log)  # BuildKit 0.13 ends its log with the Dockerfile's lines
+                detail = f"{why}\n" + (f"{step}\n" if step else "") + f"last lines of {log}:\n{readings.tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
             return self._admit(combination, image, reference, start, progress, "built", measures)
         except EngineError as exc:

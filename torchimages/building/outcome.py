@@ -62,14 +62,14 @@ def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "sk
 
 
 # A build log's own error lines (pip's, apt's, a RUN's), not BuildKit's report of the failed step.
-_STEP_ERROR = re.compile(r"^\s*#\d+ [\d.]+ (.*\b(?:ERROR|Error|error)\b.*)$")
+STEP_ERROR = re.compile(r"^\s*#\d+ [\d.]+ (.*\b(?:ERROR|Error|error)\b.*)$")
 
 
 def _reason(detail: str) -> str:
     """The line of an outcome's detail that says why: the last error line its build step printed
     (`ERROR: No matching distribution found for numpy==0.0.1`), else the detail's first line."""
     first = detail.strip().splitlines()[0] if detail.strip() else ""
-    errors = [m.group(1) for m in map(_STEP_ERROR.match, detail.splitlines()) if m]
+    errors = [m.group(1) for m in map(STEP_ERROR.match, detail.splitlines()) if m]
     if first.startswith((ENGINE_GONE, NO_SPACE)):
         line = first
     elif errors:

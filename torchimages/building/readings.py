@@ -3,10 +3,11 @@ and whether it is over its budget, what it holds, why a build failed, the last l
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from torchimages import textfile
-from torchimages.building.outcome import ENGINE_GONE, NO_SPACE
+from torchimages.building.outcome import ENGINE_GONE, NO_SPACE, STEP_ERROR
 from torchimages.combination import Image
 from torchimages.engine import Engine, EngineError
 from torchimages.render import OS_PACKAGES_FILE
@@ -26,6 +27,17 @@ def tail(path: Path, lines: int = 12, width: int = 240) -> str:
     """The last `lines` of a log, indented, each cut to `width`."""
     text = path.read_text(errors="replace").splitlines()
     return "\n".join("    " + (line if len(line) <= width else line[: width - 3] + "...") for line in text[-lines:])
+
+
+def last_step_error(path: Path) -> str | None:
+    """The last error line a build step printed, as logged (`#9 0.562 ERROR: No matching distribution ...`):
+    BuildKit 0.8 ends its log near it, 0.13 with an excerpt of the Dockerfile, so the tail may not hold it."""
+    found = None
+    with contextlib.suppress(OSError), path.open(errors="replace") as handle:
+        for line in handle:
+            if STEP_ERROR.match(line):
+                found = line.rstrip("\n")
+    return found
 
 
 def size(engine: Engine, reference: str) -> int | None:

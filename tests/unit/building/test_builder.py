@@ -735,3 +735,34 @@ def test_an_interrupt_during_verification_stops_before_the_smoke_gate(
     assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
     assert gated == [], "no smoke gate starts after the interrupt"
     assert engine.tagged == [] and engine.temporary() == []
+
+
+BUILDKIT_13_LOG = """#9 [runtime 5/8] RUN /opt/venv/bin/pip install --no-input "numpy==0.0.1"
+#9 0.561 ERROR: Could not find a version that satisfies the requirement numpy==0.0.1 (from versions: 1.3.0)
+#9 0.562 ERROR: No matching distribution found for numpy==0.0.1
+#9 ERROR: process "/bin/bash -o pipefail -c ..." did not complete successfully: exit code: 1
+------
+ > [runtime 5/8] RUN /opt/venv/bin/pip install --no-input "numpy==0.0.1":
+0.562 ERROR: No matching distribution found for numpy==0.0.1
+------
+Dockerfile:44
+--------------------
+  43 |     # Layer: the venv's first packages.
+  44 | >>> RUN /opt/venv/bin/pip install --no-input "numpy==0.0.1"
+  45 |     # Layer: torch's other dependencies (triton, sympy, ...).
+  46 |     RUN true
+  47 |     RUN true
+  48 |     RUN true
+  49 |     RUN true
+--------------------
+ERROR: failed to solve: process "/bin/bash -o pipefail -c ..." did not complete successfully: exit code: 1
+"""  # the end of a failed step's log as engine 26 (BuildKit 0.13) writes it: the Dockerfile excerpt last
+
+
+def test_the_step_error_is_found_where_buildkit_13_leaves_it(tmp_path: Path) -> None:
+    from torchimages.building import readings
+
+    log = tmp_path / "x.log"
+    log.write_text(BUILDKIT_13_LOG)
+    assert "No matching" not in readings.tail(log)  # the 12 last lines hold only the Dockerfile excerpt
+    assert readings.last_step_error(log) == "#9 0.562 ERROR: No matching distribution found for numpy==0.0.1"
