@@ -102,7 +102,7 @@ def is_loopback(host: str) -> bool:
 
 def scheme(host: str) -> str:
     """http for loopback registries and those named in TORCHIMAGES_INSECURE_REGISTRIES, else https."""
-    insecure = settings.hosts(INSECURE_VARIABLE)
+    insecure = settings.checked_words(INSECURE_VARIABLE)
     return "http" if is_loopback(host) or host in insecure else "https"
 
 
@@ -261,7 +261,7 @@ def _request(url: str, method: str, token: str | None, deadline: Deadline) -> tu
 def check_settings() -> None:
     """SettingError for a bad TORCHIMAGES_INSECURE_REGISTRIES or TORCHIMAGES_REGISTRY_DEADLINE_S: a command
     that asks registries checks them before it asks any (and before any thread)."""
-    settings.hosts(INSECURE_VARIABLE)
+    settings.checked_words(INSECURE_VARIABLE)
     deadline_s()
 
 

@@ -168,38 +168,29 @@ def _checked(name: str, found: str, check: Callable[[str, str], str]) -> str:
         raise SettingError(str(exc) + (f" (default {default})" if default else "")) from None
 
 
-def registry(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """A registry, `HOST[:PORT][/PREFIX]` (values.registry), or None when unset."""
+# The kinds a validator of torchimages.values checks: one value, or a space-separated list of them.
+_VALIDATORS: dict[str, Callable[[str, str], str]] = {
+    "registry": values.registry,  # HOST[:PORT][/PREFIX]
+    "wheel-source": values.wheel_source,  # a URL with a host, or a folder
+    "network": values.network,  # default, none or host
+    "mirror": values.mirror,  # a URL or a sources.list line
+}
+_LIST_VALIDATORS: dict[str, Callable[[str, str], str]] = {
+    "hosts": values.host,  # HOST[:PORT] ...
+    "wheel-sources": values.wheel_source,
+}
+
+
+def checked(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A setting of a validated kind (registry, wheel-source, network, mirror), checked; None when unset."""
     found = text(name, environ)
-    return _checked(name, found, values.registry) if found else None
+    return _checked(name, found, _VALIDATORS[BY_NAME[name].kind]) if found else None
 
 
-def hosts(name: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """A space-separated list of `HOST[:PORT]` (values.host)."""
-    return tuple(_checked(name, w, values.host) for w in words(name, environ))
-
-
-def wheel_source(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """A wheel source, a URL with a host or a folder (values.wheel_source), or None when unset."""
-    found = text(name, environ)
-    return _checked(name, found, values.wheel_source) if found else None
-
-
-def wheel_sources(name: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """A space-separated list of wheel sources (values.wheel_source)."""
-    return tuple(_checked(name, w, values.wheel_source) for w in words(name, environ))
-
-
-def network(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """A build network, `default`, `none` or `host` (values.network), or None when unset."""
-    found = text(name, environ)
-    return _checked(name, found, values.network) if found else None
-
-
-def mirror(name: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """A distribution mirror, a URL or a sources.list line (values.mirror), or None when unset."""
-    found = text(name, environ)
-    return _checked(name, found, values.mirror) if found else None
+def checked_words(name: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """A setting of a validated list kind (hosts, wheel-sources), each word checked."""
+    check = _LIST_VALIDATORS[BY_NAME[name].kind]
+    return tuple(_checked(name, word, check) for word in words(name, environ))
 
 
 def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
@@ -259,12 +250,8 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> object:
         "count": count,
         "seconds": seconds,
         "choice": choice,
-        "registry": registry,
-        "hosts": hosts,
-        "wheel-source": wheel_source,
-        "wheel-sources": wheel_sources,
-        "network": network,
-        "mirror": mirror,
+        **{kind: checked for kind in _VALIDATORS},
+        **{kind: checked_words for kind in _LIST_VALIDATORS},
     }
     return readers[BY_NAME[name].kind](name, environ)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -208,4 +209,8 @@ def test_a_fifo_among_the_cdi_specs_does_not_hang_the_doctor(tmp_path: Path, mon
     (tmp_path / "b.yaml").write_text(f"kind: {facts.CDI_GPU_KIND}\n")
     (tmp_path / "c.json").write_text('{"kind": "other.com/thing"}')
     monkeypatch.setattr(facts, "CDI_DIRS", (str(tmp_path),))
-    assert facts._cdi_specs() == (str(tmp_path / "b.yaml"),)
+    found: list[tuple[str, ...]] = []
+    scan = threading.Thread(target=lambda: found.append(facts._cdi_specs()), daemon=True)  # a hang fails, not hangs
+    scan.start()
+    scan.join(timeout=10)
+    assert found == [(str(tmp_path / "b.yaml"),)], "the CDI scan blocked on the FIFO"

@@ -133,7 +133,7 @@ def test_bad_urls_say_the_rule(text: str, rule: str) -> None:
 
 def test_good_wheel_sources_pass() -> None:
     for text in (
-        "https://download.pytorch.org/whl/cu126",
+        "https://wheels.example.org/whl/cu126",
         "http://user:pw@10.0.0.1:8080/simple/",
         "http://[::1]:8000/",
         "file:///srv/wheels",
@@ -200,9 +200,9 @@ def test_other_sizes_are_refused(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "http://deb.debian.org/debian",
+        "http://mirror.example.org/debian",
         "file:///srv/mirror",
-        "deb http://deb.debian.org/debian bookworm main",
+        "deb http://mirror.example.org/debian bookworm main",
         "deb [trusted=yes] http://127.0.0.1:3142/debian bookworm main contrib",
     ],
 )

@@ -33,9 +33,9 @@ class WheelSources:
     def from_environment(cls) -> WheelSources:
         """TORCHIMAGES_INDEX_URL, TORCHIMAGES_EXTRA_INDEX_URLS and TORCHIMAGES_FIND_LINKS (space-separated)."""
         return cls(
-            settings.wheel_source("TORCHIMAGES_INDEX_URL"),
-            settings.wheel_sources("TORCHIMAGES_EXTRA_INDEX_URLS"),
-            settings.wheel_sources("TORCHIMAGES_FIND_LINKS"),
+            settings.checked("TORCHIMAGES_INDEX_URL"),
+            settings.checked_words("TORCHIMAGES_EXTRA_INDEX_URLS"),
+            settings.checked_words("TORCHIMAGES_FIND_LINKS"),
         )
 
     @property

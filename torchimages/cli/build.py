@@ -46,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
     # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
     common.check_file("--ca-cert", args.ca_cert)
     preflight.folder("--log-dir", args.log_dir)
-    preflight.folder("--report", args.report)
-    session.check(args.report)
+    common.check_report(args.report)
     common.check_docker(args.docker)
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,

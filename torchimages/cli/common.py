@@ -124,6 +124,14 @@ def check_file(option: str, path: Path | None) -> None:
         textfile.read_bytes(path, f"the {option} file")
 
 
+def check_report(report: Path | None) -> None:
+    """UsageError unless `--report DIR` (when given) can be written and syft is there (writes nothing)."""
+    from torchimages.reporting import session
+
+    preflight.folder("--report", report)
+    session.check(report)
+
+
 def check_sources(sources: WheelSources) -> None:
     """UsageError naming each local wheel source that is no folder (before anything is served or built)."""
     missing = wheels.missing_folders(sources)

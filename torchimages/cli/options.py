@@ -56,10 +56,10 @@ def checked(validator: Callable[[str, str], object]) -> Callable[[str], str]:
         if not text:
             raise argparse.ArgumentTypeError(EMPTY)
         try:
-            validator(text, "")
+            checked_value = validator(text, "")
         except values.BadValue as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-        return text.removesuffix("/") if validator is values.registry else text
+        return checked_value if isinstance(checked_value, str) else text  # a registry loses its '/' at the end
 
     check.__name__ = validator.__name__.replace("_", " ")  # argparse's word for the value in other errors
     return check

@@ -97,8 +97,7 @@ def run(args: argparse.Namespace) -> int:
     _refuse_mixes(args, local)
     # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
     preflight.file("--junit", args.junit)
-    preflight.folder("--report", args.report)
-    session.check(args.report)
+    common.check_report(args.report)
     spec = targets.read_spec_file(args.spec) if args.spec else None  # read once, checked before anything runs
     python_exe = args.python_exe or ("python3" if local else "python")
     run_args = tuple(split_run_args(args.run_args))

@@ -35,11 +35,10 @@ def check(directory: Path | None) -> None:
 
 
 def start(directory: Path | None) -> Path | None:
-    """For `--report DIR`, once every check passed and before any build or test: make DIR and the folder
-    the smoke suites write their JUnit files into; that folder (None without a report)."""
+    """For `--report DIR`, once every check passed (`check`, cli.preflight) and before any build or test:
+    make DIR and the folder the smoke suites write their JUnit files into; that folder (None without one)."""
     if directory is None:
         return None
-    check(directory)
     try:
         return writer.prepare(directory)
     except writer.ReportError as exc:
