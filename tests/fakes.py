@@ -88,7 +88,8 @@ class FakeEngine:
         self.imported: list[tuple[str, tuple[str, ...], int]] = []  # (reference, changes, bytes of the tar)
         self.import_status = 0
         self.probed: list[str] = []  # references the facts probe ran in
-        self.tagged: list[str] = []
+        self.tagged: list[str] = []  # public names given
+        self.held: list[str] = []  # temporary names given (a runtime image devel is built on)
         self.pushed: list[str] = []
         self.pulled: list[str] = []
         self.removed: list[str] = []
@@ -98,6 +99,8 @@ class FakeEngine:
         self.compressed: int | None = None  # compressed_size's answer
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
         self.up = True  # whether the engine answers a ping
+        self.takes_contexts = True  # named_contexts' answer (False: a 20.10 engine)
+        self.ignores_contexts = False  # True: builds ignore named contexts (an image not on its runtime)
         self.size = 1_000_000_000  # every image's size (bytes)
         self.steps = [HistoryEntry(f"RUN step {n}", n * 100_000_000) for n in range(1, 8)]  # its history
         for info in images:
@@ -127,9 +130,19 @@ class FakeEngine:
             self.on_build(request)
         if self.build_status == 0:
             self.images[request.reference] = {"io.torchimages.flavor": request.target}
+            below = (
+                ""
+                if self.ignores_contexts
+                else dict(request.contexts).get("runtime", "").removeprefix("docker-image://")
+            )
+            self.layers[request.reference] = (*self.layers.get(below, ()), f"layer of {request.reference}")
             if self.holds is not None:
                 self.truth[request.reference] = self.holds
         return self.build_status
+
+    def named_contexts(self) -> bool:
+        self.calls.append(("named_contexts", None))
+        return self.takes_contexts
 
     def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
         self.calls.append(("import_rootfs", (reference, tuple(changes))))
@@ -197,7 +210,14 @@ class FakeEngine:
         self.calls.append(("tag", (reference, repository, tag)))
         assert reference in self.images, f"tagging a missing image {reference}"
         self.images[f"{repository}:{tag}"] = self.images[reference]
-        self.tagged.append(f"{repository}:{tag}")
+        name = f"{repository}:{tag}"
+        if reference in self.layers:
+            self.layers[name] = self.layers[reference]
+        if reference in self.ids:
+            self.ids[name] = self.ids[reference]
+        if reference in self.truth:
+            self.truth[name] = self.truth[reference]
+        (self.held if repository.startswith(TEMP_REPOSITORY + "/") else self.tagged).append(f"{repository}:{tag}")
 
     def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
         self.calls.append(("push", (repository, tag)))

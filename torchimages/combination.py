@@ -112,6 +112,7 @@ class Combination:
     repository: str
     lock_digest: str | None = None
     registry_bases: tuple[RegistryBase, ...] = ()  # set by the plan (bases.py); FROM names their references
+    source_date_epoch: int = 0  # the knowledge base's source_date: creation time, files clamped to it
     size_budget: SizeBudget | None = None  # matrix.yaml's, per flavor; not a build input
     images: tuple[Image, ...] = ()
     warnings: tuple[Problem, ...] = ()

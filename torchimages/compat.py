@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 from dataclasses import dataclass
 from importlib import resources
@@ -123,6 +124,13 @@ class KnowledgeBase:
     devel_pip: dict[str, str]
     numpy: dict[str, str]
     base_image_eol: tuple[BaseImageEol, ...] = ()
+    source_date: str = "1970-01-01"  # the images' SOURCE_DATE_EPOCH, as a UTC date (see compat.yaml)
+
+    @property
+    def source_date_epoch(self) -> int:
+        """`source_date` as seconds since the epoch (midnight UTC)."""
+        day = datetime.date.fromisoformat(self.source_date)
+        return int(datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC).timestamp())
 
     def release(self, torch_version: str) -> TorchRelease | None:
         """The release line a full torch version belongs to."""
@@ -220,6 +228,7 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         devel_pip=dict(raw.get("devel_pip") or {}),
         numpy={str(k): str(v) for k, v in (raw.get("numpy") or {}).items()},
         base_image_eol=tuple(_eol(entry, raw["sources"]) for entry in raw.get("base_image_eol") or ()),
+        source_date=str(raw["source_date"]),
     )
 
 

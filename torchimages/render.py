@@ -103,6 +103,7 @@ def context(combination: Combination) -> dict[str, Any]:
         "toolkit_purge": list(TOOLKIT_IMAGE_PURGE),
         "index_url": c.index_url,
         "venv_pip": c.os.pip,
+        "source_date_epoch": c.source_date_epoch,
         "venv_layers": venv_layers(c),
         "lock": LOCK_FILE if c.lock_digest else "",
         "toolkit": c.toolkit,

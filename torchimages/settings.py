@@ -25,6 +25,7 @@ Kind = Literal[
     "count",
     "seconds",
     "choice",
+    "epoch",
     "registry",
     "hosts",
     "wheel-source",
@@ -43,6 +44,7 @@ BUILDS = ("build", "bake")
 REQUIREMENT: dict[str, str] = {
     "count": "must be a positive whole number",
     "seconds": "must be a number of seconds above 0, e.g. 60",
+    "epoch": "must be a whole number of seconds since 1970-01-01 UTC, e.g. 1795910400",
 }
 
 
@@ -77,6 +79,14 @@ SETTINGS = (
     Setting("TORCHIMAGES_MAX_COMBINATIONS", "count", "10000", "most combinations a matrix may expand to", MATRIX),
     Setting("TORCHIMAGES_MAX_ENTRIES", "count", "1000", "most entries of one matrix list (include, axes)", MATRIX),
     Setting("TORCHIMAGES_JOBS", "count", "1", "combinations built at once (--jobs)", ("build",)),
+    Setting(
+        "SOURCE_DATE_EPOCH",
+        "epoch",
+        "",
+        "the images' creation time, and the time every file a build step writes is clamped to "
+        "(default: the knowledge base's source_date)",
+        BUILDS,
+    ),
     Setting(
         "TORCHIMAGES_PROGRESS",
         "choice",
@@ -232,6 +242,18 @@ def seconds(name: str, environ: Mapping[str, str] | None = None) -> float:
     return value
 
 
+def epoch(name: str, environ: Mapping[str, str] | None = None) -> int | None:
+    """Whole seconds since 1970 (0 and up), or None when unset."""
+    setting = BY_NAME[name]
+    found = _raw(name, environ) or setting.default
+    if not found:
+        return None
+    number = whole_number(found) if found.strip() != "0" else 0
+    if number is None or len(found.strip()) > 12:
+        raise _refuse(setting, found, REQUIREMENT["epoch"])
+    return number
+
+
 def choice(name: str, environ: Mapping[str, str] | None = None) -> str:
     """One of the setting's choices."""
     setting = BY_NAME[name]
@@ -250,6 +272,7 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> object:
         "count": count,
         "seconds": seconds,
         "choice": choice,
+        "epoch": epoch,
         **{kind: checked for kind in _VALIDATORS},
         **{kind: checked_words for kind in _LIST_VALIDATORS},
     }

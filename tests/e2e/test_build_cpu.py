@@ -25,6 +25,7 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.e2e
+FLAVORS = ("runtime", "devel")
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
 
 
@@ -79,6 +80,29 @@ def test_unchanged_rebuild_is_skipped(built: Built) -> None:
     again = run_cli("build", "--matrix", built.plan.matrix_path, "--log-dir", built.logs, "*")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 skipped" in again.stdout and "up to date" in again.stdout
+
+
+def test_a_no_cache_rebuild_builds_runtime_once_and_devel_on_it_and_the_same_layers(
+    built: Built, docker_client: Any
+) -> None:
+    """Issue 19: `--no-cache` (a weekly security rebuild) builds runtime first and devel on exactly that image
+    (a named build context), so runtime's layers are devel's first and the two are stored once: stored bytes
+    of both / devel alone is 1.00, whatever the build cache held. And the layers are reproducible: the same
+    inputs built again from nothing give the same layer digests (SOURCE_DATE_EPOCH, clamped file times)."""
+    before = {f: docker_client.images.get(built.image(f).reference).attrs["RootFS"]["Layers"] for f in FLAVORS}
+    rebuilt = run_cli("build", "--matrix", built.plan.matrix_path, "--log-dir", built.logs, "--no-cache", "*")
+    assert rebuilt.returncode == 0 and "2 built" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+    devel_log = (built.logs / f"{built.image('devel').tag}.log").read_text()
+    assert "--build-context runtime=docker-image://torchimages-tmp/" in devel_log.split("\n", 1)[0]
+    images = {f: docker_client.images.get(built.image(f).reference) for f in ("runtime", "devel")}
+    runtime, devel = (images[f].attrs["RootFS"]["Layers"] for f in ("runtime", "devel"))
+    assert devel[: len(runtime)] == runtime, "runtime's layers are not a prefix of devel's after --no-cache"
+    assert len(devel) > len(runtime)  # devel = runtime + its delta: every stored runtime byte is devel's too
+    changed = {
+        f: [n for n, (a, b) in enumerate(zip(before[f], layers, strict=False)) if a != b]
+        for f, layers in (("runtime", runtime), ("devel", devel))
+    }
+    assert changed == {"runtime": [], "devel": []} and len(before["devel"]) == len(devel), changed
 
 
 def test_a_lying_tag_fails_and_leaves_no_tag(built: Built, docker_client: Any) -> None:

@@ -33,6 +33,16 @@ PIP_MOUNTS = (
     "    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \\\n"
 )
 
+# The last command of every step that writes files (reproducible layers, issue 19), for the root (`/`) and the
+# venv owner's steps.
+CLAMP = (
+    "if [ -n \"${{SOURCE_DATE_EPOCH:-}}\" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find {paths} -xdev "
+    '-newermt "@${{SOURCE_DATE_EPOCH}}" -print0 | {{ grep -zvxF -e "$mounts" || [ $? = 1 ]; }} '
+    '| xargs -0r touch --no-dereference --date="@${{SOURCE_DATE_EPOCH}}"; fi'
+)
+CLAMP_ROOT = CLAMP.format(paths="/")
+CLAMP_VENV = CLAMP.format(paths="/opt/venv /home/torch")
+
 
 def image(**extra: Any) -> dict[str, Any]:
     """The template context fields these blocks read."""
@@ -67,8 +77,9 @@ echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sl
             && apt-get install -y --no-install-recommends "$@" \\
             && rm -f /etc/apt/apt.conf.d/99build-ca \\
             && mkdir -p /usr/share/torchimages \\
-            && dpkg-query -W -f '${{Package}}=${{Version}}\\n' > /usr/share/torchimages/os-packages.txt"""
-    ).format(ca=APT_CA)
+            && dpkg-query -W -f '${{Package}}=${{Version}}\\n' > /usr/share/torchimages/os-packages.txt \\
+            && {clamp}"""
+    ).format(ca=APT_CA, clamp=CLAMP_ROOT)
     assert block(MACROS.apt_install(image(), ["gcc", "g++"])) == expected
 
 
@@ -96,19 +107,23 @@ def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
         "    | /opt/venv/bin/python -c \"import json, sys; print(*(p['metadata']['name'] + '==' + "
         "p['metadata']['version'] for p in json.load(sys.stdin)['install'] if "
         "p['metadata']['name'].lower().startswith('nvidia')))\" \\\n"
-        "    | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps\n"
+        "    | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps \\\n"
+        f"    && {CLAMP_VENV}\n"
         "# Layer: torch itself.\n" + PIP_MOUNTS + TLS + "    && /opt/venv/bin/pip install --no-input --no-deps \\\n"
-        '        "torch==2.14.1"\n'
+        '        "torch==2.14.1" \\\n'
+        f"    && {CLAMP_VENV}\n"
         "# Layer: torch's other dependencies (triton, sympy, ...).\n"
         + PIP_MOUNTS
         + TLS
         + "    && /opt/venv/bin/pip install --no-input \\\n"
-        '        "torch==2.14.1"\n'
+        '        "torch==2.14.1" \\\n'
+        f"    && {CLAMP_VENV}\n"
         "# Layer: the remaining pins (companion libraries, numpy).\n"
         + PIP_MOUNTS
         + TLS
         + "    && /opt/venv/bin/pip install --no-input \\\n"
-        '        "numpy==2.4.6"'
+        '        "numpy==2.4.6" \\\n'
+        f"    && {CLAMP_VENV}"
     )
     assert block(MACROS.venv_layers(image(venv_layers=layers))) == expected
 
@@ -136,12 +151,14 @@ def test_devel_on_runtime_block(rendered: Callable[[str], str]) -> None:
         """\
         # devel: nvcc of the same CUDA as the wheels and extension build tools.
         FROM runtime AS devel
+        SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+        ARG SOURCE_DATE_EPOCH=1795910400
         USER 0:0
         RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \\"""
     )
     assert devel.startswith(expected_head)
     assert "        git \\\n        make \\\n" in devel
-    assert "os-packages.txt\nUSER 1000:1000\n# The toolkit wheels and build tools, into the same venv.\n" in devel
+    assert f"os-packages.txt \\\n    && {CLAMP_ROOT}\nUSER 1000:1000\n# The toolkit wheels" in devel
 
 
 def test_devel_from_a_toolkit_image_copies_the_one_venv(rendered: Callable[[str], str]) -> None:
@@ -161,14 +178,14 @@ def test_pins_take_only_the_variants_wheel(rendered: Callable[[str], str]) -> No
     # PyPI's default build: plain (PyPI) or +cu130 (PyTorch's index), never another variant's wheel
     assert variant_pin(release, "cu130", "2.13.0") == "==2.13.0,!=2.13.0+cpu,!=2.13.0+cu126,!=2.13.0+cu132"
     cu126 = rendered("{torch: 2.13.0, cuda: '12.6'}")
-    assert '        "torch==2.13.0+cu126"\n' in cu126 and '        "torchvision==0.28.0+cu126" \\\n' in cu126
+    assert '        "torch==2.13.0+cu126" \\\n' in cu126 and '        "torchvision==0.28.0+cu126" \\\n' in cu126
     assert '        "torchaudio==2.11.1+cu126" \\\n' in cu126  # an older line's last release: this variant's build
     default = rendered("{torch: 2.14.1, cuda: '13.0', os: debian12}")
-    assert '        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"\n' in default
+    assert '        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \\\n' in default
     assert '        "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \\\n' in default
     # PyPI's plain torchaudio 2.11.1 is one build (2.11.1+cu132) for every torch: even the default is labelled
     assert '        "torchaudio==2.11.1+cu130" \\\n' in default
-    assert '        "torch==2.13.0+cpu"\n' in rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
+    assert '        "torch==2.13.0+cpu" \\\n' in rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
 
 
 def test_os_packages_are_names_without_versions() -> None:

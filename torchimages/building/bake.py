@@ -6,12 +6,12 @@ definition: one target per image, pushed to (or loaded as) its temporary referen
 tag; groups per combination, per torch minor, per flavor, and `default`. `promote` then verifies and
 tags what the bake built (builder.Builder.promote).
 
-devel built FROM runtime: the runtime stage is a stage of the same Dockerfile, so a devel target builds
-it too, and one bake solves both targets on one builder, which shares the stage between them (the same
-cache keys, the same layers): every runtime layer is a layer of devel. A target's `contexts`
-(`runtime=target:...`) would say it explicitly, but needs a Dockerfile frontend newer than the one a
-20.10 engine embeds (and pulling one needs a registry), so targets list runtime before devel and a
-combination's flavors stay in one group; `promote` checks runtime's layers are a prefix of devel's.
+devel is built on its runtime: a devel target's `contexts` say `runtime=target:<the runtime target>`, so
+buildx builds the runtime target once and devel on its result (every runtime layer is a layer of devel,
+with `no-cache` too). Builders whose BuildKit takes no named contexts (Docker 20.10) get a file without
+them (`bake --no-named-contexts`): a devel target then builds the runtime stage itself, shared with the
+runtime target only as far as the builder's cache does. Either way targets list runtime before devel, a
+combination's flavors stay in one group, and `promote` checks runtime's layers are a prefix of devel's.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from torchimages import textfile, values
 from torchimages.building import wheels
 from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
-from torchimages.building.requests import BuildOptions, build_request
+from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, build_request
 from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
 from torchimages.engine import TAG_PLACEHOLDER, BuildRequest
@@ -102,6 +102,10 @@ def target(entry: Entry, cache: Cache) -> dict[str, Any]:
         definition["network"] = request.network
     if request.no_cache:
         definition["no-cache"] = True
+    if request.contexts:
+        definition["contexts"] = dict(request.contexts)
+    if request.build_args:
+        definition["args"] = dict(request.build_args)
 
     def placed(values: tuple[str, ...]) -> list[str]:
         return [value.replace(TAG_PLACEHOLDER, entry.image.tag).replace(TARGET_PLACEHOLDER, name) for value in values]
@@ -224,6 +228,7 @@ class BakeRequest:
     secrets_dir: Path = Path(".bake")
     temporary_registry: str | None = None
     cache: Cache = Cache()
+    named_contexts: bool = True  # devel targets built on their runtime target (`contexts`); False for 20.10 builders
 
 
 def check_sources(sources: WheelSources) -> None:
@@ -258,9 +263,12 @@ def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
                 pip_conf = wheels.write_secret(secrets_dir, served.pip_conf(s.combination.index_url))
             except OSError as exc:
                 raise UsageError(f"--secrets-dir {request.secrets_dir}: {exc.strerror or exc}") from None
+            runtime = next((i for i in s.images if i.flavor == RUNTIME_STAGE), None)
             for image in s.images:
                 reference = bake_reference(s.combination, image, request.temporary_registry)
-                build = build_request(options, s.combination, image, reference, served, pip_conf)
+                on = runtime and image.flavor == "devel" and request.named_contexts
+                base = f"target:{target_name(runtime)}" if on and runtime else None
+                build = build_request(options, s.combination, image, reference, served, pip_conf, base)
                 found.append(Entry(s.combination, image, build))
     return found
 

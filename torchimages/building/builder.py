@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,14 +24,28 @@ from dataclasses import dataclass
 from torchimages.building import bootstrap, readings, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
-from torchimages.building.references import TEMP_REPOSITORY, Baked, find_baked, is_temporary, temporary_reference
+from torchimages.building.references import (
+    TEMP_REPOSITORY,
+    Baked,
+    built_on,
+    find_baked,
+    is_temporary,
+    temporary_reference,
+)
 from torchimages.building.renderers import PlainRenderer
-from torchimages.building.requests import BuildOptions, run_build, shared_names
+from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, image_context, run_build, shared_names
 from torchimages.building.wheels import Served, serve
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine, EngineError
 from torchimages.planning.plan import Selected
 from torchimages.problems import InputError
+
+NO_NAMED_CONTEXTS = (
+    "this engine's builds take no named build contexts (buildx on Docker 23 or later does; 20.10 does not): "
+    "each devel image builds its runtime stage again instead of starting from the runtime image just built, "
+    "so they share that stage only as far as the build cache does (with --no-cache: only the base)"
+)
+FIX_NOT_ON_RUNTIME = "the engine did not build devel on the runtime image it was given: report this"
 
 # The smoke gate: run on the temporary reference after verification, with the facts verification read
 # (so the suites need not probe them again); returns the problems found.
@@ -81,12 +96,62 @@ class Builder:
         with Progress(self.renderer, sum(len(s.images) for s in selected)) as progress:
             if not self.cancelled.is_set():
                 self._ensure_bases([s.combination for s in selected], progress)
+            on_runtime = self._devel_on_runtime(selected, progress)
             with serve(self.options.sources) as served, ThreadPoolExecutor(max(1, self.options.jobs)) as pool:
-                results = pool.map(
-                    lambda s: [self.build_image(s.combination, image, served, progress) for image in s.images],
-                    selected,
-                )
+                results = pool.map(lambda s: self.build_combination(s, served, progress, on_runtime), selected)
                 return [outcome for outcomes in results for outcome in outcomes]
+
+    def _devel_on_runtime(self, selected: Sequence[Selected], progress: Progress) -> bool:
+        """Whether devel images are built on their verified runtime image (the engine takes named contexts);
+        where it cannot, it is said once, and each devel build makes its runtime stage again."""
+        if not any(_runtime_of(s) and _devel_of(s) for s in selected) or self.cancelled.is_set():
+            return False
+        if self.engine.named_contexts():
+            return True
+        progress.say(NO_NAMED_CONTEXTS)
+        return False
+
+    def build_combination(
+        self, selected: Selected, served: Served, progress: Progress, on_runtime: bool = True
+    ) -> list[Outcome]:
+        """A combination's images, runtime first; with `on_runtime`, devel is built on exactly that runtime
+        image (held under a temporary reference until devel is done), so the two share every runtime layer
+        whatever the cache, `--no-cache` too. Each is verified on its own. Outcomes in the flavor order."""
+        combination, runtime, devel = selected.combination, _runtime_of(selected), _devel_of(selected)
+        held = (
+            temporary_reference(combination, runtime, "base-" + uuid.uuid4().hex[:10])
+            if on_runtime and runtime and devel
+            else None
+        )
+        outcomes: dict[Image, Outcome] = {}
+        try:
+            for image in sorted(selected.images, key=lambda i: i is not runtime):
+                if image is devel and held and runtime:
+                    outcomes[image] = self._build_on(combination, image, served, progress, held, outcomes[runtime])
+                else:
+                    outcomes[image] = self.build_image(
+                        combination, image, served, progress, held if image is runtime else None
+                    )
+        finally:
+            if held and runtime:
+                self._remove_temporary(runtime, held, progress)
+        return [outcomes[image] for image in selected.images]
+
+    def _build_on(
+        self, combination: Combination, image: Image, served: Served, progress: Progress, held: str, runtime: Outcome
+    ) -> Outcome:
+        """devel on the runtime image `held` (there when runtime was built, verified or not, or was up to date;
+        devel is verified on its own either way); an up-to-date devel needs none; else not built, saying why."""
+        try:
+            there = self.engine.labels(held) is not None
+            if there or (not self.options.no_cache and self.up_to_date(image)):
+                return self.build_image(combination, image, served, progress, base=held if there else None)
+        except EngineError as exc:
+            return self._engine_failed(combination, image, time.monotonic(), exc, progress)
+        if self.cancelled.is_set() or runtime.status == "interrupted":
+            return self._finish(combination, image, "interrupted", time.monotonic(), "not started", progress)
+        detail = f"not built: devel is built on its runtime image, and the build of {runtime.image.tag} failed"
+        return self._finish(combination, image, "failed", time.monotonic(), detail, progress)
 
     def _ensure_bases(self, combinations: Sequence[Combination], progress: Progress) -> None:
         for os in bootstrap.bootstrapped(combinations):
@@ -106,15 +171,32 @@ class Builder:
         labels = self.engine.labels(image.reference)
         return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest
 
-    def build_image(self, combination: Combination, image: Image, served: Served, progress: Progress) -> Outcome:
+    def build_image(
+        self,
+        combination: Combination,
+        image: Image,
+        served: Served,
+        progress: Progress,
+        hold: str | None = None,
+        base: str | None = None,
+    ) -> Outcome:
         """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie.
-        The outcome says how long the build and the checks took, and the image's size."""
+        The outcome says how long the build and the checks took, and the image's size. `hold`: a temporary
+        reference the image gets too once built (or found up to date), for the caller to build on and remove;
+        `base`: the runtime image this one is built on (its runtime stage), checked to be its first layers."""
         measures = _Measures()
-        outcome = self._build_image(combination, image, served, progress, measures)
+        outcome = self._build_image(combination, image, served, progress, measures, hold, base)
         return dataclasses.replace(outcome, **dataclasses.asdict(measures))
 
     def _build_image(
-        self, combination: Combination, image: Image, served: Served, progress: Progress, measures: _Measures
+        self,
+        combination: Combination,
+        image: Image,
+        served: Served,
+        progress: Progress,
+        measures: _Measures,
+        hold: str | None,
+        base: str | None,
     ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
@@ -125,6 +207,8 @@ class Builder:
                 problems = self._publish(image, image.reference, progress)
                 if problems:
                     return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
+                if hold:
+                    self.engine.tag(image.reference, *_split(hold))
                 progress.finish(image.tag, f"{image.tag}: up to date (input digest unchanged), skipped")
                 return Outcome(combination, image, "skipped", 0.0, "up to date")
         except EngineError as exc:
@@ -136,7 +220,16 @@ class Builder:
         try:
             began = time.monotonic()
             status = run_build(
-                self.engine, self.options, combination, image, reference, served, log, progress, self.cancelled
+                self.engine,
+                self.options,
+                combination,
+                image,
+                reference,
+                served,
+                log,
+                progress,
+                self.cancelled,
+                image_context(base) if base else None,
             )
             measures.build_seconds = time.monotonic() - began
             if self.cancelled.is_set():
@@ -146,6 +239,13 @@ class Builder:
                 step = readings.last_step_error(log)  # BuildKit 0.13 ends its log with the Dockerfile's lines
                 detail = f"{why}\n" + (f"{step}\n" if step else "") + f"last lines of {log}:\n{readings.tail(log)}"
                 return self._finish(combination, image, "failed", start, detail, progress)
+            if hold:
+                self.engine.tag(reference, *_split(hold))
+            if base and combination.devel_from == RUNTIME_STAGE:
+                built = self.engine.inspect(reference)
+                problems = built_on(self.engine, built.layers if built else (), reference, base, FIX_NOT_ON_RUNTIME)
+                if problems:
+                    return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
             return self._admit(combination, image, reference, start, progress, "built", measures)
         except EngineError as exc:
             return self._engine_failed(combination, image, start, exc, progress)
@@ -304,6 +404,20 @@ class Builder:
         shown = f"\n    {detail}" if status not in ("built", "promoted") else ""
         progress.finish(image.tag, f"{image.tag}: {status} in {seconds:.0f} s" + shown)
         return Outcome(combination, image, status, seconds, detail)
+
+
+def _runtime_of(selected: Selected) -> Image | None:
+    return next((i for i in selected.images if i.flavor == RUNTIME_STAGE), None)
+
+
+def _devel_of(selected: Selected) -> Image | None:
+    return next((i for i in selected.images if i.flavor == "devel"), None)
+
+
+def _split(reference: str) -> tuple[str, str]:
+    """`repository:tag` as (repository, tag)."""
+    repository, tag = reference.rsplit(":", 1)
+    return repository, tag
 
 
 def _listed(what: str, problems: list[str]) -> str:

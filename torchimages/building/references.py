@@ -53,10 +53,17 @@ def find_baked(engine: Engine, baked: Baked, base: Baked | None = None) -> list[
             f"{baked.reference} is not the image its builder reported: it is {found.id}, "
             f"the metadata says {', '.join(baked.ids)}"
         ]
-    below = engine.inspect(base.reference) if base else None
-    if below is not None and found.layers[: len(below.layers)] != below.layers:
-        return [
-            f"{baked.reference} is not built on {below.reference} (runtime's layers are not its first): "
-            "bake devel and runtime of a combination together"
-        ]
+    if base is None:
+        return []
+    return built_on(
+        engine, found.layers, baked.reference, base.reference, "bake devel and runtime of a combination together"
+    )
+
+
+def built_on(engine: Engine, layers: tuple[str, ...], reference: str, base: str, fix: str) -> list[str]:
+    """`reference` (whose layers are `layers`) is built on the image `base` (its layers are the first), else
+    why not; nothing to say when `base` is not here."""
+    below = engine.inspect(base)
+    if below is not None and layers[: len(below.layers)] != below.layers:
+        return [f"{reference} is not built on {base} (runtime's layers are not its first): {fix}"]
     return []

@@ -18,6 +18,13 @@ from torchimages.engine import BuildRequest, CacheSpec, Engine
 from torchimages.planning.plan import Selected
 from torchimages.problems import Problem
 
+RUNTIME_STAGE = "runtime"  # the Dockerfile stage devel is built on (FROM runtime, or COPY --from=runtime)
+
+
+def image_context(reference: str) -> str:
+    """A named context's value that is an image of this engine (BuildKit's docker driver finds it locally)."""
+    return f"docker-image://{reference}"
+
 
 @dataclass(frozen=True)
 class BuildOptions:
@@ -34,14 +41,24 @@ class BuildOptions:
     push: bool = False
     cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources and exports; `{tag}` in a value
     cache_to: tuple[CacheSpec, ...] = ()  # stands for each image's tag
+    # The builds' SOURCE_DATE_EPOCH (creation time, files clamped to it); None: each combination's own (the
+    # knowledge base's source_date, also the default of the Dockerfile's ARG).
+    source_date_epoch: int | None = None
 
 
 def build_request(
-    options: BuildOptions, combination: Combination, image: Image, reference: str, served: Served, pip_conf: Path
+    options: BuildOptions,
+    combination: Combination,
+    image: Image,
+    reference: str,
+    served: Served,
+    pip_conf: Path,
+    runtime: str | None = None,
 ) -> BuildRequest:
     """The one BuildKit build of an image: its target of the combination's Dockerfile, the wheel sources
     (`pip_conf`) and the CA bundle as secrets, host network when a local wheel folder is served, the
-    BuildKit cache sources and exports (`{tag}` made this image's)."""
+    BuildKit cache sources and exports (`{tag}` made this image's). `runtime`: what the runtime stage is
+    instead of being built again, a named context's value (`docker-image://REF`, bake's `target:NAME`)."""
     folder = options.images_dir / combination.folder
     secrets = [("pipconf", pip_conf)]
     if options.ca_cert:
@@ -56,6 +73,13 @@ def build_request(
         no_cache=options.no_cache,
         cache_from=tuple(spec.for_tag(image.tag) for spec in options.cache_from),
         cache_to=tuple(spec.for_tag(image.tag) for spec in options.cache_to),
+        contexts=((RUNTIME_STAGE, runtime),) if runtime else (),
+        build_args=(
+            (
+                "SOURCE_DATE_EPOCH",
+                str(combination.source_date_epoch if options.source_date_epoch is None else options.source_date_epoch),
+            ),
+        ),
     )
 
 
@@ -83,9 +107,10 @@ def run_build(
     log: Path,
     progress: Progress,
     cancelled: threading.Event,
+    runtime: str | None = None,
 ) -> int:
     """The BuildKit build into `log`; its stages and bytes fetched, read from the log as it is written,
-    told to `progress`."""
+    told to `progress`. `runtime`: what the runtime stage is (see `build_request`)."""
     state = LogState()
 
     def seen(line: str) -> None:  # in the follower's thread, the only one to touch `state`
@@ -99,5 +124,5 @@ def run_build(
         log.open("wb") as handle,
         following(log, seen),
     ):
-        request = build_request(options, combination, image, reference, served, pip_conf)
+        request = build_request(options, combination, image, reference, served, pip_conf, runtime)
         return engine.build(request, handle, cancelled)

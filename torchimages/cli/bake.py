@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from torchimages import textfile, values
+from torchimages import settings, textfile, values
 from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_OK, UsageError
@@ -36,6 +36,12 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
     shared.cache(parser)
     parser.add_argument("--no-cache", action="store_true", help="targets build without BuildKit's cache")
+    parser.add_argument(
+        "--no-named-contexts",
+        action="store_true",
+        help="for builders on Docker 20.10 (no named build contexts): devel targets build their runtime stage "
+        "themselves instead of starting from the runtime target (shared only as far as the cache does)",
+    )
     shared.build_environment(parser)
     shared.wheel_sources(parser)
     parser.add_argument(
@@ -62,13 +68,20 @@ def run(args: argparse.Namespace) -> int:
         ca_cert=args.ca_cert,
         sources=sources,
         network=args.network,
+        source_date_epoch=settings.epoch("SOURCE_DATE_EPOCH"),
     )
     cache = bake.Cache(
         tuple(map(str, common.cache_specs("--cache-from", args.cache_from, bake.TARGET_PLACEHOLDER))),
         tuple(map(str, common.cache_specs("--cache-to", args.cache_to, bake.TARGET_PLACEHOLDER))),
     )
     request = bake.BakeRequest(
-        options, sources, tuple(args.trusted_host), args.secrets_dir, args.temporary_registry, cache
+        options,
+        sources,
+        tuple(args.trusted_host),
+        args.secrets_dir,
+        args.temporary_registry,
+        cache,
+        named_contexts=not args.no_named_contexts,
     )
     bake.check_sources(sources)
     common.check_file("--ca-cert", args.ca_cert)

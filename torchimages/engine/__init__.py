@@ -11,7 +11,7 @@ The docker SDK is imported only when a `DockerEngine` connects. Unit tests use a
 same methods (tests/fakes.py).
 """
 
-from torchimages.engine.discovery import BUILDKIT_PROBE, find_build_client, find_buildx
+from torchimages.engine.discovery import BUILDKIT_PROBE, find_build_client, find_buildx, takes_named_contexts
 from torchimages.engine.docker_engine import (
     CONNECTION_ERRORS,
     DockerEngine,
@@ -75,5 +75,6 @@ __all__ = [
     "split_run_args",
     "stop_group",
     "stored_size",
+    "takes_named_contexts",
     "transient",
 ]

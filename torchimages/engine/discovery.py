@@ -13,6 +13,8 @@ from torchimages.engine.requests import BuildClient
 from torchimages.engine.types import HOW_TO_GET_BUILDKIT, EngineError
 
 BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
+# Builds only where named contexts work: without them, `probectx` is an image to pull (and no registry has it).
+CONTEXTS_PROBE = "FROM scratch\nCOPY --from=probectx marker /marker\n"
 
 
 def _candidates(explicit: str | None) -> list[str]:
@@ -47,6 +49,30 @@ def _builds(client: BuildClient) -> bool:
         Path(context, "Dockerfile").write_text(BUILDKIT_PROBE)
         result = subprocess.run(
             [*client.command, "--output", "type=tar,dest=" + os.devnull, context],
+            env=client.environment(),
+            capture_output=True,
+            check=False,
+        )
+    return result.returncode == 0
+
+
+def takes_named_contexts(client: BuildClient) -> bool:
+    """Whether the client's builds take named build contexts (`--build-context`): buildx on a BuildKit whose
+    Dockerfile frontend knows them (Docker 23 and later; 20.10's does not). A tiny build that pulls nothing."""
+    if not client.buildx:
+        return False
+    with tempfile.TemporaryDirectory() as context:
+        Path(context, "Dockerfile").write_text(CONTEXTS_PROBE)
+        Path(context, "marker").write_text("1\n")
+        result = subprocess.run(
+            [
+                *client.command,
+                "--build-context",
+                f"probectx={context}",
+                "--output",
+                "type=tar,dest=" + os.devnull,
+                context,
+            ],
             env=client.environment(),
             capture_output=True,
             check=False,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from torchimages import settings
-from torchimages.engine.discovery import find_build_client
+from torchimages.engine.discovery import find_build_client, takes_named_contexts
 from torchimages.engine.process import run_cancellable
 from torchimages.engine.push import push_with_retries
 from torchimages.engine.requests import BuildClient, build_command, run_command
@@ -160,6 +160,7 @@ class DockerEngine:
         self.sdk = _sdk_client()
         self._docker_cli = docker_cli
         self._client: BuildClient | None = None
+        self._named_contexts: bool | None = None
 
     @property
     def build_client(self) -> BuildClient:
@@ -194,6 +195,12 @@ class DockerEngine:
         problem = cache_problem(cache_from, cache_to, builtin, name)
         if problem:
             raise EngineError(problem)
+
+    def named_contexts(self) -> bool:
+        """Whether builds take named build contexts (found on first use: a probe build)."""
+        if self._named_contexts is None:
+            self._named_contexts = takes_named_contexts(self.build_client)
+        return self._named_contexts
 
     def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         cmd = build_command(self.build_client, request)

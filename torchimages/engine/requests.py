@@ -114,6 +114,10 @@ def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
         cmd += ["--network", request.network]
     if request.no_cache:
         cmd.append("--no-cache")
+    for name, value in request.build_args:
+        cmd += ["--build-arg", f"{name}={value}"]
+    for name, value in request.contexts:
+        cmd += ["--build-context", f"{name}={value}"]
     return [*cmd, *_cache_options(client, request), str(request.context)]
 
 

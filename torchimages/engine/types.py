@@ -47,6 +47,10 @@ class BuildRequest:
     no_cache: bool = False
     cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources (`--cache-from`)
     cache_to: tuple[CacheSpec, ...] = ()  # BuildKit cache exports (`--cache-to`)
+    # Named build contexts (`--build-context NAME=VALUE`): `("runtime", "docker-image://REF")` builds a stage
+    # named runtime as that image instead (devel on the very runtime image that was verified).
+    contexts: tuple[tuple[str, str], ...] = ()
+    build_args: tuple[tuple[str, str], ...] = ()  # (`--build-arg NAME=VALUE`), e.g. SOURCE_DATE_EPOCH
 
 
 # BuildKit cache types (`type=` of buildx's --cache-from/--cache-to), and what the engine's built-in BuildKit
@@ -162,6 +166,11 @@ class Engine(Protocol):
     def build(self, request: BuildRequest, log: IO[bytes], cancelled: threading.Event | None = None) -> int:
         """Build a target; its output goes to `log`; return the exit status. Returns promptly (the build
         stopped, its client gone) once `cancelled` is set."""
+        ...
+
+    def named_contexts(self) -> bool:
+        """Whether builds take named build contexts (`BuildRequest.contexts`): buildx, and a BuildKit whose
+        Dockerfile frontend knows them (Docker 23 and later; not 20.10's)."""
         ...
 
     def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:

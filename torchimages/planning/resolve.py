@@ -300,6 +300,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         defined_at=SourceLocation(path, combo.line),
         repository=repository,
         size_budget=budget.value if budget and isinstance(budget.value, SizeBudget) else None,
+        source_date_epoch=kb.source_date_epoch,
         warnings=tuple(check.problems),
     )
     return Resolved(combination, flavors, tuple(check.problems))

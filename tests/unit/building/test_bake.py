@@ -12,7 +12,7 @@ import pytest
 
 from tests import golden
 from torchimages.building import bake, references, requests
-from torchimages.building.wheels import Served
+from torchimages.building.wheels import Served, WheelSources
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination
 from torchimages.planning import plan
 from torchimages.problems import InputError
@@ -310,3 +310,22 @@ def test_a_pushing_bake_names_temporary_references_in_the_registry(selected: lis
     assert reference.startswith("ghcr.io/team/torchimages-tmp/") and references.is_temporary(reference)
     metadata: dict[str, dict[str, str]] = {bake.target_name(i): {} for i in combination.images}
     assert bake.baked_images(metadata, selected[:1], "m.json", "ghcr.io/team")[image].reference == reference
+
+
+@pytest.mark.parametrize("named_contexts", [True, False])
+def test_a_devel_target_starts_from_its_runtime_target(
+    selected: list[plan.Selected], tmp_path: Path, named_contexts: bool
+) -> None:
+    """Issue 19: devel built on the runtime target's result (`contexts`), so buildx builds runtime once, with
+    `no-cache` too; `--no-named-contexts` (builders on Docker 20.10) leaves them out."""
+    options = requests.BuildOptions(images_dir=Path("images"), log_dir=Path("logs"), no_cache=True)
+    request = bake.BakeRequest(
+        options, WheelSources("https://pypi.example/simple"), secrets_dir=tmp_path, named_contexts=named_contexts
+    )
+    targets = bake.bake_file(bake.entries(selected, request))["target"]
+    for s in selected:
+        flavors = {image.flavor: bake.target_name(image) for image in s.images}
+        assert "contexts" not in targets[flavors["runtime"]]
+        if "devel" in flavors:
+            expected = {"runtime": f"target:{flavors['runtime']}"} if named_contexts else None
+            assert targets[flavors["devel"]].get("contexts") == expected

@@ -139,9 +139,10 @@ def test_a_failing_smoke_gate_leaves_no_tag(selection: list[plan.Selected], tmp_
 def test_a_failed_build_leaves_no_tag(selection: list[plan.Selected], tmp_path: Path) -> None:
     engine = FakeEngine(true_facts(selection[0].combination), build_status=1)
     outcomes = run(engine, selection[:1], tmp_path)
+    devel, runtime = outcomes
     assert [o.status for o in outcomes] == ["failed", "failed"]
-    assert all("build failed (exit 1)" in o.detail for o in outcomes)
-    assert engine.tagged == [] and engine.probed == []
+    assert "build failed (exit 1)" in runtime.detail and devel.detail.startswith("not built: devel is built on")
+    assert engine.tagged == [] and engine.probed == [] and [r.target for r in engine.built] == ["runtime"]
 
 
 @pytest.mark.parametrize(
@@ -212,7 +213,9 @@ def test_an_interrupt_during_a_build_tags_nothing_and_starts_nothing_more(
     engine.on_build = lambda request: cancelled.set()  # the signal arrives while the engine builds
     outcomes = run(engine, selection, tmp_path, cancelled=cancelled, push=True)
     assert [o.status for o in outcomes] == ["interrupted"] * 4
-    assert "during the build" in outcomes[0].detail and all(o.detail == "not started" for o in outcomes[1:])
+    first = outcomes[1]  # runtime is built first (devel is built on it)
+    assert first.image.flavor == "runtime" and "during the build" in first.detail
+    assert all(o.detail == "not started" for o in outcomes if o is not first)
     assert len(engine.built) == 1 and engine.probed == []
     assert engine.tagged == [] and engine.pushed == [] and engine.temporary() == []
     assert "4 interrupted" in summary(outcomes) and "0 failed" in summary(outcomes)
@@ -235,7 +238,8 @@ def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Sele
     passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
     outcomes = run(engine, first, tmp_path, passing, cancelled=cancelled)
     assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
-    assert "verified, not tagged" in outcomes[0].detail and outcomes[1].detail == "not started"
+    devel, runtime = outcomes  # runtime first: devel is built on it
+    assert "verified, not tagged" in runtime.detail and devel.detail == "not started"
     assert engine.tagged == [] and engine.temporary() == [] and len(engine.built) == 1
 
 
@@ -252,7 +256,7 @@ def test_a_gate_stopped_by_the_interrupt_is_interrupted_not_failed(
 
     outcomes = run(engine, first, tmp_path, gate, cancelled=cancelled)
     assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
-    assert "during verification" in outcomes[0].detail
+    assert "during verification" in outcomes[1].detail  # runtime's (built first)
     assert engine.tagged == [] and engine.temporary() == []
 
 
@@ -307,11 +311,12 @@ def test_an_engine_stopped_during_a_build_is_named(selection: list[plan.Selected
     opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
     outcomes = Builder(engine, opts, out=said.append).build(selection[:1])
     assert [o.status for o in outcomes] == ["failed", "failed"]
-    first = outcomes[0].detail.splitlines()[0]
+    devel, runtime = outcomes  # runtime is built first
+    first = runtime.detail.splitlines()[0]
     assert first.startswith("the Docker engine at unix:///fake/docker.sock stopped answering during the build of")
-    assert "does not answer" in outcomes[1].detail
+    assert "does not answer" in devel.detail
     assert engine.tagged == [] and len(engine.built) == 1
-    assert summary(outcomes).splitlines()[2].strip() == first
+    assert first in summary(outcomes)
     assert any("could not remove" in line for line in said)
 
 
@@ -329,8 +334,8 @@ def test_an_engine_error_the_interrupt_caused_is_an_interruption_not_a_failure(
 
     engine = InterruptedEngine(true_facts(selection[0].combination))
     outcomes = run(engine, selection[:1], tmp_path, cancelled=cancelled)
-    assert outcomes[0].status == "interrupted", outcomes[0].detail
-    assert "context canceled" in outcomes[0].detail
+    assert outcomes[1].status == "interrupted", outcomes[1].detail  # runtime, built first
+    assert "context canceled" in outcomes[1].detail
     assert "failed" not in [o.status for o in outcomes]
 
 
@@ -347,9 +352,12 @@ def test_a_full_disk_is_named_in_the_summary(selection: list[plan.Selected], tmp
     engine.on_build = full
     outcomes = run(engine, selection[:1], tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
-    reasons = summary(outcomes).splitlines()
+    reasons = summary(outcomes).splitlines()  # devel first: not built, as runtime's build failed
+    assert reasons[2].strip() == "not built: devel is built on its runtime image, and the build of " + (
+        f"{selection[0].combination.image('runtime').tag} failed"
+    )
     assert (
-        reasons[2].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
+        reasons[4].strip().startswith("no space left on device: the build failed (exit 1): the engine's disk is full")
     )
     assert engine.tagged == []
 
@@ -554,7 +562,7 @@ def test_an_image_over_its_size_budget_fails_untagged_naming_size_budget_and_lar
     assert set(engine.tagged) == {
         f"{i.repository}:{n}" for i in newest[0].images if i.flavor == "devel" for n in i.names
     }
-    assert engine.probed == [engine.built[0].reference]  # over budget: not even verified
+    assert engine.probed == [engine.built[1].reference]  # runtime (built first) over budget: not even verified
     assert engine.temporary() == []
     assert "size 3.5 GB (3500000001 bytes) is over the runtime budget" in summary([devel, runtime])
 
@@ -576,7 +584,7 @@ def test_outcomes_say_how_long_the_build_and_the_checks_took(selection: list[pla
     (skipped, _) = run(engine, selection[1:], tmp_path)  # up to date: neither ran
     assert skipped.status == "skipped" and skipped.build_seconds is None and skipped.test_seconds is None
     engine.build_status = 1
-    (failed, _) = run(engine, selection[1:], tmp_path, no_cache=True)
+    (_, failed) = run(engine, selection[1:], tmp_path, no_cache=True)  # runtime: built (and failed) first
     assert failed.build_seconds is not None and failed.test_seconds is None
 
 

@@ -6,6 +6,7 @@
 # non-root user, and the venv created and filled by that user; the wheels bring their own CUDA.
 FROM torchimages/bootstrap-debian:12 AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG SOURCE_DATE_EPOCH=1795910400
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -30,16 +31,19 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
-    && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
+    && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 # /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
 # lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch \
     && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
-    && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock
+    && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
-RUN python3.11 -m venv /opt/venv
+RUN python3.11 -m venv /opt/venv \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -50,7 +54,8 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
-    | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps
+    | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -59,7 +64,8 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input --no-deps \
-        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"
+        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -68,7 +74,8 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \
     && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
-        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"
+        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -79,7 +86,8 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && /opt/venv/bin/pip install --no-input \
         "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \
         "torchaudio==2.11.1+cu130" \
-        "numpy==2.4.6"
+        "numpy==2.4.6" \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -87,7 +95,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:c52002a66e4ed72fd02daef9c28ba53e9c8be238fbe94f3467361f7d989b73a0" \
+      io.torchimages.input-digest="sha256:054e412ce4466e7f1784c3d63b02170c8a8d425b07553fac4d0f6566812226a6" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -104,6 +112,8 @@ CMD ["python"]
 
 # devel: nvcc of the same CUDA as the wheels and extension build tools.
 FROM runtime AS devel
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG SOURCE_DATE_EPOCH=1795910400
 USER 0:0
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
@@ -119,7 +129,8 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && apt-get install -y --no-install-recommends "$@" \
     && rm -f /etc/apt/apt.conf.d/99build-ca \
     && mkdir -p /usr/share/torchimages \
-    && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt
+    && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
 # The toolkit wheels and build tools, into the same venv.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
@@ -130,9 +141,11 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && /opt/venv/bin/pip install --no-input \
         "cuda-toolkit[nvcc,nvvm,cudart,cccl,crt,nvrtc]==13.0.3" \
-        "ninja==1.13.2"
+        "ninja==1.13.2" \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64 \
-    && ln -s libcudart.so.13 /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so
+    && ln -s libcudart.so.13 /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${SOURCE_DATE_EPOCH}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 ENV CUDA_HOME=/opt/venv/lib/python3.11/site-packages/nvidia/cu13
 ENV PATH=${CUDA_HOME}/bin:${PATH}
 ENV TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
@@ -143,7 +156,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:8cd75ab8968084f77c30bdf809d5193aea12f1734f4854ce61877a8f734c2c3d" \
+      io.torchimages.input-digest="sha256:17a510d9a6a494a131c459f9074f077326b3a32553b81eae21c6ce8b2c804cf3" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
