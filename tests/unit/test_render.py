@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests import golden
+from tests.unit.conftest import ROOT
 from torchimages import render
 from torchimages.planning import plan
 
@@ -126,3 +127,23 @@ def test_a_lock_file_is_mounted_as_constraints_and_shapes_the_digest(
     assert text.count("--mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock") == 4
     assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 4
     assert {i.input_digest for _, i in before.images()}.isdisjoint(i.input_digest for _, i in after.images())
+
+
+CLAMPED = 'xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi'
+
+
+def test_every_step_that_writes_ends_clamping_file_times_and_every_stage_has_the_epoch() -> None:
+    """Reproducible layers (issue 19), in every committed Dockerfile: each stage declares SOURCE_DATE_EPOCH with
+    the knowledge base's date, and every RUN's last command clamps the times of what it wrote. A RUN added
+    without the clamp would make two builds of the same inputs differ: this fails first."""
+    epoch = plan.load(ROOT / "matrix.yaml").combinations[0].source_date_epoch
+    assert epoch == 1795910400  # compat.yaml's source_date, 2026-11-29 (midnight UTC)
+    for dockerfile in sorted((ROOT / "images").glob("*/Dockerfile")):
+        text = dockerfile.read_text()
+        instructions = [i for i in text.replace("\\\n", "").splitlines() if i and not i.startswith("#")]
+        stages = [n for n, i in enumerate(instructions) if i.startswith("FROM ")]
+        for n in stages:
+            assert f"ARG SOURCE_DATE_EPOCH={epoch}" in instructions[n + 1 : n + 3], (dockerfile, instructions[n])
+        runs = [i for i in instructions if i.startswith("RUN ")]
+        unclamped = [i[:80] for i in runs if not i.endswith(CLAMPED)]
+        assert runs and unclamped == [], (dockerfile, unclamped)

@@ -118,3 +118,14 @@ def test_bake_reads_the_cache_settings_as_build_does(
     target = json.loads(out)["target"]["2_13_0-cpu-runtime"]
     assert target["cache-from"][0].startswith("type=registry,ref=cache.example/t:2.13.0-cpu-runtime")
     assert len(target["cache-from"]) == 2
+
+
+@pytest.mark.parametrize(("text", "expected"), [("", None), ("0", 0), ("1795910400", 1795910400), (" 86400 ", 86400)])
+def test_source_date_epoch_is_whole_seconds_or_unset(text: str, expected: int | None) -> None:
+    assert settings.epoch("SOURCE_DATE_EPOCH", {"SOURCE_DATE_EPOCH": text}) == expected
+
+
+@pytest.mark.parametrize("text", ["-1", "1.5", "yesterday", "9" * 13, "١٢"])
+def test_a_source_date_epoch_that_is_no_time_is_refused_naming_it(text: str) -> None:
+    with pytest.raises(settings.SettingError, match=r"SOURCE_DATE_EPOCH.*whole number of seconds since 1970"):
+        settings.epoch("SOURCE_DATE_EPOCH", {"SOURCE_DATE_EPOCH": text})

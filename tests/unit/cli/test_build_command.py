@@ -4,6 +4,7 @@ any build."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import subprocess
 import sys
@@ -148,3 +149,19 @@ def test_jobs_must_be_a_whole_number_of_at_least_one(option: list[str], env: dic
     else:
         assert "argument --jobs:" in result.stderr and "at least 1" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_named_context_and_the_source_date_reach_the_build() -> None:
+    """Issue 19: devel's build names the runtime image its `runtime` stage is, and SOURCE_DATE_EPOCH."""
+    request = dataclasses.replace(
+        REQUEST,
+        target="devel",
+        contexts=(("runtime", "docker-image://torchimages-tmp/x:runtime-base-0123456789"),),
+        build_args=(("SOURCE_DATE_EPOCH", "1795910400"),),
+    )
+    assert line(BUILDX, request) == (
+        "docker buildx build "
+        + BASE.replace("--target runtime", "--target devel")
+        + " --build-arg SOURCE_DATE_EPOCH=1795910400"
+        " --build-context runtime=docker-image://torchimages-tmp/x:runtime-base-0123456789 " + CONTEXT
+    )

@@ -54,3 +54,16 @@ def test_a_client_without_the_buildx_plugin_cannot_bake(tmp_path: Path, monkeypa
     assert str(fake) in str(caught.value) and "docker-buildx" in str(caught.value)
     fake.write_text('#!/bin/sh\n[ "$1 $2" = "buildx version" ] && echo "github.com/docker/buildx 0.13.1"\n')
     assert engine.find_buildx(str(fake)) == str(fake)
+
+
+def test_named_contexts_are_found_by_a_probe_build(tmp_path: Path) -> None:
+    """Issue 19: a buildx whose build with `--build-context` succeeds takes named contexts; one that fails
+    (20.10's frontend pulls `probectx` as an image) and the classic client do not."""
+    fake = tmp_path / "docker"
+    fake.write_text('#!/bin/sh\ncase "$*" in *"--build-context probectx="*) exit 0;; esac\nexit 1\n')
+    fake.chmod(0o755)
+    buildx = engine.BuildClient((str(fake), "buildx", "build"), ())
+    assert engine.takes_named_contexts(buildx)
+    assert not engine.takes_named_contexts(engine.BuildClient((str(fake), "build"), (("DOCKER_BUILDKIT", "1"),)))
+    fake.write_text("#!/bin/sh\necho 'failed to resolve source metadata for docker.io/library/probectx' >&2\nexit 1\n")
+    assert not engine.takes_named_contexts(buildx)
