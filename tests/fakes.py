@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -72,16 +72,16 @@ LINUX_X86_64 = {
 
 def library_answer(
     loaded: Sequence[tuple[str, str | None, str | None]],
-    distributions: dict[str, tuple[str, Sequence[str]]],
+    distributions: Mapping[str, tuple[str, Sequence[str]]],
     *,
     prefix: str = "/opt/venv",
     lazily: Sequence[str] = (),
-    failed: Sequence[tuple[str, str, str]] = (),
-    environment: dict[str, str] | None = None,
+    failed: Sequence[tuple[str, str, str, str]] = (),
+    environment: Mapping[str, str] | None = None,
 ) -> Raw:
     """The facts probe's `libraries` answer, as the probe prints it: each loaded file (path, the distribution
     whose RECORD lists it and its version, or None twice), the paths of `loaded` the probe loaded by path
-    (`lazily`), the files it could not load (path, distribution, error), torch's and NVIDIA's distributions
+    (`lazily`), the files it could not load (path, distribution, version, error), torch's and NVIDIA's distributions
     (version, Requires-Dist). Every value is the caller's literal."""
     return {
         "prefix": prefix,
@@ -91,7 +91,7 @@ def library_answer(
             {"path": p, "distribution": d, "version": v, "how": "by path" if p in lazily else "import"}
             for p, d, v in loaded
         ],
-        "failed": [{"path": p, "distribution": d, "error": e} for p, d, e in failed],
+        "failed": [{"path": p, "distribution": d, "version": v, "error": e} for p, d, v, e in failed],
     }
 
 

@@ -17,8 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.markers import UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
@@ -49,7 +48,6 @@ class _Loaded:
     path: str
     distribution: str | None
     version: str | None
-    how: str
 
     @property
     def name(self) -> str:
@@ -138,11 +136,9 @@ def _check_copy(
         except InvalidVersion:
             ok = False
         if not ok:
-            problem = f"belongs to {copy.owner()}"
-            pinned = (
-                f"{copy.distribution}{pin.requirement.specifier} ({pin.required_by}'s requirement), inside {prefix}"
-            )
-            problems.append(LibraryProblem(copy.name, copy.path, problem, pinned))
+            pinned = f"{copy.distribution}{pin.requirement.specifier} ({pin.required_by}'s requirement)"
+            where = f"{pinned}, inside the venv {prefix}"
+            problems.append(LibraryProblem(copy.name, copy.path, f"belongs to {copy.owner()}", where))
     return problems
 
 
@@ -152,7 +148,7 @@ def _loaded(entries: Iterable[Mapping[str, Any]]) -> list[_Loaded]:
         path = entry["path"]
         if not isinstance(path, str):
             raise TypeError(f"a loaded library's path is {path!r}")
-        found.append(_Loaded(path, entry.get("distribution"), entry.get("version"), str(entry.get("how", ""))))
+        found.append(_Loaded(path, entry.get("distribution"), entry.get("version")))
     return found
 
 
@@ -169,10 +165,10 @@ def check(expected: Mapping[str, str | None], raw: Mapping[str, Any]) -> list[Li
     try:
         prefix = str(answer["prefix"])
         loaded = _loaded(answer["loaded"])
-        failed = _loaded({**entry, "how": "failed"} for entry in answer["failed"])
+        failed = _loaded(answer["failed"])
         errors = {entry["path"]: str(entry.get("error")) for entry in answer["failed"]}
         pins = torch_pins(answer["distributions"], answer["environment"])
-    except (KeyError, TypeError, AttributeError, InvalidRequirement, UndefinedEnvironmentName) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # packaging's errors are ValueErrors
         return [LibraryProblem("libraries", None, f"were not read (a malformed answer: {exc!r})", listing)]
     problems = [
         LibraryProblem(

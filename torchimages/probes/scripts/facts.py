@@ -212,7 +212,8 @@ def libraries() -> dict[str, Any]:
             try:
                 ctypes.CDLL(path)
             except OSError as exc:
-                failed.append({"path": path, "distribution": owners[path][0], "error": str(exc)})
+                owner, version = owners[path]
+                failed.append({"path": path, "distribution": owner, "version": version, "error": str(exc)})
     nvidia_names = {library_name(path) for path, (owner, _) in owners.items() if is_nvidia(owner)}
     loaded = []
     for path in mapped_libraries():
