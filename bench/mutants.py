@@ -47,7 +47,7 @@ M = Mutation
 VERIFY, VERSIONS = "building/verify.py", "versions.py"
 TAGS, RESOLVE = "planning/tags.py", "planning/resolve.py"
 BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.py"
-REFERENCES = "building/references.py"
+REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 
 # fmt: off
@@ -218,6 +218,43 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if check.failed:\n        return Resolved(None, flavors, tuple(check.problems))\n",
       "",
       "a row with errors still resolves to a combination"),
+    # --- the NVIDIA libraries torch loads: building/libraries.py -------------------------------------
+    M("libraries-never-checked", LIBRARIES,
+      'if expected.get("cuda") is None:\n        return []',
+      "if True:\n        return []",
+      "a CUDA image loading a system libnccl, or no libcublas at all, is tagged"),
+    M("libraries-outside-venv", LIBRARIES,
+      'if not copy.path.startswith(prefix.rstrip("/") + "/"):',
+      "if False:",
+      "a library loaded from /usr/lib or /usr/local/cuda is not said to lie outside the venv"),
+    M("libraries-tag-version", LIBRARIES,
+      "if promised and not _same_version(copy.version, promised):",
+      "if False:",
+      "a cuDNN or NCCL wheel of another version than the tag's passes whenever torch's pins are not read"),
+    M("libraries-required", LIBRARIES,
+      "        if name not in present:\n",
+      "        if False:\n",
+      "a CUDA image whose torch loaded no libcublas (or no library at all) is tagged"),
+    M("libraries-one-copy", LIBRARIES,
+      "if len({copy.path for copy in found}) > 1:",
+      "if False:",
+      "two copies of one library loaded (the wheel's and a system one) are not said to be two"),
+    M("libraries-pins-ignored", LIBRARIES,
+      "        if not ok:\n",
+      "        if False:\n",
+      "a cuBLAS wheel of another version than torch pins is accepted"),
+    M("libraries-extras-ignored", LIBRARIES,
+      'for e in {"", *extras}',
+      'for e in {""}',
+      "pins reached through an extra (cuda-toolkit[cublas] for CUDA 13) are not followed"),
+    M("libraries-unnamed-owner", LIBRARIES,
+      "    if family and not named:\n",
+      "    if False:\n",
+      "a libcublas vendored by a distribution torch does not require passes"),
+    M("builder-skip-libraries", BUILDER,
+      "mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found)]",
+      "mismatches = [*verify.compare(expected, found)]",
+      "an image whose torch loads a library other than the pinned wheel's is tagged"),
     # --- the builder's admission: building/builder.py -------------------------------------------------
     M("builder-ignore-mismatch", BUILDER,
       "        if mismatches:\n            return [str(m) for m in mismatches]\n",
@@ -373,6 +410,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     RESOLVE: (r"resolve|matrix|blocks|companion|knowledge", r"\bresolve\b|variant_pin|problems_of"),
     BUILDER: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
     REFERENCES: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
+    LIBRARIES: (r"librar|builder", r"check_libraries|library_answer"),
     RUNNER: (r"smoke|gate|runner", r"\brunner\b|smoke_gate|run_suites"),
     PLUGIN: (r"smoke|plugin|gpu", r"\bplugin\b|require.gpu"),
     MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,6 +54,79 @@ def probe_answer(
         "torchaudio": {"version": torchaudio, "error": None},
         **extra,
     }
+
+
+# The values environment markers read in a Linux x86_64 image with CPython 3.10 (the probe's `environment`).
+LINUX_X86_64 = {
+    "implementation_name": "cpython",
+    "os_name": "posix",
+    "platform_machine": "x86_64",
+    "platform_python_implementation": "CPython",
+    "platform_release": "6.1.0",
+    "platform_system": "Linux",
+    "python_full_version": "3.10.12",
+    "python_version": "3.10",
+    "sys_platform": "linux",
+}
+
+
+def library_answer(
+    loaded: Sequence[tuple[str, str | None, str | None]],
+    distributions: Mapping[str, tuple[str, Sequence[str]]],
+    *,
+    prefix: str = "/opt/venv",
+    lazily: Sequence[str] = (),
+    failed: Sequence[tuple[str, str, str, str]] = (),
+    environment: Mapping[str, str] | None = None,
+) -> Raw:
+    """The facts probe's `libraries` answer, as the probe prints it: each loaded file (path, the distribution
+    whose RECORD lists it and its version, or None twice), the paths of `loaded` the probe loaded by path
+    (`lazily`), the files it could not load (path, distribution, version, error), torch's and NVIDIA's distributions
+    (version, Requires-Dist). Every value is the caller's literal."""
+    return {
+        "prefix": prefix,
+        "environment": dict(environment or LINUX_X86_64),
+        "distributions": {name: {"version": v, "requires": list(r)} for name, (v, r) in distributions.items()},
+        "loaded": [
+            {"path": p, "distribution": d, "version": v, "how": "by path" if p in lazily else "import"}
+            for p, d, v in loaded
+        ],
+        "failed": [{"path": p, "distribution": d, "version": v, "error": e} for p, d, v, e in failed],
+    }
+
+
+# What a true torch 2.7.x+cu118 image (Python 3.10) loads, written out: torch's Requires-Dist pins cuDNN
+# 9.1.0.70, NCCL 2.21.5 and cuBLAS 11.11.3.6 (cu11 wheels; 2.7.1 pins the same); libcudnn_cnn is one
+# cuDNN opens lazily (the probe loaded it by path).
+CU118_SITE = "/opt/venv/lib/python3.10/site-packages"
+CU118_LINUX = '; platform_system == "Linux" and platform_machine == "x86_64"'
+CU118_LIBRARIES = library_answer(
+    [
+        (f"{CU118_SITE}/nvidia/cudnn/lib/libcudnn.so.9", "nvidia-cudnn-cu11", "9.1.0.70"),
+        (f"{CU118_SITE}/nvidia/cudnn/lib/libcudnn_graph.so.9", "nvidia-cudnn-cu11", "9.1.0.70"),
+        (f"{CU118_SITE}/nvidia/cudnn/lib/libcudnn_cnn.so.9", "nvidia-cudnn-cu11", "9.1.0.70"),
+        (f"{CU118_SITE}/nvidia/nccl/lib/libnccl.so.2", "nvidia-nccl-cu11", "2.21.5"),
+        (f"{CU118_SITE}/nvidia/cublas/lib/libcublas.so.11", "nvidia-cublas-cu11", "11.11.3.6"),
+        (f"{CU118_SITE}/nvidia/cublas/lib/libcublasLt.so.11", "nvidia-cublas-cu11", "11.11.3.6"),
+        (f"{CU118_SITE}/nvidia/cuda_runtime/lib/libcudart.so.11.0", "nvidia-cuda-runtime-cu11", "11.8.89"),
+    ],
+    {
+        "torch": (
+            "2.7.0+cu118",
+            [
+                "nvidia-cuda-runtime-cu11==11.8.89" + CU118_LINUX,
+                "nvidia-cudnn-cu11==9.1.0.70" + CU118_LINUX,
+                "nvidia-cublas-cu11==11.11.3.6" + CU118_LINUX,
+                "nvidia-nccl-cu11==2.21.5" + CU118_LINUX,
+            ],
+        ),
+        "nvidia-cublas-cu11": ("11.11.3.6", []),
+        "nvidia-cuda-runtime-cu11": ("11.8.89", []),
+        "nvidia-cudnn-cu11": ("9.1.0.70", ["nvidia-cublas-cu11"]),
+        "nvidia-nccl-cu11": ("2.21.5", []),
+    },
+    lazily=[f"{CU118_SITE}/nvidia/cudnn/lib/libcudnn_cnn.so.9"],
+)
 
 
 class FakeEngine:

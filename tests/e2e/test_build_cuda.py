@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from torchimages import engine
+from torchimages.building import verify
 from torchimages.probes import probe_source
 
 from .conftest import (
@@ -72,6 +74,25 @@ def test_exactly_one_copy_of_cudnn_and_nccl(built: Built, docker_client: Any, fl
     assert len(copies) == 1, f"{library} in {sorted(map(str, copies))}"
 
 
+def test_torch_loads_the_pinned_wheels_libraries(built: Built) -> None:
+    """What verification read in runtime (it passed, or the build would have failed): the libraries torch
+    mapped are the wheels' files in the venv, cuDNN's lazily opened ones loaded by path; nothing vacuous."""
+    facts = verify.read_facts(engine.DockerEngine(), built.image("runtime").reference)
+    assert verify.check_libraries(built.combination.expected_facts(), facts) == []
+    site = "/opt/venv/lib/python3.11/site-packages/nvidia"
+    loaded = {entry["path"]: entry for entry in facts.raw["libraries"]["loaded"]}
+    for path, distribution, how in [
+        (f"{site}/cudnn/lib/libcudnn.so.9", "nvidia-cudnn-cu13 9.24.0.43", "import"),
+        (f"{site}/cudnn/lib/libcudnn_cnn.so.9", "nvidia-cudnn-cu13 9.24.0.43", "by path"),
+        (f"{site}/nccl/lib/libnccl.so.2", "nvidia-nccl-cu13 2.30.7", "import"),
+        (f"{site}/cu13/lib/libcublas.so.13", "nvidia-cublas", "import"),
+        (f"{site}/cu13/lib/libcublasLt.so.13", "nvidia-cublas", "import"),
+    ]:
+        entry = loaded.get(path) or {}
+        found = f"{entry.get('distribution')} {entry.get('version')}"
+        assert found.startswith(distribution) and entry.get("how") == how, (path, entry)
+
+
 def test_devel_has_nvcc_of_the_wheels_cuda(built: Built, docker_client: Any) -> None:
     assert "release 13.0" in sh(docker_client, built.image("devel").reference, "nvcc --version")
 
@@ -108,6 +129,11 @@ def test_a_wrong_cudnn_fails_verification_and_leaves_no_tag(built: Built, docker
     outcome = build_a_lie(built, "wrong-cudnn-runtime", cudnn="9.23.0.1")
     assert outcome.status == "failed"
     assert "cudnn: the tag claims 9.23.0.1, the image has 9.24.0" in outcome.detail
+    # The libraries check reads the same lie off the file torch loaded, and names it.
+    assert (
+        "libcudnn: /opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9 belongs to" in outcome.detail
+    )
+    assert "nvidia-cudnn-cu13 9.24.0.43; expected the file of the wheel torch pins (cuDNN 9.23.0.1" in outcome.detail
     assert docker_client.images.list(name=f"{built.image('runtime').repository}:wrong-cudnn-runtime") == []
 
 

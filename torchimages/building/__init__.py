@@ -6,6 +6,7 @@ references.py temporary references, and images baked elsewhere waiting under one
 readings.py   what the builder reads on the way: sizes against budgets, what an image holds, why a build failed
 outcome.py    what happened to each image, and the summary table
 verify.py     read the versions inside an image and compare them with what its tag promises
+libraries.py  the NVIDIA libraries torch loads (cuDNN, NCCL, cuBLAS, ...) are the pinned wheels' files, once
 bootstrap.py  bootstrapped bases (debian12) made from the distribution archive
 wheels.py     wheel sources: index URLs, local folders served for the build, pip.conf secrets
 progress.py   what each running image is doing (stages, events), told to a renderer

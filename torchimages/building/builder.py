@@ -364,8 +364,8 @@ class Builder:
     def _check_before_tagging(
         self, combination: Combination, image: Image, reference: str, progress: Progress
     ) -> list[str]:
-        """The size budget, verification (the versions inside equal the tag's), then the smoke gate. Problems,
-        or none."""
+        """The size budget, verification (the versions inside equal the tag's, and the NVIDIA libraries torch
+        loads are the pinned wheels'), then the smoke gate. Problems, or none."""
         progress.update(image.tag, "verify")
         over = readings.over_budget(self.engine, image, reference)
         if over:
@@ -374,7 +374,8 @@ class Builder:
             found = verify.read_facts(self.engine, reference)
         except (EngineError, ValueError) as exc:
             return [f"could not read the versions inside the image: {exc}"]
-        mismatches = verify.compare(combination.expected_facts(), found)
+        expected = combination.expected_facts()
+        mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found)]
         if mismatches:
             return [str(m) for m in mismatches]
         if self.cancelled.is_set():

@@ -2,6 +2,8 @@
 
 The facts come from the smoke suites' facts probe (torchimages/probes/scripts/facts.py),
 decoded by torchimages.versions: one probe and one decoder for verification and the cpu suite.
+The same answer says which NVIDIA libraries torch loaded; `check_libraries` (building/libraries.py)
+holds them to the pinned wheels'.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from torchimages.building import libraries
+from torchimages.building.libraries import LibraryProblem
 from torchimages.probes import parse_payload, probe_source
 from torchimages.versions import COMPANIONS, decode_companions, decode_facts, local_label, public_version, same_build
 
@@ -75,6 +79,11 @@ def compare(expected: Mapping[str, str | None], facts: Facts) -> list[Mismatch]:
         for name, value in expected.items()
         if not _same(name, value, facts.versions.get(name))
     ]
+
+
+def check_libraries(expected: Mapping[str, str | None], facts: Facts) -> list[LibraryProblem]:
+    """Every NVIDIA library torch loaded that is not the pinned wheel's, or is missing (none for a CPU spec)."""
+    return libraries.check(expected, facts.raw)
 
 
 def read_facts(engine: PythonRunner, reference: str) -> Facts:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.metadata
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import warnings
@@ -19,6 +21,11 @@ from types import ModuleType
 from typing import Any
 
 MARK = "SMOKE_JSON:"
+# The NVIDIA libraries verification checks (torchimages/building/libraries.py), by the start of their file
+# names. libtorch_cuda links libcudnn, libnccl, libcublas and libcublasLt, so `import torch` maps them;
+# cuDNN 9 opens its sub-libraries (libcudnn_graph, libcudnn_cnn, ...) only when first used: those are
+# loaded here by path, from the distribution whose RECORD lists them.
+CHECKED_LIBRARIES = ("libcudnn", "libnccl", "libcublas")
 
 
 def import_torch() -> tuple[ModuleType | None, str, str | None]:
@@ -110,6 +117,120 @@ def torch_facts(torch: Any) -> dict[str, Any]:
     return facts
 
 
+def library_name(path: str) -> str:
+    """'/x/libcudnn_cnn.so.9' -> 'libcudnn_cnn': a shared object's name without its version."""
+    return os.path.basename(path).split(".so", 1)[0]
+
+
+def mapped_libraries() -> list[str]:
+    """The shared objects (lib*.so*) this process has mapped, from /proc/self/maps, in order."""
+    found: dict[str, None] = {}
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields = line.split(None, 5)
+            path = fields[5].strip() if len(fields) == 6 else ""
+            name = os.path.basename(path)
+            if path.startswith("/") and name.startswith("lib") and ".so" in name:
+                found[path] = None
+    return list(found)
+
+
+def shipped_libraries() -> dict[str, tuple[str, str]]:
+    """Every lib*.so* file an installed distribution's RECORD lists (real path) -> (distribution, version)."""
+    owners: dict[str, tuple[str, str]] = {}
+    for dist in importlib.metadata.distributions():
+        for file in dist.files or ():
+            if file.name.startswith("lib") and ".so" in file.name:
+                path = os.path.realpath(str(dist.locate_file(file)))
+                owners.setdefault(path, (dist.metadata["Name"], dist.version))
+    return owners
+
+
+def requirement_name(text: str) -> str:
+    """'cuda-toolkit[cublas]==13.0.3; ...' -> 'cuda-toolkit' (normalized)."""
+    return normalized(re.split(r"[\s\[;(<>=!~]", text.strip(), maxsplit=1)[0])
+
+
+def normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def nvidia_distributions() -> dict[str, dict[str, Any]]:
+    """torch and the nvidia-*/cuda-* distributions: each one's version and its requirements that name
+    another of them (torch's pins, through the cuda-toolkit meta-package for CUDA 13)."""
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = normalized(dist.metadata["Name"])
+        if name == "torch" or is_nvidia(name):
+            found.setdefault(name, dist)
+    return {
+        name: {
+            "version": dist.version,
+            "requires": [text for text in dist.requires or () if requirement_name(text) in found],
+        }
+        for name, dist in sorted(found.items())
+    }
+
+
+def marker_environment() -> dict[str, str]:
+    """The values environment markers read (PEP 508), for evaluating the requirements outside the image."""
+    return {
+        "implementation_name": sys.implementation.name,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_python_implementation": platform.python_implementation(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "python_full_version": platform.python_version(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
+def is_nvidia(distribution: str) -> bool:
+    """NVIDIA's wheels (nvidia-*, cuda-*)."""
+    return normalized(distribution).startswith(("nvidia-", "cuda-"))
+
+
+def libraries() -> dict[str, Any]:
+    """The shared objects verification checks, as this process mapped them (/proc/self/maps) at
+    `import torch` and the calls above, or loaded here by path (those torch loads lazily): every file of
+    the checked libraries, every file of NVIDIA's wheels, and any other copy of a library those ship.
+    Each with the distribution whose RECORD lists it; with the venv, torch's pins, and the markers' values."""
+    try:
+        owners = shipped_libraries()
+        before = mapped_libraries()
+    except OSError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    mapped = {library_name(path) for path in before}
+    failed = []
+    for path in sorted(owners):
+        name = library_name(path)
+        if name.startswith(CHECKED_LIBRARIES) and name not in mapped:
+            mapped.add(name)
+            try:
+                ctypes.CDLL(path)
+            except OSError as exc:
+                owner, version = owners[path]
+                failed.append({"path": path, "distribution": owner, "version": version, "error": str(exc)})
+    nvidia_names = {library_name(path) for path, (owner, _) in owners.items() if is_nvidia(owner)}
+    loaded = []
+    for path in mapped_libraries():
+        name = library_name(path)
+        owner, version = owners.get(os.path.realpath(path), (None, None))
+        if name.startswith(CHECKED_LIBRARIES) or name in nvidia_names or (owner and is_nvidia(owner)):
+            how = "import" if path in before else "by path"
+            loaded.append({"path": path, "distribution": owner, "version": version, "how": how})
+    return {
+        "prefix": os.path.realpath(sys.prefix),
+        "environment": marker_environment(),
+        "distributions": nvidia_distributions(),
+        "loaded": loaded,
+        "failed": failed,
+    }
+
+
 def main() -> None:
     torch, stderr_text, error = import_torch()
     facts: dict[str, Any] = {
@@ -125,6 +246,7 @@ def main() -> None:
     }
     if torch is not None:
         facts.update(torch_facts(torch))
+        facts["libraries"] = libraries()
     print(MARK + json.dumps(facts), flush=True)
 
 
