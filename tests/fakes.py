@@ -292,14 +292,23 @@ class FakeEngine:
             self.truth[name] = self.truth[reference]
         (self.held if repository.startswith(TEMP_REPOSITORY + "/") else self.tagged).append(f"{repository}:{tag}")
 
-    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
-        self.calls.append(("push", (repository, tag)))
-        name = f"{repository}:{tag}"
-        assert name in self.images, f"pushing a missing image {name}"
-        queued = self.push_errors.get(name)
-        errors = queued.pop(0) if queued else []
-        if not errors:
-            self.pushed.append(name)
+    def push(
+        self,
+        repository: str,
+        tags: Sequence[str],
+        say: Callable[[str], None] | None = None,
+        compression: str = "gzip",
+    ) -> list[str]:
+        errors = []
+        for tag in tags:
+            self.calls.append(("push", (repository, tag, compression)))
+            name = f"{repository}:{tag}"
+            assert name in self.images, f"pushing a missing image {name}"
+            queued = self.push_errors.get(name)
+            refused = queued.pop(0) if queued else []
+            if not refused:
+                self.pushed.append(name)
+            errors += refused
         return errors
 
     def answers(self) -> bool:

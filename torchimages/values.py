@@ -256,6 +256,18 @@ def network(text: str, where: str = "") -> str:
     return text
 
 
+GZIP, ZSTD = "gzip", "zstd"
+COMPRESSIONS = (GZIP, ZSTD)  # how a push compresses layers: gzip (docker push's own), zstd (decompresses faster)
+
+
+def compression(text: str, where: str = "") -> str:
+    """How a push compresses the layers: `gzip` (the default: what every engine pulls) or `zstd` (pulled
+    by Docker 23+ and containerd 1.5+ only)."""
+    if text not in COMPRESSIONS:
+        raise BadValue(where, text, f"a push compresses layers with {' or '.join(COMPRESSIONS)}")
+    return text
+
+
 _SIZE = re.compile(r"[0-9]+(?:\.[0-9]+)?[kKmMgGtTpP]?[iI]?[bB]?")
 
 

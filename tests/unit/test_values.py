@@ -186,6 +186,17 @@ def test_other_networks_are_refused(text: str) -> None:
         values.network(text)
 
 
+@pytest.mark.parametrize("text", ["gzip", "zstd"])
+def test_a_push_compresses_with_gzip_or_zstd(text: str) -> None:
+    assert values.compression(text) == text
+
+
+@pytest.mark.parametrize("text", ["", "ZSTD", "zstd:chunked", "gz", "none", "zstd ", "estargz"])
+def test_other_compressions_are_refused(text: str) -> None:
+    with pytest.raises(values.BadValue, match="a push compresses layers with gzip or zstd"):
+        values.compression(text)
+
+
 @pytest.mark.parametrize("text", ["2g", "512m", "1.5GiB", "1073741824", "64MB", "0.5g"])
 def test_docker_sizes_are_taken(text: str) -> None:
     assert values.size(text) == text

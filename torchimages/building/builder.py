@@ -391,7 +391,7 @@ class Builder:
         if not self.options.push:
             return []
         progress.update(image.tag, "push")
-        return [error for name in image.names for error in self.engine.push(image.repository, name, progress.note)]
+        return self.engine.push(image.repository, image.names, progress.note, self.options.compression)
 
     def _interrupted(
         self, combination: Combination, image: Image, start: float, when: str, progress: Progress

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchimages import values
 from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
 from torchimages.building.wheels import Served, WheelSources, secret_file
@@ -39,6 +40,7 @@ class BuildOptions:
     network: str | None = None
     mirror: str | None = None
     push: bool = False
+    compression: str = values.GZIP  # how a push compresses the layers (values.COMPRESSIONS)
     cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources and exports; `{tag}` in a value
     cache_to: tuple[CacheSpec, ...] = ()  # stands for each image's tag
     # The builds' SOURCE_DATE_EPOCH (creation time, files clamped to it); None: each combination's own (the

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     preflight.folder("--log-dir", args.log_dir)
     common.check_report(args.report)
     common.check_docker(args.docker)
+    common.check_compression(args.compression, args.push)
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=args.log_dir,
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         source_date_epoch=settings.epoch("SOURCE_DATE_EPOCH"),
         mirror=args.mirror,
         push=args.push,
+        compression=args.compression,
         cache_from=common.cache_specs("--cache-from", args.cache_from),
         cache_to=common.cache_specs("--cache-to", args.cache_to),
     )

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchimages import settings, textfile
+from torchimages import settings, textfile, values
 from torchimages.building import progress, renderers, wheels
 from torchimages.building.wheels import WheelSources
 from torchimages.cli import preflight
@@ -148,6 +148,20 @@ def check_docker(docker_cli: str | None) -> None:
     problem = client_problem(docker_cli) if docker_cli is not None else None
     if problem:
         raise UsageError(f"--docker: {problem}")
+
+
+def check_compression(compression: str, push: bool) -> None:
+    """UsageError when `--compression zstd` cannot be done: without --push (only a push compresses), or
+    without the programs a zstd push runs here (before anything is built)."""
+    if compression == values.GZIP:
+        return
+    if not push:
+        raise UsageError(f"--compression {compression}: only a push compresses layers; add --push (or leave it out)")
+    from torchimages.engine.zstd_push import zstd_problem
+
+    problem = zstd_problem()
+    if problem:
+        raise UsageError(problem)
 
 
 def check_names(chosen: Sequence[planning.Selected]) -> None:

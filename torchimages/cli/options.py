@@ -193,6 +193,15 @@ def outputs(parser: argparse.ArgumentParser) -> None:
     """Where `build` and `promote` write their logs, and whether they push."""
     add(parser, "--log-dir", type=path, default=Path("logs"), help="one log per image (default logs/)")
     add(parser, "--push", action="store_true", help="push the tags of every image that passed")
+    add(
+        parser,
+        "--compression",
+        type=checked(values.compression),
+        default=values.GZIP,
+        metavar="gzip|zstd",
+        help="how --push compresses the layers: gzip (default; every engine pulls it) or zstd (pulls decompress "
+        "faster; needs skopeo and zstd here, and Docker 23+ or containerd 1.5+ to pull: docs/how-to/push-with-zstd.md)",
+    )
 
 
 def temporary_registry(parser: argparse.ArgumentParser) -> None:

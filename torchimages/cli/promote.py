@@ -40,8 +40,11 @@ def run(args: argparse.Namespace) -> int:
     # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
     preflight.folder("--log-dir", args.log_dir)
     common.check_docker(args.docker)
+    common.check_compression(args.compression, args.push)
     common.check_names(promotion.chosen)
-    options = requests.BuildOptions(images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push)
+    options = requests.BuildOptions(
+        images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push, compression=args.compression
+    )
     engine = common.connect(args.docker)
     common.start_outputs(args.log_dir, None)
     promoter = common.make_builder(args, engine, options, shown)

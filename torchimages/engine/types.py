@@ -210,8 +210,16 @@ class Engine(Protocol):
         """Give an image another name."""
         ...
 
-    def push(self, repository: str, tag: str, say: Callable[[str], None] | None = None) -> list[str]:
-        """Push one tag, retrying transient failures (each retry told to `say`); the errors (none on success)."""
+    def push(
+        self,
+        repository: str,
+        tags: Sequence[str],
+        say: Callable[[str], None] | None = None,
+        compression: str = values.GZIP,
+    ) -> list[str]:
+        """Push the tags of one image, retrying transient failures (each retry told to `say`), its layers
+        compressed with `compression` (values.COMPRESSIONS); the errors (none on success). A zstd push
+        first proves that what it uploads is the image the tags name, and uploads nothing when it is not."""
         ...
 
     def answers(self) -> bool:

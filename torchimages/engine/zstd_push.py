@@ -1,0 +1,297 @@
+"""Pushes with zstd-compressed layers, proven to be the verified image before anything is uploaded.
+
+`docker push` from the engine's classic (graphdriver) image store always sends gzip layers, and buildx's
+`compression=zstd` is ignored by its `docker` driver there (the engine pushes; measured with Docker 26.1.5
+and buildx 0.13.1, docs/benchmarks.md). So a zstd push goes around the engine's push:
+
+1. `docker save IMAGE-ID` (by id, never by a name that could move) is read as a stream, once; each file in
+   it is hashed and each layer compressed with the `zstd` program (level 3, all cores) as it streams by;
+2. the image is proven to be the verified one: the saved configuration's sha256 is the image id the
+   tags name (so its labels, environment and `rootfs.diff_ids` are the verified image's, byte for byte),
+   and every saved layer's sha256 is its diff_id there;
+3. an OCI image layout is written: that configuration unchanged (OCI config media type), the zstd layers
+   (`application/vnd.oci.image.layer.v1.tar+zstd`), an OCI manifest;
+4. `skopeo copy --preserve-digests` uploads the layout under each tag (skopeo brings registry logins,
+   certificates and retries of single requests; --preserve-digests makes it refuse to change a byte), and
+   the manifest digest it reports must be the layout's.
+
+A pull of the result decompresses each layer and checks it against the diff_ids of that configuration,
+so what a puller gets is the verified image or nothing. Both formats of `docker save` are read: Docker
+25+'s OCI-style archive (`blobs/sha256/...`) and 20.10's (`<id>/layer.tar`, `<id>.json`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from torchimages.engine.types import EngineError, ImageInfo
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
+LAYOUT_REF = "verified"  # the one manifest's name in the layout (oci:DIR:verified)
+ZSTD_LEVEL = 3  # zstd's own default, and containers/image's and BuildKit's
+KEPT = 1 << 20  # files up to this size are held in memory (configs, manifest.json, small layers)
+CHUNK = 1 << 20
+HOW_TO_GET_THEM = (
+    "install skopeo (1.6 or newer: `copy --preserve-digests`) and zstd (Debian/Ubuntu: "
+    "`apt-get install skopeo zstd`), or push with --compression gzip (the default)"
+)
+
+# Compress a stream into a file; returns the sha256 of what it read (the uncompressed bytes).
+Compressor = Callable[[IO[bytes], Path], str]
+
+
+def zstd_problem(which: Callable[[str], str | None] = shutil.which) -> str | None:
+    """Why `--compression zstd` cannot push from this machine, or None: the `zstd` and `skopeo` programs
+    must be there, and skopeo must have `copy --preserve-digests`. Asked before any build."""
+    missing = [name for name in ("skopeo", "zstd") if which(name) is None]
+    if missing:
+        return f"--compression zstd needs {' and '.join(missing)} on PATH (not found); {HOW_TO_GET_THEM}"
+    skopeo = which("skopeo") or "skopeo"
+    try:
+        found = subprocess.run([skopeo, "copy", "--help"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"--compression zstd: `{skopeo} copy --help` could not run ({exc}); {HOW_TO_GET_THEM}"
+    if "--preserve-digests" not in found.stdout + found.stderr:
+        return f"--compression zstd: {skopeo} has no `copy --preserve-digests` (too old); {HOW_TO_GET_THEM}"
+    return None
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as read:
+        while chunk := read.read(CHUNK):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def zstd_compress(stream: IO[bytes], out: Path) -> str:
+    """The `zstd` program (level 3, one thread per core) compresses `stream` into `out`; the sha256 of
+    the bytes it was given. EngineError when it fails."""
+    digest = hashlib.sha256()
+    with out.open("wb") as written:
+        try:
+            zstd = subprocess.Popen(
+                ["zstd", "-q", f"-{ZSTD_LEVEL}", "-T0", "-c"],
+                stdin=subprocess.PIPE,
+                stdout=written,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise EngineError(f"could not run zstd: {exc}", HOW_TO_GET_THEM) from None
+        assert zstd.stdin is not None and zstd.stderr is not None
+        try:
+            while chunk := stream.read(CHUNK):
+                digest.update(chunk)
+                zstd.stdin.write(chunk)
+        except BrokenPipeError:
+            pass  # zstd stopped: its status and message say why
+        finally:
+            zstd.stdin.close()
+        error = zstd.stderr.read().decode(errors="replace").strip()
+        if zstd.wait() != 0:
+            raise EngineError(f"zstd failed (status {zstd.returncode}): {error[-500:]}")
+    return "sha256:" + digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """An OCI image layout of one verified image, zstd layers: where it is and what its manifest names."""
+
+    path: Path
+    manifest_digest: str
+    config_digest: str  # the image id
+    layers: tuple[tuple[str, int], ...]  # (digest, size) of each zstd layer, in order
+    diff_ids: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        """skopeo's name of it."""
+        return f"oci:{self.path}:{LAYOUT_REF}"
+
+
+def _member_path(member: tarfile.TarInfo) -> str:
+    return str(PurePosixPath(member.name))
+
+
+def _link_target(member: tarfile.TarInfo) -> str:
+    """Where a link in the archive points, as an archive path (a symlink is relative to its folder)."""
+    if member.islnk():
+        return str(PurePosixPath(member.linkname))
+    parts: list[str] = []
+    for part in (*PurePosixPath(member.name).parent.parts, *PurePosixPath(member.linkname).parts):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+def write_layout(archive: IO[bytes], verified: ImageInfo, folder: Path, compress: Compressor = zstd_compress) -> Layout:
+    """Read a `docker save` archive of one image from `archive` (a stream, read once), prove it is the
+    `verified` image (its configuration's digest is the verified id, each layer's digest the verified
+    diff_id, in order), and write an OCI layout of it with compressed layers into `folder` (empty, made by
+    the caller). EngineError saying what differs when it is not the verified image."""
+    blobs = folder / "blobs" / "sha256"
+    work = folder / "work"
+    blobs.mkdir(parents=True)
+    work.mkdir()
+    kept: dict[str, bytes] = {}
+    compressed: dict[str, tuple[str, Path]] = {}  # archive path -> (sha256 of its bytes, compressed file)
+    links: dict[str, str] = {}
+    with tarfile.open(fileobj=archive, mode="r|") as saved:
+        for number, member in enumerate(saved):
+            name = _member_path(member)
+            if member.issym() or member.islnk():
+                links[name] = _link_target(member)
+            elif member.isfile():
+                read = saved.extractfile(member)
+                assert read is not None
+                if member.size <= KEPT:
+                    kept[name] = read.read()
+                else:
+                    out = work / str(number)
+                    compressed[name] = (compress(read, out), out)
+
+    def resolve(name: str) -> str:
+        seen = 0
+        while name in links and seen < 40:
+            name, seen = links[name], seen + 1
+        return name
+
+    if "manifest.json" not in kept:
+        raise EngineError("`docker save` gave no manifest.json: not an image archive")
+    try:
+        (entry,) = json.loads(kept["manifest.json"])
+        config_name, layer_names = resolve(str(entry["Config"])), [resolve(str(n)) for n in entry["Layers"]]
+    except (ValueError, TypeError, KeyError):
+        raise EngineError("`docker save` gave a manifest.json that does not name one image") from None
+    config = kept.get(config_name)
+    if config is None:
+        raise EngineError(f"`docker save` gave no configuration {config_name} (or one over {KEPT} bytes)")
+    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    if config_digest != verified.id:
+        raise EngineError(
+            f"the saved image's configuration is {config_digest}, not the verified image {verified.id}: not pushed"
+        )
+    layers: list[tuple[str, int]] = []
+    diff_ids: list[str] = []
+    done: dict[str, tuple[str, int]] = {}
+    for layer_name in layer_names:
+        if layer_name in kept and layer_name not in compressed:
+            out = work / f"kept-{len(compressed)}"
+            compressed[layer_name] = (compress(io.BytesIO(kept[layer_name]), out), out)
+        if layer_name not in compressed:
+            raise EngineError(f"`docker save` gave no layer {layer_name}")
+        diff_id, path = compressed[layer_name]
+        diff_ids.append(diff_id)
+        if layer_name not in done:
+            digest, size = _sha256_file(path), path.stat().st_size
+            os.replace(path, blobs / digest.removeprefix("sha256:"))
+            done[layer_name] = (digest, size)
+        layers.append(done[layer_name])
+    if tuple(diff_ids) != verified.layers:
+        raise EngineError(
+            f"the saved image's layers ({', '.join(d[:19] for d in diff_ids)}) are not the verified image's "
+            f"({', '.join(d[:19] for d in verified.layers)}): not pushed"
+        )
+    (blobs / config_digest.removeprefix("sha256:")).write_bytes(config)
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(config)},
+            "layers": [{"mediaType": ZSTD_LAYER, "digest": d, "size": s} for d, s in layers],
+        },
+        separators=(",", ":"),
+    ).encode()
+    manifest_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    (blobs / manifest_digest.removeprefix("sha256:")).write_bytes(manifest)
+    descriptor = {
+        "mediaType": OCI_MANIFEST,
+        "digest": manifest_digest,
+        "size": len(manifest),
+        "annotations": {"org.opencontainers.image.ref.name": LAYOUT_REF},
+    }
+    (folder / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [descriptor]}))
+    (folder / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))
+    shutil.rmtree(work)
+    return Layout(folder, manifest_digest, config_digest, tuple(layers), tuple(diff_ids))
+
+
+def save_layout(docker: str, verified: ImageInfo, folder: Path, compress: Compressor = zstd_compress) -> Layout:
+    """`docker save` of the verified image's id, streamed into `write_layout`."""
+    cmd = [docker, "save", verified.id]
+    try:
+        saver = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise EngineError(f"could not run {docker}: {exc}") from None
+    assert saver.stdout is not None and saver.stderr is not None
+    try:
+        layout = write_layout(saver.stdout, verified, folder, compress)
+    except (tarfile.TarError, EngineError) as exc:
+        saver.kill()
+        saver.wait()
+        error = saver.stderr.read().decode(errors="replace").strip()
+        raise EngineError(f"`{' '.join(cmd)}` failed: {error or exc}") from None
+    finally:
+        saver.stdout.close()
+    error = saver.stderr.read().decode(errors="replace").strip()
+    if saver.wait() != 0:
+        raise EngineError(f"`{' '.join(cmd)}` failed: {error or saver.returncode}")
+    return layout
+
+
+def upload_command(layout: Layout, destination: str, digest_file: Path, *, tls_verify: bool) -> list[str]:
+    """skopeo's upload of the layout to `destination` (`registry/repository:tag`), changing nothing."""
+    cmd = ["skopeo", "--insecure-policy", "copy", "--quiet", "--preserve-digests", "--digestfile", str(digest_file)]
+    if not tls_verify:
+        cmd.append("--dest-tls-verify=false")
+    return [*cmd, layout.source, f"docker://{destination}"]
+
+
+_NOISE = re.compile(r'^time="[^"]*" level=\w+ msg="(.*)"$')
+
+
+def upload(layout: Layout, destination: str, *, tls_verify: bool) -> list[str]:
+    """Upload the layout under `destination`; the errors (none when the registry holds its manifest)."""
+    digest_file = layout.path / f"pushed-{hashlib.sha256(destination.encode()).hexdigest()[:12]}"
+    cmd = upload_command(layout, destination, digest_file, tls_verify=tls_verify)
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        return [f"{destination}: could not run skopeo: {exc}"]
+    if result.returncode != 0:
+        lines = (result.stderr.strip() or f"skopeo exited with status {result.returncode}").splitlines()
+        said = [_NOISE.sub(r"\1", line) for line in lines]
+        return [f"{destination}: {said[-1]}"]
+    pushed = digest_file.read_text().strip() if digest_file.exists() else ""
+    if pushed != layout.manifest_digest:
+        return [f"{destination}: the registry holds manifest {pushed or '(none said)'}, not {layout.manifest_digest}"]
+    return []
+
+
+def same_image(infos: Sequence[tuple[str, ImageInfo | None]]) -> ImageInfo:
+    """The one image every name is (EngineError naming a missing one, or names of different images)."""
+    missing = [name for name, info in infos if info is None]
+    if missing:
+        raise EngineError(f"no image {', '.join(missing)} here to push")
+    ids = {info.id for _, info in infos if info is not None}
+    if len(ids) != 1:
+        raise EngineError(f"{', '.join(name for name, _ in infos)} are not one image ({', '.join(sorted(ids))})")
+    found = infos[0][1]
+    assert found is not None
+    return found
