@@ -777,3 +777,23 @@ def test_the_step_error_is_found_where_buildkit_13_leaves_it(tmp_path: Path) -> 
     log.write_text(BUILDKIT_13_LOG)
     assert "No matching" not in readings.tail(log)  # the 12 last lines hold only the Dockerfile excerpt
     assert readings.last_step_error(log) == "#9 0.562 ERROR: No matching distribution found for numpy==0.0.1"
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd"])
+def test_every_name_of_a_verified_image_is_pushed_compressed_as_asked(
+    selection: list[plan.Selected], tmp_path: Path, compression: str
+) -> None:
+    newest = selection[1:]
+    engine = FakeEngine(true_facts(newest[0].combination))
+    outcomes = run(engine, newest, tmp_path, push=True, compression=compression)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    pushes = [args for call, args in engine.calls if call == "push"]
+    assert {f"{repository}:{tag}" for repository, tag, _ in pushes} == names(newest) == set(engine.pushed)
+    assert {how for _, _, how in pushes} == {compression}
+
+
+def test_the_default_push_is_gzip(selection: list[plan.Selected], tmp_path: Path) -> None:
+    newest = selection[1:]
+    engine = FakeEngine(true_facts(newest[0].combination))
+    run(engine, newest, tmp_path, push=True)
+    assert {args[2] for call, args in engine.calls if call == "push"} == {"gzip"}
