@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-jobs bench-cache mutants clean
+.PHONY: help install engine build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-compression bench-jobs bench-cache mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -62,7 +62,7 @@ lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshne
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 
 test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests (real Docker builds)
-	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
+	@EXTRA_PACKAGES="docker-registry skopeo zstd" scripts/start-docker.sh >/dev/null
 	$(MAKE) --no-print-directory lint check-render
 	$(WITH_SOURCES) $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -79,6 +79,10 @@ bench: $(VENV)/.installed ## print the validate+plan+render figures (see docs/be
 bench-image: $(VENV)/.installed ## both flavors: stored bytes, cold build, size vs floor, push/pull (slow; empties the build cache)
 	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(PY) bench/image_build.py
+
+bench-compression: $(VENV)/.installed ## push and pull of the CUDA runtime with gzip vs zstd layers, loopback registry (10-15 min)
+	@EXTRA_PACKAGES="docker-registry skopeo zstd" scripts/start-docker.sh >/dev/null
+	$(PY) bench/compression.py $(IMAGE)
 
 bench-jobs: $(VENV)/.installed ## --jobs 1 against --jobs 2 over four cold CPU builds (5-15 min)
 	@scripts/start-docker.sh >/dev/null

@@ -1,6 +1,7 @@
 """Only verified images are pushed: a real registry (Debian's docker-registry) on loopback. A registry that
 drops the connections of the first attempt gets the push again (the retry is printed); a registry that
-refuses the push for good (read-only) is not asked again."""
+refuses the push for good (read-only) is not asked again. `--compression zstd` lands zstd layers and the
+verified image's own configuration (its digest the local image id), read back from the registry."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from torchimages.engine.zstd_push import zstd_problem
 
 from .conftest import Built, build_matrix, require
 from .flaky import connection_dropper
@@ -121,3 +124,34 @@ def test_the_report_has_the_repository_digest_and_the_compressed_size(built: Bui
     stored = docker_client.images.get(built.image("runtime").reference)
     assert image["repo_digests"] == stored.attrs["RepoDigests"] and image["repo_digests"]
     assert 0 < image["size"]["compressed"] < image["size"]["uncompressed"] == stored.attrs["Size"], image["size"]
+
+
+ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
+
+
+def registry_manifest(registry: str, repository: str, tag: str) -> dict[str, Any]:
+    path = repository.removeprefix(registry + "/")
+    accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+    request = urllib.request.Request(f"http://{registry}/v2/{path}/manifests/{tag}", headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return dict(json.load(answer))
+
+
+def test_a_zstd_push_lands_zstd_layers_and_the_verified_configuration(
+    docker_client: Any, registry: str, tmp_path: Path, ca_bundle: tuple[Path, bytes]
+) -> None:
+    problem = zstd_problem()
+    if problem:
+        require(problem)
+    for built in build_matrix(
+        docker_client, tmp_path, CPU_RUNTIME, ca_bundle, registry=registry, extra=("--push", "--compression", "zstd")
+    ):
+        assert built.status == 0, built.output
+        image = built.image("runtime")
+        local = docker_client.images.get(image.reference).attrs
+        assert pushed_tags(registry, image.repository) == {image.tag, *image.aliases}
+        for name in (image.tag, *image.aliases):
+            manifest = registry_manifest(registry, image.repository, name)
+            assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json", manifest
+            assert [layer["mediaType"] for layer in manifest["layers"]] == [ZSTD_LAYER] * len(local["RootFS"]["Layers"])
+            assert manifest["config"]["digest"] == local["Id"], "the pushed configuration is not the verified image's"

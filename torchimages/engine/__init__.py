@@ -4,6 +4,7 @@
     requests.py       command lines: a BuildKit build of one target, a long-running test container
     process.py        commands in their own process group, stopped as a whole on cancel
     push.py           push retries: transient errors only, exponential backoff
+    zstd_push.py      pushes with zstd layers: docker save by id, proven, an OCI layout uploaded by skopeo
     discovery.py      a docker client that builds with BuildKit; one that runs `docker buildx`
     docker_engine.py  `DockerEngine`: the protocol through the docker SDK and a BuildKit CLI client
 
