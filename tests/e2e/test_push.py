@@ -129,12 +129,13 @@ def test_the_report_has_the_repository_digest_and_the_compressed_size(built: Bui
 ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
 
 
-def registry_manifest(registry: str, repository: str, tag: str) -> dict[str, Any]:
+def registry_manifest(registry: str, repository: str, tag: str) -> tuple[str, dict[str, Any]]:
+    """The registry's manifest of a tag: its digest and its content."""
     path = repository.removeprefix(registry + "/")
     accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
     request = urllib.request.Request(f"http://{registry}/v2/{path}/manifests/{tag}", headers={"Accept": accept})
     with urllib.request.urlopen(request, timeout=10) as answer:
-        return dict(json.load(answer))
+        return str(answer.headers["Docker-Content-Digest"]), dict(json.load(answer))
 
 
 def test_a_zstd_push_lands_zstd_layers_and_the_verified_configuration(
@@ -151,7 +152,9 @@ def test_a_zstd_push_lands_zstd_layers_and_the_verified_configuration(
         local = docker_client.images.get(image.reference).attrs
         assert pushed_tags(registry, image.repository) == {image.tag, *image.aliases}
         for name in (image.tag, *image.aliases):
-            manifest = registry_manifest(registry, image.repository, name)
+            digest, manifest = registry_manifest(registry, image.repository, name)
             assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json", manifest
             assert [layer["mediaType"] for layer in manifest["layers"]] == [ZSTD_LAYER] * len(local["RootFS"]["Layers"])
             assert manifest["config"]["digest"] == local["Id"], "the pushed configuration is not the verified image's"
+            # read back by digest: recorded as `docker push` records it (what --report's repo_digests says)
+            assert f"{image.repository}@{digest}" in local["RepoDigests"], local["RepoDigests"]

@@ -367,9 +367,24 @@ class DockerEngine:
                 for name in names:
                     upload = functools.partial(zstd_push.upload, layout, name, tls_verify=not _loopback(name))
                     errors += push_with_retries(upload, name, say)
-                return errors
         except (EngineError, OSError) as exc:
             return [f"{', '.join(names)}: not pushed with zstd: {exc}"]
+        return errors or self._read_back(repository, layout.manifest_digest, verified, say)
+
+    def _read_back(self, repository: str, digest: str, verified: ImageInfo, say: Callable[[str], None]) -> list[str]:
+        """Pull what the registry now holds by its digest: the engine finds the configuration it has (the
+        verified image's), downloads no layer, and records `repository@digest` in RepoDigests, as after
+        `docker push`. An engine that cannot read it back (one before 23 does not know zstd) is said."""
+        pushed = f"{repository}@{digest}"
+        try:
+            with self._failures(f"reading back {pushed}"):
+                found = self.sdk.images.pull(repository, tag=digest)
+        except EngineError as exc:
+            say(f"{pushed}: pushed; this engine did not read it back, so its RepoDigests lack it ({exc})")
+            return []
+        if found.id != verified.id:
+            return [f"{pushed}: the registry holds image {found.id}, not the verified {verified.id}"]
+        return []
 
     @contextlib.contextmanager
     def _failures(self, action: str) -> Iterator[None]:

@@ -246,7 +246,9 @@ def save_layout(docker: str, verified: ImageInfo, folder: Path, compress: Compre
         saver.kill()
         saver.wait()
         error = saver.stderr.read().decode(errors="replace").strip()
-        raise EngineError(f"`{' '.join(cmd)}` failed: {error or exc}") from None
+        if error or isinstance(exc, tarfile.TarError):  # the archive broke off: docker save says why
+            raise EngineError(f"`{' '.join(cmd)}` failed: {error or exc}") from None
+        raise  # the archive is not the verified image: the proof's own message
     finally:
         saver.stdout.close()
     error = saver.stderr.read().decode(errors="replace").strip()
