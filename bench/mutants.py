@@ -47,6 +47,7 @@ M = Mutation
 VERIFY, VERSIONS = "building/verify.py", "versions.py"
 TAGS, RESOLVE = "planning/tags.py", "planning/resolve.py"
 BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.py"
+ZSTD = "engine/zstd_push.py"
 REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 
@@ -398,6 +399,27 @@ MUTATIONS: tuple[Mutation, ...] = (
       r"\b50[0234]\b",
       r"\b50[034]\b",
       "a 502 from the registry is not retried"),
+    # --- zstd pushes: engine/zstd_push.py ---------------------------------------------------------------
+    M("zstd-config-unchecked", ZSTD,
+      "    if config_digest != verified.id:\n",
+      "    if False:\n",
+      "a saved image whose configuration is not the verified image's is uploaded"),
+    M("zstd-layers-unchecked", ZSTD,
+      "    if tuple(diff_ids) != verified.layers:\n",
+      "    if False:\n",
+      "saved layers that are not the verified diff_ids are uploaded"),
+    M("zstd-digest-unchecked", ZSTD,
+      "    if pushed != layout.manifest_digest:\n",
+      "    if False:\n",
+      "an upload whose manifest the registry holds otherwise is taken as pushed"),
+    M("zstd-images-mixed", ZSTD,
+      "    if len(ids) != 1:\n",
+      "    if not ids:\n",
+      "tags of two different images are pushed as one"),
+    M("zstd-digests-not-preserved", ZSTD,
+      '"--preserve-digests", ',
+      "",
+      "skopeo may change the image on its way to the registry"),
 )
 # fmt: on
 
@@ -415,6 +437,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     PLUGIN: (r"smoke|plugin|gpu", r"\bplugin\b|require.gpu"),
     MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),
     PUSH: (r"push|retr|engine", r"push_with_retries|\btransient\b"),
+    ZSTD: (r"zstd|push", r"zstd_push"),
 }
 
 
