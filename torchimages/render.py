@@ -103,6 +103,9 @@ def context(combination: Combination) -> dict[str, Any]:
         "toolkit_purge": list(TOOLKIT_IMAGE_PURGE),
         "index_url": c.index_url,
         "venv_pip": c.os.pip,
+        # Python before 3.12 puts setuptools in a new venv: it is brought up to date (the lock's pin) in the
+        # venv's own layer, so no later layer replaces it (a replaced file is a whiteout, no reproducible layer).
+        "venv_setuptools": tuple(map(int, c.python.split("."))) < (3, 12),
         "source_date_epoch": c.source_date_epoch,
         "venv_layers": venv_layers(c),
         "lock": LOCK_FILE if c.lock_digest else "",

@@ -21,7 +21,9 @@ TLS = (
     "CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \\\n"
     "    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; "
     "else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \\\n"
-    "    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 \\\n"
+    "    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 "
+    "TMPDIR=/home/torch/.cache/pip/tmp \\\n"
+    '    && mkdir -p "$TMPDIR" \\\n'
 )
 APT_CA = (
     "if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo \"/run/secrets/cacert\";' "
@@ -36,8 +38,9 @@ PIP_MOUNTS = (
 # The last command of every step that writes files (reproducible layers, issue 19), for the root (`/`) and the
 # venv owner's steps.
 CLAMP = (
-    "if [ -n \"${{SOURCE_DATE_EPOCH:-}}\" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find {paths} -xdev "
-    '-newermt "@${{SOURCE_DATE_EPOCH}}" -print0 | {{ grep -zvxF -e "$mounts" || [ $? = 1 ]; }} '
+    "if [ -n \"${{SOURCE_DATE_EPOCH:-}}\" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + "
+    "$(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && "
+    'find {paths} -xdev -newermt "@${{started}}" -print0 | {{ grep -zvxF -e "$mounts" || [ $? = 1 ]; }} '
     '| xargs -0r touch --no-dereference --date="@${{SOURCE_DATE_EPOCH}}"; fi'
 )
 CLAMP_ROOT = CLAMP.format(paths="/")
@@ -75,7 +78,8 @@ echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sl
             && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \\
             && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \\
             && apt-get install -y --no-install-recommends "$@" \\
-            && rm -f /etc/apt/apt.conf.d/99build-ca \\
+            && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log \
+/var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \\
             && mkdir -p /usr/share/torchimages \\
             && dpkg-query -W -f '${{Package}}=${{Version}}\\n' > /usr/share/torchimages/os-packages.txt \\
             && {clamp}"""

@@ -123,9 +123,10 @@ def test_a_lock_file_is_mounted_as_constraints_and_shapes_the_digest(
     (images / name / "requirements.lock").write_text("torch==2.13.0+cpu\nnumpy==2.4.6\n")
     after = plan.load(path, images_dir=images)
     text = render.render_all(after.combinations, render.DEFAULT_TEMPLATES)[f"{name}/Dockerfile"]
-    # every pip step: torch, its dependencies, the rest (runtime); ninja (devel)
-    assert text.count("--mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock") == 4
-    assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 4
+    # every pip step: setuptools in the new venv, torch, its dependencies, the rest (runtime); ninja (devel)
+    assert text.count("--mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock") == 5
+    assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 5
+    assert "pip install --no-input --constraint /tmp/requirements.lock --upgrade setuptools" in text
     assert {i.input_digest for _, i in before.images()}.isdisjoint(i.input_digest for _, i in after.images())
 
 

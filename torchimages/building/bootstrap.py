@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import shutil
+import tarfile
 import tempfile
 import threading
 import time
@@ -78,6 +79,21 @@ def provenance_in(labels: dict[str, str]) -> dict[str, str] | None:
     }
 
 
+# Made for building on (reproducible layers): /etc/hosts exists, so no build step leaves a trace of BuildKit
+# mounting its own there; apt's lock files (mmdebstrap's cleanup leaves them) are dropped from the tar, so no
+# step leaves the whiteouts of removing them (a whiteout carries the time it was made).
+BUILD_READY_HOOK = "printf '127.0.0.1\\tlocalhost\\n::1\\tlocalhost ip6-localhost ip6-loopback\\n' > \"$1/etc/hosts\""
+DROPPED = frozenset({"var/lib/apt/lists/lock", "var/cache/apt/archives/lock"})
+
+
+def without(source: Path, target: Path, dropped: frozenset[str]) -> None:
+    """Copy the tar `source` to `target`, every member but those named in `dropped` (paths without `./`)."""
+    with tarfile.open(source) as original, tarfile.open(target, "w", format=original.format) as copy:
+        for member in original:
+            if member.name.removeprefix("./") not in dropped:
+                copy.addfile(member, original.extractfile(member) if member.isfile() else None)
+
+
 def command(os: OsRelease, mirror: str | None, output: str = "-", record: Path | None = None) -> list[str]:
     """The mmdebstrap command that writes the root filesystem to `output` (a tar file, or "-": stdout).
     With `record`, a hook writes the archive's Release date and the apt sources into that folder."""
@@ -85,6 +101,7 @@ def command(os: OsRelease, mirror: str | None, output: str = "-", record: Path |
     cmd += [f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES]
     cmd += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
     cmd += [f'--aptopt=Acquire::Retries "{APT_RETRIES}"']
+    cmd.append(f"--customize-hook={BUILD_READY_HOOK}")
     if record is not None:
         cmd.append(f"--customize-hook={record_hook(os.suite, record)}")
     cmd += [os.suite, output]
@@ -184,6 +201,8 @@ def _bootstrap_once(
         if strap.returncode:
             return f"mmdebstrap exit {strap.returncode}"
         changes = import_changes(digest(os, mirror), read_provenance(os.suite, record))
-        with rootfs.open("rb") as tar:
+        ready = Path(folder, "ready.tar")
+        without(rootfs, ready, DROPPED)
+        with ready.open("rb") as tar:
             imported = engine.import_rootfs(tar, os.image, changes, out)
         return f"docker import exit {imported}" if imported else None

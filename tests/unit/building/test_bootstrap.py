@@ -4,7 +4,9 @@ imports nothing), with a stand-in mmdebstrap on PATH and an in-memory engine."""
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 import textwrap
 import threading
 import time
@@ -53,7 +55,7 @@ def fake_mmdebstrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             echo "Date: Sat, 11 Jul 2026 10:16:37 UTC" > "$record/release-date.tmp"
             sed -n "s/^Date: //p" "$record/release-date.tmp" > "$record/release-date"
             echo "deb http://deb.example.org/debian bookworm main" > "$record/sources.list"
-            printf 'rootfs' > "$last"
+            tar -cf "$last" -C "$record" sources.list
             """
         )
     )
@@ -70,7 +72,9 @@ def test_the_command_writes_a_tar_and_records_the_release_date_and_sources(tmp_p
     assert cmd[:2] == ["mmdebstrap", "--variant=minbase"]
     assert '--aptopt=Acquire::Retries "3"' in cmd
     assert cmd[-3:] == [DEBIAN.suite, "/x/rootfs.tar", "http://mirror.example/debian"]
-    (hook,) = [c for c in cmd if c.startswith("--customize-hook=")]
+    ready, hook = [c for c in cmd if c.startswith("--customize-hook=")]
+    assert ready == f"--customize-hook={bootstrap.BUILD_READY_HOOK}"  # /etc/hosts there, apt's locks gone
+    assert '> "$1/etc/hosts"' in ready
     assert f'"$1"/var/lib/apt/lists/*_dists_{DEBIAN.suite}_InRelease' in hook and f"> {record}/release-date" in hook
     assert f'cat "$1"/etc/apt/sources.list > {record}/sources.list' in hook
 
@@ -79,7 +83,8 @@ def test_the_digest_follows_what_shapes_the_image_only(tmp_path: Path) -> None:
     assert bootstrap.digest(DEBIAN, None) == bootstrap.digest(DEBIAN, None)
     assert bootstrap.digest(DEBIAN, None) != bootstrap.digest(DEBIAN, "http://mirror.example/debian")
     shaped = "\0".join(bootstrap.command(DEBIAN, None))
-    assert "customize-hook" not in shaped and "rootfs.tar" not in shaped
+    assert "release-date" not in shaped and "rootfs.tar" not in shaped  # the record hook is no part of it
+    assert bootstrap.BUILD_READY_HOOK in shaped  # what the base holds is
 
 
 def test_provenance_becomes_quoted_labels(tmp_path: Path) -> None:
@@ -134,7 +139,7 @@ def test_a_network_failure_is_tried_again_with_backoff_and_said(tmp_path: Path, 
     assert slept == [10.0, 20.0]
     assert [line.split("; ")[-1] for line in said[1:]] == ["retry 1/2 in 10 s", "retry 2/2 in 20 s"]
     ((reference, changes, size),) = engine.imported
-    assert reference == DEBIAN.image and size == len("rootfs")
+    assert reference == DEBIAN.image and size > 0 and size % 512 == 0  # the tar, as imported
     assert 'LABEL io.torchimages.bootstrap.release-date="Sat, 11 Jul 2026 10:16:37 UTC"' in changes
     assert (tmp_path / "b.log").read_text().count("Failed to fetch") == 2, "every attempt's output is kept"
 
@@ -166,3 +171,17 @@ def test_an_interrupt_stops_the_bootstrap_and_imports_nothing(tmp_path: Path, fa
     # plus a busy machine's slack, not a tight clock (a missed SIGINT alone costs the 10 s grace)
     assert took < CANCEL_GRACE_S + 5 + 30, f"mmdebstrap was not stopped ({took:.1f} s)"
     assert result == f"base {DEBIAN.image}: bootstrap interrupted, nothing imported" and engine.imported == []
+
+
+def test_apt_locks_are_dropped_from_the_root_filesystem_and_nothing_else(tmp_path: Path) -> None:
+    """mmdebstrap's cleanup leaves apt's lock files; removing them in a build step would leave whiteouts."""
+    source, target = tmp_path / "rootfs.tar", tmp_path / "ready.tar"
+    with tarfile.open(source, "w") as tar:
+        for name in ("./etc/hosts", "./var/lib/apt/lists/lock", "./var/cache/apt/archives/lock", "./var/lib/dpkg/lock"):
+            member = tarfile.TarInfo(name)
+            member.size, member.mtime = 3, 1795910400
+            tar.addfile(member, io.BytesIO(b"abc"))
+    bootstrap.without(source, target, bootstrap.DROPPED)
+    with tarfile.open(target) as tar:
+        kept = {m.name: (m.mtime, tar.extractfile(m).read()) for m in tar}  # type: ignore[union-attr]
+    assert kept == {"./etc/hosts": (1795910400, b"abc"), "./var/lib/dpkg/lock": (1795910400, b"abc")}
