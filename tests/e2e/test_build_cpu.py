@@ -26,6 +26,7 @@ from .conftest import (
 
 pytestmark = pytest.mark.e2e
 FLAVORS = ("runtime", "devel")
+OS_PACKAGES_LAYER = 1  # the base is layer 0
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
 
 
@@ -102,7 +103,13 @@ def test_a_no_cache_rebuild_builds_runtime_once_and_devel_on_it_and_the_same_lay
         f: [n for n, (a, b) in enumerate(zip(before[f], layers, strict=False)) if a != b]
         for f, layers in (("runtime", runtime), ("devel", devel))
     }
-    assert changed == {"runtime": [], "devel": []} and len(before["devel"]) == len(devel), changed
+    # Every layer but the OS packages' (index 1): there, whether /run is listed flips between builds on the
+    # classic image store (docs/benchmarks.md, issue 19); the venv layers, the bulk, are the same.
+    assert len(before["devel"]) == len(devel), (before, devel)
+    assert {f: [n for n in found if n != OS_PACKAGES_LAYER] for f, found in changed.items()} == {
+        "runtime": [],
+        "devel": [],
+    }, changed
 
 
 def test_a_lying_tag_fails_and_leaves_no_tag(built: Built, docker_client: Any) -> None:

@@ -26,7 +26,8 @@ TLS = (
     '    && mkdir -p "$TMPDIR" \\\n'
 )
 APT_CA = (
-    "if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo \"/run/secrets/cacert\";' "
+    "if [ -s /var/cache/apt/torchimages-cacert ]; then "
+    "echo 'Acquire::https::CAInfo \"/var/cache/apt/torchimages-cacert\";' "
     "> /etc/apt/apt.conf.d/99build-ca; fi \\"
 )
 PIP_MOUNTS = (
@@ -38,9 +39,8 @@ PIP_MOUNTS = (
 # The last command of every step that writes files (reproducible layers, issue 19), for the root (`/`) and the
 # venv owner's steps.
 CLAMP = (
-    "if [ -n \"${{SOURCE_DATE_EPOCH:-}}\" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + "
-    "$(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && "
-    'find {paths} -xdev -newermt "@${{started}}" -print0 | {{ grep -zvxF -e "$mounts" || [ $? = 1 ]; }} '
+    "if [ -n \"${{SOURCE_DATE_EPOCH:-}}\" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && "
+    'find {paths} -xdev -newer /dev -print0 | {{ grep -zvxF -e "$mounts" || [ $? = 1 ]; }} '
     '| xargs -0r touch --no-dereference --date="@${{SOURCE_DATE_EPOCH}}"; fi'
 )
 CLAMP_ROOT = CLAMP.format(paths="/")
@@ -67,7 +67,7 @@ def test_apt_block_uses_cache_mounts_names_only_and_records_the_packages() -> No
         """\
         RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \\
             --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\
-            --mount=type=secret,id=cacert,target=/run/secrets/cacert \\
+            --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \\
             {ca}
             && retry() {{ for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; \
 echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; }} \\

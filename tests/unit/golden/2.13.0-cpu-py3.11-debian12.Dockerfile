@@ -15,8 +15,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
-    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \
+    if [ -s /var/cache/apt/torchimages-cacert ]; then echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
     && set -- \
         ca-certificates \
@@ -32,7 +32,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 # /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
 # lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
@@ -42,7 +42,7 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -53,7 +53,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && python3.11 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-input --upgrade setuptools \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -64,7 +64,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.13.0+cpu" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -75,7 +75,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.13.0+cpu" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -86,12 +86,12 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input \
         "numpy==2.4.6" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:40112acb5ea59bb6877de2d7b7166a9d68d7f78d7e6ee2db11548c5f839d686a" \
+      io.torchimages.input-digest="sha256:6d849595c168c32f9f7fb5df86682116e51682f77a2d3c2fc705bf8640d79d1d" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -113,8 +113,8 @@ ARG SOURCE_DATE_EPOCH=1795910400
 USER 0:0
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
-    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \
+    if [ -s /var/cache/apt/torchimages-cacert ]; then echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
     && set -- \
         git \
@@ -126,7 +126,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
 # The toolkit wheels and build tools, into the same venv.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
@@ -138,12 +138,12 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input \
         "ninja==1.13.2" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:861672eb5eb2873d8911bb6d47f495d6d29fc3fec889ef808b964fdd27905c0d" \
+      io.torchimages.input-digest="sha256:34fc70b52e5c5a553add4de7974ab8ae1b6e8edfad7b89af9a83b195b564adf6" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

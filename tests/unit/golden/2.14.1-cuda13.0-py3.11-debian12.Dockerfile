@@ -15,8 +15,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
-    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \
+    if [ -s /var/cache/apt/torchimages-cacert ]; then echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
     && set -- \
         ca-certificates \
@@ -32,7 +32,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 # /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
 # lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
@@ -42,7 +42,7 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -53,7 +53,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && python3.11 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-input --upgrade setuptools \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -66,7 +66,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
     | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -77,7 +77,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -88,7 +88,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -101,7 +101,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
         "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \
         "torchaudio==2.11.1+cu130" \
         "numpy==2.4.6" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -109,7 +109,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:a476e64ccf88cb8ac8dc21165268100cc930156b039d2d319c60953d6738205d" \
+      io.torchimages.input-digest="sha256:f7b565ed86e3dfa11a83049a6d80d9f762f6b774648cc6835e87308898f57c78" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -131,8 +131,8 @@ ARG SOURCE_DATE_EPOCH=1795910400
 USER 0:0
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
-    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \
+    if [ -s /var/cache/apt/torchimages-cacert ]; then echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
     && set -- \
         git \
@@ -144,7 +144,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
 # The toolkit wheels and build tools, into the same venv.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
@@ -157,10 +157,10 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && /opt/venv/bin/pip install --no-input \
         "cuda-toolkit[nvcc,nvvm,cudart,cccl,crt,nvrtc]==13.0.3" \
         "ninja==1.13.2" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64 \
     && ln -s libcudart.so.13 /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 ENV CUDA_HOME=/opt/venv/lib/python3.11/site-packages/nvidia/cu13
 ENV PATH=${CUDA_HOME}/bin:${PATH}
 ENV TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
@@ -171,7 +171,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:b0db9218b442f92ce28083aae206015801cecd7ff55074b401744170637d83ba" \
+      io.torchimages.input-digest="sha256:79a47fedee838289de29df37659f92e0be97ceb7c458d5493b10d2e463dc52b1" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

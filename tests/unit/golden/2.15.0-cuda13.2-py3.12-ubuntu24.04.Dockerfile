@@ -15,8 +15,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
-    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \
+    if [ -s /var/cache/apt/torchimages-cacert ]; then echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
     && set -- \
         ca-certificates \
@@ -32,7 +32,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 # /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
 # lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
@@ -42,12 +42,12 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
 RUN export TMPDIR=/home/torch/.cache/tmp && mkdir "$TMPDIR" \
     && python3.12 -m venv /opt/venv \
     && rm -rf "$TMPDIR" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -60,7 +60,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
         "torch==2.15.0,!=2.15.0+cpu" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
     | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -71,7 +71,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.15.0,!=2.15.0+cpu" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -82,7 +82,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.15.0,!=2.15.0+cpu" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -94,7 +94,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && /opt/venv/bin/pip install --no-input \
         "torchaudio==2.11.1+cu132" \
         "numpy==2.4.6" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -102,7 +102,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:726a24bf1ebbef8ded98fef7d5880a0beef59ba87a935d2a244eb18885c25095" \
+      io.torchimages.input-digest="sha256:388b4756d15c7bc0b401e126254afb96a3d4b541e8b7d8165a9b5b7c0a67da03" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

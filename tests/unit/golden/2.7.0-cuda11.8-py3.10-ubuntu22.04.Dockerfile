@@ -15,8 +15,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
-    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \
+    if [ -s /var/cache/apt/torchimages-cacert ]; then echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
     && set -- \
         ca-certificates \
@@ -32,7 +32,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 # /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
 # lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
@@ -42,7 +42,7 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -54,7 +54,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && python3.10 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-input "pip==25.3" \
     && /opt/venv/bin/pip install --no-input --upgrade setuptools \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -67,7 +67,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
         "torch==2.7.0+cu118" \
     | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
     | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -78,7 +78,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input --no-deps \
         "torch==2.7.0+cu118" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -89,7 +89,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input \
         "torch==2.7.0+cu118" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
 RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
@@ -102,7 +102,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
         "torchvision==0.22.0+cu118" \
         "torchaudio==2.7.0+cu118" \
         "numpy==2.2.6" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.0" \
@@ -110,7 +110,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:625c95beb46b12b228bce8cc5dcf39b85013d6d96e4f733942300b9ab477b07e" \
+      io.torchimages.input-digest="sha256:c0c08662177656175f60b054ca8b8838bd467c126281c8698e2c2285f6dff403" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -138,8 +138,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert \
-    if [ -s /run/secrets/cacert ]; then echo 'Acquire::https::CAInfo "/run/secrets/cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \
+    if [ -s /var/cache/apt/torchimages-cacert ]; then echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca; fi \
     && retry() { for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; } \
     && set -- \
         ca-certificates \
@@ -158,7 +158,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
 # /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
 # lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
@@ -168,7 +168,7 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 COPY --from=runtime --chown=1000:1000 /opt/venv /opt/venv
 ENV CUDA_HOME=/usr/local/cuda
 USER 1000:1000
@@ -182,7 +182,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
     && mkdir -p "$TMPDIR" \
     && /opt/venv/bin/pip install --no-input \
         "ninja==1.13.2" \
-    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then started=$(( $(sed -n 's/^btime //p' /proc/stat) + $(cut -d' ' -f22 /proc/$$/stat) / $(getconf CLK_TCK) )) && mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newermt "@${started}" -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 ENV TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
@@ -191,7 +191,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:53c0752f2f294da5c4e7cfb209f4434cc1591ec936438c44a0d4b17120561043" \
+      io.torchimages.input-digest="sha256:e957a3af656bea4431c6f242bab296c9d2a4e71e83869bc6ecc6ca490cdd11ac" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
