@@ -1,5 +1,6 @@
-"""Build, verify and tag: a bounded pool over combinations (the flavors of one combination in turn,
-sharing its layers), keep going past a failure, one log per image, one summary at the end.
+"""Build, verify and tag: a bounded pool over combinations (the flavors of one combination in turn: runtime
+first, then devel on exactly that runtime image, a named build context, so the two share every runtime
+layer whatever the cache), keep going past a failure, one log per image, one summary at the end.
 
 The rules that make tags true are applied here, and only here (the checks they call live in verify,
 readings and references): every image is built to a temporary reference; the versions read back from
@@ -102,7 +103,7 @@ class Builder:
                 return [outcome for outcomes in results for outcome in outcomes]
 
     def _devel_on_runtime(self, selected: Sequence[Selected], progress: Progress) -> bool:
-        """Whether devel images are built on their verified runtime image (the engine takes named contexts);
+        """Whether devel images are built on the runtime image just built (the engine takes named contexts);
         where it cannot, it is said once, and each devel build makes its runtime stage again."""
         if not any(_runtime_of(s) and _devel_of(s) for s in selected) or self.cancelled.is_set():
             return False
@@ -204,11 +205,11 @@ class Builder:
         try:
             if not self.options.no_cache and self.up_to_date(image):
                 measures.size_bytes = readings.size(self.engine, image.reference)
+                if hold:
+                    self.engine.tag(image.reference, *_split(hold))
                 problems = self._publish(image, image.reference, progress)
                 if problems:
                     return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
-                if hold:
-                    self.engine.tag(image.reference, *_split(hold))
                 progress.finish(image.tag, f"{image.tag}: up to date (input digest unchanged), skipped")
                 return Outcome(combination, image, "skipped", 0.0, "up to date")
         except EngineError as exc:
