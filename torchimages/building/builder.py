@@ -220,38 +220,43 @@ class Builder:
         progress.begin(image.tag)
         try:
             began = time.monotonic()
-            status = run_build(
-                self.engine,
-                self.options,
-                combination,
-                image,
-                reference,
-                served,
-                log,
-                progress,
-                self.cancelled,
-                image_context(base) if base else None,
-            )
-            measures.build_seconds = time.monotonic() - began
-            if self.cancelled.is_set():
-                return self._interrupted(combination, image, start, "during the build", progress)
-            if status:
-                why = readings.why_failed(self.engine, image, log, status)
-                step = readings.last_step_error(log)  # BuildKit 0.13 ends its log with the Dockerfile's lines
-                detail = f"{why}\n" + (f"{step}\n" if step else "") + f"last lines of {log}:\n{readings.tail(log)}"
-                return self._finish(combination, image, "failed", start, detail, progress)
+            options = self.options
+            for attempt in (1, 2):
+                runtime = image_context(base) if base else None
+                status = run_build(
+                    self.engine, options, combination, image, reference, served, log, progress, self.cancelled, runtime
+                )
+                measures.build_seconds = time.monotonic() - began
+                if self.cancelled.is_set():
+                    return self._interrupted(combination, image, start, "during the build", progress)
+                if status:
+                    why = readings.why_failed(self.engine, image, log, status)
+                    step = readings.last_step_error(log)  # BuildKit 0.13 ends its log with the Dockerfile's lines
+                    detail = f"{why}\n" + (f"{step}\n" if step else "") + f"last lines of {log}:\n{readings.tail(log)}"
+                    return self._finish(combination, image, "failed", start, detail, progress)
+                problems = self._not_on(combination, reference, base)
+                if not problems:
+                    break
+                if attempt == 2 or options.no_cache:
+                    return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
+                # BuildKit served devel's steps from a cache made on another runtime image: again, without it.
+                progress.say(f"{image.tag}: {problems[0]}; building it again without the build cache")
+                options = dataclasses.replace(options, no_cache=True)
             if hold:
                 self.engine.tag(reference, *_split(hold))
-            if base and combination.devel_from == RUNTIME_STAGE:
-                built = self.engine.inspect(reference)
-                problems = built_on(self.engine, built.layers if built else (), reference, base, FIX_NOT_ON_RUNTIME)
-                if problems:
-                    return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
             return self._admit(combination, image, reference, start, progress, "built", measures)
         except EngineError as exc:
             return self._engine_failed(combination, image, start, exc, progress)
         finally:
             self._remove_temporary(image, reference, progress)
+
+    def _not_on(self, combination: Combination, reference: str, base: str | None) -> list[str]:
+        """Why a devel image FROM runtime just built is not built on `base` (runtime's layers its first), or
+        nothing (also when there is no base, or devel starts from an nvidia/cuda image)."""
+        if not base or combination.devel_from != RUNTIME_STAGE:
+            return []
+        built = self.engine.inspect(reference)
+        return built_on(self.engine, built.layers if built else (), reference, base, FIX_NOT_ON_RUNTIME)
 
     def _admit(
         self,

@@ -74,6 +74,7 @@ def test_a_devel_not_built_on_its_runtime_is_not_tagged(write_matrix: Callable[[
     devel, runtime = run(engine, selection, tmp_path)
     assert (devel.status, runtime.status) == ("failed", "built")
     assert "is not built on" in devel.detail and "runtime's layers are not its first" in devel.detail
+    assert [(r.target, r.no_cache) for r in engine.built] == [("runtime", False), ("devel", False), ("devel", True)]
     assert all("devel" not in name for name in engine.tagged)
     assert engine.temporary() == []
 
@@ -120,3 +121,21 @@ def test_an_interrupt_during_runtime_starts_no_devel(selection: list[plan.Select
     devel, runtime = run(engine, selection, tmp_path, cancelled=cancelled)
     assert (devel.status, runtime.status) == ("interrupted", "interrupted")
     assert devel.detail == "not started" and len(engine.built) == 1 and engine.temporary() == []
+
+
+def test_a_devel_from_a_cache_of_another_runtime_is_built_again_without_the_cache(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """BuildKit served devel's steps from a cache made on another runtime image (its layers not runtime's):
+    devel is built once more with --no-cache, and then it is on its runtime and tagged."""
+    selection = plan.select(plan.load(write_matrix(CPU_MATRIX)), [])
+    engine = FakeEngine(CPU_HOLDS)
+
+    def stale_cache_once(request: BuildRequest) -> None:
+        engine.ignores_contexts = request.target == "devel" and not request.no_cache
+
+    engine.on_build = stale_cache_once
+    devel, runtime = run(engine, selection, tmp_path)
+    assert (devel.status, runtime.status) == ("built", "built")
+    assert [(r.target, r.no_cache) for r in engine.built] == [("runtime", False), ("devel", False), ("devel", True)]
+    assert engine.layers[devel.image.reference][:1] == engine.layers[runtime.image.reference]
