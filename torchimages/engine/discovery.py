@@ -15,6 +15,7 @@ from torchimages.engine.types import HOW_TO_GET_BUILDKIT, EngineError
 BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
 # Builds only where named contexts work: without them, `probectx` is an image to pull (and no registry has it).
 CONTEXTS_PROBE = "FROM scratch\nCOPY --from=probectx marker /marker\n"
+CONTEXTS_PROBE_TIMEOUT_S = 60
 
 
 def _candidates(explicit: str | None) -> list[str]:
@@ -58,25 +59,24 @@ def _builds(client: BuildClient) -> bool:
 
 def takes_named_contexts(client: BuildClient) -> bool:
     """Whether the client's builds take named build contexts (`--build-context`): buildx on a BuildKit whose
-    Dockerfile frontend knows them (Docker 23 and later; 20.10's does not). A tiny build that pulls nothing."""
+    Dockerfile frontend knows them (Docker 23 and later; 20.10's does not). A tiny build that pulls nothing
+    where they work (where they do not, BuildKit asks a registry for `probectx`: bounded, a no)."""
     if not client.buildx:
         return False
     with tempfile.TemporaryDirectory() as context:
         Path(context, "Dockerfile").write_text(CONTEXTS_PROBE)
         Path(context, "marker").write_text("1\n")
-        result = subprocess.run(
-            [
-                *client.command,
-                "--build-context",
-                f"probectx={context}",
-                "--output",
-                "type=tar,dest=" + os.devnull,
-                context,
-            ],
-            env=client.environment(),
-            capture_output=True,
-            check=False,
-        )
+        command = [*client.command, "--build-context", f"probectx={context}"]
+        try:
+            result = subprocess.run(
+                [*command, "--output", "type=tar,dest=" + os.devnull, context],
+                env=client.environment(),
+                capture_output=True,
+                check=False,
+                timeout=CONTEXTS_PROBE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            return False
     return result.returncode == 0
 
 
