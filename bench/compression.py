@@ -23,19 +23,16 @@ import gzip
 import json
 import os
 import platform
-import shutil
-import socket
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from image_build import loopback_registry  # bench/: the folder this script runs from
 
 from torchimages.engine import DockerEngine, stored_size
 
@@ -53,36 +50,6 @@ def timed(*args: str) -> float:
     if result.returncode:
         sys.exit(f"failed: {' '.join(args)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return time.perf_counter() - start
-
-
-@contextmanager
-def loopback_registry() -> Iterator[tuple[str, Path]]:
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        sys.exit("docker-registry is not installed (apt-get install docker-registry)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    root = Path(tempfile.mkdtemp(prefix="bench-registry-"))
-    address = f"127.0.0.1:{port}"
-    (root / "config.yml").write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\nhttp:\n  addr: {address}\n"
-    )
-    server = subprocess.Popen(
-        [binary, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        for _ in range(50):
-            try:
-                urllib.request.urlopen(f"http://{address}/v2/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        yield address, root / "data"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 class Hashing:
