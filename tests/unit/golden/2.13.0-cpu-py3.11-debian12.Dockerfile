@@ -91,7 +91,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:6d849595c168c32f9f7fb5df86682116e51682f77a2d3c2fc705bf8640d79d1d" \
+      io.torchimages.input-digest="sha256:b7700c66e7a232c2bd60296531aa0d2e637b20810921013688d10ae6919c119c" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -143,7 +143,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=l
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:34fc70b52e5c5a553add4de7974ab8ae1b6e8edfad7b89af9a83b195b564adf6" \
+      io.torchimages.input-digest="sha256:84548759a6baf290ae7696bf1450b302589751847ebc4ee052aae5cc61eb9626" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
