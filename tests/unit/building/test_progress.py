@@ -34,6 +34,9 @@ GOLDEN = golden.GOLDEN
 # A real log: `build.py build --no-cache` of the CPU test combination's devel target (runtime's steps, then
 # devel's), BuildKit 0.x through buildx with `--progress plain`; apt's long middle cut out.
 CPU_DEVEL_LOG = (GOLDEN / "buildkit-plain-cpu-devel.log").read_text().splitlines()
+# A real log of uv's venv: `build.py build --no-cache` of the CPU test combination's runtime target, 2026-12-01
+# (Docker 26, BuildKit 0.13; uv 0.13.8, its cache warm but torch's find-links URL new); apt's middle cut out.
+CPU_RUNTIME_UV_LOG = (GOLDEN / "buildkit-plain-cpu-runtime-uv.log").read_text().splitlines()
 
 
 def changes(lines: Sequence[str]) -> list[str]:
@@ -62,6 +65,14 @@ def test_every_change_of_a_real_log_matches_the_golden_events() -> None:
     golden.check(GOLDEN / "buildkit-plain-cpu-devel.events.txt", "\n".join(seen) + "\n")
     torch = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert f"venv: fetched apt 102 MB; downloading {torch} (191.8 MB)" in seen
+
+
+def test_a_real_uv_log_names_each_big_wheel_while_it_downloads_and_counts_it() -> None:
+    seen = changes(CPU_RUNTIME_UV_LOG)
+    golden.check(GOLDEN / "buildkit-plain-cpu-runtime-uv.events.txt", "\n".join(seen) + "\n")
+    assert "venv: fetched apt 102 MB; downloading torch (182.9 MiB)" in seen
+    assert "venv: fetched apt 102 MB, wheels 192 MB; downloading sympy (6.0 MiB), networkx (2.0 MiB)" in seen
+    assert seen[-1] == "export: fetched apt 102 MB, wheels 217 MB"  # torch, sympy, networkx, numpy
 
 
 def test_a_cuda_devel_target_running_beside_runtime_stays_behind_runtime() -> None:
