@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchimages.compat import OsRelease
+from torchimages.compat import Installer, OsRelease
 from torchimages.problems import Problem
 from torchimages.sizes import SizeBudget
 
@@ -106,6 +106,7 @@ class Combination:
     os: OsRelease
     toolkit: Toolkit
     index_url: str
+    installer: Installer  # the uv that installs the venv (build time only)
     min_driver: str | None
     toolkit_driver: str | None
     defined_at: SourceLocation
@@ -186,6 +187,7 @@ class Combination:
             "os": [os.name, os.provider, os.image, os.python, os.packages, os.devel_packages, os.suite, os.pip],
             "toolkit": [toolkit.provider, toolkit.image, toolkit.requirements, toolkit.arch_list],
             "index_url": self.index_url,
+            "installer": [self.installer.version, self.installer.sha256],
             "lock_digest": self.lock_digest,
         }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -98,6 +99,15 @@ class OsRelease:
 
 
 @dataclass(frozen=True)
+class Installer:
+    """The uv that installs every venv at build time (never part of an image): its version and the sha256 of
+    the wheels pip may fetch it as (`--require-hashes`)."""
+
+    version: str
+    sha256: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class BaseImageEol:
     """Registry base tags (`image`, a glob) their publisher removed (`gone`) or will remove (`going`)."""
 
@@ -123,6 +133,7 @@ class KnowledgeBase:
     torchaudio_last_release: str
     devel_pip: dict[str, str]
     numpy: dict[str, str]
+    installer: Installer
     base_image_eol: tuple[BaseImageEol, ...] = ()
     source_date: str = "1970-01-01"  # the images' SOURCE_DATE_EPOCH, as a UTC date (see compat.yaml)
 
@@ -227,9 +238,22 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         torchaudio_last_release=raw["torchaudio_last_release"],
         devel_pip=dict(raw.get("devel_pip") or {}),
         numpy={str(k): str(v) for k, v in (raw.get("numpy") or {}).items()},
+        installer=_installer(raw["uv"], raw["sources"]),
         base_image_eol=tuple(_eol(entry, raw["sources"]) for entry in raw.get("base_image_eol") or ()),
         source_date=str(raw["source_date"]),
     )
+
+
+def _installer(raw: dict[str, Any], sources: dict[str, str]) -> Installer:
+    """uv's entry: an exact version, at least one wheel hash (64 hex digits), known sources."""
+    installer = Installer(version=str(raw["version"]), sha256=_strings(raw.get("sha256")))
+    if not re.fullmatch(r"\d+(\.\d+)+", installer.version):
+        raise ValueError(f"uv.version: an exact version such as 0.13.8, not {installer.version!r}")
+    if not installer.sha256 or not all(re.fullmatch(r"[0-9a-f]{64}", h) for h in installer.sha256):
+        raise ValueError("uv.sha256: list the sha256 (64 lowercase hex digits) of each Linux wheel pip may fetch")
+    if not raw.get("sources") or any(s not in sources for s in raw["sources"]):
+        raise ValueError("uv: name its sources (keys of `sources`)")
+    return installer
 
 
 def _eol(raw: dict[str, Any], sources: dict[str, str]) -> BaseImageEol:

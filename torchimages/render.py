@@ -107,6 +107,7 @@ def context(combination: Combination) -> dict[str, Any]:
         # venv's own layer, so no later layer replaces it (a replaced file is a whiteout, no reproducible layer).
         "venv_setuptools": tuple(map(int, c.python.split("."))) < (3, 12),
         "source_date_epoch": c.source_date_epoch,
+        "uv": c.installer,
         "venv_layers": venv_layers(c),
         "lock": LOCK_FILE if c.lock_digest else "",
         "toolkit": c.toolkit,

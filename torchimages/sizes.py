@@ -85,8 +85,9 @@ class SizeBudget:
 
 
 def layer_instruction(created_by: str, width: int = 160) -> str:
-    """What made a layer, in one short line: the install steps of a RUN (`RUN /opt/venv/bin/pip install
-    --no-deps "torch==2.13.0+cpu"`), without the shell, BuildKit's ARG prefix or the set-up around them;
+    """What made a layer, in one short line: the install steps of a RUN (`RUN "$uv" pip install --python
+    /opt/venv/bin/python --compile-bytecode --no-deps "torch==2.13.0+cpu"`), without the shell, BuildKit's ARG
+    prefix or the set-up around them (uv's own install, `--target` a folder of its cache mount, is set-up);
     `(base image)` for a layer with no instruction (an imported root filesystem)."""
     text = " ".join(created_by.split()).removesuffix(" # buildkit")
     text = re.sub(r"^(RUN )?\|\d+ (\S+=\S* )*", "RUN ", text)
@@ -95,7 +96,11 @@ def layer_instruction(created_by: str, width: int = 160) -> str:
         return "(base image)"
     if text.startswith("RUN "):
         steps = [step.strip() for step in text.removeprefix("RUN ").split("&&")]
-        installs = [step for step in steps if re.search(r"\binstall\b", step) and not step.startswith("if ")]
+        installs = [
+            step
+            for step in steps
+            if re.search(r"\binstall\b", step) and not step.startswith("if ") and " --target " not in step
+        ]
         if installs:
             text = "RUN " + " && ".join(installs)
     return text if len(text) <= width else text[: width - 3] + "..."

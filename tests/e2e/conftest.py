@@ -245,19 +245,24 @@ def matrix(request: pytest.FixtureRequest, docker_client: Any, tmp_path: Path) -
         remove_repository(docker_client, repository)
 
 
-# What pip says when `fail_pip` made its combination fail.
-PIP_FAILURE = "ERROR: No matching distribution found for numpy==0.0.1"
+# What uv says when `fail_install` made its combination fail: its error, then its cause on the next line;
+# the summary gives them as one reason.
+INSTALL_ERROR = "error: No solution found when resolving dependencies"
+INSTALL_CAUSE = (
+    "Because there is no version of numpy==0.0.1 and you require numpy==0.0.1, "
+    "we can conclude that your requirements are unsatisfiable."
+)
+INSTALL_FAILURE = f"{INSTALL_ERROR}: {INSTALL_CAUSE}"
 
 
-def fail_pip(m: Matrix, torch: str) -> Combination:
-    """Make the rendered Dockerfile of the matrix's combination of this torch ask pip for numpy==0.0.1 before
-    torch: its builds fail at that pip step with PIP_FAILURE. The combination."""
+def fail_install(m: Matrix, torch: str) -> Combination:
+    """Make the rendered Dockerfile of the matrix's combination of this torch ask uv for numpy==0.0.1 before
+    torch: its builds fail at that step with INSTALL_FAILURE. The combination."""
     failing = next(c for c in m.plan.combinations if c.torch == torch)
     dockerfile = m.plan.images_dir / failing.folder / "Dockerfile"
-    install = "/opt/venv/bin/pip install --no-input --no-deps \\"
+    install = '    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \\'
     text = dockerfile.read_text()
     assert install in text
-    dockerfile.write_text(
-        text.replace(install, '/opt/venv/bin/pip install --no-input "numpy==0.0.1" \\\n    && ' + install, 1)
-    )
+    numpy = '    && "$uv" pip install --python /opt/venv/bin/python "numpy==0.0.1" \\\n'
+    dockerfile.write_text(text.replace(install, numpy + install, 1))
     return failing

@@ -68,6 +68,32 @@ def test_images_are_training_bases(built: Built, docker_client: Any) -> None:
     assert "/usr/bin/gcc" in sh(docker_client, built.image("devel").reference, "command -v gcc")
 
 
+def test_uv_installed_the_venv_and_left_nothing_of_itself_its_cache_or_its_secrets(
+    built: Built, docker_client: Any, ca_bundle: tuple[Path, bytes]
+) -> None:
+    """uv wrote the venv (INSTALLER), compiled its bytecode as pip would, and is in no layer: no uv program,
+    no uv.lock or credentials store of its own, no cache; pip is there for users; the CA bundle (a secret) and
+    the served sources' loopback URLs (the uv.toml and pip.conf secrets) are in no layer and no history."""
+    runtime = built.image("runtime").reference
+    site = f"/opt/venv/lib/python{built.combination.python}/site-packages"
+    script = (
+        f"cat {site}/torch-*.dist-info/INSTALLER; echo; ls {site}/torch/__pycache__ | grep -c 'cpython-.*[.]pyc$'; "
+        "command -v uv || echo no-uv; ls /opt/venv/.lock ~/.local 2>&1 | grep -c 'No such file'; "
+        "python -m pip --version | cut -d' ' -f1"
+    )
+    installer, pycs, uv, missing, pip = sh(docker_client, runtime, script).split()
+    assert (installer, uv, missing, pip) == ("uv", "no-uv", "2", "pip") and int(pycs) > 10
+    marker = ca_bundle[1]
+    for flavor in ("runtime", "devel"):
+        image = docker_client.images.get(built.image(flavor).reference)
+        history = "\n".join(str(entry.get("CreatedBy", "")) for entry in image.history())
+        assert marker.decode() not in history and "127.0.0.1" not in history
+        tail = b""
+        for chunk in image.save(chunk_size=8 * 1024 * 1024):
+            assert marker not in tail + chunk, f"the CA bundle was found in a layer of {flavor}"
+            tail = chunk[-len(marker) :]
+
+
 def test_torch_compile_works_in_runtime(built: Built, docker_client: Any) -> None:
     assert_torch_compile_works_on_cpu(built, docker_client)
 

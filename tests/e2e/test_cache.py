@@ -29,9 +29,9 @@ from .test_push import registry  # noqa: F401 (fixture)
 pytestmark = pytest.mark.e2e
 RUNTIME = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
 TAG = "2.13.0-cpu-runtime"
-# A BuildKit step of the venv (a pip RUN) and what BuildKit says of it: `#12 [runtime 5/8] RUN --mount=...`
+# A BuildKit step of the venv (a uv RUN) and what BuildKit says of it: `#12 [runtime 5/8] RUN --mount=...`
 # then, a few lines on, `#12 CACHED`.
-VENV_STEP = re.compile(r"^#(\d+) \[runtime +\d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/pip", re.M)
+VENV_STEP = re.compile(r"^#(\d+) \[runtime +\d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/uv", re.M)
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,21 @@ from typing import Any
 
 import pytest
 
-from .conftest import CPU, OTHER_CPU, PIP_FAILURE, ROOT, Matrix, fail_pip, own_temporary, run_cli, temporary_images
+from .conftest import (
+    CPU,
+    INSTALL_FAILURE,
+    OTHER_CPU,
+    ROOT,
+    Matrix,
+    fail_install,
+    own_temporary,
+    run_cli,
+    temporary_images,
+)
 
 pytestmark = pytest.mark.e2e
-# A BuildKit step line of a pip layer: the interrupt comes while the build installs the venv.
-PIP_STEP = re.compile(rb"^#\d+ \[runtime \d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/pip", re.MULTILINE)
+# A BuildKit step line of a uv layer: the interrupt comes while the build installs the venv.
+VENV_STEP = re.compile(rb"^#\d+ \[runtime \d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/uv", re.MULTILINE)
 
 
 def start(args: list[str | Path], output: Path) -> subprocess.Popen[bytes]:
@@ -38,8 +48,8 @@ def wait_for(what: str, found: Any, process: subprocess.Popen[bytes], timeout: f
         time.sleep(0.2)
 
 
-def first_image_log_has_a_pip_step(logs: Path) -> bool:
-    return any(PIP_STEP.search(log.read_bytes()) for log in logs.glob("*.log") if not log.name.startswith("bootstrap"))
+def first_image_log_has_a_venv_step(logs: Path) -> bool:
+    return any(VENV_STEP.search(log.read_bytes()) for log in logs.glob("*.log") if not log.name.startswith("bootstrap"))
 
 
 def containers_of(client: Any, m: Matrix, logs: Path | None = None) -> list[str]:
@@ -77,7 +87,7 @@ def test_ctrl_c_during_a_build_stops_everything_and_a_rerun_finishes(
 ) -> None:
     output = tmp_path / "out.txt"
     process = start(matrix.build_args(ca_bundle, "--no-cache"), output)
-    wait_for("pip step in an image's log", lambda: first_image_log_has_a_pip_step(matrix.logs), process)
+    wait_for("venv step in an image's log", lambda: first_image_log_has_a_venv_step(matrix.logs), process)
     time.sleep(1)  # inside the step
     status, seconds = stop(process, signal.SIGINT)
     text = output.read_text()
@@ -112,20 +122,20 @@ def test_sigterm_during_the_smoke_gate_removes_its_container_and_tags_nothing(
 
 
 @pytest.mark.parametrize("matrix", [(CPU, OTHER_CPU)], indirect=True)
-def test_a_pip_failure_fails_only_its_combination(
+def test_an_install_failure_fails_only_its_combination(
     matrix: Matrix, docker_client: Any, ca_bundle: tuple[Path, bytes]
 ) -> None:
-    """The 2.12.1 combination's rendered Dockerfile asks pip for numpy==0.0.1 before torch: its images fail
-    with pip's error in the summary; the 2.13.0 images are built, verified and tagged; exit 1."""
-    failing = fail_pip(matrix, "2.12.1")
+    """The 2.12.1 combination's rendered Dockerfile asks uv for numpy==0.0.1 before torch: its images fail
+    with uv's error in the summary; the 2.13.0 images are built, verified and tagged; exit 1."""
+    failing = fail_install(matrix, "2.12.1")
     result = run_cli(*matrix.build_args(ca_bundle))
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 1, output
     assert "2 built, 0 skipped, 2 failed" in output, output
     summary = result.stdout[result.stdout.rindex("[4/4]") :]  # the summary after the last progress line
-    # runtime's build fails with pip's error; devel, built on runtime, is not built and says why
-    assert summary.count(PIP_FAILURE) == 1, summary
+    # runtime's build fails with the installer's error; devel, built on runtime, is not built and says why
+    assert summary.count(INSTALL_FAILURE) == 1, summary
     assert "not built: devel is built on its runtime image, and the build of 2.12.1" in summary, summary
     tagged = {t.split(":")[-1] for i in docker_client.images.list(name=matrix.repository) for t in i.tags}
     good = next(c for c in matrix.plan.combinations if c.torch == "2.13.0")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import PIP_FAILURE, Matrix, fail_pip, run_cli
+from .conftest import INSTALL_CAUSE, INSTALL_ERROR, INSTALL_FAILURE, Matrix, fail_install, run_cli
 
 pytestmark = pytest.mark.e2e
 RUNTIME = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
@@ -28,7 +28,7 @@ def started_and_finished(output: str) -> list[tuple[str, str]]:
 def test_two_jobs_build_two_combinations_at_once_and_a_failure_stops_only_its_own(
     matrix: Matrix, docker_client: Any, ca_bundle: tuple[Path, bytes]
 ) -> None:
-    failing = fail_pip(matrix, "2.12.1")
+    failing = fail_install(matrix, "2.12.1")
     good = next(c for c in matrix.plan.combinations if c.torch == "2.13.0")
     (bad_image,), (good_image,) = failing.images, good.images
     result = run_cli(*matrix.build_args(ca_bundle, "--jobs", "2", "--test", "none"))
@@ -42,16 +42,16 @@ def test_two_jobs_build_two_combinations_at_once_and_a_failure_stops_only_its_ow
     assert {tag for tag, event in events[:first_end]} == {bad_image.tag, good_image.tag}, events
     assert [event for _, event in events[:first_end]] == ["building", "building"], events
 
-    # One log per image: pip's error in the failed one's, the finished export in the other's.
+    # One log per image: uv's error in the failed one's, the finished export in the other's.
     bad_log, good_log = (matrix.logs / f"{image.tag}.log" for image in (bad_image, good_image))
-    assert PIP_FAILURE in bad_log.read_text(), bad_log.read_text()[-2000:]
+    assert INSTALL_ERROR in bad_log.read_text() and INSTALL_CAUSE in bad_log.read_text(), bad_log.read_text()[-2000:]
     assert "naming to" in good_log.read_text(), good_log.read_text()[-2000:]
 
     summary = result.stdout[result.stdout.rindex("[2/2]") :]  # after the last progress line
     summary = summary[summary.index("\n") :]
     assert "1 built, 0 skipped, 1 failed" in summary, summary
     failed_line = re.search(rf"^failed +\d+ s  {re.escape(bad_image.reference)} .*\n +(.*)$", summary, re.MULTILINE)
-    assert failed_line and failed_line.group(1) == PIP_FAILURE, summary
+    assert failed_line and failed_line.group(1) == INSTALL_FAILURE, summary
     assert re.search(rf"^built +\d+ s  {re.escape(good_image.reference)} +\d", summary, re.MULTILINE), summary
 
     tagged = {t.split(":")[-1] for i in docker_client.images.list(name=matrix.repository) for t in i.tags}

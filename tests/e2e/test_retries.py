@@ -1,7 +1,7 @@
 """Transient network failures are retried, and the build log says so. One real build meets two faults:
-a wheel server that drops the first connection to every path (pip's own retries, PIP_RETRIES in every
-pip step) and an HTTP proxy for apt that goes down for a few seconds at the first index request (the
-Dockerfile's retry of apt's network steps). The image is still built and verified."""
+a wheel server that drops the first connection to every path (uv's own retries, UV_HTTP_RETRIES in every
+uv step, logged by its retry module) and an HTTP proxy for apt that goes down for a few seconds at the
+first index request (the Dockerfile's retry of apt's network steps). The image is still built and verified."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_transient_failures_are_retried_and_the_log_says_so(
         assert "1 built" in output
         assert any(path.endswith(".whl") for path in dropped), sorted(dropped)
         log = next(logs.glob("*runtime*.log")).read_text(errors="replace")
-        assert "Retrying (Retry(" in log, "pip's retry is not in the build log"
+        assert f"Transient request failure for `{url}" in log and "retrying" in log, "uv's retry is not in the log"
         assert apt_proxy.failed and apt_proxy.served_after > 0, (apt_proxy.failed, apt_proxy.served_after)
         apt_retry = "torchimages: network step failed, retry 1/2 in 10 s: apt-get update"
         assert apt_retry in log, "apt's retry is not in the build log"

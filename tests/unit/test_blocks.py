@@ -19,22 +19,39 @@ MACROS: Any = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("m
 TLS = (
     "    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert "
     "CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \\\n"
-    "    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; "
-    "else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \\\n"
-    "    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 "
-    "TMPDIR=/home/torch/.cache/pip/tmp \\\n"
+    "    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \\\n"
+    "    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \\\n"
+)
+HASH = "ab" * 32  # a made-up wheel hash
+UV_ENV = TLS + (
+    "    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
+    "else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \\\n"
+    "    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials "
+    "TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 "
+    "UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \\\n"
     '    && mkdir -p "$TMPDIR" \\\n'
 )
+UV_ITSELF = (
+    "    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \\\n"
+    f'    && if [ ! -x "$uv/bin/uv" ]; then echo \'uv==0.13.8 --hash=sha256:{HASH}\' > "$uv.$$.txt" \\\n'
+    "        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: "
+    '--require-hashes --target "$uv.$$" -r "$uv.$$.txt" \\\n'
+    '        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \\\n'
+    "    && uv=$uv/bin/uv \\\n"
+)
+UV = UV_ENV + UV_ITSELF
 APT_CA = (
     "if [ -s /var/cache/apt/torchimages-cacert ]; then "
     "echo 'Acquire::https::CAInfo \"/var/cache/apt/torchimages-cacert\";' "
     "> /etc/apt/apt.conf.d/99build-ca; fi \\"
 )
-PIP_MOUNTS = (
-    "RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \\\n"
+UV_MOUNTS = (
+    "RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \\\n"
     "    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \\\n"
     "    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \\\n"
+    "    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \\\n"
 )
+INSTALL = '"$uv" pip install --python /opt/venv/bin/python --compile-bytecode'
 
 # The last command of every step that writes files (reproducible layers, issue 19), for the root (`/`) and the
 # venv owner's steps.
@@ -51,6 +68,7 @@ def image(**extra: Any) -> dict[str, Any]:
     """The template context fields these blocks read."""
     return {
         "index_url": "https://download.pytorch.org/whl/cu130",
+        "uv": compat.Installer("0.13.8", (HASH,)),
         "lock": "",
         "os_packages_file": str(render.OS_PACKAGES_FILE),
         "os_packages_dir": str(render.OS_PACKAGES_FILE.parent),
@@ -104,38 +122,58 @@ def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
     ]
     expected = (
         "# Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.\n"
-        + PIP_MOUNTS
-        + TLS
-        + "    && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \\\n"
+        + UV_MOUNTS
+        + UV
+        + "    && printf '%s\\n' \\\n"
         '        "torch==2.14.1" \\\n'
-        "    | /opt/venv/bin/python -c \"import json, sys; print(*(p['metadata']['name'] + '==' + "
-        "p['metadata']['version'] for p in json.load(sys.stdin)['install'] if "
-        "p['metadata']['name'].lower().startswith('nvidia')))\" \\\n"
-        "    | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps \\\n"
+        '    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \\\n'
+        "    | { grep -i '^nvidia' || { echo \"torchimages: error: torch's resolution pins no nvidia-* library\" >&2; "
+        "exit 1; }; } \\\n"
+        f"    | xargs {INSTALL} --no-deps \\\n"
+        "    && rm -f /opt/venv/.lock \\\n"
         f"    && {CLAMP_VENV}\n"
-        "# Layer: torch itself.\n" + PIP_MOUNTS + TLS + "    && /opt/venv/bin/pip install --no-input --no-deps \\\n"
+        "# Layer: torch itself.\n" + UV_MOUNTS + UV + f"    && {INSTALL} --no-deps \\\n"
         '        "torch==2.14.1" \\\n'
+        "    && rm -f /opt/venv/.lock \\\n"
         f"    && {CLAMP_VENV}\n"
-        "# Layer: torch's other dependencies (triton, sympy, ...).\n"
-        + PIP_MOUNTS
-        + TLS
-        + "    && /opt/venv/bin/pip install --no-input \\\n"
+        "# Layer: torch's other dependencies (triton, sympy, ...).\n" + UV_MOUNTS + UV + f"    && {INSTALL} \\\n"
         '        "torch==2.14.1" \\\n'
+        "    && rm -f /opt/venv/.lock \\\n"
         f"    && {CLAMP_VENV}\n"
-        "# Layer: the remaining pins (companion libraries, numpy).\n"
-        + PIP_MOUNTS
-        + TLS
-        + "    && /opt/venv/bin/pip install --no-input \\\n"
+        "# Layer: the remaining pins (companion libraries, numpy).\n" + UV_MOUNTS + UV + f"    && {INSTALL} \\\n"
         '        "numpy==2.4.6" \\\n'
+        "    && rm -f /opt/venv/.lock \\\n"
         f"    && {CLAMP_VENV}"
     )
     assert block(MACROS.venv_layers(image(venv_layers=layers))) == expected
 
 
-def test_a_lock_file_constrains_every_pip_step_of_a_layer() -> None:
+def test_uv_sets_itself_up_after_the_first_command_and_pip_asks_pypi_without_its_secret() -> None:
+    """The venv's own step creates the venv (`first`) where uv's temporary files go, before the venv's pip
+    fetches uv; without the pipconf secret pip asks PyPI (uv's home), not the variant's index."""
+    expected = UV_ENV + "    && python3.11 -m venv /opt/venv \\\n" + UV_ITSELF
+    assert block(MACROS.uv_setup(image(), "python3.11 -m venv /opt/venv")) == expected.strip().removesuffix(" \\")
+    assert "PIP_INDEX_URL" not in str(MACROS.tls_setup(image()))
+
+
+def test_a_lock_file_constrains_every_uv_step_of_a_layer() -> None:
     text = block(MACROS.venv_layers(image(lock="requirements.lock", venv_layers=[render.VenvLayer("nvidia", ("t",))])))
     assert "    --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \\\n" in text
-    assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 2
+    assert "--no-header --no-annotate --constraint /tmp/requirements.lock - \\\n" in text
+    assert text.count("--constraint /tmp/requirements.lock") == 2
+
+
+def test_uv_is_pinned_by_the_knowledge_base_and_never_picks_a_torch_backend(rendered: Callable[[str], str]) -> None:
+    """uv's version and wheel hashes are the knowledge base's; no step asks uv for a torch backend (`auto`
+    sees no driver inside a build and picks CPU wheels): the pins and the variant's index decide."""
+    installer = compat.load().installer
+    text = rendered("{torch: 2.14.1, cuda: '13.0', os: debian12}")
+    assert f"uv=/home/torch/.cache/uv/uv-{installer.version}-$(uname -m)" in text
+    assert f"'uv=={installer.version}" + "".join(f" --hash=sha256:{h}" for h in installer.sha256) + "'" in text
+    assert "torch-backend" not in text and "UV_TORCH_BACKEND" not in text
+    steps = text.count("RUN --mount=type=cache,target=/home/torch/.cache/uv,")
+    assert steps == 6 and text.count("UV_LINK_MODE=copy") == steps  # the venv step (setuptools) and five layers
+    assert text.count("--compile-bytecode") == steps
 
 
 @pytest.fixture
@@ -163,6 +201,7 @@ def test_devel_on_runtime_block(rendered: Callable[[str], str]) -> None:
     assert devel.startswith(expected_head)
     assert "        git \\\n        make \\\n" in devel
     assert f"os-packages.txt \\\n    && {CLAMP_ROOT}\nUSER 1000:1000\n# The toolkit wheels" in devel
+    assert '\n    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \\\n        "ninja==' in devel
 
 
 def test_devel_from_a_toolkit_image_copies_the_one_venv(rendered: Callable[[str], str]) -> None:

@@ -1,5 +1,7 @@
 """The knowledge base holds the facts users rely on, each with a source and confidence."""
 
+import pytest
+
 from torchimages import compat
 
 KB = compat.load()
@@ -51,3 +53,23 @@ def test_os_facts() -> None:
     debian = KB.os["debian12"]
     assert (debian.family, debian.version, debian.python, debian.provider) == ("debian", "12", "3.11", "bootstrap")
     assert KB.os["ubuntu24.04"].version == "24.04"
+
+
+def test_uv_is_pinned_to_one_version_and_the_hashes_of_its_linux_wheels() -> None:
+    assert KB.installer.version == "0.13.8"
+    x86_64 = "e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984"  # manylinux_2_17_x86_64, PyPI
+    assert KB.installer.sha256[0] == x86_64 and len(KB.installer.sha256) == 3
+
+
+def test_a_loose_uv_entry_is_refused() -> None:
+    sources = {"UV": "uv's index page"}
+    good = {"version": "0.13.8", "sha256": ["ab" * 32], "sources": ["UV"]}
+    assert compat._installer(good, sources) == compat.Installer("0.13.8", ("ab" * 32,))
+    for bad, says in (
+        ({**good, "version": ">=0.13"}, "exact version"),
+        ({**good, "sha256": []}, "sha256"),
+        ({**good, "sha256": ["AB" * 32]}, "sha256"),
+        ({**good, "sources": ["PYPI"]}, "sources"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            compat._installer(bad, sources)

@@ -45,9 +45,12 @@ def test_shape_of_a_cuda_dockerfile(rendered: dict[str, str]) -> None:
     )
     assert "https://download.pytorch.org/whl/cu118" in text
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=11.0"' in text
-    assert "--mount=type=secret,id=cacert" in text and "--mount=type=cache,target=/home/torch/.cache/pip" in text
+    assert "--mount=type=secret,id=cacert" in text and "--mount=type=cache,target=/home/torch/.cache/uv" in text
+    assert "--mount=type=secret,id=uvconf" in text and "UV_CONFIG_FILE=/run/secrets/uvconf" in text
     assert "USER 1000:1000" in text
-    assert '"pip==25.3"' in text  # Ubuntu 22.04's venv pip predates `--report`
+    # Ubuntu 22.04's venv pip predates `pip inspect`: users get a newer one, installed by uv; no step mounts pip's cache
+    assert '"$uv" pip install --python /opt/venv/bin/python --compile-bytecode "pip==25.3"' in text
+    assert "--mount=type=cache,target=/home/torch/.cache/pip" not in text
 
 
 def test_runtime_compiles_but_has_no_toolkit_and_devel_builds_on_it(rendered: dict[str, str]) -> None:
@@ -123,10 +126,10 @@ def test_a_lock_file_is_mounted_as_constraints_and_shapes_the_digest(
     (images / name / "requirements.lock").write_text("torch==2.13.0+cpu\nnumpy==2.4.6\n")
     after = plan.load(path, images_dir=images)
     text = render.render_all(after.combinations, render.DEFAULT_TEMPLATES)[f"{name}/Dockerfile"]
-    # every pip step: setuptools in the new venv, torch, its dependencies, the rest (runtime); ninja (devel)
+    # every uv step: setuptools in the new venv, torch, its dependencies, the rest (runtime); ninja (devel)
     assert text.count("--mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock") == 5
-    assert text.count("pip install --no-input --constraint /tmp/requirements.lock") == 5
-    assert "pip install --no-input --constraint /tmp/requirements.lock --upgrade setuptools" in text
+    assert text.count("--compile-bytecode --constraint /tmp/requirements.lock") == 5
+    assert "--compile-bytecode --constraint /tmp/requirements.lock --upgrade setuptools" in text
     assert {i.input_digest for _, i in before.images()}.isdisjoint(i.input_digest for _, i in after.images())
 
 

@@ -124,6 +124,14 @@ SETUP = (
             SETUP + '/opt/venv/bin/pip install --no-input --no-deps         "torch==2.13.0+cpu" # buildkit',
             'RUN /opt/venv/bin/pip install --no-input --no-deps "torch==2.13.0+cpu"',
         ),
+        (  # a uv layer: uv's own install into its cache mount is set-up, the layer is torch's
+            SETUP + 'uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m)     && if [ ! -x "$uv/bin/uv" ]; then echo '
+            "'uv==0.13.8 --hash=sha256:ab' > /tmp/uv.txt         && /opt/venv/bin/pip install --no-input --quiet "
+            '--no-deps --target "$uv.$$" -r /tmp/uv.txt         && rm /tmp/uv.txt; fi     && uv=$uv/bin/uv     && '
+            '"$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps         "torch==2.13.0+cpu" '
+            "    && rm -f /opt/venv/.lock # buildkit",
+            'RUN "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps "torch==2.13.0+cpu"',
+        ),
         (
             "|2 A=1 B=2 /bin/sh -c apt-get update && apt-get install -y gcc g++ && rm -rf /var/lib/apt/lists/*",
             "RUN apt-get install -y gcc g++",

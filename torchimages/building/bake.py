@@ -26,7 +26,7 @@ from typing import Any
 from torchimages import textfile, values
 from torchimages.building import wheels
 from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
-from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, build_request
+from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, build_request, wheel_secrets
 from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
 from torchimages.engine import TAG_PLACEHOLDER, BuildRequest
@@ -220,7 +220,8 @@ def baked_images(
 @dataclass(frozen=True)
 class BakeRequest:
     """What a bake file is made of beyond the selection: the builds' options and wheel sources, the hosts pip
-    may reach over http, where the pip.conf secrets go, the temporary registry and the cache of every target."""
+    and uv may reach over http, where the pip.conf and uv.toml secrets go, the temporary registry and the
+    cache of every target."""
 
     options: BuildOptions
     sources: WheelSources
@@ -243,8 +244,8 @@ def check_sources(sources: WheelSources) -> None:
 
 
 def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
-    """One entry per selected image, each the build `build` would run, its pip.conf written as a secret
-    file under the request's secrets_dir; every path absolute (buildx resolves them from the folder it runs
+    """One entry per selected image, each the build `build` would run, its pip.conf and uv.toml written as secret
+    files under the request's secrets_dir; every path absolute (buildx resolves them from the folder it runs
     in). UsageError for a local wheel folder (nothing serves it to the builders elsewhere) or a secrets
     folder that cannot be written."""
     check_sources(request.sources)
@@ -259,8 +260,10 @@ def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
     with wheels.serve(request.sources) as passed:  # remote URLs only: nothing is served, they pass through
         served = dataclasses.replace(passed, trusted_hosts=request.trusted_hosts)
         for s in chosen:
+            pip_text, uv_text = wheel_secrets(served, s.combination)
             try:
-                pip_conf = wheels.write_secret(secrets_dir, served.pip_conf(s.combination.index_url))
+                pip_conf = wheels.write_secret(secrets_dir, pip_text)
+                uv_conf = wheels.write_secret(secrets_dir, uv_text, "uv-{digest}.toml")
             except OSError as exc:
                 raise UsageError(f"--secrets-dir {request.secrets_dir}: {exc.strerror or exc}") from None
             runtime = next((i for i in s.images if i.flavor == RUNTIME_STAGE), None)
@@ -268,7 +271,7 @@ def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
                 reference = bake_reference(s.combination, image, request.temporary_registry)
                 on = runtime and image.flavor == "devel" and request.named_contexts
                 base = f"target:{target_name(runtime)}" if on and runtime else None
-                build = build_request(options, s.combination, image, reference, served, pip_conf, base)
+                build = build_request(options, s.combination, image, reference, served, pip_conf, uv_conf, base)
                 found.append(Entry(s.combination, image, build))
     return found
 

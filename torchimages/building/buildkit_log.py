@@ -18,7 +18,8 @@ from torchimages.building.progress import RANK
 from torchimages.sizes import format_size
 
 _UNITS = {"B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
-_SIZE = r"([\d.]+) ?([kKMGT]?B)"
+_UNITS.update({"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4})  # uv's
+_SIZE = r"([\d.]+) ?([kKMGT]i?B)"
 # `#12 [runtime 5/9] RUN python3.11 -m venv /opt/venv`: a Dockerfile step starts (BuildKit cuts long lines).
 _HEADER = re.compile(r"^#(\d+) \[([\w.-]+) (\d+)/(\d+)\] (\w+)(.*)$")
 _EXPORT = re.compile(r"^#\d+ (?:exporting |writing image|naming to|sending tarball)")
@@ -28,12 +29,16 @@ _LAYER = re.compile(r"^#(\d+) sha256:[0-9a-f]{12,} " + _SIZE + " / " + _SIZE)  #
 _PIP_DOWNLOAD = re.compile(r"^\s*Downloading (\S+) \(" + _SIZE + r"\)")
 _PIP_BAR = re.compile(r"[━╸╺─]+\s+" + r"([\d.]+)/" + _SIZE)
 _PIP_INSTALL = re.compile(r"^\s*(?:Installing collected packages|Successfully installed)")
+# uv downloads in parallel and names each big one as it starts (`Downloading torch (182.9MiB)`) and ends
+# (` Downloaded torch`), with no progress bar when its output is no terminal.
+_UV_DOWNLOAD = re.compile(r"^Downloading ([\w.-]+) \(" + _SIZE + r"\)$")
+_UV_DOWNLOADED = re.compile(r"^ Downloaded ([\w.-]+)$")
 _APT_FETCHED = re.compile(r"^\s*Fetched " + _SIZE + " in ")
-_VENV_STEP = re.compile(r"-m venv|/\.cache/pip|pip install|/opt/venv")
+_VENV_STEP = re.compile(r"-m venv|/\.cache/uv|/\.cache/pip|pip install|/opt/venv")
 
 
 def size_bytes(number: str, unit: str) -> int:
-    """`12.3`, `MB` as bytes (decimal units, as pip, apt and BuildKit print them)."""
+    """`12.3`, `MB` as bytes (decimal units, as pip, apt and BuildKit print them; binary ones, as uv does)."""
     return int(float(number) * _UNITS[unit])
 
 
@@ -71,21 +76,21 @@ class LogState:
     finished: frozenset[str] = frozenset()
     stage: str = ""  # the furthest stage reached ("" before the first step)
     apt_bytes: int = 0
-    pip_bytes: int = 0
-    downloading: str = ""  # the file pip is downloading now, and its size
-    download_bytes: int = 0
-    download_step: str = ""  # the vertex of the step downloading it
+    wheel_bytes: int = 0  # what uv and pip fetched
+    downloads: tuple[tuple[str, int], ...] = ()  # the files being downloaded now, shown (`name (size)`), and bytes
+    download_step: str = ""  # the vertex of the step downloading them
     pulling: str = ""  # a base layer being pulled: `12.6MB / 30.4MB`
 
     @property
     def detail(self) -> str:
-        """`fetched apt 86.0 MB, pip 1.23 GB; downloading torch-2.14.1-...whl (555 MB)`, or ""."""
+        """`fetched apt 86.0 MB, wheels 1.23 GB; downloading torch (182.9 MiB), sympy (6.0 MiB)`, or ""."""
         parts = [f"pulling a base layer: {self.pulling}"] if self.pulling else []
-        fetched = [f"{tool} {format_size(n)}" for tool, n in (("apt", self.apt_bytes), ("pip", self.pip_bytes)) if n]
+        sizes = (("apt", self.apt_bytes), ("wheels", self.wheel_bytes))
+        fetched = [f"{what} {format_size(n)}" for what, n in sizes if n]
         if fetched:
             parts.append("fetched " + ", ".join(fetched))
-        if self.downloading:
-            parts.append(f"downloading {self.downloading}")
+        if self.downloads:
+            parts.append("downloading " + ", ".join(shown for shown, _ in self.downloads))
         return "; ".join(parts)
 
 
@@ -111,12 +116,17 @@ def _advance(state: LogState, stage: str) -> LogState:
     return state
 
 
-def _downloaded(state: LogState) -> LogState:
-    """The download under way is complete."""
-    if not state.downloading:
+def _downloaded(state: LogState, name: str | None = None) -> LogState:
+    """The downloads under way are complete (only the one of that `name`, when given)."""
+    done = [d for d in state.downloads if name is None or d[0].split(" (", 1)[0] == name]
+    if not done:
         return state
+    left = tuple(d for d in state.downloads if d not in done)
     return dataclasses.replace(
-        state, pip_bytes=state.pip_bytes + state.download_bytes, downloading="", download_bytes=0, download_step=""
+        state,
+        wheel_bytes=state.wheel_bytes + sum(n for _, n in done),
+        downloads=left,
+        download_step=state.download_step if left else "",
     )
 
 
@@ -149,26 +159,31 @@ def read_line(state: LogState, line: str) -> LogState:
 
 
 def _read_output(state: LogState, vertex: str, text: str) -> LogState:
-    """A RUN step's own output: pip's downloads, apt's fetches."""
+    """A RUN step's own output: uv's and pip's downloads, apt's fetches."""
+    uv = _UV_DOWNLOAD.match(text)
+    if uv:  # one more download beside those under way
+        name, number, unit = uv.groups()
+        busy = state if state.download_step in ("", vertex) else _downloaded(state)
+        started = (f"{name} ({number} {unit})", size_bytes(number, unit))
+        return dataclasses.replace(busy, downloads=(*busy.downloads, started), download_step=vertex)
     download = _PIP_DOWNLOAD.match(text)
-    if download:
+    if download:  # pip downloads one file at a time: the one before is done
         url, number, unit = download.groups()
         name = urllib.parse.unquote(url.rsplit("/", 1)[-1])  # `torch-2.13.0%2Bcpu-...` from a URL
-        return dataclasses.replace(
-            _downloaded(state),
-            downloading=f"{name} ({number} {unit})",
-            download_bytes=size_bytes(number, unit),
-            download_step=vertex,
-        )
+        started = (f"{name} ({number} {unit})", size_bytes(number, unit))
+        return dataclasses.replace(_downloaded(state), downloads=(started,), download_step=vertex)
     if vertex != state.download_step:
         return _read_apt(state, text)
+    finished = _UV_DOWNLOADED.match(text)
+    if finished:
+        return _downloaded(state, finished.group(1))
     bar = _PIP_BAR.findall(text)
-    if bar:
+    if bar and len(state.downloads) == 1:
         got, total, unit = bar[-1]
         if float(got) >= float(total):
             return _downloaded(state)
-        name = state.downloading.split(" (", 1)[0]
-        return dataclasses.replace(state, downloading=f"{name} ({got}/{total} {unit})")
+        ((shown, size),) = state.downloads
+        return dataclasses.replace(state, downloads=((f"{shown.split(' (', 1)[0]} ({got}/{total} {unit})", size),))
     if _PIP_INSTALL.match(text):
         return _downloaded(state)
     return _read_apt(state, text)

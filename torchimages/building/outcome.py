@@ -4,7 +4,7 @@ printed at the end, one row per image with why it failed."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from torchimages.combination import Combination, Image
@@ -61,15 +61,38 @@ def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "sk
     return "\n".join(lines)
 
 
-# A build log's own error lines (pip's, apt's, a RUN's), not BuildKit's report of the failed step.
+# A build log's own error lines (uv's, pip's, apt's, a RUN's), not BuildKit's report of the failed step.
 STEP_ERROR = re.compile(r"^\s*#\d+ [\d.]+ (.*\b(?:ERROR|Error|error)\b.*)$")
+# uv says why on the lines after its error: `  cause: Because there is no version of numpy==0.0.1 ...`.
+_UV_CAUSE = re.compile(r"^\s*#\d+ [\d.]+ +cause: (.*)$")
+
+
+def step_errors(lines: Iterable[str]) -> list[str]:
+    """A build log's own error lines, as logged (`#9 0.56 ERROR: No matching distribution ...`), uv's first
+    cause joined to its error (`#9 0.56 error: No solution found when resolving dependencies: Because ...`),
+    its further causes (`tcp connect error`) left out: they say less, and are no error of their own."""
+    found: list[str] = []
+    chain = joined = False  # right after an error line, through uv's causes; whether one was joined
+    for line in lines:
+        line = line.rstrip("\n")
+        cause = _UV_CAUSE.match(line)
+        if cause and chain:
+            if not joined:
+                found[-1] += ": " + cause.group(1)
+                joined = True
+            continue
+        chain = bool(STEP_ERROR.match(line))
+        joined = False
+        if chain:
+            found.append(line)
+    return found
 
 
 def _reason(detail: str) -> str:
     """The line of an outcome's detail that says why: the last error line its build step printed
     (`ERROR: No matching distribution found for numpy==0.0.1`), else the detail's first line."""
     first = detail.strip().splitlines()[0] if detail.strip() else ""
-    errors = [m.group(1) for m in map(STEP_ERROR.match, detail.splitlines()) if m]
+    errors = [m.group(1) for m in map(STEP_ERROR.match, step_errors(detail.splitlines())) if m]
     if first.startswith((ENGINE_GONE, NO_SPACE)):
         line = first
     elif errors:

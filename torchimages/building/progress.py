@@ -1,5 +1,5 @@
 """What each image is doing while it is built: an `Event` says which stage an image is in (`STAGES`),
-the seconds since it started and a detail (the bytes apt and pip fetched, the wheel pip is downloading).
+the seconds since it started and a detail (the bytes apt and uv or pip fetched, the wheels being downloaded).
 `Progress` keeps what every running image is doing (thread-safe: images build in parallel) and tells a
 `Renderer` (renderers.py draws them); buildkit_log.py reads the stages from BuildKit's log.
 """

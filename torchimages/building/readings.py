@@ -7,7 +7,7 @@ import contextlib
 from pathlib import Path
 
 from torchimages import textfile
-from torchimages.building.outcome import ENGINE_GONE, NO_SPACE, STEP_ERROR
+from torchimages.building.outcome import ENGINE_GONE, NO_SPACE, step_errors
 from torchimages.combination import Image
 from torchimages.engine import Engine, EngineError
 from torchimages.render import OS_PACKAGES_FILE
@@ -30,14 +30,13 @@ def tail(path: Path, lines: int = 12, width: int = 240) -> str:
 
 
 def last_step_error(path: Path) -> str | None:
-    """The last error line a build step printed, as logged (`#9 0.562 ERROR: No matching distribution ...`):
-    BuildKit 0.8 ends its log near it, 0.13 with an excerpt of the Dockerfile, so the tail may not hold it."""
-    found = None
+    """The last error line a build step printed, as logged (`#9 0.562 ERROR: No matching distribution ...`;
+    uv's with its first cause, see `step_errors`): BuildKit 0.8 ends its log near it, 0.13 with an excerpt
+    of the Dockerfile, so the tail may not hold it."""
+    found: list[str] = []
     with contextlib.suppress(OSError), path.open(errors="replace") as handle:
-        for line in handle:
-            if STEP_ERROR.match(line):
-                found = line.rstrip("\n")
-    return found
+        found = step_errors(handle)
+    return found[-1] if found else None
 
 
 def size(engine: Engine, reference: str) -> int | None:

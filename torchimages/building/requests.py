@@ -13,7 +13,7 @@ from pathlib import Path
 from torchimages import values
 from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
-from torchimages.building.wheels import Served, WheelSources, secret_file
+from torchimages.building.wheels import PYPI, Served, WheelSources, secret_file
 from torchimages.combination import Combination, Image
 from torchimages.engine import BuildRequest, CacheSpec, Engine
 from torchimages.planning.plan import Selected
@@ -55,14 +55,16 @@ def build_request(
     reference: str,
     served: Served,
     pip_conf: Path,
+    uv_conf: Path,
     runtime: str | None = None,
 ) -> BuildRequest:
     """The one BuildKit build of an image: its target of the combination's Dockerfile, the wheel sources
-    (`pip_conf`) and the CA bundle as secrets, host network when a local wheel folder is served, the
-    BuildKit cache sources and exports (`{tag}` made this image's). `runtime`: what the runtime stage is
-    instead of being built again, a named context's value (`docker-image://REF`, bake's `target:NAME`)."""
+    (`uv_conf` for uv, `pip_conf` for pip, see `wheel_secrets`) and the CA bundle as secrets, host network
+    when a local wheel folder is served, the BuildKit cache sources and exports (`{tag}` made this image's).
+    `runtime`: what the runtime stage is instead of being built again, a named context's value
+    (`docker-image://REF`, bake's `target:NAME`)."""
     folder = options.images_dir / combination.folder
-    secrets = [("pipconf", pip_conf)]
+    secrets = [("pipconf", pip_conf), ("uvconf", uv_conf)]
     if options.ca_cert:
         secrets.append(("cacert", options.ca_cert))
     return BuildRequest(
@@ -83,6 +85,12 @@ def build_request(
             ),
         ),
     )
+
+
+def wheel_secrets(served: Served, combination: Combination) -> tuple[str, str]:
+    """The texts of the two wheel-source secrets of a combination's builds: pip's (its tools come from PyPI
+    unless an index was given) and uv's (the venv: the combination's variant index unless one was given)."""
+    return served.pip_conf(PYPI), served.uv_toml(combination.index_url)
 
 
 def shared_names(selected: Sequence[Selected]) -> list[Problem]:
@@ -121,10 +129,12 @@ def run_build(
         if state.stage:
             progress.update(image.tag, state.stage, state.detail)
 
+    pip_text, uv_text = wheel_secrets(served, combination)
     with (
-        secret_file(served.pip_conf(combination.index_url)) as pip_conf,
+        secret_file(pip_text) as pip_conf,
+        secret_file(uv_text) as uv_conf,
         log.open("wb") as handle,
         following(log, seen),
     ):
-        request = build_request(options, combination, image, reference, served, pip_conf, runtime)
+        request = build_request(options, combination, image, reference, served, pip_conf, uv_conf, runtime)
         return engine.build(request, handle, cancelled)

@@ -1,6 +1,8 @@
 """Where the wheels come from: index URLs, extra indexes, find-links; local folders are served
 on loopback for the duration of a build only, and the whole configuration reaches the build as
-a BuildKit secret (a pip.conf), so no URL or credential lands in a layer or the image history."""
+BuildKit secrets, so no URL or credential lands in a layer or the image history. One description
+gives both: uv's settings (a uv.toml: uv installs the venv) and a pip.conf (pip fetches uv itself,
+and on Ubuntu 22.04 the venv's newer pip)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import contextlib
 import functools
 import hashlib
 import http.server
+import json
 import os
 import sys
 import tempfile
@@ -19,6 +22,15 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from torchimages import settings, textfile
+
+# Where pip fetches the build's tools (uv, and pip itself on Ubuntu 22.04) when no index is given: they
+# are PyPI's, not PyTorch's index's.
+PYPI = "https://pypi.org/simple"
+# uv's index strategy: pip's. uv's default (`first-index`) takes a package only from the first index that
+# has it, so an index holding some versions (a mirror, PyTorch's index with its copies of sympy or numpy)
+# would hide the versions of the others; `unsafe-best-match` takes the best version of all sources, as pip
+# does. Every requirement the build names is pinned; their dependencies resolve as pip resolved them.
+UV_INDEX_STRATEGY = "unsafe-best-match"
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,26 @@ class Served:
         if self.trusted_hosts:
             lines.append("trusted-host = " + " ".join(self.trusted_hosts))
         return "\n".join(lines) + "\n"
+
+    def uv_toml(self, default_index: str) -> str:
+        """uv's settings for one image (a uv.toml, read through UV_CONFIG_FILE): the sources of `pip_conf`, each
+        image's variant index unless one was given, searched as pip searches them. uv asks the extra indexes
+        before the index and, among files of one version, takes the first source's; pip takes the last one's
+        (scripts/host-pip-sources lists a local copy last for that): the extra indexes are written last first."""
+        lines = [f"index-url = {_toml(self.index_url or default_index)}"]
+        if self.extra_index_urls:
+            lines.append(f"extra-index-url = {_toml(list(reversed(self.extra_index_urls)))}")
+        if self.find_links:
+            lines.append(f"find-links = {_toml(list(self.find_links))}")
+        lines.append(f"index-strategy = {_toml(UV_INDEX_STRATEGY)}")
+        if self.trusted_hosts:
+            lines.append(f"allow-insecure-host = {_toml(list(self.trusted_hosts))}")
+        return "\n".join(lines) + "\n"
+
+
+def _toml(value: str | list[str]) -> str:
+    """A TOML string or array of strings (JSON's escapes are TOML's: a URL's quote or backslash stays text)."""
+    return json.dumps(value)
 
 
 def local_path(url: str) -> Path | None:
@@ -152,10 +184,11 @@ def secret_file(text: str) -> Iterator[Path]:
         Path(name).unlink(missing_ok=True)
 
 
-def write_secret(folder: Path, text: str) -> Path:
-    """A file in `folder` holding `text` (a pip.conf: index URLs may hold credentials), private (0600 in a
-    0700 folder) and named by its content, so the same text is one file. OSError when it cannot be written."""
+def write_secret(folder: Path, text: str, name: str = "pip-{digest}.conf") -> Path:
+    """A file in `folder` holding `text` (a pip.conf or uv.toml: index URLs may hold credentials), private (0600
+    in a 0700 folder) and named by its content (`{digest}` in `name`), so the same text is one file. OSError when
+    it cannot be written."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / f"pip-{hashlib.sha256(text.encode()).hexdigest()[:12]}.conf"
+    path = folder / name.format(digest=hashlib.sha256(text.encode()).hexdigest()[:12])
     textfile.write_atomically(path, text, mode=0o600)  # mkstemp makes it 0600 from the start
     return path

@@ -32,7 +32,8 @@ def options(parser: argparse.ArgumentParser) -> None:
         "--secrets-dir",
         type=shared.path,
         default=Path(".bake"),
-        help="where the pip.conf secrets the targets name are written (default .bake/; private, not for commits)",
+        help="where the pip.conf and uv.toml secrets the targets name are written (default .bake/; private, "
+        "not for commits)",
     )
     shared.cache(parser)
     parser.add_argument("--no-cache", action="store_true", help="targets build without BuildKit's cache")
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         say = functools.partial(print, file=sys.stderr)
         for os_release in bootstrap.bootstrapped(s.combination for s in chosen):
             say(bootstrap.ensure(engine, os_release, args.mirror, bootstrap.log_file(Path("logs"), os_release), say))
-    with preflight.all_or_nothing(args.secrets_dir):  # no pip.conf (it may hold credentials) without its bake file
+    with preflight.all_or_nothing(args.secrets_dir):  # no secret (it may hold credentials) without its bake file
         entries = bake.entries(chosen, request)
         try:
             text = json.dumps(bake.bake_file(entries, cache), indent=2)

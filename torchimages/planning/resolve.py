@@ -295,6 +295,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         os=os,
         toolkit=toolkit,
         index_url=kb.index_url_template.format(variant=variant.name),
+        installer=kb.installer,
         min_driver=cuda_facts.minor_compat_min_driver if cuda_facts else None,
         toolkit_driver=cuda_facts.min_driver if cuda_facts else None,
         defined_at=SourceLocation(path, combo.line),

@@ -53,7 +53,13 @@ def entries(selected: list[plan.Selected], **options: object) -> list[bake.Entry
             s.combination,
             image,
             requests.build_request(
-                opts, s.combination, image, bake.bake_reference(s.combination, image), SERVED, Path(".bake/pip.conf")
+                opts,
+                s.combination,
+                image,
+                bake.bake_reference(s.combination, image),
+                SERVED,
+                Path(".bake/pip.conf"),
+                Path(".bake/uv.toml"),
             ),
         )
         for s in selected
@@ -78,8 +84,12 @@ def test_targets_carry_no_public_tag_and_build_what_build_builds(selected: list[
         assert tag.startswith(f"{references.TEMP_REPOSITORY}/") and f":{entry.image.flavor}-bake-" in tag
         assert target["target"] == entry.image.flavor
         assert target["context"] == f"images/{entry.combination.folder}" and target["dockerfile"] == "Dockerfile"
-        # the secrets and network are build_request's: the pip.conf and the CA bundle, never in a layer
-        assert target["secret"] == ["id=pipconf,src=.bake/pip.conf", "id=cacert,src=ca.pem"]
+        # the secrets and network are build_request's: the pip.conf, the uv.toml and the CA bundle, never in a layer
+        assert target["secret"] == [
+            "id=pipconf,src=.bake/pip.conf",
+            "id=uvconf,src=.bake/uv.toml",
+            "id=cacert,src=ca.pem",
+        ]
         assert target["network"] == "host"
         assert target["labels"] == entry.image.label_map()
         assert "cache-from" not in target and "cache-to" not in target
@@ -276,7 +286,7 @@ def test_promote_needs_from(cli: Callable[..., tuple[int, str, str]], matrix_fil
     assert exited.value.code == 2
 
 
-def test_bake_writes_the_file_and_the_pip_conf_secret(
+def test_bake_writes_the_file_and_the_pip_conf_and_uv_toml_secrets(
     cli: Callable[..., tuple[int, str, str]], matrix_file: Path, tmp_path: Path
 ) -> None:
     out, secrets = tmp_path / "bake.json", tmp_path / "secrets"
@@ -288,11 +298,23 @@ def test_bake_writes_the_file_and_the_pip_conf_secret(
     assert code == 0, err
     definition = json.loads(out.read_text())
     assert sorted(definition["target"]) == ["2_13_0-cpu-devel", "2_13_0-cpu-runtime"]
-    (pip_conf,) = secrets.iterdir()
-    assert definition["target"]["2_13_0-cpu-devel"]["secret"] == [f"id=pipconf,src={pip_conf}"]
-    assert "extra-index-url = https://mirror.example/simple" in pip_conf.read_text()
-    assert "trusted-host = 172.17.0.1" in pip_conf.read_text().splitlines()
-    assert pip_conf.stat().st_mode & 0o077 == 0, "the pip.conf may hold credentials: private"
+    pip_conf, uv_toml = sorted(secrets.iterdir())  # pip-<digest>.conf, uv-<digest>.toml
+    assert pip_conf.name.startswith("pip-") and uv_toml.name.startswith("uv-") and uv_toml.suffix == ".toml"
+    expected = [f"id=pipconf,src={pip_conf}", f"id=uvconf,src={uv_toml}"]
+    assert definition["target"]["2_13_0-cpu-devel"]["secret"] == expected
+    assert pip_conf.read_text() == (
+        "[global]\nindex-url = https://pypi.org/simple\nextra-index-url = https://mirror.example/simple\n"
+        "find-links = http://172.17.0.1:8000/\ntrusted-host = 172.17.0.1\n"
+    )
+    assert uv_toml.read_text() == (
+        'index-url = "https://download.pytorch.org/whl/cpu"\n'
+        'extra-index-url = ["https://mirror.example/simple"]\n'
+        'find-links = ["http://172.17.0.1:8000/"]\n'
+        'index-strategy = "unsafe-best-match"\n'
+        'allow-insecure-host = ["172.17.0.1"]\n'
+    )
+    for secret in (pip_conf, uv_toml):
+        assert secret.stat().st_mode & 0o077 == 0, f"{secret.name} may hold credentials: private"
 
 
 def test_bake_refuses_a_local_wheel_folder(

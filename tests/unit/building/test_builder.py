@@ -797,3 +797,36 @@ def test_the_default_push_is_gzip(selection: list[plan.Selected], tmp_path: Path
     engine = FakeEngine(true_facts(newest[0].combination))
     run(engine, newest, tmp_path, push=True)
     assert {args[2] for call, args in engine.calls if call == "push"} == {"gzip"}
+
+
+UV_FAILED_LOG = """#9 [runtime 5/8] RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 ...
+#9 0.48 Using Python 3.11.2 environment at: /opt/venv
+#9 0.561 error: No solution found when resolving dependencies
+#9 0.561   cause: Because there is no version of numpy==0.0.1 and you require numpy==0.0.1, we can conclude that \
+your requirements are unsatisfiable.
+#9 ERROR: process "/bin/bash -o pipefail -c ..." did not complete successfully: exit code: 1
+#10 [runtime 6/8] RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 ...
+#10 1.2 error: Request failed after 3 retries in 9.9s
+#10 1.2   cause: Failed to fetch: http://127.0.0.1:9/simple/numpy/
+#10 1.2   cause: error sending request for url (http://127.0.0.1:9/simple/numpy/)
+#10 1.2   cause: tcp connect error
+"""  # uv 0.13's errors as BuildKit logs them: the error, then why, one cause a line
+
+
+def test_uvs_error_is_said_with_its_first_cause(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """The summary's reason for a uv failure is its error and first cause (the line that says why); its
+    further causes, some of which read `error`, are no error lines of their own."""
+    from torchimages.building import readings
+
+    log = tmp_path / "x.log"
+    log.write_text(UV_FAILED_LOG)
+    assert readings.last_step_error(log) == (
+        "#10 1.2 error: Request failed after 3 retries in 9.9s: Failed to fetch: http://127.0.0.1:9/simple/numpy/"
+    )
+    resolution = "".join(UV_FAILED_LOG.splitlines(keepends=True)[:5])  # BuildKit 0.8: the error in the tail
+    combination, image = selection[0].combination, selection[0].images[0]
+    failed = Outcome(combination, image, "failed", 3.0, f"build failed (exit 1); last lines of x.log:\n{resolution}")
+    assert summary([failed]).splitlines()[2].strip() == (
+        "error: No solution found when resolving dependencies: Because there is no version of numpy==0.0.1 "
+        "and you require numpy==0.0.1, we can conclude that your requirements are unsatisfiable."
+    )

@@ -34,6 +34,9 @@ GOLDEN = golden.GOLDEN
 # A real log: `build.py build --no-cache` of the CPU test combination's devel target (runtime's steps, then
 # devel's), BuildKit 0.x through buildx with `--progress plain`; apt's long middle cut out.
 CPU_DEVEL_LOG = (GOLDEN / "buildkit-plain-cpu-devel.log").read_text().splitlines()
+# A real log of uv's venv: `build.py build --no-cache` of the CPU test combination's runtime target, 2026-12-01
+# (Docker 26, BuildKit 0.13; uv 0.13.8, its cache warm but torch's find-links URL new); apt's middle cut out.
+CPU_RUNTIME_UV_LOG = (GOLDEN / "buildkit-plain-cpu-runtime-uv.log").read_text().splitlines()
 
 
 def changes(lines: Sequence[str]) -> list[str]:
@@ -51,8 +54,8 @@ def test_a_real_log_goes_through_os_venv_devel_and_export_with_the_bytes_fetched
     assert stage_changes(CPU_DEVEL_LOG) == [
         ("os", ""),
         ("venv", "fetched apt 102 MB"),  # apt-get update's 15.8 MB and the packages' 86.0 MB
-        ("devel", "fetched apt 102 MB, pip 219 MB"),
-        ("export", "fetched apt 113 MB, pip 219 MB"),
+        ("devel", "fetched apt 102 MB, wheels 219 MB"),
+        ("export", "fetched apt 113 MB, wheels 219 MB"),
     ]
 
 
@@ -62,6 +65,14 @@ def test_every_change_of_a_real_log_matches_the_golden_events() -> None:
     golden.check(GOLDEN / "buildkit-plain-cpu-devel.events.txt", "\n".join(seen) + "\n")
     torch = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert f"venv: fetched apt 102 MB; downloading {torch} (191.8 MB)" in seen
+
+
+def test_a_real_uv_log_names_each_big_wheel_while_it_downloads_and_counts_it() -> None:
+    seen = changes(CPU_RUNTIME_UV_LOG)
+    golden.check(GOLDEN / "buildkit-plain-cpu-runtime-uv.events.txt", "\n".join(seen) + "\n")
+    assert "venv: fetched apt 102 MB; downloading torch (182.9 MiB)" in seen
+    assert "venv: fetched apt 102 MB, wheels 192 MB; downloading sympy (6.0 MiB), networkx (2.0 MiB)" in seen
+    assert seen[-1] == "export: fetched apt 102 MB, wheels 217 MB"  # torch, sympy, networkx, numpy
 
 
 def test_a_cuda_devel_target_running_beside_runtime_stays_behind_runtime() -> None:
@@ -93,9 +104,31 @@ def test_a_cuda_devel_target_running_beside_runtime_stays_behind_runtime() -> No
     assert state.stage == "venv"
     assert state.detail == "downloading torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl (401.2/899.7 MB)"
     state = read_line(state, "#8 DONE 31.0s")  # runtime's last step: devel is all that runs
-    assert (state.stage, state.detail) == ("devel", "fetched pip 900 MB")
+    assert (state.stage, state.detail) == ("devel", "fetched wheels 900 MB")
     state = read_line(state, "#10 [tools 1/2] RUN apt-get install -y git")
     assert state.stage == "devel", "a stage never goes back"
+
+
+def test_uvs_parallel_downloads_are_each_named_while_under_way_and_counted_once_done() -> None:
+    """uv names a big download as it starts and as it ends, several at once and in any order, sizes in binary
+    units; a small one it does not name. The lines are uv 0.13's as BuildKit logs them."""
+    lines = [
+        "#9 [runtime 5/8] RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000     --mount=typ",
+        "#9 6.197 Resolved 10 packages in 448ms",
+        "#9 6.20 Downloading torch (182.9MiB)",
+        "#9 6.21 Downloading sympy (6.0MiB)",
+    ]
+    state = LogState()
+    for line in lines:
+        state = read_line(state, line)
+    assert (state.stage, state.detail) == ("venv", "downloading torch (182.9 MiB), sympy (6.0 MiB)")
+    state = read_line(state, "#9 7.40  Downloaded sympy")
+    assert state.detail == "fetched wheels 6.29 MB; downloading torch (182.9 MiB)"
+    for line in ("#9 14.14  Downloaded torch", "#9 14.15 Prepared 10 packages in 7.96s"):
+        state = read_line(state, line)
+    assert state.detail == "fetched wheels 198 MB"  # 182.9 MiB + 6.0 MiB, in decimal units
+    state = read_line(read_line(state, "#9 14.2 Downloading numpy (16.1MiB)"), "#9 DONE 34.0s")
+    assert state.detail == "fetched wheels 215 MB", "a step that ends ends its downloads"
 
 
 def test_lines_that_say_nothing_of_progress_change_nothing() -> None:
@@ -197,11 +230,11 @@ def screen(written: str) -> list[str]:
 def test_the_live_view_redraws_one_row_per_running_image_below_lasting_lines() -> None:
     stream = io.StringIO()
     live = LiveRenderer(stream, columns=lambda: 60)
-    first = Event("2.13.0-cpu-runtime", "venv", 75.0, "fetched pip 192 MB; downloading numpy-2.4.6-cp311.whl (16.9 MB)")
+    first = Event("2.13.0-cpu-runtime", "venv", 75.0, "fetched wheels 192 MB; downloading numpy (16.1 MiB)")
     second = Event("2.13.0-cpu-devel", "os", 3.0)
     live.update(first, [first, second])
     top, bottom = screen(stream.getvalue())
-    assert top.startswith("2.13.0-cpu-runtime  venv         1m15s  fetched pip 192 M") and top.endswith("…")
+    assert top.startswith("2.13.0-cpu-runtime  venv         1m15s  fetched wheels 19") and top.endswith("…")
     assert len(top) <= 60, "the detail is cut to the terminal's 60 columns"
     assert bottom == "2.13.0-cpu-devel    os             3 s"
     drawn = stream.tell()
@@ -312,7 +345,7 @@ def test_the_builder_reports_each_image_through_every_stage_and_measures_it(
     for image in selection[0].images:
         stages = [e.stage for e in recorder.events if e.image == image.tag]
         assert list(dict.fromkeys(stages)) == ["os", "venv", "devel", "export", "verify", "smoke"], stages
-    assert any("pip 219 MB" in e.detail for e in recorder.events)
+    assert any("wheels 219 MB" in e.detail for e in recorder.events)
     assert recorder.lines[-1].startswith("[2/2] 2.7.1-cuda11.8-cudnn9-")
     for outcome in outcomes:
         assert outcome.build_seconds is not None and outcome.build_seconds >= 0.3

@@ -34,13 +34,14 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place. apt's
+# /opt/venv is created empty here and owned by that user, who builds the venv in place; so is uv's
+# cache mount folder (a mount point BuildKit makes would be root's) and pip's cache for users. apt's
 # lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
 # The later steps' mount targets exist (empty), so no step leaves a trace of mounting them.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /opt/venv \
-    && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf \
+    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /home/torch/.cache/uv /opt/venv \
+    && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf /run/secrets/uvconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 USER 1000:1000
@@ -49,51 +50,88 @@ RUN export TMPDIR=/home/torch/.cache/tmp && mkdir "$TMPDIR" \
     && rm -rf "$TMPDIR" \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
-RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
-    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 TMPDIR=/home/torch/.cache/pip/tmp \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
-    && /opt/venv/bin/pip install --no-input --dry-run --quiet --report - \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && printf '%s\n' \
         "torch==2.15.0,!=2.15.0+cpu" \
-    | /opt/venv/bin/python -c "import json, sys; print(*(p['metadata']['name'] + '==' + p['metadata']['version'] for p in json.load(sys.stdin)['install'] if p['metadata']['name'].lower().startswith('nvidia')))" \
-    | xargs --no-run-if-empty /opt/venv/bin/pip install --no-input --no-deps \
+    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \
+    | { grep -i '^nvidia' || { echo "torchimages: error: torch's resolution pins no nvidia-* library" >&2; exit 1; }; } \
+    | xargs "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
+    && rm -f /opt/venv/.lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
-RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
-    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 TMPDIR=/home/torch/.cache/pip/tmp \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
-    && /opt/venv/bin/pip install --no-input --no-deps \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
         "torch==2.15.0,!=2.15.0+cpu" \
+    && rm -f /opt/venv/.lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
-RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
-    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 TMPDIR=/home/torch/.cache/pip/tmp \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
-    && /opt/venv/bin/pip install --no-input \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \
         "torch==2.15.0,!=2.15.0+cpu" \
+    && rm -f /opt/venv/.lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
-RUN --mount=type=cache,target=/home/torch/.cache/pip,uid=1000,gid=1000,sharing=locked \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
-    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; else export PIP_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
-    && export PIP_CACHE_DIR=/home/torch/.cache/pip PIP_RETRIES=5 PIP_TIMEOUT=60 TMPDIR=/home/torch/.cache/pip/tmp \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu132; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
-    && /opt/venv/bin/pip install --no-input \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \
         "torchaudio==2.11.1+cu132" \
         "numpy==2.4.6" \
+    && rm -f /opt/venv/.lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
@@ -102,7 +140,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:388b4756d15c7bc0b401e126254afb96a3d4b541e8b7d8165a9b5b7c0a67da03" \
+      io.torchimages.input-digest="sha256:8a8ba27fb815243cc56c97154fa6a5b1fb508e3c791d32ad1dada6dbc7f45ff8" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \
