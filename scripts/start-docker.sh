@@ -122,7 +122,7 @@ if "$CLIENT" info >/dev/null 2>&1; then
     running=$("$CLIENT" version --format '{{.Server.Version}}' 2>/dev/null || true)
     log "engine already answers (version $running)"
     installed=$(installed_version docker.io | sed 's/+.*//')
-    if [ -n "$running" ] && [ -n "$installed" ] && [ "${installed#"$running"}" = "$installed" ]; then
+    if [ -n "$running" ] && [ -n "$installed" ] && [ "${running%%+*}" != "$installed" ]; then
         log "the running engine is $running, the installed one $installed: stop dockerd and run this again to use it"
     fi
 else
@@ -151,8 +151,10 @@ else
     log "engine up after ${SECONDS}s"
 fi
 
-# 5. check BuildKit really works through this client (cheap: no build, just the flag)
-if ! DOCKER_BUILDKIT=1 "$CLIENT" build --help 2>/dev/null | grep -q -- '--secret'; then
+# 5. check BuildKit really works through this client (cheap: no build, just the flag). The help is read whole
+# first: `| grep -q` would stop reading at the match, and the client's SIGPIPE then fails the pipe (pipefail).
+build_help=$(DOCKER_BUILDKIT=1 "$CLIENT" build --help 2>/dev/null || true)
+if [[ $build_help != *--secret* ]]; then
     die "$CLIENT build has no --secret: not a BuildKit-capable client"
 fi
 
