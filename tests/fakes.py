@@ -350,3 +350,18 @@ class FakeEngine:
     def compressed_size(self, reference: str) -> int | None:
         self.calls.append(("compressed_size", reference))
         return self.compressed
+
+
+# What a true torch 2.7.0+cu118 image holds, as the facts probe reports it: torch says cuDNN 90100 (the wheel
+# pins 9.1.0.70) and NCCL 2.21.5; ubuntu22.04's Python 3.10; the NVIDIA libraries of those wheels.
+CU118_270 = probe_answer(
+    "2.7.0+cu118",
+    cuda="11.8",
+    cudnn=90100,
+    nccl=[2, 21, 5],
+    python="3.10",
+    os=("ubuntu", "22.04"),
+    torchvision="0.22.0+cu118",
+    torchaudio="2.7.0+cu118",
+    libraries=CU118_LIBRARIES,
+)

@@ -20,7 +20,7 @@ import pytest
 
 from torchimages.engine.zstd_push import zstd_problem
 
-from .conftest import Built, build_matrix, require
+from .conftest import Built, build_matrix, require, run_cli
 from .flaky import connection_dropper
 
 pytestmark = pytest.mark.e2e
@@ -158,3 +158,30 @@ def test_a_zstd_push_lands_zstd_layers_and_the_verified_configuration(
             assert manifest["config"]["digest"] == local["Id"], "the pushed configuration is not the verified image's"
             # read back by digest: recorded as `docker push` records it (what --report's repo_digests says)
             assert f"{image.repository}@{digest}" in local["RepoDigests"], local["RepoDigests"]
+
+
+def stored_blobs(root: Path) -> set[str]:
+    """The digests of every blob a registry under `root` stores (docker-registry's filesystem layout)."""
+    return {path.name for path in (root / "data").glob("docker/registry/v2/blobs/sha256/*/*")}
+
+
+def test_a_re_push_of_an_unchanged_no_cache_rebuild_uploads_nothing(
+    docker_client: Any, tmp_path: Path, ca_bundle: tuple[Path, bytes]
+) -> None:
+    """Issue 19: a weekly security rebuild (`--no-cache`) of unchanged inputs gives the same layers
+    (SOURCE_DATE_EPOCH, clamped file times): pushed again, the registry stores no new blob and the tag keeps
+    its manifest. Both builds run without the cache, so the second cannot reuse the first's layers."""
+    for address in start_registry(tmp_path / "registry"):
+        (tmp_path / "build").mkdir()
+        for built in build_matrix(
+            docker_client, tmp_path / "build", CPU_RUNTIME, ca_bundle, registry=address, extra=("--no-cache", "--push")
+        ):
+            assert built.status == 0, built.output
+            image = built.image("runtime")
+            first, _ = registry_manifest(address, image.repository, image.tag)
+            blobs = stored_blobs(tmp_path / "registry")
+            options = ("--log-dir", built.logs, "--ca-cert", ca_bundle[0], "--no-cache", "--push")
+            again = run_cli("build", "--matrix", built.plan.matrix_path, *options, "*")
+            assert again.returncode == 0 and "1 built" in again.stdout, again.stdout + again.stderr
+            assert stored_blobs(tmp_path / "registry") == blobs, "the re-push uploaded new blobs"
+            assert registry_manifest(address, image.repository, image.tag)[0] == first

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.fakes import CU118_LIBRARIES, FakeEngine, Raw, probe_answer
+from tests.fakes import CU118_270, CU118_LIBRARIES, FakeEngine, Raw, probe_answer
 from torchimages.building import bake, builder, verify
 from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome, summary
@@ -35,17 +35,7 @@ MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n    - {torch:
 # pins cuDNN 9.1.0.70 (torch reports 90100) and NCCL 2.21.5; ubuntu22.04's Python is 3.10; the NVIDIA
 # libraries it loads are those wheels' (tests/fakes.py).
 HOLDS: dict[str, Raw] = {
-    "2.7.0": probe_answer(
-        "2.7.0+cu118",
-        cuda="11.8",
-        cudnn=90100,
-        nccl=[2, 21, 5],
-        python="3.10",
-        os=("ubuntu", "22.04"),
-        torchvision="0.22.0+cu118",
-        torchaudio="2.7.0+cu118",
-        libraries=CU118_LIBRARIES,
-    ),
+    "2.7.0": CU118_270,
     "2.7.1": probe_answer(
         "2.7.1+cu118",
         cuda="11.8",

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import CU118_LIBRARIES, CU118_LINUX, CU118_SITE, FakeEngine, Raw, library_answer, probe_answer
+from tests.fakes import (
+    CU118_270,
+    CU118_LIBRARIES,
+    CU118_LINUX,
+    CU118_SITE,
+    FakeEngine,
+    Raw,
+    library_answer,
+    probe_answer,
+)
 from torchimages.building import verify
 from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome
@@ -22,16 +31,7 @@ from torchimages.planning import plan
 CUDA_MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n"
 CPU_MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: cpu}\n"
 # A true 2.7.0+cu118 image's versions (ubuntu22.04's Python 3.10), its libraries given by each test.
-CUDA_VERSIONS = probe_answer(
-    "2.7.0+cu118",
-    cuda="11.8",
-    cudnn=90100,
-    nccl=[2, 21, 5],
-    python="3.10",
-    os=("ubuntu", "22.04"),
-    torchvision="0.22.0+cu118",
-    torchaudio="2.7.0+cu118",
-)
+CUDA_VERSIONS = {name: fact for name, fact in CU118_270.items() if name != "libraries"}
 CPU_HOLDS = probe_answer(
     "2.7.0+cpu", python="3.12", os=("ubuntu", "24.04"), torchvision="0.22.0+cpu", torchaudio="2.7.0+cpu"
 )

@@ -12,7 +12,7 @@ from typing import IO
 
 import pytest
 
-from tests.fakes import CU118_LIBRARIES, FakeEngine, probe_answer
+from tests.fakes import CU118_270, FakeEngine
 from torchimages import engine as engine_package
 from torchimages.building import bake
 from torchimages.engine import BuildRequest, ImageInfo
@@ -20,19 +20,7 @@ from torchimages.planning import plan
 
 Cli = Callable[..., tuple[int, str, str]]
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n"
-# A true 2.7.0+cu118 image: cuDNN 9.1.0 (torch says 90100), NCCL 2.21.5, ubuntu22.04's Python 3.10, the
-# NVIDIA libraries of those wheels.
-HOLDS = probe_answer(
-    "2.7.0+cu118",
-    cuda="11.8",
-    cudnn=90100,
-    nccl=[2, 21, 5],
-    python="3.10",
-    os=("ubuntu", "22.04"),
-    torchvision="0.22.0+cu118",
-    torchaudio="2.7.0+cu118",
-    libraries=CU118_LIBRARIES,
-)
+HOLDS = CU118_270  # a true 2.7.0+cu118 image
 
 
 class InterruptedEngine(FakeEngine):
