@@ -6,6 +6,7 @@ an OCI index, and an input digest that names the platform only where it is not l
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -237,6 +238,15 @@ def test_every_image_of_the_default_matrix_is_linux_amd64_under_its_public_tag()
         assert combination.platforms == ("linux/amd64",) and not combination.multi_platform
         assert (image.platform, image.platform_tag, image.platform_reference) == ("linux/amd64", "", image.reference)
         assert "io.torchimages.platform" not in image.label_map()
+
+
+def test_the_default_matrix_keeps_the_input_digests_its_committed_dockerfiles_carry() -> None:
+    """No digest moved when platforms came: each image's is the one its committed Dockerfile labels it with."""
+    loaded = plan.load(ROOT / "matrix.yaml")
+    for combination in loaded.combinations:
+        text = (ROOT / "images" / combination.dockerfile).read_text()
+        committed = re.findall(r'io\.torchimages\.input-digest="(sha256:[0-9a-f]{64})"', text)
+        assert sorted(committed) == sorted(i.input_digest for i in combination.images), combination.folder
 
 
 def test_one_image_per_flavor_and_platform_sharing_the_flavors_names(tmp_path: Path) -> None:
