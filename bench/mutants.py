@@ -50,6 +50,8 @@ BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.p
 ZSTD = "engine/zstd_push.py"
 REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
+PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
+COMBINATION, REQUESTS, CLI_BUILD = "combination.py", "building/requests.py", "cli/build.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -433,6 +435,63 @@ MUTATIONS: tuple[Mutation, ...] = (
       '"--preserve-digests", ',
       "",
       "skopeo may change the image on its way to the registry"),
+    # --- platforms (issue 20): platforms.py, planning/platform_wheels.py, resolve, digests, admission ---------
+    M("platforms-twice", PLATFORMS,
+      "    if twice:\n",
+      "    if False:\n",
+      "a platform listed twice is accepted (two images under one platform's tag)"),
+    M("platforms-unknown", PLATFORMS,
+      "        if text not in PLATFORMS:\n",
+      "        if False:\n",
+      "an unknown platform (arm64, linux/riscv64) is accepted"),
+    M("platforms-empty", PLATFORMS,
+      "    if not texts:\n",
+      "    if False:\n",
+      "an empty platform list is accepted: a combination with no image"),
+    M("wheels-never-missing", PLATFORM_WHEELS,
+      "    if builds is None or variant in builds:\n",
+      "    if True:\n",
+      "a platform with no torch wheels of the build is accepted"),
+    M("wheels-nearest-oldest-patch", PLATFORM_WHEELS,
+      "other.patches[-1]",
+      "other.patches[0]",
+      "the nearest torch suggested is an old patch of its line, not its newest"),
+    M("resolve-platform-missing-accepted", RESOLVE,
+      'check.error("platforms", gap.message, gap.allowed, gap.suggestion)',
+      "pass",
+      "a combination with no torch wheels for a platform resolves"),
+    M("resolve-platform-uncertain-silent", RESOLVE,
+      "            if wheel.uncertain:\n",
+      "            if False:\n",
+      "a platform's wheels the knowledge base holds as uncertain are not warned about"),
+    M("digest-platform-always", COMBINATION,
+      "    if platform != platform_names.DEFAULT:\n        inputs |=",
+      "    if True:\n        inputs |=",
+      "every linux/amd64 image's input digest moves (the platform always hashed)"),
+    M("digest-platform-never", COMBINATION,
+      "    if platform != platform_names.DEFAULT:\n        inputs |=",
+      "    if False:\n        inputs |=",
+      "a linux/arm64 image has its linux/amd64 image's input digest"),
+    M("digest-platform-index", COMBINATION,
+      '"platform": platform, "index_url": combination.index_url_for(platform)}',
+      '"platform": platform}',
+      "a linux/arm64 image's wheel index is no input of its digest"),
+    M("platform-tag-always", COMBINATION,
+      'if combination.multi_platform else ""',
+      'if True else ""',
+      "a linux/amd64-only image gets a -amd64 local tag: today's references change"),
+    M("tags-platform-tag-unchecked", TAGS,
+      "(naming.tag, *naming.aliases, *naming.platform_tags)",
+      "(naming.tag, *naming.aliases)",
+      "a platform's local tag that another image has as its tag is not refused"),
+    M("build-arm64-admitted", REQUESTS,
+      "        if not other:\n            continue\n",
+      "        continue\n",
+      "a selection built for linux/arm64 is handed to the builder"),
+    M("cli-build-platforms-unchecked", CLI_BUILD,
+      "    common.check_platforms(chosen)\n",
+      "",
+      "build starts on a selection built for linux/arm64"),
 )
 # fmt: on
 
@@ -451,6 +510,11 @@ RELEVANT: dict[str, tuple[str, str]] = {
     MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),
     PUSH: (r"push|retr|engine", r"push_with_retries|\btransient\b"),
     ZSTD: (r"zstd|push", r"zstd_push"),
+    PLATFORMS: (r"platform", r"\bplatforms\b"),
+    PLATFORM_WHEELS: (r"platform", r"platform_wheels"),
+    COMBINATION: (r"platform|render", r"input_digest|platform_tag"),
+    REQUESTS: (r"platform", r"unbuildable|check_platforms"),
+    CLI_BUILD: (r"platform", r"check_platforms|not supported yet"),
 }
 
 

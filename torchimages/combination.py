@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from torchimages import platforms as platform_names
 from torchimages.compat import Installer, OsRelease
 from torchimages.problems import Problem
 from torchimages.sizes import SizeBudget
@@ -63,7 +63,9 @@ class RegistryBase:
 
 @dataclass(frozen=True)
 class Image:
-    """One flavor of a combination: only what differs between flavors."""
+    """One flavor of a combination for one platform: only what differs between flavors and platforms. The images
+    of a flavor share its public tag and aliases; for several platforms (or another than linux/amd64) the tag names
+    an OCI index of them, and each platform's image has a local tag of its own (`platform_tag`)."""
 
     flavor: str
     repository: str
@@ -72,11 +74,19 @@ class Image:
     input_digest: str
     labels: tuple[tuple[str, str], ...]
     size_budget: int | None = None  # bytes (uncompressed); over it, the image fails before it is tagged
+    platform: str = platform_names.DEFAULT  # the OCI platform it is built for
+    platform_tag: str = ""  # this platform's local tag (`<tag>-arm64`); "" where the tag is the image itself
 
     @property
     def reference(self) -> str:
         """The public image reference, `repository:tag`."""
         return f"{self.repository}:{self.tag}"
+
+    @property
+    def platform_reference(self) -> str:
+        """Where this platform's image is tagged locally: `repository:<tag>-<arch>` where the public tag names an
+        OCI index of several platforms' images, else the public reference itself."""
+        return f"{self.repository}:{self.platform_tag}" if self.platform_tag else self.reference
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -115,7 +125,10 @@ class Combination:
     registry_bases: tuple[RegistryBase, ...] = ()  # set by the plan (bases.py); FROM names their references
     source_date_epoch: int = 0  # the knowledge base's source_date: creation time, files clamped to it
     size_budget: SizeBudget | None = None  # matrix.yaml's, per flavor; not a build input
-    images: tuple[Image, ...] = ()
+    platforms: tuple[str, ...] = platform_names.DEFAULTS  # what it is built for, in platforms.PLATFORMS order
+    # (platform, index) for each platform but linux/amd64: where its torch wheels come from (not `index_url`)
+    platform_index_urls: tuple[tuple[str, str], ...] = ()
+    images: tuple[Image, ...] = ()  # flavor by flavor (FLAVORS order), each for every platform in order
     warnings: tuple[Problem, ...] = ()
 
     @property
@@ -126,14 +139,25 @@ class Combination:
     @property
     def flavors(self) -> tuple[str, ...]:
         """The flavors this combination builds."""
-        return tuple(image.flavor for image in self.images)
+        return tuple(dict.fromkeys(image.flavor for image in self.images))
 
-    def image(self, flavor: str) -> Image:
-        """The image of one flavor (KeyError when the combination does not build it)."""
+    @property
+    def multi_platform(self) -> bool:
+        """Whether its public tags name OCI indexes (built for more than linux/amd64 alone), each platform's image
+        under a local tag of its own."""
+        return self.platforms != platform_names.DEFAULTS
+
+    def image(self, flavor: str, platform: str | None = None) -> Image:
+        """The image of one flavor, for `platform` (default: the first it is built for); KeyError when the
+        combination does not build it."""
         for image in self.images:
-            if image.flavor == flavor:
+            if image.flavor == flavor and platform in (None, image.platform):
                 return image
-        raise KeyError(f"{self.folder} builds no {flavor} image")
+        raise KeyError(f"{self.folder} builds no {flavor} image" + (f" for {platform}" if platform else ""))
+
+    def index_url_for(self, platform: str) -> str:
+        """The index this combination's torch wheels come from on `platform`."""
+        return dict(self.platform_index_urls).get(platform, self.index_url)
 
     @property
     def cudnn_major(self) -> str | None:
@@ -230,16 +254,40 @@ def nvidia_environment(cuda: str | None) -> dict[str, str]:
     }
 
 
-def input_digest(combination: Combination, flavor: str, templates_fingerprint: str) -> str:
-    """Hash of everything that shapes one image: the combination's build inputs, the flavor, the templates."""
-    inputs: Mapping[str, Any] = {**combination.build_inputs(), "flavor": flavor}
+def input_digest(
+    combination: Combination, flavor: str, templates_fingerprint: str, platform: str = platform_names.DEFAULT
+) -> str:
+    """Hash of everything that shapes one image: the combination's build inputs, the flavor, the templates; and,
+    for a platform other than linux/amd64, the platform and its wheel index (so a linux/amd64 image's digest is
+    what it was before platforms existed, whatever else the combination is built for)."""
+    inputs: dict[str, Any] = {**combination.build_inputs(), "flavor": flavor}
+    if platform != platform_names.DEFAULT:
+        inputs |= {"platform": platform, "index_url": combination.index_url_for(platform)}
     payload = json.dumps(inputs, sort_keys=True, default=str) + "\0" + templates_fingerprint
     return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
 
 
-def make_image(combination: Combination, flavor: str, tag: str, aliases: tuple[str, ...], fingerprint: str) -> Image:
-    """An image of the combination, with its input digest and labels."""
-    digest = input_digest(combination, flavor, fingerprint)
-    labels = tuple(sorted(combination.labels(flavor, digest).items()))
+def platform_tag(combination: Combination, tag: str, platform: str) -> str:
+    """The local tag of one platform's image (`<tag>-arm64`) where the public tag names an OCI index of several
+    (a combination built for more than linux/amd64 alone); "" where the public tag is the image itself."""
+    return f"{tag}-{platform_names.arch(platform)}" if combination.multi_platform else ""
+
+
+def make_image(
+    combination: Combination,
+    flavor: str,
+    tag: str,
+    aliases: tuple[str, ...],
+    fingerprint: str,
+    platform: str = platform_names.DEFAULT,
+) -> Image:
+    """An image of the combination for one platform, with its input digest and labels."""
+    digest = input_digest(combination, flavor, fingerprint, platform)
+    labels = combination.labels(flavor, digest)
+    if platform != platform_names.DEFAULT:
+        labels[f"{LABEL_PREFIX}.platform"] = platform
     budget = combination.size_budget.of(flavor) if combination.size_budget else None
-    return Image(flavor, combination.repository, tag, aliases, digest, labels, budget)
+    local = platform_tag(combination, tag, platform)
+    return Image(
+        flavor, combination.repository, tag, aliases, digest, tuple(sorted(labels.items())), budget, platform, local
+    )

@@ -5,13 +5,20 @@ from __future__ import annotations
 import datetime
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 import yaml
 
+from torchimages import platforms
+
 UNCERTAIN = "U"  # confidence of a fact: V verified, S secondary source, U uncertain
+CONFIDENCES = ("V", "S", UNCERTAIN)
+# Where a platform's wheels of a build come from: PyPI (under the plain version: PyPI refuses local labels such
+# as `+cu128`) or PyTorch's own index of that build (index_url_template).
+WHEEL_INDEXES = ("pypi", "pytorch")
+PYPI_INDEX_URL = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,22 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class PlatformWheel:
+    """A build (`variant`) of a torch release that has wheels for a platform other than linux/amd64, and the index
+    known to serve them (`pypi` or `pytorch`, see WHEEL_INDEXES)."""
+
+    variant: str
+    index: str
+    confidence: str
+    sources: tuple[str, ...]
+
+    @property
+    def uncertain(self) -> bool:
+        """Whether the knowledge base holds this fact as uncertain (the validator warns instead of refusing)."""
+        return self.confidence == UNCERTAIN
+
+
+@dataclass(frozen=True)
 class TorchRelease:
     """One torch minor release line and what was published for it."""
 
@@ -45,6 +68,12 @@ class TorchRelease:
     confidence: str
     uncertain: tuple[str, ...]
     sources: tuple[str, ...]
+    # platform (`linux/arm64`) -> the builds with wheels for it; linux/amd64's are `variants` themselves.
+    platforms: dict[str, dict[str, PlatformWheel]] = field(default_factory=dict)
+
+    def wheels_for(self, platform: str) -> dict[str, PlatformWheel] | None:
+        """The builds known to have wheels for `platform` (None: linux/amd64, where every variant has them)."""
+        return None if platform == platforms.DEFAULT else self.platforms.get(platform, {})
 
     def is_uncertain(self, path: str) -> bool:
         """Whether the fact at a dotted path (`variants.cu126.nccl`) is uncertain."""
@@ -147,6 +176,10 @@ class KnowledgeBase:
         """The release line a full torch version belongs to."""
         return self.torch.get(minor_of(torch_version))
 
+    def wheel_index_url(self, wheel: PlatformWheel) -> str:
+        """The index a platform's wheels of a build come from."""
+        return PYPI_INDEX_URL if wheel.index == "pypi" else self.index_url_template.format(variant=wheel.variant)
+
 
 def version_key(version: str) -> tuple[int, ...]:
     """Sort key for dotted versions; non-numeric parts sort first."""
@@ -175,7 +208,7 @@ def _strings(values: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in values or ())
 
 
-def _release(minor: str, raw: dict[str, Any]) -> TorchRelease:
+def _release(minor: str, raw: dict[str, Any], sources: dict[str, str]) -> TorchRelease:
     uncertain = _strings(raw.get("uncertain"))
     variants = {
         name: Variant(
@@ -199,7 +232,45 @@ def _release(minor: str, raw: dict[str, Any]) -> TorchRelease:
         confidence=raw["confidence"],
         uncertain=uncertain,
         sources=_strings(raw.get("sources")),
+        platforms=_platform_wheels(minor, raw.get("platforms") or {}, variants, sources),
     )
+
+
+def _platform_wheels(
+    minor: str, raw: dict[str, Any], variants: dict[str, Variant], sources: dict[str, str]
+) -> dict[str, dict[str, PlatformWheel]]:
+    """`platforms:` of a torch release: for each platform but linux/amd64 (whose builds are `variants`), the
+    builds with wheels for it, each a published variant with a known index, a confidence and known sources."""
+    out: dict[str, dict[str, PlatformWheel]] = {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"torch.{minor}.platforms: a mapping of platform (linux/arm64) to its builds")
+    for platform, builds in raw.items():
+        where = f"torch.{minor}.platforms.{platform}"
+        if platform not in platforms.PLATFORMS or platform == platforms.DEFAULT:
+            others = ", ".join(p for p in platforms.PLATFORMS if p != platforms.DEFAULT)
+            raise ValueError(f"{where}: a platform is one of {others} ({platforms.DEFAULT}'s builds are `variants`)")
+        out[platform] = {}
+        if not isinstance(builds, dict):
+            raise ValueError(f"{where}: a mapping of build (cu128, cpu) to its wheel facts")
+        for variant, facts in builds.items():
+            if not isinstance(facts, dict):
+                raise ValueError(f"{where}.{variant}: a mapping such as {{index: pypi, confidence: V, sources: [...]}}")
+            wheel = PlatformWheel(
+                variant=str(variant),
+                index=str(facts.get("index")),
+                confidence=str(facts.get("confidence")),
+                sources=_strings(facts.get("sources")),
+            )
+            if wheel.variant not in variants:
+                raise ValueError(f"{where}.{variant}: not a variant of torch {minor} (list it under `variants` first)")
+            if wheel.index not in WHEEL_INDEXES:
+                raise ValueError(f"{where}.{variant}: index is {' or '.join(WHEEL_INDEXES)}, not {wheel.index}")
+            if wheel.confidence not in CONFIDENCES:
+                raise ValueError(f"{where}.{variant}: confidence is {', '.join(CONFIDENCES)}, not {wheel.confidence}")
+            if not wheel.sources or any(s not in sources for s in wheel.sources):
+                raise ValueError(f"{where}.{variant}: name its sources (keys of `sources`)")
+            out[platform][wheel.variant] = wheel
+    return out
 
 
 def _os(name: str, raw: dict[str, Any]) -> OsRelease:
@@ -227,7 +298,7 @@ def _names(os: str, key: str, values: Any) -> tuple[str, ...]:
 def parse(raw: dict[str, Any]) -> KnowledgeBase:
     """Build the knowledge base from its YAML document."""
     return KnowledgeBase(
-        torch={minor: _release(minor, r) for minor, r in raw["torch"].items()},
+        torch={minor: _release(minor, r, raw["sources"]) for minor, r in raw["torch"].items()},
         cuda={
             version: CudaToolkit(version=version, ubuntu=_strings(c.pop("ubuntu")), **c)
             for version, c in raw["cuda"].items()

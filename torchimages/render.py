@@ -114,7 +114,8 @@ def context(combination: Combination) -> dict[str, Any]:
         "wheel_cuda_home": wheel_cuda_home(c),
         "toolkit_links": toolkit_links(c) if c.toolkit.provider == "wheels" else [],
         "environment": c.nvidia_environment(),
-        "labels": {image.flavor: image.label_map() for image in c.images},
+        # Each flavor's labels as its first platform's image has them (linux/amd64 where it is built for it).
+        "labels": {flavor: c.image(flavor).label_map() for flavor in c.flavors},
     }
 
 

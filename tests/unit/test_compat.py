@@ -73,3 +73,46 @@ def test_a_loose_uv_entry_is_refused() -> None:
     ):
         with pytest.raises(ValueError, match=says):
             compat._installer(bad, sources)
+
+
+def test_linux_arm64_wheels_as_measured_on_pypi() -> None:
+    """PyPI's aarch64 torch 2.9.1 is a CPU build; 2.11.0 and 2.14.1 are the CUDA 13.0 build (PYPIA)."""
+
+    def pypi_build(minor: str) -> list[str]:
+        return [v for v, w in KB.torch[minor].platforms["linux/arm64"].items() if w.index == "pypi"]
+
+    assert pypi_build("2.9") == ["cpu"] and pypi_build("2.11") == ["cu130"] and pypi_build("2.14") == ["cu130"]
+    assert pypi_build("2.15") == ["cu132"]
+    assert KB.torch["2.9"].platforms["linux/arm64"]["cu128"].index == "pytorch"
+    assert "cu128" not in KB.torch["2.8"].platforms["linux/arm64"]  # 2.8.0+cu128 has no aarch64 wheel
+
+
+def test_wheels_for_a_platform() -> None:
+    release = KB.torch["2.14"]
+    assert release.wheels_for("linux/amd64") is None  # every variant
+    assert set(release.wheels_for("linux/arm64") or {}) == {"cu130"}
+    wheel = KB.torch["2.9"].platforms["linux/arm64"]["cu128"]
+    assert KB.wheel_index_url(wheel) == "https://download.pytorch.org/whl/cu128"
+    assert KB.wheel_index_url(release.platforms["linux/arm64"]["cu130"]) == "https://pypi.org/simple"
+
+
+def test_a_loose_platform_entry_is_refused() -> None:
+    sources = {"PYPIA": "PyPI's aarch64 wheels"}
+    variants = {"cpu": compat.Variant("cpu", None, None, None, False)}
+    good = {"index": "pypi", "confidence": "V", "sources": ["PYPIA"]}
+    (wheel,) = compat._platform_wheels("2.9", {"linux/arm64": {"cpu": good}}, variants, sources)["linux/arm64"].values()
+    assert wheel == compat.PlatformWheel("cpu", "pypi", "V", ("PYPIA",))
+    for bad, says in (
+        ({"linux/amd64": {"cpu": good}}, "builds are `variants`"),
+        ({"linux/arm64/v8": {"cpu": good}}, "a platform is one of linux/arm64"),
+        ({"linux/arm64": {"cu128": good}}, "not a variant of torch 2.9"),
+        ({"linux/arm64": {"cpu": {**good, "index": "conda"}}}, "index is pypi or pytorch"),
+        ({"linux/arm64": {"cpu": {**good, "confidence": "sure"}}}, "confidence is V, S, U"),
+        ({"linux/arm64": {"cpu": {**good, "sources": ["BLOG"]}}}, "name its sources"),
+        ({"linux/arm64": {"cpu": {**good, "sources": []}}}, "name its sources"),
+        ({"linux/arm64": {"cpu": "pypi"}}, "a mapping such as"),
+        ({"linux/arm64": ["cpu"]}, "a mapping of build"),
+        (["linux/arm64"], "a mapping of platform"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            compat._platform_wheels("2.9", bad, variants, sources)  # type: ignore[arg-type]

@@ -180,3 +180,30 @@ def test_the_matrix_names_only_known_oses_and_cuda_builds() -> None:
         assert str(row.get("os", next(iter(KB.os)))) in KB.os, row
         cuda = str(row["cuda"])
         assert compat.cuda_variant(cuda) in release.variants, row
+
+
+def test_platform_wheels_are_published_variants_with_known_sources() -> None:
+    for release in KB.torch.values():
+        for platform, builds in release.platforms.items():
+            for name, wheel in builds.items():
+                where = f"torch {release.minor} {platform} {name}"
+                assert name in release.variants and wheel.variant == name, where
+                assert wheel.sources and set(wheel.sources) <= set(KB.sources), where
+
+
+def test_pypi_serves_one_build_per_platform_and_it_is_the_pypi_default_when_it_is_cuda() -> None:
+    """PyPI takes no local label: one wheel per version and platform. Where PyPI's aarch64 wheel is a CUDA build,
+    it is the build its x86_64 wheel is (the same pins, as read: PYPIA)."""
+    for release in KB.torch.values():
+        for platform, builds in release.platforms.items():
+            from_pypi = [name for name, wheel in builds.items() if wheel.index == "pypi"]
+            assert len(from_pypi) <= 1, f"torch {release.minor} {platform}: PyPI serves {from_pypi}"
+            if from_pypi and from_pypi[0] != "cpu":
+                assert from_pypi[0] == release.pypi_default, f"torch {release.minor} {platform}: {from_pypi}"
+
+
+def test_every_release_says_what_linux_arm64_has() -> None:
+    """Each torch release lists the linux/arm64 build PyPI serves (every release from 2.4 has one)."""
+    for release in KB.torch.values():
+        builds = release.platforms.get("linux/arm64", {})
+        assert any(w.index == "pypi" for w in builds.values()), f"torch {release.minor}: no linux/arm64 facts"

@@ -1,6 +1,6 @@
 """What a build is asked to do: the options besides the images (`BuildOptions`), the one BuildKit
-build of each image (`build_request`) and running it into its log (`run_build`), and the refusal of
-two images sharing a public name (`shared_names`)."""
+build of each image (`build_request`) and running it into its log (`run_build`), and the refusals of
+two images sharing a public name (`shared_names`) and of platforms it cannot build yet (`unbuildable`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchimages import values
+from torchimages import platforms, values
 from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
 from torchimages.building.wheels import PYPI, Served, WheelSources, secret_file
@@ -105,6 +105,32 @@ def shared_names(selected: Sequence[Selected]) -> list[Problem]:
         for name, holders in owners.items()
         if len(holders) > 1
     ]
+
+
+# The platforms the builder builds: a combination built for anything but linux/amd64 alone is refused before any
+# build starts (its tags name OCI indexes of one image per platform, which need a build per platform and an index).
+BUILDABLE_PLATFORMS = platforms.DEFAULTS
+
+
+def unbuildable(selected: Sequence[Selected]) -> list[Problem]:
+    """A problem for every selected combination built for platforms the builder cannot build yet, at its row."""
+    problems = []
+    for s in selected:
+        other = [p for p in s.combination.platforms if p not in BUILDABLE_PLATFORMS]
+        if not other:
+            continue
+        problems.append(
+            Problem(
+                f"{s.combination.folder} is built for {platforms.words(s.combination.platforms)}: "
+                f"{platforms.words(other)} builds are not supported yet",
+                file=s.combination.defined_at.file,
+                line=s.combination.defined_at.line,
+                key="platforms",
+                allowed=platforms.words(BUILDABLE_PLATFORMS),
+                suggestion="build it for linux/amd64 alone (platforms: [linux/amd64]) until they are",
+            )
+        )
+    return problems
 
 
 def run_build(

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
+    common.check_platforms(chosen)
     sources = WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links))
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,

@@ -164,6 +164,16 @@ def check_compression(compression: str, push: bool) -> None:
         raise UsageError(problem)
 
 
+def check_platforms(chosen: Sequence[planning.Selected]) -> None:
+    """InputError when a selected combination is built for a platform the builder cannot build yet (before
+    anything is written, an engine asked or a build started)."""
+    from torchimages.building.requests import unbuildable
+
+    refused = unbuildable(chosen)
+    if refused:
+        raise InputError(refused)
+
+
 def check_names(chosen: Sequence[planning.Selected]) -> None:
     """InputError when two selected images would share a public name (before anything is written)."""
     from torchimages.building.requests import shared_names

@@ -23,7 +23,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([views.image_json(s.combination, i) for s in chosen for i in s.images], indent=2))
     else:
-        for s in chosen:
-            for image in s.images:
-                print(image.tag)
+        for tag in views.tags(chosen):
+            print(tag)
     return EXIT_OK

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded, in_full=True)
+    common.check_platforms(chosen)  # packages are read from built images, found by their public tags
     paths = locks.lock_packages(common.connect(), loaded.images_dir, [s.combination for s in chosen])
     for s, path in zip(chosen, paths, strict=True):
         print(f"locked {s.combination.folder}: {path}")

@@ -34,10 +34,12 @@ def run(args: argparse.Namespace) -> int:
 
     shown = common.renderer(args)
     loaded = common.load_plan(args)
-    promotion = bake.promotion(
-        args.metadata, common.select(args, loaded), bool(args.selectors), args.temporary_registry
-    )
+    selected = common.select(args, loaded)
+    if args.selectors:
+        common.check_platforms(selected)  # before the metadata file is read: those images cannot have been baked
+    promotion = bake.promotion(args.metadata, selected, bool(args.selectors), args.temporary_registry)
     # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
+    common.check_platforms(promotion.chosen)
     preflight.folder("--log-dir", args.log_dir)
     common.check_docker(args.docker)
     common.check_compression(args.compression, args.push)

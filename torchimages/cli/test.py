@@ -114,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not args.selectors:
             raise UsageError("name the images to test (SELECTOR... or --image REF), or use --host local")
-        images = [(s.combination, i) for s in common.select(args, common.load_plan(args)) for i in s.images]
+        selected = common.select(args, common.load_plan(args))
+        common.check_platforms(selected)  # its images are found by their public tags, which name one platform
+        images = [(s.combination, i) for s in selected for i in s.images]
         engine = common.connect()
         chosen = targets.matrix_targets(engine, images)
     junit_dir = session.start(args.report)

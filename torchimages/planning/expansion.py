@@ -1,6 +1,6 @@
 """Located matrix rows, and the GitHub Actions matrix semantics that make them: the product of the axes, minus
 the excludes (and the check that each exclude can match), then the includes merged or added; and the file's
-default size budget under each row's own."""
+default size budget and platforms under each row's own."""
 
 from __future__ import annotations
 
@@ -110,3 +110,16 @@ def with_budget(rows: list[MatrixRow], default: Value | None) -> list[MatrixRow]
         budget = own.value.over(default.value) if own and isinstance(own.value, SizeBudget) else default.value
         out.append(MatrixRow({**row.values, "size_budget": Value(budget, own.line if own else default.line)}, row.line))
     return out
+
+
+def with_platforms(rows: list[MatrixRow], default: Value | None) -> list[MatrixRow]:
+    """The file's top-level `platforms` for every row that does not name its own (a row's own list replaces it),
+    located at the row: what a row then cannot have is said where the row is."""
+    if default is None:
+        return rows
+    return [
+        row
+        if "platforms" in row.values
+        else MatrixRow({**row.values, "platforms": Value(default.value, row.line)}, row.line)
+        for row in rows
+    ]

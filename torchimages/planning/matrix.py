@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from torchimages import platforms as platform_names
 from torchimages import settings as environment
 from torchimages import textfile
 from torchimages.combination import FLAVORS
@@ -35,11 +36,12 @@ COMBINATION_KEYS = (
     "torchvision",
     "torchaudio",
     "flavors",
+    "platforms",
     "size_budget",
 )
-AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "size_budget"))
+AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "platforms", "size_budget"))
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
-TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "size_budget", "matrix")
+TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "size_budget", "platforms", "matrix")
 DEFAULT_REPOSITORY = "torchimages/pytorch"
 WHAT = "the matrix file"  # how a refusal to read it names it
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
@@ -145,12 +147,31 @@ class _Reader:
                 items = self.scalars(value_node, key)
                 if items:
                     values[key] = Value(tuple(str(i.value) for i in items), items[0].line)
+            elif key == "platforms":
+                if chosen := self.platforms(value_node):
+                    values[key] = chosen
             elif key == "size_budget":
                 if budget := self.size_budget(value_node):
                     values[key] = budget
             elif value := self.scalar(value_node, key):
                 values[key] = value
         return values
+
+    def platforms(self, node: yaml.Node) -> Value | None:
+        """`platforms: [linux/amd64, linux/arm64]`: a non-empty list of known platforms, each once (PLATFORMS order)."""
+        if isinstance(node, yaml.SequenceNode) and not node.value:
+            self.problem(node, "an empty list builds nothing", "platforms", platform_names.ALLOWED, "leave it out")
+            return None
+        items = self.scalars(node, "platforms")
+        written = len(node.value) if isinstance(node, yaml.SequenceNode) else 1
+        if len(items) != written:  # scalars() said what is wrong (a mapping, a nested list, a blank)
+            return None
+        try:
+            chosen = platform_names.parse([str(i.value) for i in items])
+        except platform_names.PlatformError as exc:
+            self.problem(node, str(exc), "platforms", platform_names.ALLOWED, exc.suggestion)
+            return None
+        return Value(chosen, _line(node))
 
     def size(self, node: yaml.Node) -> int | None:
         """Bytes of one size (`3GB`, `2.5GiB`), or None with the problem recorded."""
@@ -206,6 +227,7 @@ def parse(text: str, path: str) -> Matrix:
     top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
     repository = DEFAULT_REPOSITORY
     default_budget = reader.size_budget(top["size_budget"]) if "size_budget" in top else None
+    default_platforms = reader.platforms(top["platforms"]) if "platforms" in top else None
     if "repository" in top and (repo := reader.scalar(top["repository"], "repository")):
         if broken := repository_problem(str(repo.value)):
             reader.problem(top["repository"], broken, key="repository")
@@ -233,7 +255,8 @@ def parse(text: str, path: str) -> Matrix:
                 key="matrix",
             )
             return Matrix(path, repository, (), tuple(reader.problems), *settings)
-        rows = expansion.with_budget(expansion.expand(axes, exclude, include, _line(top["matrix"])), default_budget)
+        rows = expansion.expand(axes, exclude, include, _line(top["matrix"]))
+        rows = expansion.with_platforms(expansion.with_budget(rows, default_budget), default_platforms)
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
     return Matrix(path, repository, tuple(rows), tuple(reader.problems), *settings)

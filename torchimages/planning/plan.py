@@ -86,7 +86,8 @@ def load(
     fingerprint = render.template_fingerprint(templates)
     images: dict[str, list[Image]] = defaultdict(list)
     for (c, flavor), naming in zip(slots, namings, strict=True):
-        images[c.folder].append(make_image(c, flavor, naming.tag, naming.aliases, fingerprint))
+        for platform in c.platforms:
+            images[c.folder].append(make_image(c, flavor, naming.tag, naming.aliases, fingerprint, platform))
     complete = [replace(c, images=tuple(images[c.folder])) for c, _ in found]
     complete.sort(key=lambda c: (compat.version_key(c.torch), c.variant, c.os.name))
     plan_warnings = warnings(list(parsed.problems)) + bases.unused_entries(settings, complete)
@@ -153,7 +154,8 @@ def matches(selector: str, name: str) -> bool:
 def select(plan: Plan, selectors: list[str]) -> list[Selected]:
     """The images whose tag (or an alias) a selector matches, by combination; every selector must match.
 
-    A selector equal to a tag or alias selects that image alone; otherwise it is a prefix or a glob.
+    A selector equal to a tag or alias selects that image alone (the images of every platform it names), one equal
+    to a platform's tag (`<tag>-arm64`) that platform's image; otherwise it is a prefix or a glob.
     No selector selects everything.
     """
     blank = [
@@ -174,7 +176,7 @@ def select(plan: Plan, selectors: list[str]) -> list[Selected]:
         chosen = []
         problems = []
         for selector in selectors:
-            exact = [(c, i) for c, i in everything if selector in i.names]
+            exact = [(c, i) for c, i in everything if selector in (*i.names, i.platform_tag)]
             hits = exact or [(c, i) for c, i in everything if any(matches(selector, n) for n in i.names)]
             if not hits:
                 problems.append(_no_match(plan, selector))

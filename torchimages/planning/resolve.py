@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from torchimages import platforms as platform_names
 from torchimages.combination import FLAVORS, Combination, SourceLocation, Toolkit
 from torchimages.compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, minor_of, version_key
+from torchimages.planning import platform_wheels
 from torchimages.planning.expansion import MatrixRow
 from torchimages.problems import Problem, Severity
 from torchimages.sizes import SizeBudget
@@ -182,6 +184,27 @@ def _flavors(check: _Checker) -> tuple[str, ...]:
     return tuple(f for f in FLAVORS if f in flavors)
 
 
+def _platforms(
+    kb: KnowledgeBase, release: TorchRelease, torch: str, variant: Variant, check: _Checker
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The platforms asked for (matrix.py read them: known, each once) and the wheel index of each but linux/amd64;
+    a platform with no wheels of this build is refused, with the nearest combination that has them."""
+    found = check.combo.values.get("platforms")
+    chosen = found.value if found and isinstance(found.value, tuple) else platform_names.DEFAULTS
+    indexes = []
+    for platform in chosen:
+        if gap := platform_wheels.missing(kb, release, torch, variant.name, platform):
+            check.error("platforms", gap.message, gap.allowed, gap.suggestion)
+        elif wheel := platform_wheels.wheel(release, variant.name, platform):
+            indexes.append((platform, kb.wheel_index_url(wheel)))
+            if wheel.uncertain:
+                check.warn(
+                    "platforms",
+                    f"{platform} wheels of torch {torch}+{variant.name} are an uncertain fact in the knowledge base",
+                )
+    return chosen, tuple(indexes)
+
+
 def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[str, ...], check: _Checker) -> Toolkit:
     cuda = variant.cuda
     tools = tuple(f"{name}=={version}" for name, version in sorted(kb.devel_pip.items()))
@@ -258,6 +281,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
     if release is None or variant is None:
         return Resolved(None, flavors, tuple(check.problems))
     what = f"torch {torch}+{variant.name}"
+    platforms, platform_index_urls = _platforms(kb, release, torch, variant, check)
     _pinned(check, "cudnn", variant.cudnn, what, "cuDNN")
     _pinned(check, "nccl", variant.nccl, what, "NCCL")
     for key in ("cudnn", "nccl"):
@@ -302,6 +326,8 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         repository=repository,
         size_budget=budget.value if budget and isinstance(budget.value, SizeBudget) else None,
         source_date_epoch=kb.source_date_epoch,
+        platforms=platforms,
+        platform_index_urls=platform_index_urls,
         warnings=tuple(check.problems),
     )
     return Resolved(combination, flavors, tuple(check.problems))

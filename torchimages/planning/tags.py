@@ -3,7 +3,9 @@
 A `-py<ver>` / `-<os>` suffix appears only where one torch/CUDA pair has several variants, and
 never on the default variant (the OS PyTorch's own images would use). Aliases: `<minor>-...`
 points at the newest patch of a minor, `latest` / `latest-<flavor>` at the newest torch's
-default CUDA build. Two images can never share a tag or an alias.
+default CUDA build. A combination built for more than linux/amd64 alone keeps these names for an OCI
+index of its platforms' images, each of which has a local tag of its own (`<tag>-amd64`, `<tag>-arm64`).
+Two images can never share a tag, an alias or a platform's tag.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from torchimages.combination import Combination
+from torchimages.combination import Combination, platform_tag
 from torchimages.compat import KnowledgeBase, minor_of, version_key
 from torchimages.planning.resolve import default_os
 from torchimages.problems import Problem
@@ -23,6 +25,7 @@ class Naming:
 
     tag: str
     aliases: tuple[str, ...]
+    platform_tags: tuple[str, ...] = ()  # each platform's local tag, where the tag names an OCI index
 
 
 # One image to be named: a combination and one of its flavors.
@@ -76,18 +79,19 @@ def assign(kb: KnowledgeBase, slots: list[Slot]) -> tuple[list[Naming], list[Pro
         variants[(combination.torch, combination.variant, flavor)].add(combination.folder)
     suffixes = [_suffix(kb, c) if len(variants[(c.torch, c.variant, flavor)]) > 1 else "" for c, flavor in slots]
     aliases = _aliases(kb, slots, suffixes)
+    tags = [f"{base_tag(c, c.torch)}-{flavor}{suffixes[i]}" for i, (c, flavor) in enumerate(slots)]
     namings = [
-        Naming(f"{base_tag(c, c.torch)}-{flavor}{suffixes[i]}", tuple(aliases[i]))
-        for i, (c, flavor) in enumerate(slots)
+        Naming(tag, tuple(aliases[i]), tuple(filter(None, (platform_tag(c, tag, p) for p in c.platforms))))
+        for i, ((c, _), tag) in enumerate(zip(slots, tags, strict=True))
     ]
     return namings, clashes([(c, n) for (c, _), n in zip(slots, namings, strict=True)])
 
 
 def clashes(named: list[tuple[Combination, Naming]]) -> list[Problem]:
-    """A problem for every tag or alias that two images would share, located at the later definition."""
+    """A problem for every tag, alias or platform's tag that two images would share, located at the later one."""
     owners: dict[str, list[Combination]] = defaultdict(list)
     for combination, naming in named:
-        for name in (naming.tag, *naming.aliases):
+        for name in (naming.tag, *naming.aliases, *naming.platform_tags):
             owners[name].append(combination)
     problems = []
     for name, holders in owners.items():

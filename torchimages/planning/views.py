@@ -16,6 +16,8 @@ def image_json(combination: Combination, image: Image) -> dict[str, object]:
         "reference": image.reference,
         "aliases": list(image.aliases),
         "flavor": image.flavor,
+        "platform": image.platform,
+        "platform_reference": image.platform_reference,
         "combination": combination.folder,
         "torch": combination.torch,
         "torchvision": companions["torchvision"],
@@ -34,15 +36,24 @@ def image_json(combination: Combination, image: Image) -> dict[str, object]:
     }
 
 
+def tags(chosen: Sequence[Selected]) -> list[str]:
+    """The public tags of the selection in plan order, each once (the images of every platform share it)."""
+    return list(dict.fromkeys(image.tag for s in chosen for image in s.images))
+
+
 def describe(combination: Combination, image: Image) -> str:
     """One plan line: what is built, from what, with which target."""
     devel = image.flavor == "devel"
     base = combination.toolkit.image if devel and combination.toolkit.provider == "image" else combination.os.image
     provider = combination.toolkit.provider
     toolkit = f", nvcc from {provider}" if devel and provider != "none" else ""
+    platform = (
+        f"    platform {image.platform}, tagged {image.platform_reference}\n" if combination.multi_platform else ""
+    )
+    wheels = combination.index_url_for(image.platform)
     return (
-        f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n"
-        f"    base {base} ({combination.os.provider}){toolkit}; wheels from {combination.index_url}\n"
+        f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n{platform}"
+        f"    base {base} ({combination.os.provider}){toolkit}; wheels from {wheels}\n"
         f"    aliases {', '.join(image.aliases) or '-'}"
     )
 
@@ -60,10 +71,12 @@ def ci_matrix(chosen: Sequence[Selected]) -> dict[str, list[dict[str, str]]]:
     jobs = [
         {
             "combination": s.combination.folder,
-            "tags": " ".join(i.tag for i in s.images),
+            "tags": " ".join(dict.fromkeys(i.tag for i in s.images)),
             "torch": s.combination.torch,
             "cuda": s.combination.cuda or "cpu",
             "os": s.combination.os.name,
+            # where the tags name OCI indexes: the platforms its images are built for
+            **({"platforms": ",".join(s.combination.platforms)} if s.combination.multi_platform else {}),
         }
         for s in chosen
     ]

@@ -462,12 +462,16 @@ def documents(draw: st.DrawFn) -> bytes:
         row: dict[str, object] = {"torch": "2.7.0", "cuda": "11.8"}
         document = {"matrix": {"include": [row]}}
         for _ in range(draw(st.integers(0, 2))):
-            place = draw(st.sampled_from(["row", "flavors", "repository", "exclude", "top"]))
+            place = draw(st.sampled_from(["row", "flavors", "platforms", "repository", "exclude", "top"]))
             value = draw(st.one_of(scalars, values))
             if place == "row":
                 row[draw(st.sampled_from(KEYS))] = value
             elif place == "flavors":
                 row["flavors"] = draw(st.lists(st.one_of(st.sampled_from(["devel", "runtime"]), scalars), max_size=3))
+            elif place == "platforms":
+                known = st.sampled_from(["linux/amd64", "linux/arm64", "arm64"])
+                chosen = draw(st.lists(st.one_of(known, scalars), max_size=3))
+                (row if draw(st.booleans()) else document)["platforms"] = chosen
             elif place == "repository":
                 document["repository"] = value
             elif place == "exclude":
