@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -166,6 +167,15 @@ def build_a_lie(built: Built, tag: str, **facts: Any) -> Outcome:
         [plan.Selected(lie, lie.images)]
     )
     return outcome
+
+
+def need_free_disk(client: Any, gigabytes: float, what: str) -> None:
+    """Fail (skip without REQUIRE_DOCKER) at once, saying so, where the engine's data root has less free space
+    than `what` needs: a full disk otherwise shows as a dozen unrelated-looking failures later."""
+    root = client.info().get("DockerRootDir", "/var/lib/docker")
+    free = shutil.disk_usage(root).free / 1e9 if os.path.isdir(root) else None
+    if free is not None and free < gigabytes:
+        require(f"{root} has {free:.1f} GB free; {what} needs about {gigabytes:.0f} GB")
 
 
 @pytest.fixture(scope="session")

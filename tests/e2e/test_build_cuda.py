@@ -21,6 +21,7 @@ from .conftest import (
     assert_torch_compile_works_on_cpu,
     build_a_lie,
     build_matrix,
+    need_free_disk,
     run_cli,
     sh,
 )
@@ -37,6 +38,8 @@ ENTRY = "{torch: 2.14.1, cuda: '13.0', os: debian12, python: '3.11', torchaudio:
 def built(
     docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
 ) -> Iterator[Built]:
+    # Both flavors (6.6 GB stored) and the SBOM's `docker save` (6 GB): 15 GB at the most, measured in a .ci/run.
+    need_free_disk(docker_client, 16, "the CUDA combination's build and its SBOM")
     yield from build_matrix(docker_client, tmp_path_factory.mktemp("cuda"), ENTRY, ca_bundle)
 
 
