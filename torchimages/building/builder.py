@@ -44,7 +44,8 @@ from torchimages.problems import InputError
 NO_NAMED_CONTEXTS = (
     "this engine's builds take no named build contexts (buildx on Docker 23 or later does; 20.10 does not): "
     "each devel image builds its runtime stage again instead of starting from the runtime image just built, "
-    "so they share that stage only as far as the build cache does (with --no-cache: only the base)"
+    "so they share that stage only where the build cache or its reproducible layers make it the same "
+    "(with --no-cache, the layers alone)"
 )
 FIX_NOT_ON_RUNTIME = "the engine did not build devel on the runtime image it was given: report this"
 
