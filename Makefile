@@ -13,6 +13,8 @@ DOCTOR_ARGS ?=
 PYTEST_ARGS ?= -v --durations=15
 # Hand this machine's pip setup (local wheel folders, file:// indexes, CA bundle) to builds: 1 or 0.
 HOST_PIP ?= 1
+# `make engine EMULATION=1` also runs `make emulation` (QEMU for the other platform's containers): 1 or 0.
+EMULATION ?= 0
 WITH_SOURCES = $(if $(filter 1,$(HOST_PIP)),eval "$$(scripts/host-pip-sources)";)
 
 $(VENV)/.installed: pyproject.toml
@@ -21,15 +23,19 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-compression bench-jobs bench-cache mutants clean
+.PHONY: help install engine emulation build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-compression bench-jobs bench-cache mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 install: $(VENV)/.installed ## create .venv and install the project with its dev tools
 
-engine: ## make sure a Docker engine with BuildKit answers (as root: installs docker.io, mmdebstrap; starts dockerd)
+engine: ## make sure a Docker engine with BuildKit answers (as root: installs docker.io, mmdebstrap; starts dockerd); EMULATION=1 also does `make emulation`
 	@scripts/start-docker.sh >/dev/null
+	@$(if $(filter 1,$(EMULATION)),scripts/setup-emulation.sh,:)
+
+emulation: ## run the other platform's containers under QEMU, linux/arm64 on x86_64 (as root: binfmt_misc, qemu-user-static, its handler)
+	@scripts/setup-emulation.sh
 
 build: $(VENV)/.installed engine ## build, verify and tag images: make build TAG=2.7.0-cuda11.8 [BUILD_ARGS=...]
 	@if [ -z "$(TAG)" ]; then echo "usage: make build TAG=<tag prefix or glob>, e.g. TAG=2.7.0-cuda11.8 (make list shows tags)"; exit 2; fi

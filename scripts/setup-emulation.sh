@@ -95,6 +95,9 @@ case ${QEMU_TARGET:-} in
   aarch64 | x86_64) ;;
   *) die "QEMU_TARGET=${QEMU_TARGET}: must be aarch64 (linux/arm64) or x86_64 (linux/amd64)" ;;
 esac
+case $machine/$QEMU_TARGET in  # a handler for this machine's own binaries would run every program under QEMU
+  x86_64/x86_64 | aarch64/aarch64 | arm64/aarch64) die "QEMU_TARGET=$QEMU_TARGET is this machine's own architecture: nothing to emulate" ;;
+esac
 HANDLER=qemu-$QEMU_TARGET
 ENTRY=$BINFMT_DIR/$HANDLER
 platform=$([ "$QEMU_TARGET" = aarch64 ] && echo linux/arm64 || echo linux/amd64)
