@@ -61,8 +61,15 @@ def arch(platform: str) -> str:
 
 
 def wheel_machine(platform: str) -> str:
-    """`linux/arm64` -> `aarch64`: the machine Linux wheels are tagged for (`manylinux_2_28_aarch64`)."""
+    """`linux/arm64` -> `aarch64`: the machine Linux wheels are tagged for (`manylinux_2_28_aarch64`), and the
+    one `uname -m` names."""
     return {AMD64: "x86_64", ARM64: "aarch64"}[platform]
+
+
+def of_machine(machine: str) -> str | None:
+    """`aarch64` (what `uname -m` says) -> `linux/arm64`: the platform whose programs that machine runs
+    natively; None for a machine of no platform here (`riscv64`)."""
+    return {"x86_64": AMD64, "amd64": AMD64, "aarch64": ARM64, "arm64": ARM64}.get(machine)
 
 
 def words(platforms: Sequence[str]) -> str:

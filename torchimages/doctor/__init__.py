@@ -2,8 +2,9 @@
 
 Facts are gathered in one place (`gather`, the only impure function of the package) into a frozen
 `HostFacts`; each check is a small pure function of those facts and of what the selection needs (`Needs`),
-so tests feed fake facts. A check says `ok`, `warn` (works, with a caveat), `skip` (the selection does not need
-it, or the machine has no GPU and none is required) or `FAIL`, and with a failure, the fix.
+so tests feed fake facts (the machine's emulators too: `BinfmtHandler`). A check says `ok`, `warn` (works,
+with a caveat), `skip` (the selection does not need it, or the machine has no GPU and none is required) or
+`FAIL`, and with a failure, the fix.
 
 The package: `model` (the nouns), `selection` (what the selected images need), `checks` (the table of pure
 checks), `facts` (gathering), `report` (the printed lines). Its public names are importable from here.
@@ -18,17 +19,33 @@ from torchimages.doctor.checks import (
     check_container_toolkit,
     check_disk,
     check_driver,
+    check_emulation,
     check_engine,
+    check_machine,
     check_registry_bases,
     check_shm,
     run_checks,
 )
-from torchimages.doctor.facts import gather, parse_nvidia_smi
-from torchimages.doctor.model import FAIL, GB, OK, SKIP, WARN, Check, HostFacts, ImageNeed, Needs
+from torchimages.doctor.facts import gather, parse_binfmt_handler, parse_nvidia_smi
+from torchimages.doctor.model import (
+    BINFMT_DIR,
+    FAIL,
+    GB,
+    OK,
+    SKIP,
+    WARN,
+    BinfmtHandler,
+    Check,
+    HostFacts,
+    ImageNeed,
+    Needs,
+    emulator,
+)
 from torchimages.doctor.report import report
 from torchimages.doctor.selection import FIRST_BUILD, default_selection, image_size_bytes, largest, needs
 
 __all__ = [
+    "BINFMT_DIR",
     "CHECKS",
     "FAIL",
     "FIRST_BUILD",
@@ -36,6 +53,7 @@ __all__ = [
     "OK",
     "SKIP",
     "WARN",
+    "BinfmtHandler",
     "Check",
     "HostFacts",
     "ImageNeed",
@@ -45,14 +63,18 @@ __all__ = [
     "check_container_toolkit",
     "check_disk",
     "check_driver",
+    "check_emulation",
     "check_engine",
+    "check_machine",
     "check_registry_bases",
     "check_shm",
     "default_selection",
+    "emulator",
     "gather",
     "image_size_bytes",
     "largest",
     "needs",
+    "parse_binfmt_handler",
     "parse_nvidia_smi",
     "report",
     "run_checks",

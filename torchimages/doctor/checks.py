@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-from torchimages.doctor.model import FAIL, GB, OK, SKIP, WARN, Check, HostFacts, Needs
+from torchimages import platforms
+from torchimages.doctor.model import BINFMT_DIR, FAIL, GB, OK, SKIP, WARN, Check, HostFacts, Needs, emulator
 from torchimages.smoke.diagnosis import MIN_SHM_BYTES
 from torchimages.versions import driver_is_older
 
@@ -19,6 +21,12 @@ HOW_TO_GET_THE_TOOLKIT = (
     "--runtime=docker`, or write a CDI spec (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`); "
     "without either, hand the devices over with --run-arg (docs/how-to/test-your-own-image.md)"
 )
+HOW_TO_EMULATE = (
+    "run `make emulation` as root (scripts/setup-emulation.sh: mounts binfmt_misc, installs qemu-user-static, "
+    "registers its handler with the F flag)"
+)
+SMALL_PAGE = 4096  # what x86_64 has, and what most programs built for aarch64 assume
+OLD_QEMU = 8  # QEMU older than this: bookworm's 7.2 has a known crash class under emulation
 
 
 def check_engine(facts: HostFacts, need: Needs) -> Check:
@@ -209,6 +217,101 @@ def check_shm(facts: HostFacts, need: Needs) -> Check:
     return Check(name, OK, f"{size} for {len(facts.gpus)} GPUs")
 
 
+def _kib(size: int) -> str:
+    return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} bytes"
+
+
+def check_machine(facts: HostFacts, need: Needs) -> Check:
+    """This machine's architecture and memory page size: pages larger than 4 KiB are a warning, whatever the
+    selection (a GH200's kernel may use 64 KiB pages)."""
+    name = "machine"
+    if facts.machine is None:
+        return Check(name, SKIP, "not known (uname -m did not answer)")
+    native = platforms.of_machine(facts.machine)
+    runs = (
+        f"{facts.machine} ({native})" if native else f"{facts.machine} (neither {platforms.words(platforms.PLATFORMS)})"
+    )
+    if facts.page_size is None:
+        return Check(name, OK, f"{runs}, memory page size not known")
+    pages = f"{_kib(facts.page_size)} memory pages"
+    if facts.page_size > SMALL_PAGE:
+        return Check(
+            name,
+            WARN,
+            f"{runs}, {pages}: programs built for 4 KiB pages (some jemalloc builds, among others) may crash here "
+            "(GH200 machines' kernels may use 64 KiB pages)",
+            f"run the images on a kernel with 4 KiB pages, or check that what they run works with {pages} "
+            "(`torchimages test` runs the smoke suites here)",
+        )
+    return Check(name, OK, f"{runs}, {pages}")
+
+
+def _qemu_major(version: str) -> int | None:
+    found = re.search(r"\bversion (\d+)\.", version)
+    return int(found.group(1)) if found else None
+
+
+def check_emulation(facts: HostFacts, need: Needs) -> Check:
+    """Images of a platform this machine does not run natively need its QEMU handler in binfmt_misc, enabled and
+    with the F (fix-binary) flag, so that containers, which do not hold the interpreter, can use it."""
+    name = "emulation"
+    if need.host_only:
+        return Check(name, SKIP, "--host-only: no containers")
+    if facts.machine is None:
+        return Check(name, SKIP, "not checked: this machine's architecture is not known")
+    foreign = need.foreign_platforms(facts.machine)
+    if not foreign:
+        if not need.images:
+            return Check(name, SKIP, "not needed: no images")
+        return Check(
+            name,
+            SKIP,
+            f"not needed: this {facts.machine} machine runs {platforms.words(need.platforms)} images natively",
+        )
+    what = f"{platforms.words(foreign)} images run under emulation on this {facts.machine} machine"
+    needed = f"{platforms.words(foreign)} images need emulation on this {facts.machine} machine"
+    if not facts.binfmt_mounted:
+        return Check(name, FAIL, f"{needed}: binfmt_misc is not mounted on {BINFMT_DIR}", HOW_TO_EMULATE)
+    registered = {h.name: h for h in facts.binfmt_handlers}
+    problems, found = [], []
+    for platform in foreign:
+        handler = registered.get(emulator(platform))
+        if handler is None:
+            problems.append(f"no {emulator(platform)} handler is registered in {BINFMT_DIR}")
+        elif not handler.enabled:
+            problems.append(f"{handler.name} ({handler.interpreter}) is registered but disabled")
+        elif "F" not in handler.flags:
+            problems.append(
+                f"{handler.name} ({handler.interpreter}) is registered without the F (fix-binary) flag "
+                f"(flags: {handler.flags or 'none'}): containers, which do not hold its interpreter, cannot use it"
+            )
+        else:
+            found.append(handler)
+    if problems:
+        return Check(name, FAIL, f"{needed}: {'; '.join(problems)}", HOW_TO_EMULATE)
+    said = "; ".join(
+        f"{h.name} enabled, interpreter {h.interpreter}, flags {h.flags}, "
+        + (h.version or f"its version unknown ({h.version_error or 'no answer'})")
+        for h in found
+    )
+    unknown = [h.name for h in found if not h.version]
+    if unknown:
+        return Check(
+            name, WARN, f"{what}: {said}", f"{', '.join(unknown)}: its interpreter does not answer; {HOW_TO_EMULATE}"
+        )
+    old = [h.name for h in found if (_qemu_major(h.version or "") or OLD_QEMU) < OLD_QEMU]
+    if old:
+        return Check(
+            name,
+            WARN,
+            f"{what}: {said}; a QEMU older than {OLD_QEMU} crashes in some packages' scripts "
+            "(`qemu: uncaught target signal 11 (Segmentation fault)`, a known crash class of bookworm's 7.2)",
+            f"install a QEMU of {OLD_QEMU} or newer for {', '.join(old)} (on Debian 12, `make emulation` as root "
+            "installs trixie's)",
+        )
+    return Check(name, OK, f"{what}: {said}")
+
+
 CHECKS: tuple[Callable[[HostFacts, Needs], Check], ...] = (
     check_engine,
     check_build_client,
@@ -218,6 +321,8 @@ CHECKS: tuple[Callable[[HostFacts, Needs], Check], ...] = (
     check_driver,
     check_container_toolkit,
     check_shm,
+    check_machine,
+    check_emulation,
 )
 
 

@@ -1,5 +1,5 @@
 """Gathering the facts the checks look at (`gather`, the only impure part of the doctor): the engine, the build
-client, disk, registries, the driver, the container toolkit and /dev/shm."""
+client, disk, registries, the driver, the container toolkit, /dev/shm, the machine and its emulators."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchimages import textfile
-from torchimages.doctor.model import HostFacts, Needs
+from torchimages.doctor.model import BINFMT_DIR, BinfmtHandler, HostFacts, Needs, emulator
 from torchimages.problems import InputError
 
 TOOLKIT_BINARIES = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
@@ -72,6 +72,61 @@ def _shm() -> int | None:
     return stat.f_frsize * stat.f_blocks
 
 
+def _page_size() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # no such name here, or no POSIX sysconf
+        return None
+
+
+def parse_binfmt_handler(name: str, text: str) -> BinfmtHandler:
+    """A handler from its file in binfmt_misc: `enabled` or `disabled`, then `interpreter PATH`, `flags: POF`,
+    `offset`, `magic`, `mask` lines (a line missing leaves its field empty)."""
+    lines = text.splitlines()
+    interpreter = flags = ""
+    for line in lines[1:]:
+        if line.startswith("interpreter "):
+            interpreter = line.removeprefix("interpreter ").strip()
+        elif line.startswith("flags:"):
+            flags = line.removeprefix("flags:").strip()
+    return BinfmtHandler(name, bool(lines) and lines[0].strip() == "enabled", interpreter, flags)
+
+
+def _qemu_version(interpreter: str) -> tuple[str | None, str | None]:
+    """The first line of `<interpreter> --version`, or why there is none. Debian's interpreter is a link named
+    `*-binfmt-P` that runs only under binfmt_misc: the binary it names is asked."""
+    real = os.path.realpath(interpreter)
+    if not os.access(real, os.X_OK):
+        return None, f"{real} is not an executable here"
+    try:
+        result = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    first = next((line.strip() for line in result.stdout.splitlines() if line.strip()), "")
+    if result.returncode != 0 or not first:
+        return None, (result.stderr or result.stdout).strip()[-200:] or f"exit status {result.returncode}"
+    return first, None
+
+
+def _binfmt(need: Needs, machine: str | None) -> tuple[bool, tuple[BinfmtHandler, ...]]:
+    """Whether binfmt_misc is mounted, and the registered handlers of the selection's foreign platforms (their
+    interpreters asked for their version: only where the selection needs them)."""
+    mounted = os.path.exists(os.path.join(BINFMT_DIR, "status"))
+    if not mounted or machine is None:
+        return mounted, ()
+    handlers = []
+    for platform in need.foreign_platforms(machine):
+        name = emulator(platform)
+        try:  # through the one reader: whatever is there, it is read within bounds
+            text = textfile.read_bytes(Path(BINFMT_DIR) / name, f"the binfmt_misc handler {name}")
+        except InputError:
+            continue  # not registered
+        handler = parse_binfmt_handler(name, text.decode("utf-8", "replace"))
+        version, error = _qemu_version(handler.interpreter) if handler.interpreter else (None, "no interpreter")
+        handlers.append(dataclasses.replace(handler, version=version, version_error=error))
+    return mounted, tuple(handlers)
+
+
 def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
     from torchimages import registry
 
@@ -92,11 +147,13 @@ def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...
 
 
 def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
-    """Ask the machine (engine, build client, disk, registries, driver, toolkit, /dev/shm) what the checks need;
-    never raises for a missing engine, SDK or driver: the facts say so."""
+    """Ask the machine (engine, build client, disk, registries, driver, toolkit, /dev/shm, its architecture, page
+    size and emulators) what the checks need; never raises for a missing engine, SDK or driver: the facts say so."""
     from torchimages import engine
 
     gpus, driver, smi_error = _nvidia_smi()
+    machine = os.uname().machine or None
+    mounted, handlers = _binfmt(need, machine)
     common = HostFacts(
         gpus=gpus,
         driver=driver,
@@ -104,6 +161,10 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         toolkit_binaries=tuple(b for b in TOOLKIT_BINARIES if shutil.which(b)),
         cdi_specs=_cdi_specs(),
         shm_bytes=_shm(),
+        machine=machine,
+        page_size=_page_size(),
+        binfmt_mounted=mounted,
+        binfmt_handlers=handlers,
     )
     if need.host_only:
         return common

@@ -1,14 +1,23 @@
-"""The doctor's nouns: what the selection needs of a machine (`Needs`), what the machine has (`HostFacts`), and
-what one check found (`Check`, with a status of `OK`, `WARN`, `SKIP` or `FAIL`)."""
+"""The doctor's nouns: what the selection needs of a machine (`Needs`), what the machine has (`HostFacts`, with
+its emulators, `BinfmtHandler`), and what one check found (`Check`, with a status of `OK`, `WARN`, `SKIP` or
+`FAIL`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchimages import platforms as platform_names
 from torchimages.combination import RegistryBase
 
 GB = 10**9
 OK, WARN, SKIP, FAIL = "ok", "warn", "skip", "FAIL"
+BINFMT_DIR = "/proc/sys/fs/binfmt_misc"  # where the kernel lists the handlers of foreign binaries
+
+
+def emulator(platform: str) -> str:
+    """The binfmt_misc handler that runs `platform`'s programs on a machine of another: `qemu-aarch64` for
+    linux/arm64 (the name Debian's qemu-user-static registers, and `make emulation`)."""
+    return f"qemu-{platform_names.wheel_machine(platform)}"
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class ImageNeed:
     min_driver: str | None  # the floor under CUDA minor-version compatibility
     toolkit_driver: str | None  # the CUDA toolkit's own driver (full features)
     size_bytes: int
+    platform: str = platform_names.DEFAULT  # the OCI platform it is built for
 
 
 @dataclass(frozen=True)
@@ -51,11 +61,32 @@ class Needs:
         return tuple(i for i in self.images if i.cuda)
 
     @property
+    def platforms(self) -> tuple[str, ...]:
+        """The platforms of the selected images, in `platforms.PLATFORMS` order."""
+        return tuple(p for p in platform_names.PLATFORMS if any(i.platform == p for i in self.images))
+
+    def foreign_platforms(self, machine: str) -> tuple[str, ...]:
+        """The selection's platforms whose programs `machine` (`uname -m`) does not run natively: emulated."""
+        return tuple(p for p in self.platforms if p != platform_names.of_machine(machine))
+
+    @property
     def disk_bytes(self) -> int:
         """Every image once, the largest twice: BuildKit holds the layer it exports beside the image it makes
         (the sizes are estimated in `torchimages.doctor.selection`)."""
         sizes = [i.size_bytes for i in self.images]
         return sum(sizes) + max(sizes, default=0)
+
+
+@dataclass(frozen=True)
+class BinfmtHandler:
+    """One handler registered with binfmt_misc (its file in BINFMT_DIR), and the QEMU its interpreter is."""
+
+    name: str  # qemu-aarch64
+    enabled: bool
+    interpreter: str  # the path the kernel runs foreign binaries with
+    flags: str  # F (fix-binary): the kernel opens the interpreter at registration, so containers need not hold it
+    version: str | None = None  # the first line of `<interpreter> --version`
+    version_error: str | None = None  # why that did not answer
 
 
 @dataclass(frozen=True)
@@ -79,3 +110,7 @@ class HostFacts:
     toolkit_binaries: tuple[str, ...] = ()
     cdi_specs: tuple[str, ...] = ()
     shm_bytes: int | None = None
+    machine: str | None = None  # `uname -m`; None: not known
+    page_size: int | None = None  # the memory page size, in bytes (os.sysconf('SC_PAGE_SIZE'))
+    binfmt_mounted: bool = False  # binfmt_misc is mounted on BINFMT_DIR
+    binfmt_handlers: tuple[BinfmtHandler, ...] = ()  # the registered emulators of the selection's foreign platforms

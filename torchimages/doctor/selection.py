@@ -69,6 +69,7 @@ def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool
             s.combination.min_driver,
             s.combination.toolkit_driver,
             image_size_bytes(s.combination, image.flavor),
+            image.platform,
         )
         for s in chosen
         for image in s.images

@@ -82,6 +82,16 @@ def test_a_platform_names_its_arch_and_wheel_machine() -> None:
     assert [platforms.wheel_machine(p) for p in platforms.PLATFORMS] == ["x86_64", "aarch64"]
 
 
+def test_a_machine_runs_one_platform_natively() -> None:
+    assert [platforms.of_machine(m) for m in ("x86_64", "amd64", "aarch64", "arm64")] == [
+        platforms.AMD64,
+        platforms.AMD64,
+        platforms.ARM64,
+        platforms.ARM64,
+    ]
+    assert platforms.of_machine("riscv64") is None and platforms.of_machine("") is None
+
+
 # matrix.yaml: on an entry, at the top level
 
 
