@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from torchimages import doctor
 from torchimages.combination import RegistryBase
-from torchimages.doctor import FAIL, OK, SKIP, WARN, Check, HostFacts, ImageNeed, Needs
+from torchimages.doctor import FAIL, OK, SKIP, WARN, BinfmtHandler, Check, HostFacts, ImageNeed, Needs
 from torchimages.planning import plan
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -214,3 +215,185 @@ def test_a_fifo_among_the_cdi_specs_does_not_hang_the_doctor(tmp_path: Path, mon
     scan.start()
     scan.join(timeout=10)
     assert found == [(str(tmp_path / "b.yaml"),)], "the CDI scan blocked on the FIFO"
+
+
+# the machine and its emulators: literal facts, as `gather` would find them on x86_64 and on a GH200
+
+X86 = {"machine": "x86_64", "page_size": 4096}
+GH200 = {"machine": "aarch64", "page_size": 65536}
+ARM64 = ImageNeed("2.9.1-cpu-runtime", None, None, None, 2 * doctor.GB, "linux/arm64")
+QEMU_10 = "qemu-aarch64 version 10.0.13 (Debian 1:10.0.13+ds-0+deb13u1)"
+AARCH64_P = "/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+QEMU = BinfmtHandler("qemu-aarch64", True, AARCH64_P, "POF", QEMU_10)
+EMULATING = HostFacts(**X86, binfmt_mounted=True, binfmt_handlers=(QEMU,))
+
+
+def test_the_machine_and_its_4_kib_pages_are_said() -> None:
+    check = doctor.check_machine(HostFacts(**X86), need(CPU))
+    assert (check.status, check.message) == (OK, "x86_64 (linux/amd64), 4 KiB memory pages")
+    assert doctor.check_machine(HostFacts(), need(CPU)).status == SKIP  # not known
+    riscv = doctor.check_machine(HostFacts(machine="riscv64", page_size=4096), need(CPU))
+    assert riscv.message == "riscv64 (neither linux/amd64 nor linux/arm64), 4 KiB memory pages"
+
+
+@pytest.mark.parametrize("host_only", [False, True])
+def test_pages_over_4_kib_are_a_warning_that_names_the_risk_whatever_the_selection(host_only: bool) -> None:
+    check = doctor.check_machine(HostFacts(**GH200), need(CPU, host_only=host_only))
+    assert check.status == WARN
+    assert check.message.startswith("aarch64 (linux/arm64), 64 KiB memory pages: programs built for 4 KiB pages")
+    assert "jemalloc" in check.message and "GH200" in check.message
+    assert "4 KiB pages" in check.fix
+    sixteen = doctor.check_machine(HostFacts(machine="aarch64", page_size=16384), need(ARM64))
+    assert sixteen.status == WARN and "16 KiB memory pages" in sixteen.message
+
+
+def test_emulation_is_not_needed_where_the_machine_runs_the_selection_natively() -> None:
+    check = doctor.check_emulation(HostFacts(**X86), need(CPU, CUDA13))
+    assert (check.status, check.message) == (SKIP, "not needed: this x86_64 machine runs linux/amd64 images natively")
+    native = doctor.check_emulation(HostFacts(**GH200), need(ARM64))
+    assert (native.status, native.message) == (
+        SKIP,
+        "not needed: this aarch64 machine runs linux/arm64 images natively",
+    )
+    assert doctor.check_emulation(HostFacts(**X86), need()).message == "not needed: no images"
+    assert doctor.check_emulation(HostFacts(), need(ARM64)).status == SKIP  # the machine is not known
+    assert doctor.check_emulation(HostFacts(**X86), need(ARM64, host_only=True)).status == SKIP
+
+
+def test_linux_arm64_images_on_x86_64_run_under_an_enabled_qemu_handler_with_f() -> None:
+    check = doctor.check_emulation(EMULATING, need(CPU, ARM64))
+    assert check.status == OK
+    assert check.message == (
+        "linux/arm64 images run under emulation on this x86_64 machine: qemu-aarch64 enabled, interpreter "
+        f"{AARCH64_P}, flags POF, {QEMU_10}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("facts", "said"),
+    [
+        (HostFacts(**X86), "binfmt_misc is not mounted on /proc/sys/fs/binfmt_misc"),
+        (HostFacts(**X86, binfmt_mounted=True), "no qemu-aarch64 handler is registered in /proc/sys/fs/binfmt_misc"),
+        (
+            dataclasses.replace(EMULATING, binfmt_handlers=(dataclasses.replace(QEMU, enabled=False),)),
+            f"qemu-aarch64 ({AARCH64_P}) is registered but disabled",
+        ),
+        (
+            dataclasses.replace(EMULATING, binfmt_handlers=(dataclasses.replace(QEMU, flags="PO"),)),
+            f"qemu-aarch64 ({AARCH64_P}) is registered without the F (fix-binary) flag (flags: PO): containers",
+        ),
+        (
+            dataclasses.replace(EMULATING, binfmt_handlers=(dataclasses.replace(QEMU, name="qemu-arm"),)),
+            "no qemu-aarch64 handler is registered",
+        ),
+    ],
+)
+def test_a_missing_disabled_or_unfixed_handler_fails_with_make_emulation(facts: HostFacts, said: str) -> None:
+    check = doctor.check_emulation(facts, need(ARM64))
+    assert check.status == FAIL
+    assert check.message.startswith("linux/arm64 images need emulation on this x86_64 machine: ")
+    assert said in check.message, check.message
+    assert "`make emulation` as root" in check.fix
+
+
+def test_linux_amd64_images_on_aarch64_need_qemu_x86_64() -> None:
+    """The other way round (a GH200 building the default matrix): the handler is qemu-x86_64."""
+    arm_host = HostFacts(**GH200, binfmt_mounted=True, binfmt_handlers=(QEMU,))
+    check = doctor.check_emulation(arm_host, need(CPU, ARM64))
+    assert check.status == FAIL and "linux/amd64 images need emulation on this aarch64 machine" in check.message
+    assert "no qemu-x86_64 handler" in check.message
+    x86_64 = BinfmtHandler("qemu-x86_64", True, "/usr/libexec/qemu-binfmt/x86_64-binfmt-P", "POF", "qemu-x86_64 10.0")
+    check = doctor.check_emulation(dataclasses.replace(arm_host, binfmt_handlers=(x86_64,)), need(CPU, ARM64))
+    assert check.status == OK and "interpreter /usr/libexec/qemu-binfmt/x86_64-binfmt-P, flags POF" in check.message
+
+
+def test_a_machine_of_neither_platform_needs_both_handlers() -> None:
+    facts = HostFacts(machine="riscv64", page_size=4096, binfmt_mounted=True, binfmt_handlers=(QEMU,))
+    check = doctor.check_emulation(facts, need(CPU, ARM64))
+    assert check.status == FAIL and "linux/amd64 and linux/arm64 images need emulation" in check.message
+    assert "no qemu-x86_64 handler" in check.message and "qemu-aarch64" not in check.message
+
+
+def test_an_old_qemu_or_one_that_does_not_answer_is_a_warning() -> None:
+    old = dataclasses.replace(QEMU, version="qemu-aarch64 version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18+b3)")
+    check = doctor.check_emulation(dataclasses.replace(EMULATING, binfmt_handlers=(old,)), need(ARM64))
+    assert check.status == WARN and "uncaught target signal 11" in check.message
+    assert "QEMU of 8 or newer" in check.fix
+    eight = dataclasses.replace(QEMU, version="qemu-aarch64 version 8.0.0")
+    assert doctor.check_emulation(dataclasses.replace(EMULATING, binfmt_handlers=(eight,)), need(ARM64)).status == OK
+    mute = dataclasses.replace(QEMU, version=None, version_error="/usr/bin/qemu-aarch64 is not an executable here")
+    check = doctor.check_emulation(dataclasses.replace(EMULATING, binfmt_handlers=(mute,)), need(ARM64))
+    assert check.status == WARN
+    assert "its version unknown (/usr/bin/qemu-aarch64 is not an executable here)" in check.message
+
+
+def test_todays_checks_keep_their_order_and_the_machine_checks_come_last() -> None:
+    names = [c.name for c in doctor.run_checks(HostFacts(**X86), need(CPU))]
+    assert names == [
+        "Docker engine",
+        "BuildKit client",
+        "free disk",
+        "registry bases",
+        "bootstrapped bases",
+        "NVIDIA driver",
+        "NVIDIA Container Toolkit",
+        "/dev/shm",
+        "machine",
+        "emulation",
+    ]
+
+
+def test_needs_carry_each_images_platform(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(
+        "matrix:\n  include:\n    - {torch: 2.9.1, cuda: cpu, os: debian12, platforms: [linux/arm64, linux/amd64],"
+        " flavors: [runtime]}\n    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}\n"
+    )
+    loaded = plan.load(path)
+    both = doctor.needs(plan.select(loaded, ["2.9.1"]))
+    assert [i.platform for i in both.images] == ["linux/amd64", "linux/arm64"]
+    assert both.platforms == ("linux/amd64", "linux/arm64")
+    assert both.foreign_platforms("x86_64") == ("linux/arm64",) and both.foreign_platforms("aarch64") == (
+        "linux/amd64",
+    )
+    amd64 = doctor.needs(plan.select(loaded, ["2.13.0"]))
+    assert amd64.platforms == ("linux/amd64",) and amd64.foreign_platforms("x86_64") == ()
+    assert [doctor.emulator(p) for p in both.platforms] == ["qemu-x86_64", "qemu-aarch64"]
+
+
+def test_a_binfmt_handler_is_read_from_its_file() -> None:
+    text = f"enabled\ninterpreter {AARCH64_P}\nflags: POF\noffset 0\nmagic 7f454c46\nmask ffffffff\n"
+    assert doctor.parse_binfmt_handler("qemu-aarch64", text) == BinfmtHandler("qemu-aarch64", True, AARCH64_P, "POF")
+    off = doctor.parse_binfmt_handler("qemu-aarch64", f"disabled\ninterpreter {AARCH64_P}\nflags: \n")
+    assert (off.enabled, off.flags) == (False, "")
+    assert doctor.parse_binfmt_handler("qemu-aarch64", "") == BinfmtHandler("qemu-aarch64", False, "", "")
+
+
+def test_the_emulators_are_gathered_and_the_binary_behind_the_p_link_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debian's interpreter is a link `aarch64-binfmt-P` that refuses to run outside binfmt_misc: its target is
+    asked for the version. Only the handlers of the selection's foreign platforms are read."""
+    from torchimages.doctor import facts
+
+    qemu = tmp_path / "qemu-aarch64"
+    qemu.write_text(
+        f"#!/bin/sh\ncase $0 in *-binfmt-P) echo 'has to be run by binfmt_misc' >&2; exit 1;; esac\necho '{QEMU_10}'\n"
+    )
+    qemu.chmod(0o755)
+    (tmp_path / "aarch64-binfmt-P").symlink_to(qemu)
+    binfmt = tmp_path / "binfmt_misc"
+    binfmt.mkdir()
+    monkeypatch.setattr(facts, "BINFMT_DIR", str(binfmt))
+    assert facts._binfmt(need(ARM64), "x86_64") == (False, ())  # not mounted
+    (binfmt / "status").write_text("enabled\n")
+    assert facts._binfmt(need(ARM64), "x86_64") == (True, ())  # not registered
+    (binfmt / "qemu-aarch64").write_text(f"enabled\ninterpreter {tmp_path / 'aarch64-binfmt-P'}\nflags: POF\n")
+    (binfmt / "qemu-x86_64").write_text("enabled\ninterpreter /gone\nflags: POF\n")
+    mounted, (handler,) = facts._binfmt(need(CPU, ARM64), "x86_64")
+    assert mounted and handler == BinfmtHandler(
+        "qemu-aarch64", True, str(tmp_path / "aarch64-binfmt-P"), "POF", QEMU_10
+    )
+    assert facts._binfmt(need(CPU), "x86_64") == (True, ())  # nothing foreign: no interpreter is run
+    qemu.unlink()
+    (gone,) = facts._binfmt(need(ARM64), "x86_64")[1]
+    assert gone.version is None and gone.version_error == f"{qemu} is not an executable here"

@@ -228,9 +228,7 @@ def check_machine(facts: HostFacts, need: Needs) -> Check:
     if facts.machine is None:
         return Check(name, SKIP, "not known (uname -m did not answer)")
     native = platforms.of_machine(facts.machine)
-    runs = (
-        f"{facts.machine} ({native})" if native else f"{facts.machine} (neither {platforms.words(platforms.PLATFORMS)})"
-    )
+    runs = f"{facts.machine} ({native or 'neither ' + ' nor '.join(platforms.PLATFORMS)})"
     if facts.page_size is None:
         return Check(name, OK, f"{runs}, memory page size not known")
     pages = f"{_kib(facts.page_size)} memory pages"
