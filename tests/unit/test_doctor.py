@@ -219,8 +219,8 @@ def test_a_fifo_among_the_cdi_specs_does_not_hang_the_doctor(tmp_path: Path, mon
 
 # the machine and its emulators: literal facts, as `gather` would find them on x86_64 and on a GH200
 
-X86 = {"machine": "x86_64", "page_size": 4096}
-GH200 = {"machine": "aarch64", "page_size": 65536}
+X86: dict[str, Any] = {"machine": "x86_64", "page_size": 4096}
+GH200: dict[str, Any] = {"machine": "aarch64", "page_size": 65536}
 ARM64 = ImageNeed("2.9.1-cpu-runtime", None, None, None, 2 * doctor.GB, "linux/arm64")
 QEMU_10 = "qemu-aarch64 version 10.0.13 (Debian 1:10.0.13+ds-0+deb13u1)"
 AARCH64_P = "/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
