@@ -52,6 +52,7 @@ REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
 COMBINATION, REQUESTS, CLI_BUILD = "combination.py", "building/requests.py", "cli/build.py"
+DOCTOR_CHECKS, DOCTOR_MODEL, DOCTOR_FACTS = "doctor/checks.py", "doctor/model.py", "doctor/facts.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -492,6 +493,43 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    common.check_platforms(chosen)\n",
       "",
       "build starts on a selection built for linux/arm64"),
+    M("platforms-machine-wrong", PLATFORMS,
+      '"aarch64": ARM64, "arm64": ARM64',
+      '"aarch64": AMD64, "arm64": ARM64',
+      "an aarch64 machine is taken to run linux/amd64 natively: no emulation asked of it"),
+    # --- the doctor's machine and emulation checks (issue 20): doctor/checks.py, model.py, facts.py -------------
+    M("doctor-large-pages-silent", DOCTOR_CHECKS,
+      "    if facts.page_size > SMALL_PAGE:\n",
+      "    if False:\n",
+      "a 64 KiB-page machine (a GH200's kernel) passes without the warning"),
+    M("doctor-emulation-unmounted", DOCTOR_CHECKS,
+      "    if not facts.binfmt_mounted:\n",
+      "    if False:\n",
+      "binfmt_misc not mounted is not said (the handlers read as merely missing)"),
+    M("doctor-emulation-disabled", DOCTOR_CHECKS,
+      "        elif not handler.enabled:\n",
+      "        elif False:\n",
+      "a disabled qemu handler passes"),
+    M("doctor-emulation-no-f", DOCTOR_CHECKS,
+      '        elif "F" not in handler.flags:\n',
+      "        elif False:\n",
+      "a qemu handler without F passes: containers, which do not hold its interpreter, cannot use it"),
+    M("doctor-emulation-old-qemu", DOCTOR_CHECKS,
+      "    if old:\n",
+      "    if False:\n",
+      "bookworm's QEMU 7.2 (a known crash class) passes without the warning"),
+    M("doctor-foreign-none", DOCTOR_MODEL,
+      "return tuple(p for p in self.platforms if p != platform_names.of_machine(machine))",
+      "return ()",
+      "linux/arm64 images on x86_64 are 'not needed' emulation"),
+    M("doctor-handler-named-by-arch", DOCTOR_MODEL,
+      'return f"qemu-{platform_names.wheel_machine(platform)}"',
+      'return f"qemu-{platform_names.arch(platform)}"',
+      "the handler looked for is qemu-arm64, a name Debian never registers"),
+    M("doctor-qemu-link-asked", DOCTOR_FACTS,
+      "    real = os.path.realpath(interpreter)\n",
+      "    real = interpreter\n",
+      "the -binfmt-P link is asked for the version, which it refuses outside binfmt_misc"),
 )
 # fmt: on
 
@@ -515,6 +553,9 @@ RELEVANT: dict[str, tuple[str, str]] = {
     COMBINATION: (r"platform|render", r"input_digest|platform_tag"),
     REQUESTS: (r"platform", r"unbuildable|check_platforms"),
     CLI_BUILD: (r"platform", r"check_platforms|not supported yet"),
+    DOCTOR_CHECKS: (r"doctor", r"check_emulation|check_machine"),
+    DOCTOR_MODEL: (r"doctor|platform", r"foreign_platforms|emulator"),
+    DOCTOR_FACTS: (r"doctor", r"_binfmt|_qemu_version"),
 }
 
 
