@@ -183,6 +183,8 @@ wanted=("${missing[@]}")
 changed_packages=no
 fallback=""
 if [ "${#wanted[@]}" -gt 0 ]; then
+    command -v apt-get >/dev/null 2>&1 \
+        || die "installing ${wanted[*]} takes apt-get (Debian, Ubuntu), which is not here: install QEMU's static user-mode emulators with this system's package manager and register qemu-$QEMU_TARGET with the F flag"
     [ "$want_pin" = yes ] || apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"
     if [ -f "$QEMU_PIN" ] && grep -q '^Pin-Priority: 500' "$QEMU_PIN" \
         && ! dry=$(apt-get install -s -qq --no-install-recommends "${wanted[@]}" 2>&1); then

@@ -109,7 +109,7 @@ class Machine:
         (self.root / "fake" / "installed" / package).write_text(version)
 
     def run(self, uid: int = 0, **more: str) -> subprocess.CompletedProcess[str]:
-        env = more | {
+        env = {
             "PATH": f"{self.root / 'bin'}:{os.environ['PATH']}",
             "FAKE": str(self.root / "fake"),
             "FAKE_UID": str(uid),
@@ -117,8 +117,10 @@ class Machine:
             "BINFMT_DIR": str(self.root / "binfmt"),
             "BINFMT_CONF_DIRS": str(self.root / "binfmt.d"),
             "OS_RELEASE": str(self.root / "os-release"),
-        }
-        return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, check=False)
+        } | more
+        return subprocess.run(
+            [shutil.which("bash") or "bash", str(SCRIPT)], env=env, capture_output=True, text=True, check=False
+        )
 
 
 def machine(tmp_path: Path, codename: str = "bookworm") -> Machine:
@@ -303,3 +305,23 @@ def test_a_target_that_is_this_machine_or_no_platform_is_refused(tmp_path: Path,
     result = m.run(QEMU_TARGET=target)
     assert result.returncode == 1 and said in result.stderr, result.stderr
     assert m.calls == ""
+
+
+def test_a_machine_without_apt_is_told_what_to_install_itself(tmp_path: Path) -> None:
+    """No apt-get, dpkg-query or apt-cache on PATH at all (not Debian): the machine's own tools are hidden."""
+    m = machine(tmp_path)
+    for name in ("apt-get", "apt-cache", "dpkg-query"):
+        (tmp_path / "bin" / name).unlink()
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("awk", "sed", "grep", "head", "cat", "readlink", "dpkg"):
+        found = shutil.which(tool)
+        assert found, tool
+        (tools / tool).symlink_to(found)
+    m.mounted()
+    result = m.run(PATH=f"{tmp_path / 'bin'}:{tools}")
+    assert result.returncode == 1, result.stderr
+    assert (
+        "installing qemu-user-static binfmt-support takes apt-get (Debian, Ubuntu), which is not here" in result.stderr
+    )
+    assert "register qemu-aarch64 with the F flag" in result.stderr
