@@ -102,14 +102,13 @@ HANDLER=qemu-$QEMU_TARGET
 ENTRY=$BINFMT_DIR/$HANDLER
 platform=$([ "$QEMU_TARGET" = aarch64 ] && echo linux/arm64 || echo linux/amd64)
 
-
 # What this run would change, found before anything is changed: without root, that is the error. ------
 # shellcheck source=/dev/null
 . "$OS_RELEASE"
 mounted=$([ -e "$BINFMT_DIR/status" ] && echo yes || echo no)
 missing=()
 for p in "${PACKAGES[@]}"; do [ -n "$(installed_version "$p")" ] || missing+=("$p"); done
-# On bookworm, trixie's QEMU is pinned in unless a pin (start of a fallback included) is there already or a
+# On bookworm, trixie's QEMU is pinned in unless this script's pin is there already (a fallback's too) or a
 # QEMU of 9 or newer is installed.
 have=$(installed_version qemu-user-static)
 want_pin=no
