@@ -37,23 +37,9 @@ TRIXIE_PIN=$APT_ETC/preferences.d/torchimages-trixie
 FROM_TRIXIE=(docker.io docker-cli docker-buildx)
 export DEBIAN_FRONTEND=noninteractive
 
-debian_uri() {  # the first URI of an enabled `deb` source for suite $1 (deb822 .sources, then one-line .list)
-  local f
-  for f in "$APT_ETC"/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    awk -v suite="$1" 'BEGIN { RS = ""; FS = "\n" }
-      { uris = ""; suites = ""; types = ""; enabled = "yes"
-        for (i = 1; i <= NF; i++) { l = $i; if (l ~ /^[ \t]*#/) continue
-          if (sub(/^URIs:[ \t]*/, "", l)) uris = l; else if (sub(/^Suites:[ \t]*/, "", l)) suites = l
-          else if (sub(/^Types:[ \t]*/, "", l)) types = l; else if (sub(/^Enabled:[ \t]*/, "", l)) enabled = l }
-        if (enabled != "no" && (" " types " ") ~ / deb / && (" " suites " ") ~ (" " suite " ")) { split(uris, u, " "); print u[1]; exit } }' "$f"
-  done
-  for f in "$APT_ETC"/sources.list "$APT_ETC"/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    awk -v suite="$1" '$1 == "deb" { i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/ && i < NF) i++; i++ }
-      if ($(i + 1) == suite) { print $i; exit } }' "$f"
-  done
-}
+here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.  # this script's folder (no dirname needed)
+# shellcheck source=scripts/debian-sources.sh
+. "$here/debian-sources.sh"  # debian_uri()
 
 installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -n 's/^install ok installed //p'; }
 

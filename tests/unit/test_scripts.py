@@ -12,20 +12,20 @@ from pathlib import Path
 from tests.unit.conftest import ROOT
 
 START_DOCKER = ROOT / "scripts" / "start-docker.sh"
+DEBIAN_SOURCES = ROOT / "scripts" / "debian-sources.sh"  # debian_uri(), sourced by start-docker.sh
 HOST_PIP_SOURCES = ROOT / "scripts" / "host-pip-sources"
 
 
 def debian_uri(apt_etc: Path, suite: str = "bookworm") -> str:
-    """Run start-docker.sh's debian_uri() alone against a folder laid out as /etc/apt."""
-    function = re.search(r"^debian_uri\(\) \{.*?^\}$", START_DOCKER.read_text(), re.M | re.S)
-    assert function, "start-docker.sh has no debian_uri()"
-    script = f"{function.group(0)}\ndebian_uri {suite} | head -n1"
+    """Run debian_uri() (scripts/debian-sources.sh) against a folder laid out as /etc/apt."""
+    script = f". {DEBIAN_SOURCES}\ndebian_uri {suite} | head -n1"
     env = {"PATH": os.environ["PATH"], "APT_ETC": str(apt_etc)}
     return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_start_docker_names_no_host() -> None:
-    assert not re.search(r"https?://", START_DOCKER.read_text())
+    for script in (START_DOCKER, DEBIAN_SOURCES):
+        assert not re.search(r"https?://", script.read_text()), script
 
 
 def test_the_deb822_source_of_the_suite_gives_the_uri(tmp_path: Path) -> None:
