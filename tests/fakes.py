@@ -28,6 +28,20 @@ FAKE_CONTAINER = "smoke-fake"
 NO_ID = "sha256:" + "0" * 64
 
 
+def machine_answer(uname: str, *files: tuple[str, str]) -> Raw:
+    """The facts probe's `machine` answer: what `uname -m` says, and each file's ELF machine (path, machine)."""
+    return {"uname": uname, "files": dict(files)}
+
+
+# What an x86_64 image's interpreter and torch are built for, as the probe reports it.
+X86_64_MACHINE = machine_answer(
+    "x86_64",
+    ("/usr/bin/python3.10", "x86_64"),
+    ("/opt/venv/lib/python3.10/site-packages/torch/_C.cpython-310-x86_64-linux-gnu.so", "x86_64"),
+    ("/opt/venv/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so", "x86_64"),
+)
+
+
 def probe_answer(
     torch: str,
     *,
@@ -38,11 +52,13 @@ def probe_answer(
     nccl: Sequence[int] | None = None,
     torchvision: str | None = None,
     torchaudio: str | None = None,
+    machine: Raw | None = None,
     **extra: Any,
 ) -> Raw:
     """The facts probe's raw answer, as the probe prints it: `cudnn` is torch.backends.cudnn.version()
     (90100 for 9.1.0), `nccl` torch.cuda.nccl.version() ([2, 21, 5]), `os` /etc/os-release's (ID, VERSION_ID),
-    the companions their `__version__` (None: not installed). Every value is the caller's literal."""
+    the companions their `__version__` (None: not installed), `machine` the machines (default X86_64_MACHINE).
+    Every value is the caller's literal."""
     return {
         "torch": torch,
         "cuda": cuda,
@@ -52,6 +68,7 @@ def probe_answer(
         "os": {"id": os[0], "version_id": os[1]},
         "torchvision": {"version": torchvision, "error": None},
         "torchaudio": {"version": torchaudio, "error": None},
+        "machine": X86_64_MACHINE if machine is None else machine,
         **extra,
     }
 

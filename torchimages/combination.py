@@ -128,6 +128,8 @@ class Combination:
     platforms: tuple[str, ...] = platform_names.DEFAULTS  # what it is built for, in platforms.PLATFORMS order
     # (platform, index) for each platform but linux/amd64: where its torch wheels come from (not `index_url`)
     platform_index_urls: tuple[tuple[str, str], ...] = ()
+    # (platform, pins) for each platform whose index serves other versions' names (PyPI: `torch==2.9.1`, no `+cpu`)
+    platform_pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
     images: tuple[Image, ...] = ()  # flavor by flavor (FLAVORS order), each for every platform in order
     warnings: tuple[Problem, ...] = ()
 
@@ -159,6 +161,15 @@ class Combination:
         """The index this combination's torch wheels come from on `platform`."""
         return dict(self.platform_index_urls).get(platform, self.index_url)
 
+    def pins_for(self, platform: str) -> tuple[str, ...]:
+        """The venv's pinned requirements on `platform`, torch first."""
+        return dict(self.platform_pins).get(platform, self.pins)
+
+    @property
+    def pins_differ(self) -> bool:
+        """Whether some platform's pins are not `pins` (the Dockerfile then chooses them by TARGETARCH)."""
+        return any(self.pins_for(p) != self.pins for p in self.platforms)
+
     @property
     def cudnn_major(self) -> str | None:
         """`9` for cuDNN 9.1.0.70."""
@@ -173,24 +184,27 @@ class Combination:
         """Variables for the NVIDIA container toolkit (see `nvidia_environment`)."""
         return nvidia_environment(self.cuda)
 
-    def companion_versions(self) -> dict[str, str | None]:
+    def companion_versions(self, platform: str = platform_names.DEFAULT) -> dict[str, str | None]:
         """torchvision and torchaudio as the tags promise them: `version+variant` (`2.11.1+cu130`), the local
-        label naming the build, as each reports its `__version__` (None: left out)."""
+        label naming the build, as each reports its `__version__` (None: left out); on a platform whose pins name
+        plain versions (PyPI's one build per platform), the plain version."""
+        labelled = self.pins_for(platform) == self.pins
         return {
-            name: f"{version}+{self.variant}" if version else None
+            name: (f"{version}+{self.variant}" if labelled else version) if version else None
             for name, version in (("torchvision", self.torchvision), ("torchaudio", self.torchaudio))
         }
 
-    def expected_facts(self) -> dict[str, str | None]:
-        """The facts verification reads back from inside each image, as the tags promise them."""
+    def expected_facts(self, platform: str = platform_names.DEFAULT) -> dict[str, str | None]:
+        """The facts verification reads back from inside each image of `platform`, as the tags promise them."""
         return {
+            "machine": platform_names.wheel_machine(platform),
             "torch": self.torch,
             "cuda": self.cuda,
             "cudnn": self.cudnn,
             "nccl": self.nccl,
             "python": self.python,
             "os": self.os.name,
-            **self.companion_versions(),
+            **self.companion_versions(platform),
         }
 
     def build_inputs(self) -> dict[str, Any]:
@@ -262,7 +276,11 @@ def input_digest(
     what it was before platforms existed, whatever else the combination is built for)."""
     inputs: dict[str, Any] = {**combination.build_inputs(), "flavor": flavor}
     if platform != platform_names.DEFAULT:
-        inputs |= {"platform": platform, "index_url": combination.index_url_for(platform)}
+        inputs |= {
+            "platform": platform,
+            "index_url": combination.index_url_for(platform),
+            "pins": combination.pins_for(platform),
+        }
     payload = json.dumps(inputs, sort_keys=True, default=str) + "\0" + templates_fingerprint
     return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
 

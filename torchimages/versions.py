@@ -91,7 +91,27 @@ def decode_facts(raw: Mapping[str, Any]) -> dict[str, str | None]:
         "nccl": None if not nccl else nccl_version_string(nccl),
         "python": None if raw.get("python") is None else str(raw["python"]),
         "os": (str(os_release.get("id", "")) + str(os_release.get("version_id", ""))) or None,
+        "machine": decode_machine(raw),
     }
+
+
+def decode_machine(raw: Mapping[str, Any]) -> str | None:
+    """The facts probe's `machine` answer -> the one machine the kernel, the interpreter and torch's shared
+    objects all name (`aarch64`), or what disagrees (`uname x86_64; /opt/venv/lib/.../libtorch.so: aarch64`);
+    None where the probe said nothing of it."""
+    found = raw.get("machine")
+    if not isinstance(found, Mapping):
+        return None
+    if "error" in found:
+        return f"unreadable: {found['error']}"
+    uname = str(found.get("uname") or "unknown")
+    files = found.get("files") if isinstance(found.get("files"), Mapping) else {}
+    other = {str(path): str(machine) for path, machine in files.items() if machine != uname}
+    if not other:
+        return uname
+    shown = "; ".join(f"{path}: {machine}" for path, machine in list(other.items())[:3])
+    more = f" (and {len(other) - 3} more)" if len(other) > 3 else ""
+    return f"uname {uname}; {shown}{more}"
 
 
 def decode_companions(raw: Mapping[str, Any]) -> dict[str, str | None]:

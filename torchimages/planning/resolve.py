@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 from torchimages import platforms as platform_names
 from torchimages.combination import FLAVORS, Combination, SourceLocation, Toolkit
-from torchimages.compat import KnowledgeBase, OsRelease, TorchRelease, Variant, cuda_variant, minor_of, version_key
+from torchimages.compat import (
+    PYPI_INDEX_URL,
+    KnowledgeBase,
+    OsRelease,
+    TorchRelease,
+    Variant,
+    cuda_variant,
+    minor_of,
+    version_key,
+)
 from torchimages.planning import platform_wheels
 from torchimages.planning.expansion import MatrixRow
 from torchimages.problems import Problem, Severity
@@ -271,6 +280,19 @@ def pins(
     return tuple(f"{name}{specifier}" for name, specifier in wanted if specifier)
 
 
+def pypi_pins(pinned: tuple[str, ...]) -> tuple[str, ...]:
+    """The pins as PyPI serves a platform's wheels (PYPI_INDEX_URL): one build per version and platform, under
+    its plain version (`torch==2.9.1`, no `+cpu`), so each pin is `==` the public version alone."""
+    return tuple(re.sub(r"==([^,+]+)[^,]*(,.*)?$", r"==\1", pin) for pin in pinned)
+
+
+def _platform_pins(
+    pinned: tuple[str, ...], indexes: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(platform, pins) for each platform but linux/amd64 whose wheels come from PyPI and whose pins differ."""
+    return tuple((p, pypi_pins(pinned)) for p, url in indexes if url == PYPI_INDEX_URL and pypi_pins(pinned) != pinned)
+
+
 def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> Resolved:
     """One matrix row -> its Combination (images are added by the plan, once tags are known), or the problems."""
     check = _Checker(combo, path)
@@ -304,13 +326,14 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
     cuda_facts = kb.cuda.get(variant.cuda or "")
     budget = combo.values.get("size_budget")
     name_cuda = f"cuda{variant.cuda}" if variant.cuda else "cpu"
+    pinned = pins(release, variant.name, torch, torchvision, torchaudio, numpy)
     combination = Combination(
         folder=f"{torch}-{name_cuda}-py{python}-{os.name}",
         torch=torch,
         torchvision=torchvision,
         torchaudio=torchaudio,
         numpy=numpy,
-        pins=pins(release, variant.name, torch, torchvision, torchaudio, numpy),
+        pins=pinned,
         variant=variant.name,
         cuda=variant.cuda,
         cudnn=variant.cudnn,
@@ -328,6 +351,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         source_date_epoch=kb.source_date_epoch,
         platforms=platforms,
         platform_index_urls=platform_index_urls,
+        platform_pins=_platform_pins(pinned, platform_index_urls),
         warnings=tuple(check.problems),
     )
     return Resolved(combination, flavors, tuple(check.problems))

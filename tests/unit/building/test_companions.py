@@ -32,6 +32,7 @@ TRUE_IMAGE: dict[str, Any] = {
     "os": {"id": "debian", "version_id": "12"},
     "torchvision": {"version": "0.29.1+cu130", "error": None},
     "torchaudio": {"version": "2.11.1+cu130", "error": None},
+    "machine": {"uname": "x86_64", "files": {"/usr/bin/python3.11": "x86_64"}},
 }
 
 

@@ -231,6 +231,34 @@ def libraries() -> dict[str, Any]:
     }
 
 
+# ELF e_machine values (the ELF specification's EM_* numbers) as `uname -m` names those machines.
+ELF_MACHINES = {3: "i686", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64", 21: "ppc64", 22: "s390x"}
+
+
+def elf_machine(path: str) -> str:
+    """The machine an ELF file is built for (`x86_64`, `aarch64`), read from its header; why not, where it is none."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(20)
+    except OSError as exc:
+        return f"unreadable ({type(exc).__name__})"
+    if len(header) < 20 or header[:4] != b"\x7fELF":
+        return "not an ELF file"
+    number = int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+    return ELF_MACHINES.get(number, f"ELF machine {number}")
+
+
+def machine_facts(torch: Any) -> dict[str, Any]:
+    """The machine the kernel reports, and the machine the interpreter and torch's own shared objects (its
+    extension module and lib/*.so*) are built for: under emulation `uname -m` says the emulated one."""
+    files = [os.path.realpath(sys.executable)]
+    if torch is not None:
+        folder = os.path.dirname(torch.__file__)
+        names = sorted(os.listdir(folder)) + [f"lib/{n}" for n in sorted(os.listdir(os.path.join(folder, "lib")))]
+        files += [os.path.join(folder, n) for n in names if n.startswith(("_C.", "lib/lib")) and ".so" in n]
+    return {"uname": platform.machine(), "files": {path: elf_machine(path) for path in files}}
+
+
 def main() -> None:
     torch, stderr_text, error = import_torch()
     facts: dict[str, Any] = {
@@ -247,6 +275,10 @@ def main() -> None:
     if torch is not None:
         facts.update(torch_facts(torch))
         facts["libraries"] = libraries()
+    try:
+        facts["machine"] = machine_facts(torch)
+    except OSError as exc:
+        facts["machine"] = {"error": f"{type(exc).__name__}: {exc}"}
     print(MARK + json.dumps(facts), flush=True)
 
 
