@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from torchimages import textfile
+from torchimages import platforms, textfile
 from torchimages.combination import LOCK_FILE, Combination
 
 # Shipped inside the package (package data); the top-level templates/ is a symlink to this folder.
@@ -68,20 +68,50 @@ class VenvLayer:
 
     kind: str
     requirements: tuple[str, ...]
+    # (arch, requirements) of each platform where they differ between the platforms (the Dockerfile chooses them by
+    # BuildKit's TARGETARCH); empty where every platform installs `requirements`.
+    by_arch: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def _layers(pins: tuple[str, ...], cuda: bool) -> list[VenvLayer]:
+    torch, *rest = pins
+    layers = [VenvLayer("nvidia", (torch,))] if cuda else []
+    layers += [VenvLayer("torch", (torch,)), VenvLayer("torch-deps", (torch,))]
+    if rest:
+        layers.append(VenvLayer("rest", tuple(rest)))
+    return layers
 
 
 def venv_layers(combination: Combination) -> list[VenvLayer]:
     """The venv install split into layers, biggest and least changing first; CPU has no nvidia layer.
 
     Each layer's command names only what it installs, so a change above leaves the layers below cached
-    and byte-identical.
+    and byte-identical. Where platforms install other pins (PyPI's plain versions), a layer names each one's.
     """
-    torch, *rest = combination.pins
-    layers = [VenvLayer("nvidia", (torch,))] if combination.cuda else []
-    layers += [VenvLayer("torch", (torch,)), VenvLayer("torch-deps", (torch,))]
-    if rest:
-        layers.append(VenvLayer("rest", tuple(rest)))
-    return layers
+    layers = _layers(combination.pins, bool(combination.cuda))
+    if not combination.pins_differ:
+        return layers
+    each = {platforms.arch(p): _layers(combination.pins_for(p), bool(combination.cuda)) for p in combination.platforms}
+    return [
+        VenvLayer(layer.kind, layer.requirements, tuple((arch, mine[n].requirements) for arch, mine in each.items()))
+        if len({mine[n].requirements for mine in each.values()}) > 1
+        else layer
+        for n, layer in enumerate(layers)
+    ]
+
+
+def base_image(combination: Combination) -> str:
+    """What the runtime stage starts FROM: a bootstrapped base of each platform is its own local image
+    (`<image>-<arch>`), chosen by BuildKit's TARGETARCH, where the combination is built for more than linux/amd64."""
+    if combination.multi_platform and combination.os.provider == "bootstrap":
+        return f"{combination.os.image}-${{TARGETARCH}}"
+    return combination.os.image
+
+
+def index_by_arch(combination: Combination) -> list[tuple[str, str]]:
+    """(arch, wheel index) of each platform, where the platforms' indexes differ; else empty."""
+    found = [(platforms.arch(p), combination.index_url_for(p)) for p in combination.platforms]
+    return found if len({url for _, url in found}) > 1 else []
 
 
 def context(combination: Combination) -> dict[str, Any]:
@@ -95,7 +125,10 @@ def context(combination: Combination) -> dict[str, Any]:
         "flavors": list(c.flavors),
         "devel": "devel" in c.flavors,
         "runtime": "runtime" in c.flavors,
-        "base_image": c.os.image,
+        "base_image": base_image(c),
+        # TARGETARCH is declared in each stage (its platform's pins, index and base) where several are built.
+        "multi_platform": c.multi_platform,
+        "index_by_arch": index_by_arch(c),
         "packages": list(c.os.packages),
         "devel_packages": list(c.os.devel_packages),
         "os_packages_file": str(OS_PACKAGES_FILE),

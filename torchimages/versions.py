@@ -105,8 +105,8 @@ def decode_machine(raw: Mapping[str, Any]) -> str | None:
     if "error" in found:
         return f"unreadable: {found['error']}"
     uname = str(found.get("uname") or "unknown")
-    files = found.get("files") if isinstance(found.get("files"), Mapping) else {}
-    other = {str(path): str(machine) for path, machine in files.items() if machine != uname}
+    files = found.get("files")
+    other = {str(p): str(m) for p, m in (files.items() if isinstance(files, Mapping) else ()) if m != uname}
     if not other:
         return uname
     shown = "; ".join(f"{path}: {machine}" for path, machine in list(other.items())[:3])

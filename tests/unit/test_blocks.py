@@ -68,6 +68,8 @@ def image(**extra: Any) -> dict[str, Any]:
     """The template context fields these blocks read."""
     return {
         "index_url": "https://download.pytorch.org/whl/cu130",
+        "index_by_arch": [],
+        "multi_platform": False,
         "uv": compat.Installer("0.13.8", (HASH,)),
         "lock": "",
         "os_packages_file": str(render.OS_PACKAGES_FILE),
@@ -146,6 +148,27 @@ def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
         f"    && {CLAMP_VENV}"
     )
     assert block(MACROS.venv_layers(image(venv_layers=layers))) == expected
+
+
+def test_a_layer_whose_pins_differ_by_platform_sets_them_by_targetarch() -> None:
+    by_arch = (("amd64", ("torch==2.9.1+cpu",)), ("arm64", ("torch==2.9.1",)))
+    layers = [render.VenvLayer("torch", ("torch==2.9.1+cpu",), by_arch)]
+    indexes = [("amd64", "https://download.pytorch.org/whl/cpu"), ("arm64", "https://pypi.org/simple")]
+    text = block(MACROS.venv_layers(image(venv_layers=layers, index_by_arch=indexes, multi_platform=True)))
+    assert (
+        '    && case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; '
+        "arm64) index=https://pypi.org/simple ;; "
+        '*) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \\\n'
+        "    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
+        "else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi \\\n"
+    ) in text
+    assert (
+        "    && case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;; "
+        '*) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \\\n'
+        f"    && {INSTALL} --no-deps \\\n"
+        '        "$@" \\\n'
+    ) in text
+    assert 'torch==2.9.1+cpu" \\' not in text  # no literal pin beside the chosen ones
 
 
 def test_uv_sets_itself_up_after_the_first_command_and_pip_asks_pypi_without_its_secret() -> None:

@@ -128,7 +128,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:d728f7305e5513c8df2b52e8690fe88c5b4827289cc429b7b30d2ca690cf9128" \
+      io.torchimages.input-digest="sha256:eebb8105c9e90d1147b1ceaa7f6383199329a4421af4cc5444ab6b75878aba09" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -189,7 +189,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:18836a32bcd86d8adf6e93ccd4720c3f9397ff4bc5db7e0206e3265d4733d73e" \
+      io.torchimages.input-digest="sha256:cea1223b6d4681ccec2a22582c46b04ac3119e3915968942a0480dce47444905" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

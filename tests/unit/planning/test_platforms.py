@@ -6,6 +6,7 @@ an OCI index, and an input digest that names the platform only where it is not l
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import textwrap
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import golden
 from tests.unit.conftest import ROOT
 from torchimages import compat, platforms, render
 from torchimages.combination import Combination, input_digest
@@ -304,11 +306,48 @@ def test_the_input_digest_names_the_platform_only_where_it_is_not_linux_amd64(tm
     )
 
 
-def test_a_multi_platform_dockerfile_is_the_linux_amd64_one(tmp_path: Path) -> None:
-    alone = load(tmp_path, f"matrix:\n  include:\n    - {DEBIAN}}}\n")
-    both = load(tmp_path, f"matrix:\n  include:\n    - {DEBIAN}, platforms: [linux/arm64, linux/amd64]}}\n")
-    assert render.render_all(both.combinations, both.templates) == render.render_all(
-        alone.combinations, alone.templates
+ARM_CPU = "{torch: 2.9.1, cuda: cpu, os: debian12, torchvision: none, torchaudio: none"
+# What a Dockerfile for both platforms adds to the linux/amd64 one: TARGETARCH declared, the base of each platform,
+# and a choice by TARGETARCH wherever the platforms differ (PyPI's plain pins and index for linux/arm64).
+PER_PLATFORM = (
+    "ARG TARGETARCH",
+    "FROM torchimages/bootstrap-debian:12-${TARGETARCH} AS runtime",
+    '&& case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/',
+    "&& if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
+    "else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi",
+    "&& case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;;",
+    '"$@"',
+)
+
+
+def test_a_multi_platform_dockerfile_chooses_base_index_and_pins_by_targetarch(tmp_path: Path) -> None:
+    alone = load(tmp_path, f"matrix:\n  include:\n    - {ARM_CPU}}}\n")
+    both = load(tmp_path, f"matrix:\n  include:\n    - {ARM_CPU}, platforms: [linux/arm64, linux/amd64]}}\n")
+    (text,) = render.render_all(both.combinations, both.templates).values()
+    (before,) = render.render_all(alone.combinations, alone.templates).values()
+    golden.check(golden.GOLDEN / "platforms" / "2.9.1-cpu-py3.11-debian12.Dockerfile", text)
+    added = [line.strip() for line in difflib.ndiff(before.splitlines(), text.splitlines()) if line.startswith("+ ")]
+    unexplained = [line for line in added if not line[2:].strip().startswith(PER_PLATFORM)]
+    assert [line for line in unexplained if "input-digest" not in line] == []
+    assert text.count("ARG TARGETARCH") == 2  # runtime's stage and devel's
+
+
+def test_a_linux_arm64_image_from_pypi_is_pinned_and_verified_by_plain_versions(tmp_path: Path) -> None:
+    both = load(
+        tmp_path,
+        f"matrix:\n  include:\n    - {{torch: 2.9.1, cuda: cpu, os: debian12, torchaudio: none, platforms: {BOTH}}}\n",
+    )
+    combination = both.combinations[0]
+    assert combination.pins_for("linux/amd64") == ("torch==2.9.1+cpu", "torchvision==0.24.1+cpu", "numpy==2.4.6")
+    assert combination.pins_for("linux/arm64") == ("torch==2.9.1", "torchvision==0.24.1", "numpy==2.4.6")
+    assert combination.expected_facts("linux/arm64")["torchvision"] == "0.24.1"
+    assert combination.expected_facts("linux/amd64")["torchvision"] == "0.24.1+cpu"
+    assert (
+        combination.expected_facts("linux/amd64")["machine"],
+        combination.expected_facts("linux/arm64")["machine"],
+    ) == (
+        "x86_64",
+        "aarch64",
     )
 
 
