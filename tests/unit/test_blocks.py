@@ -160,7 +160,7 @@ def test_a_layer_whose_pins_differ_by_platform_sets_them_by_targetarch() -> None
         "arm64) index=https://pypi.org/simple ;; "
         '*) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \\\n'
         "    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
-        "else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi \\\n"
+        'else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi \\\n'
     ) in text
     assert (
         "    && case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;; "

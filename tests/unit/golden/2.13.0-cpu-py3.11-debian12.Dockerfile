@@ -128,7 +128,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:eebb8105c9e90d1147b1ceaa7f6383199329a4421af4cc5444ab6b75878aba09" \
+      io.torchimages.input-digest="sha256:444b97a654ee6ecbe1c2bc4d9e4c48e676f93bf03f432ffcb0debdd8a17fee50" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -189,7 +189,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:cea1223b6d4681ccec2a22582c46b04ac3119e3915968942a0480dce47444905" \
+      io.torchimages.input-digest="sha256:a780fa393488349a1dba6642e4964628f923ed2fbfadf1c355474859636b3340" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -314,7 +314,7 @@ PER_PLATFORM = (
     "FROM torchimages/bootstrap-debian:12-${TARGETARCH} AS runtime",
     '&& case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/',
     "&& if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
-    "else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi",
+    'else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi',
     "&& case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;;",
     '"$@"',
 )

@@ -54,7 +54,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/simple ;; *) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \
-    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi \
     && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
     && python3.11 -m venv /opt/venv \
@@ -75,7 +75,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/simple ;; *) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \
-    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi \
     && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
     && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
@@ -97,7 +97,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/simple ;; *) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \
-    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi \
     && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
     && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
@@ -119,7 +119,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/simple ;; *) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \
-    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi \
     && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
     && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
@@ -135,7 +135,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:37d31f21c6794974839ee2be74b6cf9115167c33d2423fc3f161febc2e312ce9" \
+      io.torchimages.input-digest="sha256:1ac37d04e0ed8e84dc4cd42189f766f6ea74fd50d9fce87b49dc1f0adb927d08" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -182,7 +182,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
     && case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/simple ;; *) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \
-    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=$index; fi \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi \
     && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
     && mkdir -p "$TMPDIR" \
     && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
@@ -198,7 +198,7 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:4ea860cc1cb174b44b728f972105ffa524aa01a3ddc18c8820fd4c5be5a44535" \
+      io.torchimages.input-digest="sha256:7400d2f29f35181ff7f1d425df3cc6604ae0044051706fbca553a9ed07e69736" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
