@@ -2,7 +2,7 @@
 # setup-emulation.sh - let this machine run containers of the other platform under QEMU (issue 20).
 #
 #  * mounts binfmt_misc on $BINFMT_DIR when it is not mounted
-#  * installs Debian's qemu-user-static and binfmt-support when missing; on bookworm, qemu-user-static (with
+#  * installs Debian's qemu-user-static, binfmt-support and arch-test (mmdebstrap --arch checks with it) when missing; on bookworm, qemu-user-static (with
 #    qemu-user and qemu-user-binfmt, which it is made of there) comes from trixie, pinned like start-docker.sh
 #    pins docker.io so that nothing else ever comes from there: QEMU 7.2 of bookworm crashes in some
 #    postinst scripts of foreign images (`qemu: uncaught target signal 11 (Segmentation fault)`). A
@@ -27,7 +27,7 @@ APT_ETC=${APT_ETC:-/etc/apt}
 BINFMT_DIR=${BINFMT_DIR:-/proc/sys/fs/binfmt_misc}
 BINFMT_CONF_DIRS=${BINFMT_CONF_DIRS:-/etc/binfmt.d /run/binfmt.d /usr/lib/binfmt.d}
 OS_RELEASE=${OS_RELEASE:-/etc/os-release}
-PACKAGES=(qemu-user-static binfmt-support)
+PACKAGES=(qemu-user-static binfmt-support arch-test)  # arch-test: mmdebstrap checks with it that a foreign --arch runs
 # On trixie on, qemu-user-static is a transitional package of these two (static qemu-user, binfmt.d files):
 FROM_TRIXIE=(qemu-user-static qemu-user qemu-user-binfmt)
 TRIXIE_SOURCE=$APT_ETC/sources.list.d/torchimages-trixie.sources  # the one start-docker.sh writes, shared

@@ -9,6 +9,7 @@ code under test therefore meets facts it did not write.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -174,6 +175,10 @@ class FakeEngine:
         self.layers: dict[str, tuple[str, ...]] = {}
         self.registry: dict[str, tuple[Raw, str]] = {}  # pullable: reference -> (what it holds, id)
         self.push_errors: dict[str, list[list[str]]] = {}  # repository:tag -> the errors of each push, in turn
+        self.manifests: dict[str, str] = {}  # repository:tag pushed -> its manifest digest in the registry
+        self.indexes: dict[str, dict[str, str]] = {}  # repository:tag -> the index there (platform -> digest)
+        self.index_errors: list[str] = []  # create_index's errors
+        self.platform_of: dict[str, str] = {}  # manifest digest -> its image's platform (by the build that made it)
         self.built: list[BuildRequest] = []
         self.imported: list[tuple[str, tuple[str, ...], int]] = []  # (reference, changes, bytes of the tar)
         self.import_status = 0
@@ -188,6 +193,8 @@ class FakeEngine:
         self.cache_problem: str | None = None  # check_cache raises EngineError(this) when set
         self.compressed: int | None = None  # compressed_size's answer
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
+        self.platforms: dict[str, str] = {}  # reference -> the platform its build was asked for
+        self.holds_by_platform: dict[str, Raw] = {}  # platform -> what an image built for it holds (over `holds`)
         self.up = True  # whether the engine answers a ping
         self.takes_contexts = True  # named_contexts' answer (False: a 20.10 engine)
         self.ignores_contexts = False  # True: builds ignore named contexts (an image not on its runtime)
@@ -219,23 +226,28 @@ class FakeEngine:
         if self.on_build:
             self.on_build(request)
         if self.build_status == 0:
-            self.images[request.reference] = {"io.torchimages.flavor": request.target}
+            self.images[request.reference] = {"io.torchimages.flavor": request.target, **dict(request.labels)}
+            self.ids[request.reference] = "sha256:" + hashlib.sha256(request.reference.encode()).hexdigest()
+            self.platforms[request.reference] = request.platform or "linux/amd64"
             below = (
                 ""
                 if self.ignores_contexts
                 else dict(request.contexts).get("runtime", "").removeprefix("docker-image://")
             )
             self.layers[request.reference] = (*self.layers.get(below, ()), f"layer of {request.reference}")
-            if self.holds is not None:
-                self.truth[request.reference] = self.holds
+            holds = self.holds_by_platform.get(request.platform or "linux/amd64", self.holds)
+            if holds is not None:
+                self.truth[request.reference] = holds
         return self.build_status
 
     def named_contexts(self) -> bool:
         self.calls.append(("named_contexts", None))
         return self.takes_contexts
 
-    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
-        self.calls.append(("import_rootfs", (reference, tuple(changes))))
+    def import_rootfs(
+        self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes], platform: str | None = None
+    ) -> int:
+        self.calls.append(("import_rootfs", (reference, tuple(changes), platform)))
         self.imported.append((reference, tuple(changes), len(tar_stream.read())))
         if self.import_status == 0:
             self.images[reference] = {}
@@ -250,11 +262,16 @@ class FakeEngine:
         if reference not in self.images:
             return None
         info = self.details.get(reference) or ImageInfo(reference, NO_ID, {}, {}, "", (), size=self.size)
+        repository = reference.rsplit(":", 1)[0] if ":" in reference.rsplit("/", 1)[-1] else reference
+        pushed = tuple(
+            f"{repository}@{d}" for name, d in self.manifests.items() if self.ids.get(name) == self.ids.get(reference)
+        )
         return dataclasses.replace(
             info,
             labels=self.images[reference],
             id=self.ids.get(reference, info.id),
             layers=self.layers.get(reference, info.layers),
+            repo_digests=info.repo_digests + pushed,
         )
 
     def pull(self, reference: str) -> list[str]:
@@ -307,6 +324,8 @@ class FakeEngine:
             self.ids[name] = self.ids[reference]
         if reference in self.truth:
             self.truth[name] = self.truth[reference]
+        if reference in self.platforms:
+            self.platforms[name] = self.platforms[reference]
         (self.held if repository.startswith(TEMP_REPOSITORY + "/") else self.tagged).append(f"{repository}:{tag}")
 
     def push(
@@ -325,8 +344,25 @@ class FakeEngine:
             refused = queued.pop(0) if queued else []
             if not refused:
                 self.pushed.append(name)
+                digest = "sha256:" + hashlib.sha256(f"{self.ids.get(name, NO_ID)} {name}".encode()).hexdigest()
+                self.manifests[name] = digest
+                self.registry[f"{repository}@{digest}"] = (self.truth.get(name, {}), self.ids.get(name, NO_ID))
+                self.platform_of[digest] = self.platforms.get(name, "linux/amd64")
             errors += refused
         return errors
+
+    def create_index(self, repository: str, names: Sequence[str], sources: Sequence[str]) -> list[str]:
+        self.calls.append(("create_index", (repository, tuple(names), tuple(sources))))
+        if self.index_errors:
+            return list(self.index_errors)
+        digests = [source.rsplit("@", 1)[1] for source in sources]
+        for name in names:
+            self.indexes[f"{repository}:{name}"] = {self.platform_of[d]: d for d in digests}
+        return []
+
+    def index_manifests(self, reference: str) -> dict[str, str] | None:
+        self.calls.append(("index_manifests", reference))
+        return self.indexes.get(reference)
 
     def answers(self) -> bool:
         self.calls.append(("answers", None))

@@ -138,6 +138,7 @@ def machine(tmp_path: Path, codename: str = "bookworm") -> Machine:
     (tmp_path / "fake" / "trixie" / "qemu-user-static").write_text(TRIXIE)
     (tmp_path / "fake" / "bookworm" / "qemu-user-static").write_text(BOOKWORM)
     (tmp_path / "fake" / "bookworm" / "binfmt-support").write_text("2.2.2-2")
+    (tmp_path / "fake" / "bookworm" / "arch-test").write_text("0.20-1")
     (tmp_path / "os-release").write_text(f"ID=debian\nVERSION_CODENAME={codename}\n")
     (tmp_path / "apt" / "sources.list.d" / "debian.sources").write_text(
         f"Types: deb\nURIs: http://deb.example.org/debian\nSuites: {codename} {codename}-updates\nComponents: main\n"
@@ -170,7 +171,7 @@ def test_a_bare_bookworm_machine_gets_trixies_qemu_pinned_alone_and_a_second_run
     m = machine(tmp_path)
     line = one_line(m.run())
     assert line == (
-        "setup-emulation: mounted binfmt_misc; installed qemu-user-static binfmt-support (qemu-user-static "
+        "setup-emulation: mounted binfmt_misc; installed qemu-user-static binfmt-support arch-test (qemu-user-static "
         f"{TRIXIE} from trixie); registered qemu-aarch64; qemu-aarch64 enabled ({tmp_path}/fake/qemu-aarch64, "
         f"flags OCF, {QEMU_LINE}): linux/arm64 containers run under emulation"
     )
@@ -180,7 +181,9 @@ def test_a_bare_bookworm_machine_gets_trixies_qemu_pinned_alone_and_a_second_run
     assert "mount -t binfmt_misc binfmt_misc" in m.calls
     before = m.calls
     again = one_line(m.run())
-    assert again.startswith("setup-emulation: nothing to do: binfmt_misc mounted, qemu-user-static binfmt-support")
+    assert again.startswith(
+        "setup-emulation: nothing to do: binfmt_misc mounted, qemu-user-static binfmt-support arch-test"
+    )
     assert f"qemu-aarch64 enabled ({tmp_path}/fake/qemu-aarch64, flags OCF, {QEMU_LINE})" in again
     assert not CHANGES.search(m.calls.removeprefix(before)), m.calls.removeprefix(before)
     assert one_line(m.run(uid=1000)) == again  # nothing to do needs no root
@@ -223,6 +226,7 @@ def test_bookworms_qemu_is_upgraded_and_its_handler_registered_again(tmp_path: P
     m.mounted()
     m.installed("qemu-user-static", BOOKWORM)
     m.installed("binfmt-support", "2.2.2-2")
+    m.installed("arch-test", "0.20-1")
     m.entry()
     line = one_line(m.run())
     assert line.startswith(
@@ -245,6 +249,7 @@ def test_a_handler_without_f_or_disabled_is_mended(tmp_path: Path, flags: str, s
     (tmp_path / "apt" / "preferences.d" / "torchimages-trixie-qemu").write_text(PIN)
     m.installed("qemu-user-static", TRIXIE)
     m.installed("binfmt-support", "2.2.2-2")
+    m.installed("arch-test", "0.20-1")
     m.entry(flags, state)
     line = one_line(m.run())
     assert line.startswith(f"setup-emulation: {said}; qemu-aarch64 enabled (")
@@ -270,6 +275,7 @@ def test_without_root_it_names_what_root_must_do_and_changes_nothing(tmp_path: P
     m.installed("qemu-user-static", BOOKWORM if mend == "upgrade" else TRIXIE)
     if mend != "package":
         m.installed("binfmt-support", "2.2.2-2")
+        m.installed("arch-test", "0.20-1")
     if mend != "pin":
         (tmp_path / "apt" / "preferences.d" / "torchimages-trixie-qemu").write_text(PIN)
     else:
@@ -323,6 +329,7 @@ def test_a_machine_without_apt_is_told_what_to_install_itself(tmp_path: Path) ->
     result = m.run(PATH=f"{tmp_path / 'bin'}:{tools}")
     assert result.returncode == 1, result.stderr
     assert (
-        "installing qemu-user-static binfmt-support takes apt-get (Debian, Ubuntu), which is not here" in result.stderr
+        "installing qemu-user-static binfmt-support arch-test takes apt-get (Debian, Ubuntu), which is not here"
+        in result.stderr
     )
     assert "register qemu-aarch64 with the F flag" in result.stderr

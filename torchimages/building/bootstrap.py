@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchimages import platforms
 from torchimages.combination import LABEL_PREFIX, Combination
 from torchimages.compat import OsRelease
 from torchimages.engine import Engine, EngineError, run_cancellable
@@ -58,14 +59,37 @@ class Provenance:
         }
 
 
-def bootstrapped(combinations: Iterable[Combination]) -> list[OsRelease]:
-    """The OS releases whose base the combinations need bootstrapped, each once, in order."""
-    return list({c.os.name: c.os for c in combinations if c.os.provider == "bootstrap"}.values())
+@dataclass(frozen=True)
+class Base:
+    """A bootstrapped base one build needs: the OS release, the platform, and the reference its Dockerfile names
+    (`torchimages/bootstrap-debian:12`; `...:12-arm64` where a Dockerfile is for several platforms)."""
+
+    os: OsRelease
+    platform: str
+    reference: str
 
 
-def log_file(log_dir: Path, os: OsRelease) -> Path:
-    """Where a bootstrap of `os` writes mmdebstrap's and the import's output."""
-    return log_dir / f"bootstrap-{os.name}.log"
+def reference(os: OsRelease, platform: str, multi_platform: bool) -> str:
+    """What a Dockerfile names as the base of `platform`: the base itself, or its platform's (`<image>-<arch>`:
+    TARGETARCH chooses it) in a Dockerfile for several platforms."""
+    return f"{os.image}-{platforms.arch(platform)}" if multi_platform else os.image
+
+
+def bootstrapped(combinations: Iterable[Combination]) -> list[Base]:
+    """The bases the combinations need bootstrapped, each once, in order (every platform of each)."""
+    found = {}
+    for c in combinations:
+        if c.os.provider == "bootstrap":
+            for platform in c.platforms:
+                base = Base(c.os, platform, reference(c.os, platform, c.multi_platform))
+                found[base.reference] = base
+    return list(found.values())
+
+
+def log_file(log_dir: Path, os: OsRelease, platform: str = platforms.DEFAULT) -> Path:
+    """Where a bootstrap of `os` for `platform` writes mmdebstrap's and the import's output."""
+    suffix = "" if platform == platforms.DEFAULT else f"-{platforms.arch(platform)}"
+    return log_dir / f"bootstrap-{os.name}{suffix}.log"
 
 
 def provenance_in(labels: dict[str, str]) -> dict[str, str] | None:
@@ -94,10 +118,19 @@ def without(source: Path, target: Path, dropped: frozenset[str]) -> None:
                 copy.addfile(member, original.extractfile(member) if member.isfile() else None)
 
 
-def command(os: OsRelease, mirror: str | None, output: str = "-", record: Path | None = None) -> list[str]:
-    """The mmdebstrap command that writes the root filesystem to `output` (a tar file, or "-": stdout).
+def command(
+    os: OsRelease,
+    mirror: str | None,
+    output: str = "-",
+    record: Path | None = None,
+    platform: str = platforms.DEFAULT,
+) -> list[str]:
+    """The mmdebstrap command that writes the root filesystem to `output` (a tar file, or "-": stdout), of
+    `platform`'s architecture (another than this machine's runs under emulation: binfmt_misc and QEMU).
     With `record`, a hook writes the archive's Release date and the apt sources into that folder."""
     cmd = ["mmdebstrap", "--variant=minbase", "--quiet"]
+    if platform != platforms.DEFAULT:
+        cmd.append(f"--architectures={platforms.arch(platform)}")
     cmd += [f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES]
     cmd += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
     cmd += [f'--aptopt=Acquire::Retries "{APT_RETRIES}"']
@@ -129,9 +162,9 @@ def read_provenance(suite: str, record: Path) -> Provenance:
     return Provenance(suite, sources, text("release-date").strip() or "unknown")
 
 
-def digest(os: OsRelease, mirror: str | None) -> str:
+def digest(os: OsRelease, mirror: str | None, platform: str = platforms.DEFAULT) -> str:
     """What shapes the base image (not where it is written, nor what is recorded about it)."""
-    return "sha256:" + hashlib.sha256("\0".join(command(os, mirror)).encode()).hexdigest()
+    return "sha256:" + hashlib.sha256("\0".join(command(os, mirror, platform=platform)).encode()).hexdigest()
 
 
 def import_changes(wanted_digest: str, provenance: Provenance) -> tuple[str, ...]:
@@ -145,9 +178,12 @@ def network_failure(log_text: str) -> bool:
     return bool(_NETWORK_FAILURE.search(log_text))
 
 
-def up_to_date(engine: Engine, os: OsRelease, mirror: str | None) -> bool:
-    labels = engine.labels(os.image)
-    return labels is not None and labels.get(DIGEST_LABEL) == digest(os, mirror)
+def up_to_date(engine: Engine, os: OsRelease, mirror: str | None, base: Base | None = None) -> bool:
+    """Whether the base (default: `os` for linux/amd64, as `os.image`) is here, made by today's command."""
+    labels = engine.labels(base.reference if base else os.image)
+    return labels is not None and labels.get(DIGEST_LABEL) == digest(
+        os, mirror, base.platform if base else platforms.DEFAULT
+    )
 
 
 def ensure(
@@ -158,13 +194,21 @@ def ensure(
     say: Callable[[str], None] | None = None,
     cancelled: threading.Event | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    base: Base | None = None,
 ) -> str:
-    """Make the base image unless an identical one is present; return what was done.
+    """Make the base image (`base`; default: `os` for linux/amd64, as `os.image`) unless an identical one is
+    present; return what was done. A linux/amd64 base under its platform's name is `os.image` tagged so.
 
     `say` hears when a bootstrap starts and each retry; once `cancelled` is set, mmdebstrap is stopped and
     nothing is imported. A failure raises EngineError naming the log."""
-    if up_to_date(engine, os, mirror):
-        return f"base {os.image} is up to date"
+    base = base or Base(os, platforms.DEFAULT, os.image)
+    name = base.reference
+    if up_to_date(engine, os, mirror, base):
+        return f"base {name} is up to date"
+    if base.platform == platforms.DEFAULT and name != os.image and up_to_date(engine, os, mirror):
+        repository, tag = name.rsplit(":", 1)
+        engine.tag(os.image, repository, tag)
+        return f"base {name} is {os.image}"
     if shutil.which("mmdebstrap") is None:
         raise EngineError(
             f"the {os.name} base image is bootstrapped with mmdebstrap, which is not installed "
@@ -172,37 +216,39 @@ def ensure(
         )
     tell = say or (lambda _: None)
     log.parent.mkdir(parents=True, exist_ok=True)
-    tell(f"base {os.image}: bootstrapping from the {os.suite} archive (log: {log})")
+    tell(f"base {name}: bootstrapping from the {os.suite} archive for {base.platform} (log: {log})")
     log.write_bytes(b"")  # every attempt's output, in turn
     for attempt in range(1, BOOTSTRAP_TRIES + 1):
-        status = _bootstrap_once(engine, os, mirror, log, cancelled)
+        status = _bootstrap_once(engine, base, mirror, log, cancelled)
         if cancelled is not None and cancelled.is_set():
-            return f"base {os.image}: bootstrap interrupted, nothing imported"
+            return f"base {name}: bootstrap interrupted, nothing imported"
         if status is None:
-            return f"base {os.image} bootstrapped from the {os.suite} archive"
+            return f"base {name} bootstrapped from the {os.suite} archive"
         if attempt == BOOTSTRAP_TRIES or not network_failure(log.read_text(errors="replace")):
-            raise EngineError(f"bootstrapping {os.image} failed ({status}); see {log}")
+            raise EngineError(f"bootstrapping {name} failed ({status}); see {log}")
         delay = BOOTSTRAP_BACKOFF_S * 2 ** (attempt - 1)
         retry = f"retry {attempt}/{BOOTSTRAP_TRIES - 1} in {delay:.0f} s"
-        tell(f"base {os.image}: bootstrap failed on the network ({status}); {retry}")
+        tell(f"base {name}: bootstrap failed on the network ({status}); {retry}")
         sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _bootstrap_once(
-    engine: Engine, os: OsRelease, mirror: str | None, log: Path, cancelled: threading.Event | None
+    engine: Engine, base: Base, mirror: str | None, log: Path, cancelled: threading.Event | None
 ) -> str | None:
     """One mmdebstrap run into a temporary tar, then its import; None when it worked, else what failed."""
+    os, platform = base.os, base.platform
     with tempfile.TemporaryDirectory(prefix="torchimages-bootstrap-") as folder, log.open("ab") as out:
         rootfs, record = Path(folder, "rootfs.tar"), Path(folder)
-        strap = run_cancellable(command(os, mirror, str(rootfs), record), cancelled, stdout=out, stderr=out)
+        strap = run_cancellable(command(os, mirror, str(rootfs), record, platform), cancelled, stdout=out, stderr=out)
         if cancelled is not None and cancelled.is_set():
             return "interrupted"
         if strap.returncode:
             return f"mmdebstrap exit {strap.returncode}"
-        changes = import_changes(digest(os, mirror), read_provenance(os.suite, record))
+        changes = import_changes(digest(os, mirror, platform), read_provenance(os.suite, record))
         ready = Path(folder, "ready.tar")
         without(rootfs, ready, DROPPED)
         with ready.open("rb") as tar:
-            imported = engine.import_rootfs(tar, os.image, changes, out)
+            foreign = None if platform == platforms.DEFAULT else platform
+            imported = engine.import_rootfs(tar, base.reference, changes, out, foreign)
         return f"docker import exit {imported}" if imported else None

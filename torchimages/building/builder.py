@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from torchimages.building import bootstrap, readings, verify
+from torchimages import platforms
+from torchimages.building import bootstrap, index, readings, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
@@ -106,7 +107,7 @@ class Builder:
     def _devel_on_runtime(self, selected: Sequence[Selected], progress: Progress) -> bool:
         """Whether devel images are built on the runtime image just built (the engine takes named contexts);
         where it cannot, it is said once, and each devel build makes its runtime stage again."""
-        if not any(_runtime_of(s) and _devel_of(s) for s in selected) or self.cancelled.is_set():
+        if not any(_runtime_of(s.images) and _devel_of(s.images) for s in selected) or self.cancelled.is_set():
             return False
         if self.engine.named_contexts():
             return True
@@ -116,10 +117,25 @@ class Builder:
     def build_combination(
         self, selected: Selected, served: Served, progress: Progress, on_runtime: bool = True
     ) -> list[Outcome]:
-        """A combination's images, runtime first; with `on_runtime`, devel is built on exactly that runtime
-        image (held under a temporary reference until devel is done), so the two share every runtime layer
-        whatever the cache, `--no-cache` too. Each is verified on its own. Outcomes in the flavor order."""
-        combination, runtime, devel = selected.combination, _runtime_of(selected), _devel_of(selected)
+        """A combination's images, platform by platform (its order), runtime first: with `on_runtime`, devel is
+        built on exactly that runtime image (held under a temporary reference until devel is done), so the two
+        share every runtime layer whatever the cache, `--no-cache` too. Each is verified on its own. Where the
+        public tags name an index of several platforms' images, `_join` writes it once each flavor's images of
+        every platform passed. Outcomes in the flavor order."""
+        outcomes: dict[Image, Outcome] = {}
+        for platform in selected.combination.platforms:
+            mine = [i for i in selected.images if i.platform == platform]
+            if mine:
+                outcomes |= self._build_platform(selected.combination, mine, served, progress, on_runtime)
+        if selected.combination.multi_platform:
+            outcomes |= self._join(selected.combination, selected.images, outcomes, progress)
+        return [outcomes[image] for image in selected.images]
+
+    def _build_platform(
+        self, combination: Combination, images: list[Image], served: Served, progress: Progress, on_runtime: bool
+    ) -> dict[Image, Outcome]:
+        """One platform's images of a combination, runtime first (see `build_combination`)."""
+        runtime, devel = _runtime_of(images), _devel_of(images)
         held = (
             temporary_reference(combination, runtime, "base-" + uuid.uuid4().hex[:10])
             if on_runtime and runtime and devel
@@ -127,7 +143,7 @@ class Builder:
         )
         outcomes: dict[Image, Outcome] = {}
         try:
-            for image in sorted(selected.images, key=lambda i: i is not runtime):
+            for image in sorted(images, key=lambda i: i is not runtime):
                 if image is devel and held and runtime:
                     outcomes[image] = self._build_on(combination, image, served, progress, held, outcomes[runtime])
                 else:
@@ -137,7 +153,51 @@ class Builder:
         finally:
             if held and runtime:
                 self._remove_temporary(runtime, held, progress)
-        return [outcomes[image] for image in selected.images]
+        return outcomes
+
+    def _join(
+        self, combination: Combination, images: Sequence[Image], outcomes: Mapping[Image, Outcome], progress: Progress
+    ) -> dict[Image, Outcome]:
+        """The public tags of an index of several platforms' images: only once every platform's image of the
+        flavor passed (each is verified under its own local tag, `<tag>-<arch>`), and only in a registry (an
+        engine's image store holds one platform under a name): with `push`, the index under the tag and every
+        alias, read back and each platform's image pulled back by digest and checked to be the one verified.
+        Otherwise, or when a platform failed, no public tag: the outcomes say why."""
+        joined: dict[Image, Outcome] = {}
+        for flavor in dict.fromkeys(i.flavor for i in images):
+            mine = [i for i in images if i.flavor == flavor]
+            first = mine[0]
+            failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
+            missing = [p for p in combination.platforms if p not in {i.platform for i in mine}]
+            if failed or missing:
+                why = f"the {platforms.words([i.platform for i in failed] or missing)} image " + (
+                    "failed" if failed else "was not selected"
+                )
+                note = f"no index {first.reference}: {why}"
+            elif self.cancelled.is_set():
+                note = f"no index {first.reference}: interrupted"
+            elif not self.options.push:
+                local = ", ".join(i.platform_reference for i in mine)
+                joined |= {
+                    i: _noted(outcomes[i], f"{first.reference} (an index) is written by --push; here: {local}")
+                    for i in mine
+                }
+                continue
+            else:
+                problems = index.publish(self.engine, first, mine, progress)
+                if problems:
+                    for i in mine:
+                        joined[i] = self._finish(
+                            combination, i, "failed", time.monotonic(), _listed("index not written", problems), progress
+                        )
+                    continue
+                said = f"{first.reference} names the index of {platforms.words([i.platform for i in mine])}"
+                joined |= {i: _noted(outcomes[i], said) for i in mine}
+                progress.say(said)
+                continue
+            joined |= {i: _noted(outcomes[i], note) for i in mine if i not in failed}
+            progress.say(note)
+        return joined
 
     def _build_on(
         self, combination: Combination, image: Image, served: Served, progress: Progress, held: str, runtime: Outcome
@@ -156,21 +216,23 @@ class Builder:
         return self._finish(combination, image, "failed", time.monotonic(), detail, progress)
 
     def _ensure_bases(self, combinations: Sequence[Combination], progress: Progress) -> None:
-        for os in bootstrap.bootstrapped(combinations):
+        for base in bootstrap.bootstrapped(combinations):
             if self.cancelled.is_set():
                 return
-            log = bootstrap.log_file(self.options.log_dir, os)
-            progress.begin(os.image, "bootstrap")
+            log = bootstrap.log_file(self.options.log_dir, base.os, base.platform)
+            progress.begin(base.reference, "bootstrap")
             try:
-                said = bootstrap.ensure(self.engine, os, self.options.mirror, log, progress.note, self.cancelled)
+                said = bootstrap.ensure(
+                    self.engine, base.os, self.options.mirror, log, progress.note, self.cancelled, base=base
+                )
             except EngineError:
-                progress.finish(os.image, f"{os.image}: bootstrap failed", counted=False)
+                progress.finish(base.reference, f"{base.reference}: bootstrap failed", counted=False)
                 raise
-            progress.finish(os.image, said, counted=False)
+            progress.finish(base.reference, said, counted=False)
 
     def up_to_date(self, image: Image) -> bool:
         """A verified image with this input digest already carries the public tag."""
-        labels = self.engine.labels(image.reference)
+        labels = self.engine.labels(image.platform_reference)
         return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest
 
     def build_image(
@@ -205,10 +267,10 @@ class Builder:
             return self._finish(combination, image, "interrupted", start, "not started", progress)
         try:
             if not self.options.no_cache and self.up_to_date(image):
-                measures.size_bytes = readings.size(self.engine, image.reference)
+                measures.size_bytes = readings.size(self.engine, image.platform_reference)
                 if hold:
-                    self.engine.tag(image.reference, *_split(hold))
-                problems = self._publish(image, image.reference, progress)
+                    self.engine.tag(image.platform_reference, *_split(hold))
+                problems = self._publish(image, image.platform_reference, progress)
                 if problems:
                     return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
                 progress.finish(image.tag, f"{image.tag}: up to date (input digest unchanged), skipped")
@@ -285,7 +347,7 @@ class Builder:
         problems = self._publish(image, reference, progress)
         if problems:
             return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
-        return self._finish(combination, image, done, start, f"{image.reference} verified", progress)
+        return self._finish(combination, image, done, start, f"{image.platform_reference} verified", progress)
 
     def promote(self, selected: Sequence[Selected], baked: Mapping[Image, Baked]) -> list[Outcome]:
         """Verify, smoke-test and tag images built elsewhere (`baked`: each image's temporary reference), one
@@ -381,7 +443,7 @@ class Builder:
             found = verify.read_facts(self.engine, reference)
         except (EngineError, ValueError) as exc:
             return [f"could not read the versions inside the image: {exc}"]
-        expected = combination.expected_facts()
+        expected = combination.expected_facts(image.platform)
         mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found)]
         if mismatches:
             return [str(m) for m in mismatches]
@@ -392,13 +454,15 @@ class Builder:
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
 
     def _publish(self, image: Image, reference: str, progress: Progress) -> list[str]:
-        """Apply the public tag and aliases; push them when asked. Returns the push errors."""
-        for name in image.names:
+        """Apply the public tag and aliases (an index's image: its platform's tag alone, see `_join`); push them
+        when asked. Returns the push errors."""
+        names = (image.platform_tag,) if image.platform_tag else image.names  # an index's images: their own tag
+        for name in names:
             self.engine.tag(reference, image.repository, name)
         if not self.options.push:
             return []
         progress.update(image.tag, "push")
-        return self.engine.push(image.repository, image.names, progress.note, self.options.compression)
+        return self.engine.push(image.repository, names, progress.note, self.options.compression)
 
     def _interrupted(
         self, combination: Combination, image: Image, start: float, when: str, progress: Progress
@@ -414,12 +478,17 @@ class Builder:
         return Outcome(combination, image, status, seconds, detail)
 
 
-def _runtime_of(selected: Selected) -> Image | None:
-    return next((i for i in selected.images if i.flavor == RUNTIME_STAGE), None)
+def _runtime_of(images: Sequence[Image]) -> Image | None:
+    return next((i for i in images if i.flavor == RUNTIME_STAGE), None)
 
 
-def _devel_of(selected: Selected) -> Image | None:
-    return next((i for i in selected.images if i.flavor == "devel"), None)
+def _devel_of(images: Sequence[Image]) -> Image | None:
+    return next((i for i in images if i.flavor == "devel"), None)
+
+
+def _noted(outcome: Outcome, note: str) -> Outcome:
+    """The outcome with `note` after its detail."""
+    return dataclasses.replace(outcome, detail=f"{outcome.detail}; {note}" if outcome.detail else note)
 
 
 def _split(reference: str) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """What a build is asked to do: the options besides the images (`BuildOptions`), the one BuildKit
 build of each image (`build_request`) and running it into its log (`run_build`), and the refusals of
-two images sharing a public name (`shared_names`) and of platforms it cannot build yet (`unbuildable`)."""
+two images sharing a public name (`shared_names`) and of combinations of several platforms where a command does
+not handle them yet (`unsupported`)."""
 
 from __future__ import annotations
 
@@ -84,22 +85,34 @@ def build_request(
                 str(combination.source_date_epoch if options.source_date_epoch is None else options.source_date_epoch),
             ),
         ),
+        platform=image.platform if combination.multi_platform else None,
+        labels=platform_labels(combination, image),
     )
 
 
-def wheel_secrets(served: Served, combination: Combination) -> tuple[str, str]:
-    """The texts of the two wheel-source secrets of a combination's builds: pip's (its tools come from PyPI
-    unless an index was given) and uv's (the venv: the combination's variant index unless one was given)."""
-    return served.pip_conf(PYPI), served.uv_toml(combination.index_url)
+def wheel_secrets(served: Served, combination: Combination, platform: str = platforms.DEFAULT) -> tuple[str, str]:
+    """The texts of the two wheel-source secrets of a combination's builds for `platform`: pip's (its tools come
+    from PyPI unless an index was given) and uv's (the venv: the platform's wheel index unless one was given)."""
+    return served.pip_conf(PYPI), served.uv_toml(combination.index_url_for(platform))
+
+
+def platform_labels(combination: Combination, image: Image) -> tuple[tuple[str, str], ...]:
+    """The labels of `image` that its Dockerfile's LABEL does not give it (the Dockerfile has the labels of each
+    flavor's first platform's image): another platform's input digest and platform, set by `--label`."""
+    written = combination.image(image.flavor).label_map()
+    return tuple((k, v) for k, v in image.labels if written.get(k) != v)
 
 
 def shared_names(selected: Sequence[Selected]) -> list[Problem]:
-    """A problem for every public name (tag or alias) that two selected images would both get."""
+    """A problem for every public name (tag or alias) that two selected images would both get (the platforms'
+    images of one flavor share theirs: an index of them)."""
     owners: dict[str, list[str]] = defaultdict(list)
     for s in selected:
         for image in s.images:
             for name in image.names:
-                owners[f"{image.repository}:{name}"].append(f"{s.combination.folder} ({image.flavor})")
+                holder = f"{s.combination.folder} ({image.flavor})"
+                if holder not in owners[f"{image.repository}:{name}"]:
+                    owners[f"{image.repository}:{name}"].append(holder)
     return [
         Problem(f"two images would both be tagged '{name}': {', '.join(holders)}", key="tag")
         for name, holders in owners.items()
@@ -107,27 +120,22 @@ def shared_names(selected: Sequence[Selected]) -> list[Problem]:
     ]
 
 
-# The platforms the builder builds: a combination built for anything but linux/amd64 alone is refused before any
-# build starts (its tags name OCI indexes of one image per platform, which need a build per platform and an index).
-BUILDABLE_PLATFORMS = platforms.DEFAULTS
-
-
-def unbuildable(selected: Sequence[Selected]) -> list[Problem]:
-    """A problem for every selected combination built for platforms the builder cannot build yet, at its row."""
+def unsupported(selected: Sequence[Selected], command: str, suggestion: str) -> list[Problem]:
+    """A problem, at its row, for every selected combination built for anything but linux/amd64 alone, for a
+    command that does not handle such combinations yet (`build` does: a build per platform, then the index)."""
     problems = []
     for s in selected:
-        other = [p for p in s.combination.platforms if p not in BUILDABLE_PLATFORMS]
-        if not other:
+        if not s.combination.multi_platform:
             continue
         problems.append(
             Problem(
                 f"{s.combination.folder} is built for {platforms.words(s.combination.platforms)}: "
-                f"{platforms.words(other)} builds are not supported yet",
+                f"`{command}` of such combinations is not supported yet",
                 file=s.combination.defined_at.file,
                 line=s.combination.defined_at.line,
                 key="platforms",
-                allowed=platforms.words(BUILDABLE_PLATFORMS),
-                suggestion="build it for linux/amd64 alone (platforms: [linux/amd64]) until they are",
+                allowed=platforms.DEFAULT,
+                suggestion=suggestion,
             )
         )
     return problems
@@ -155,7 +163,7 @@ def run_build(
         if state.stage:
             progress.update(image.tag, state.stage, state.detail)
 
-    pip_text, uv_text = wheel_secrets(served, combination)
+    pip_text, uv_text = wheel_secrets(served, combination, image.platform)
     with (
         secret_file(pip_text) as pip_conf,
         secret_file(uv_text) as uv_conf,

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
-    common.check_platforms(chosen)
+    common.check_platforms(
+        chosen, "bake", "build them with `build.py build`, which builds each platform and then their index"
+    )
     sources = WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links))
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,
@@ -93,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap:  # the docker driver builds FROM this engine's images
         engine = common.connect()
         say = functools.partial(print, file=sys.stderr)
-        for os_release in bootstrap.bootstrapped(s.combination for s in chosen):
-            say(bootstrap.ensure(engine, os_release, args.mirror, bootstrap.log_file(Path("logs"), os_release), say))
+        for base in bootstrap.bootstrapped(s.combination for s in chosen):
+            log = bootstrap.log_file(Path("logs"), base.os, base.platform)
+            say(bootstrap.ensure(engine, base.os, args.mirror, log, say, base=base))
     with preflight.all_or_nothing(args.secrets_dir):  # no secret (it may hold credentials) without its bake file
         entries = bake.entries(chosen, request)
         try:

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
     # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
-    common.check_platforms(chosen)
+    common.check_emulation(chosen)
     common.check_file("--ca-cert", args.ca_cert)
     preflight.folder("--log-dir", args.log_dir)
     common.check_report(args.report)

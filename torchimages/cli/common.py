@@ -164,14 +164,25 @@ def check_compression(compression: str, push: bool) -> None:
         raise UsageError(problem)
 
 
-def check_platforms(chosen: Sequence[planning.Selected]) -> None:
-    """InputError when a selected combination is built for a platform the builder cannot build yet (before
-    anything is written, an engine asked or a build started)."""
-    from torchimages.building.requests import unbuildable
+def check_platforms(chosen: Sequence[planning.Selected], command: str, suggestion: str) -> None:
+    """InputError when a selected combination is built for several platforms (or another than linux/amd64) and
+    `command` does not handle those yet (before anything is written, an engine asked or a build started)."""
+    from torchimages.building.requests import unsupported
 
-    refused = unbuildable(chosen)
+    refused = unsupported(chosen, command, suggestion)
     if refused:
         raise InputError(refused)
+
+
+def check_emulation(chosen: Sequence[planning.Selected]) -> None:
+    """UsageError when a selected image is for a platform this machine runs only under emulation and the emulator
+    is not set up (the doctor's check, before anything is written or started)."""
+    from torchimages.doctor import checks, facts, selection
+
+    need = selection.needs(chosen)
+    found = checks.check_emulation(facts.emulation(need), need)
+    if found.failed:
+        raise UsageError(f"{found.message}; {found.fix}")
 
 
 def check_names(chosen: Sequence[planning.Selected]) -> None:

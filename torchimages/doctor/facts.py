@@ -146,6 +146,13 @@ def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def emulation(need: Needs) -> HostFacts:
+    """Only what `checks.check_emulation` reads: this machine's architecture and its binfmt_misc handlers."""
+    machine = os.uname().machine or None
+    mounted, handlers = _binfmt(need, machine)
+    return HostFacts(machine=machine, binfmt_mounted=mounted, binfmt_handlers=handlers)
+
+
 def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
     """Ask the machine (engine, build client, disk, registries, driver, toolkit, /dev/shm, its architecture, page
     size and emulators) what the checks need; never raises for a missing engine, SDK or driver: the facts say so."""

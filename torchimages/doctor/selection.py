@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from torchimages.building import bootstrap
 from torchimages.combination import Combination, RegistryBase
 from torchimages.compat import version_key
 from torchimages.doctor.model import GB, ImageNeed, Needs
@@ -81,5 +82,5 @@ def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool
         for base in s.combination.registry_bases:
             if base.reference in wanted:
                 bases.setdefault(base.reference, base)
-    bootstrapped = sorted({s.combination.os.image for s in chosen if s.combination.os.provider == "bootstrap"})
+    bootstrapped = sorted(base.reference for base in bootstrap.bootstrapped(s.combination for s in chosen))
     return Needs(images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu)

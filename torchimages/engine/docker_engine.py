@@ -25,6 +25,7 @@ from torchimages.engine.push import push_with_retries
 from torchimages.engine.requests import BuildClient, build_command, run_command
 from torchimages.engine.types import (
     HOW_TO_GET_AN_ENGINE,
+    HOW_TO_GET_BUILDKIT,
     BuildRequest,
     CacheSpec,
     EngineError,
@@ -45,6 +46,27 @@ def stored_size(manifest: Any) -> int | None:
     if not all(isinstance(size, int) for size in sizes):
         return None
     return sum(int(size) for size in sizes if size is not None)
+
+
+INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
+
+
+def index_platforms(index: Any) -> dict[str, str] | None:
+    """An index's images by platform (`linux/arm64` -> manifest digest), attestations (`unknown/unknown`) left
+    out; None for anything but an index (an image manifest, an error's JSON)."""
+    if not isinstance(index, dict) or index.get("mediaType", INDEX_TYPES[0]) not in INDEX_TYPES:
+        return None
+    entries = index.get("manifests")
+    if not isinstance(entries, list):
+        return None
+    found = {}
+    for entry in entries:
+        where = entry.get("platform") if isinstance(entry, dict) else None
+        if not isinstance(where, dict) or where.get("os") == "unknown":
+            continue
+        name = "/".join(str(where[k]) for k in ("os", "architecture", "variant") if where.get(k))
+        found[name] = str(entry.get("digest"))
+    return found
 
 
 def _loopback(reference: str) -> bool:
@@ -212,8 +234,10 @@ class DockerEngine:
         env = self.build_client.environment()
         return run_cancellable(cmd, cancelled, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
-    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
-        cmd = [self.build_client.docker, "import"]
+    def import_rootfs(
+        self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes], platform: str | None = None
+    ) -> int:
+        cmd = [self.build_client.docker, "import", *(["--platform", platform] if platform else [])]
         for change in changes:
             cmd += ["--change", change]
         cmd += ["-", reference]
@@ -397,6 +421,31 @@ class DockerEngine:
             raise EngineError(
                 f"{action} failed: the Docker engine at {engine_address()} does not answer ({_short(exc)})"
             ) from None
+
+    def create_index(self, repository: str, names: Sequence[str], sources: Sequence[str]) -> list[str]:
+        """`docker buildx imagetools create`: the registry copies nothing, it only gets the index."""
+        cmd = [self.build_client.docker, "buildx", "imagetools", "create"]
+        for name in names:
+            cmd += ["--tag", f"{repository}:{name}"]
+        cmd += list(sources)
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return [f"`{shlex.join(cmd)}` did not run: {exc}"]
+        if result.returncode != 0:
+            why = (result.stderr.strip() or f"exit status {result.returncode}").splitlines()[-1]
+            hint = f" (an index is written by buildx: {HOW_TO_GET_BUILDKIT})" if "buildx" in why else ""
+            return [f"`{shlex.join(cmd)}` failed: {why}{hint}"]
+        return []
+
+    def index_manifests(self, reference: str) -> dict[str, str] | None:
+        """`docker buildx imagetools inspect --raw`: the index's manifests by platform."""
+        cmd = [self.build_client.docker, "buildx", "imagetools", "inspect", "--raw", reference]
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+            return index_platforms(json.loads(result.stdout)) if result.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            return None
 
     def remove_image(self, reference: str) -> None:
         with self._failures(f"removing {reference}"), contextlib.suppress(self._errors.ImageNotFound):

@@ -116,6 +116,10 @@ def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
         cmd.append("--no-cache")
     for name, value in request.build_args:
         cmd += ["--build-arg", f"{name}={value}"]
+    if request.platform:
+        cmd += ["--platform", request.platform]
+    for name, value in request.labels:
+        cmd += ["--label", f"{name}={value}"]
     for name, value in request.contexts:
         cmd += ["--build-context", f"{name}={value}"]
     return [*cmd, *_cache_options(client, request), str(request.context)]

@@ -51,6 +51,8 @@ class BuildRequest:
     # named runtime as that image instead (devel on the very runtime image that was verified).
     contexts: tuple[tuple[str, str], ...] = ()
     build_args: tuple[tuple[str, str], ...] = ()  # (`--build-arg NAME=VALUE`), e.g. SOURCE_DATE_EPOCH
+    platform: str | None = None  # `--platform` (linux/arm64); None: the engine's own
+    labels: tuple[tuple[str, str], ...] = ()  # (`--label NAME=VALUE`): over the Dockerfile's LABEL of the same name
 
 
 # BuildKit cache types (`type=` of buildx's --cache-from/--cache-to), and what the engine's built-in BuildKit
@@ -173,8 +175,11 @@ class Engine(Protocol):
         Dockerfile frontend knows them (Docker 23 and later; not 20.10's)."""
         ...
 
-    def import_rootfs(self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes]) -> int:
-        """Import a root filesystem tar stream as an image; return the exit status."""
+    def import_rootfs(
+        self, tar_stream: IO[bytes], reference: str, changes: Sequence[str], log: IO[bytes], platform: str | None = None
+    ) -> int:
+        """Import a root filesystem tar stream as an image (of `platform`; None: the engine's own); return the exit
+        status."""
         ...
 
     def labels(self, reference: str) -> dict[str, str] | None:
@@ -220,6 +225,16 @@ class Engine(Protocol):
         """Push the tags of one image, retrying transient failures (each retry told to `say`), its layers
         compressed with `compression` (values.COMPRESSIONS); the errors (none on success). A zstd push
         first proves that what it uploads is the image the tags name, and uploads nothing when it is not."""
+        ...
+
+    def create_index(self, repository: str, names: Sequence[str], sources: Sequence[str]) -> list[str]:
+        """Write, in the registry, one index (OCI image index or Docker manifest list) of the pushed images
+        `sources` (references) under each of `names` (tags of `repository`); the errors (none on success)."""
+        ...
+
+    def index_manifests(self, reference: str) -> dict[str, str] | None:
+        """The platforms (`linux/arm64`) of the index a registry holds under `reference`, each with its
+        manifest's digest; None when the registry has no index there (a single image, nothing, no answer)."""
         ...
 
     def answers(self) -> bool:

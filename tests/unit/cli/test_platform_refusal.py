@@ -1,6 +1,6 @@
-"""The builder builds linux/amd64 alone for now: a selection that holds a combination built for linux/arm64 is
-refused by every command that builds, tags or reads built images, before anything is written or an engine asked;
-a linux/amd64 selection of the same matrix goes on as before."""
+"""`build` builds every platform (then the index); the commands that do not handle a combination of several
+platforms yet (bake, promote, test, lock) refuse a selection holding one before anything is written or an engine
+asked, saying what to do instead; a linux/amd64 selection of the same matrix goes on as before."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from torchimages import engine as engine_package
-from torchimages.building.requests import BUILDABLE_PLATFORMS, unbuildable
+from torchimages.building.requests import unsupported
 from torchimages.cli import common
 from torchimages.planning import plan
 
@@ -23,9 +23,13 @@ matrix:
     - {torch: 2.14.1, cuda: "13.0", os: debian12, torchaudio: none, platforms: [linux/amd64, linux/arm64]}
     - {torch: 2.9.1, cuda: cpu, os: debian12, platforms: [linux/arm64], flavors: [runtime]}
 """
-SAID = (
-    "2.14.1-cuda13.0-py3.11-debian12 is built for linux/amd64 and linux/arm64: linux/arm64 builds are not supported yet"
-)
+SAID = "2.14.1-cuda13.0-py3.11-debian12 is built for linux/amd64 and linux/arm64: `{}` of such combinations is not supported yet"
+INSTEAD = {
+    "bake": "build them with `build.py build`, which builds each platform and then their index",
+    "promote": "build them with `build.py build`, which builds each platform and then their index",
+    "test": "`build` runs the suites in each platform's image; or test one by --image REPOSITORY:TAG-ARCH",
+    "lock": "lock a linux/amd64 twin of the combination (platforms: [linux/amd64]), whose pins it shares",
+}
 
 
 def listing(folder: Path) -> list[str]:
@@ -43,7 +47,6 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, FakeEng
 
 
 COMMANDS = [
-    ["build", "--report", "R"],
     ["bake", "--output", "bake.json"],
     ["promote", "--from", "meta.json"],
     ["test"],
@@ -60,23 +63,23 @@ def test_a_selection_built_for_linux_arm64_is_refused_before_anything(
     before = listing(folder)
     code, out, err = cli(*command, selector)
     assert code == 2, (out, err)
-    assert f"matrix.yaml:4: error: platforms: {SAID} (allowed: linux/amd64)" in err, err
-    assert "build it for linux/amd64 alone (platforms: [linux/amd64]) until they are" in err
+    assert f"matrix.yaml:4: error: platforms: {SAID.format(command[0])} (allowed: linux/amd64)" in err, err
+    assert INSTEAD[command[0]] in err
     assert "Traceback" not in err and out == ""
     assert fake.calls == [] and listing(folder) == before  # no engine asked, nothing written
 
 
 def test_every_such_combination_of_the_selection_is_named(cli: Cli, here: tuple[Path, FakeEngine]) -> None:
-    code, _, err = cli("build", "*")
+    code, _, err = cli("test", "*")
     assert code == 2
-    assert "matrix.yaml:5: error: platforms: 2.9.1-cpu-py3.11-debian12 is built for linux/arm64: linux/arm64" in err
+    assert "matrix.yaml:5: error: platforms: 2.9.1-cpu-py3.11-debian12 is built for linux/arm64: `test` of" in err
 
 
 class Reached(Exception):
     """The command asked for its engine: every check before it passed."""
 
 
-@pytest.mark.parametrize("command", COMMANDS[:1] + COMMANDS[3:], ids=["build", "test", "lock"])
+@pytest.mark.parametrize("command", [["build"], *COMMANDS[2:]], ids=["build", "test", "lock"])
 def test_a_linux_amd64_selection_of_the_same_matrix_goes_on_to_the_engine(
     cli: Cli, here: tuple[Path, FakeEngine], monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
@@ -88,10 +91,23 @@ def test_a_linux_amd64_selection_of_the_same_matrix_goes_on_to_the_engine(
         cli(*command, "2.13.0-cpu-runtime")
 
 
-def test_only_linux_amd64_alone_is_buildable(here: tuple[Path, FakeEngine]) -> None:
+def test_a_selection_for_several_platforms_goes_on_to_the_engine_in_build(
+    cli: Cli, here: tuple[Path, FakeEngine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def reached(*_: object) -> None:
+        raise Reached
+
+    monkeypatch.setattr(common, "check_emulation", lambda chosen: None)  # this machine's emulator is not the point
+    monkeypatch.setattr(common, "connect", reached)
+    with pytest.raises(Reached):
+        cli("build", "2.14.1-cuda13.0-cudnn9-runtime")
+
+
+def test_only_combinations_of_linux_amd64_alone_pass_a_command_that_does_not_handle_others(
+    here: tuple[Path, FakeEngine],
+) -> None:
     folder, _ = here
     loaded = plan.load(folder / "matrix.yaml")
-    assert BUILDABLE_PLATFORMS == ("linux/amd64",)
-    refused = unbuildable(plan.select(loaded, []))
+    refused = unsupported(plan.select(loaded, []), "test", "x")
     assert sorted(p.line for p in refused) == [4, 5]
-    assert unbuildable(plan.select(loaded, ["2.13.0-cpu"])) == []
+    assert unsupported(plan.select(loaded, ["2.13.0-cpu"]), "test", "x") == []

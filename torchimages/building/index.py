@@ -1,0 +1,56 @@
+"""One public tag for several platforms: the index (OCI image index, or Docker manifest list) of the
+platforms' images, written in the registry once each was verified and pushed under its own tag, then read
+back: the index names exactly those images, and each, pulled back by digest, is the image verified here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torchimages.building.progress import Progress
+from torchimages.combination import Image
+from torchimages.engine import Engine
+
+
+def pushed_digest(engine: Engine, image: Image) -> str | None:
+    """The manifest digest the registry holds for the image's own (platform's) tag, as the engine recorded it
+    when it pushed that tag (`repository@sha256:...`); None when it has none."""
+    info = engine.inspect(image.platform_reference)
+    for found in info.repo_digests if info else ():
+        name, _, digest = found.partition("@")
+        if name == image.repository:
+            return digest
+    return None
+
+
+def publish(engine: Engine, first: Image, images: Sequence[Image], progress: Progress) -> list[str]:
+    """Write the index of `images` (one flavor, every platform, each pushed under its own tag) under `first`'s
+    tag and aliases, and check it; the problems (none: the public tags name exactly the images verified)."""
+    digests = {image: pushed_digest(engine, image) for image in images}
+    unknown = [image.platform_reference for image, digest in digests.items() if digest is None]
+    if unknown:
+        return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
+    progress.update(first.tag, "index")
+    sources = [f"{image.repository}@{digest}" for image, digest in digests.items()]
+    problems = engine.create_index(first.repository, first.names, sources)
+    if problems:
+        return problems
+    wanted = {image.platform: str(digest) for image, digest in digests.items()}
+    for name in first.names:
+        found = engine.index_manifests(f"{first.repository}:{name}")
+        if found != wanted:
+            return [f"{first.repository}:{name} in the registry names {found or 'no index'}, not {wanted}"]
+    return [problem for image, digest in digests.items() for problem in pulled_back(engine, image, str(digest))]
+
+
+def pulled_back(engine: Engine, image: Image, digest: str) -> list[str]:
+    """The image the registry holds at `digest`, pulled, is the one verified here (the same image id); else why
+    not."""
+    reference = f"{image.repository}@{digest}"
+    errors = engine.pull(reference)
+    if errors:
+        return [f"{reference} could not be pulled back: {'; '.join(errors)}"]
+    pulled, verified = engine.inspect(reference), engine.inspect(image.platform_reference)
+    if pulled is None or verified is None or pulled.id != verified.id:
+        found, wanted = pulled.id if pulled else "nothing", verified.id if verified else "gone"
+        return [f"{reference} ({image.platform}) pulled back is {found}, not the image verified ({wanted})"]
+    return []
