@@ -185,3 +185,33 @@ def test_apt_locks_are_dropped_from_the_root_filesystem_and_nothing_else(tmp_pat
     with tarfile.open(target) as tar:
         kept = {m.name: (m.mtime, tar.extractfile(m).read()) for m in tar}  # type: ignore[union-attr]
     assert kept == {"./etc/hosts": (1795910400, b"abc"), "./var/lib/dpkg/lock": (1795910400, b"abc")}
+
+
+ARM64 = bootstrap.Base(DEBIAN, "linux/arm64", f"{DEBIAN.image}-arm64")
+
+
+def test_another_platforms_base_is_bootstrapped_for_its_architecture_and_imported_as_it(
+    tmp_path: Path, fake_mmdebstrap: Path
+) -> None:
+    fake_mmdebstrap.write_text("ok\n")
+    engine = importing_engine()
+    said = bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", base=ARM64)
+    assert said == f"base {DEBIAN.image}-arm64 bootstrapped from the bookworm archive"
+    ((name, changes, platform),) = [args for call, args in engine.calls if call == "import_rootfs"]
+    assert (name, platform) == (f"{DEBIAN.image}-arm64", "linux/arm64")
+    assert f'LABEL {bootstrap.DIGEST_LABEL}="{bootstrap.digest(DEBIAN, None, "linux/arm64")}"' in changes
+    assert "--architectures=arm64" in bootstrap.command(DEBIAN, None, platform="linux/arm64")
+    assert not any(a.startswith("--arch") for a in bootstrap.command(DEBIAN, None))  # linux/amd64's as before
+    assert bootstrap.digest(DEBIAN, None, "linux/arm64") != bootstrap.digest(DEBIAN, None)
+
+
+def test_the_linux_amd64_base_of_a_two_platform_dockerfile_is_the_base_under_its_platforms_name(
+    tmp_path: Path, fake_mmdebstrap: Path
+) -> None:
+    engine = importing_engine({bootstrap.DIGEST_LABEL: bootstrap.digest(DEBIAN, None)})
+    amd64 = bootstrap.Base(DEBIAN, "linux/amd64", f"{DEBIAN.image}-amd64")
+    assert bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", base=amd64) == (
+        f"base {DEBIAN.image}-amd64 is {DEBIAN.image}"
+    )
+    assert engine.imported == [] and engine.tagged == [f"{DEBIAN.image}-amd64"]
+    assert not (tmp_path / "count").exists()  # no mmdebstrap

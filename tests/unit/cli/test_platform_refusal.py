@@ -23,7 +23,10 @@ matrix:
     - {torch: 2.14.1, cuda: "13.0", os: debian12, torchaudio: none, platforms: [linux/amd64, linux/arm64]}
     - {torch: 2.9.1, cuda: cpu, os: debian12, platforms: [linux/arm64], flavors: [runtime]}
 """
-SAID = "2.14.1-cuda13.0-py3.11-debian12 is built for linux/amd64 and linux/arm64: `{}` of such combinations is not supported yet"
+SAID = (
+    "2.14.1-cuda13.0-py3.11-debian12 is built for linux/amd64 and linux/arm64: "
+    "`{}` of such combinations is not supported yet"
+)
 INSTEAD = {
     "bake": "build them with `build.py build`, which builds each platform and then their index",
     "promote": "build them with `build.py build`, which builds each platform and then their index",

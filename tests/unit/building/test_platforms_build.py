@@ -1,0 +1,166 @@
+"""One public tag for two platforms (issue 20): each platform's image is built for its platform, verified under
+its own local tag, and the public tag (and every alias) is an index written in the registry only once every
+platform's image of the flavor passed; read back, and each image pulled back by digest, it is what was verified.
+
+Against the fake engine: what each platform's image holds is a literal below (the facts probe's answer), never
+computed by the code under test. Break a rule in builder.py or index.py (write the index when a platform failed,
+tag the public name locally, skip the read-back or the pull-back) and a test here fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeEngine, Raw, machine_answer, probe_answer
+from tests.unit.building.test_builder import run
+from torchimages import compat
+from torchimages.building import bootstrap
+from torchimages.planning import plan
+
+MATRIX = """\
+matrix:
+  include:
+    - {torch: 2.9.1, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime],
+       platforms: [linux/amd64, linux/arm64]}
+"""
+SITE = "/opt/venv/lib/python3.11/site-packages/torch"
+# A true 2.9.1 CPU image of each platform, as the probe reports it: PyPI's aarch64 wheel reports 2.9.1+cpu too.
+AMD64: Raw = probe_answer(
+    "2.9.1+cpu",
+    python="3.11",
+    os=("debian", "12"),
+    machine=machine_answer("x86_64", ("/usr/bin/python3.11", "x86_64"), (f"{SITE}/lib/libtorch_cpu.so", "x86_64")),
+)
+ARM64: Raw = probe_answer(
+    "2.9.1+cpu",
+    python="3.11",
+    os=("debian", "12"),
+    machine=machine_answer("aarch64", ("/usr/bin/python3.11", "aarch64"), (f"{SITE}/lib/libtorch_cpu.so", "aarch64")),
+)
+REPOSITORY = "registry.example.org/torchimages/pytorch"
+
+
+@pytest.fixture
+def selection(write_matrix: Callable[[str], Path]) -> list[plan.Selected]:
+    text = MATRIX.replace("matrix:", f"repository: {REPOSITORY}\nmatrix:")
+    return plan.select(plan.load(write_matrix(text)), [])
+
+
+def engine_holding(amd64: Raw = AMD64, arm64: Raw = ARM64) -> FakeEngine:
+    """An engine whose builds for each platform hold that platform's literal answer; the bootstrapped bases of
+    both platforms are there, up to date (no mmdebstrap runs)."""
+    engine = FakeEngine()
+    engine.holds_by_platform = {"linux/amd64": amd64, "linux/arm64": arm64}
+    os = compat.load().os["debian12"]
+    for platform in ("linux/amd64", "linux/arm64"):
+        label = {bootstrap.DIGEST_LABEL: bootstrap.digest(os, None, platform)}
+        engine.images[bootstrap.reference(os, platform, multi_platform=True)] = label
+    return engine
+
+
+def test_each_platform_is_built_for_itself_with_its_own_labels(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = engine_holding()
+    run(engine, selection, tmp_path)
+    amd64, arm64 = engine.built
+    assert (amd64.platform, arm64.platform) == ("linux/amd64", "linux/arm64")
+    image = selection[0].combination.image("runtime", "linux/arm64")
+    assert dict(arm64.labels) == {
+        "io.torchimages.input-digest": image.input_digest,
+        "io.torchimages.platform": "linux/arm64",
+    }
+    assert amd64.labels == ()  # the Dockerfile's LABEL is linux/amd64's
+
+
+def test_the_index_is_written_once_both_platforms_passed_and_read_back(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = engine_holding()
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [(o.image.platform, o.status) for o in outcomes] == [("linux/amd64", "built"), ("linux/arm64", "built")]
+    tag = selection[0].combination.image("runtime").tag
+    # locally, each platform's image under its own tag; the public name is never given to one platform's image
+    assert engine.tagged == [f"{REPOSITORY}:{tag}-amd64", f"{REPOSITORY}:{tag}-arm64"]
+    assert engine.pushed == engine.tagged
+    ((repository, names, sources),) = [args for call, args in engine.calls if call == "create_index"]
+    assert (repository, names[0]) == (REPOSITORY, tag)
+    wanted = {"linux/amd64": engine.manifests[engine.tagged[0]], "linux/arm64": engine.manifests[engine.tagged[1]]}
+    assert sources == tuple(f"{REPOSITORY}@{digest}" for digest in wanted.values())
+    assert all(engine.indexes[f"{REPOSITORY}:{name}"] == wanted for name in names)  # the tag and each alias
+    assert [c for c, a in engine.calls if c == "index_manifests"] == ["index_manifests"] * len(names)
+    assert engine.pulled == [f"{REPOSITORY}@{digest}" for digest in wanted.values()]
+    assert f"{REPOSITORY}:{tag} names the index of linux/amd64 and linux/arm64" in outcomes[0].detail
+
+
+def test_a_platform_that_fails_verification_leaves_no_index(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """The arm64 image holds x86_64 programs (a build that ignored --platform): not tagged, and no index."""
+    wrong = probe_answer("2.9.1+cpu", python="3.11", os=("debian", "12"), machine=machine_answer("x86_64"))
+    engine = engine_holding(arm64=wrong)
+    amd64, arm64 = run(engine, selection, tmp_path, push=True)
+    assert (amd64.status, arm64.status) == ("built", "failed")
+    assert "machine: the tag claims aarch64, the image has x86_64" in arm64.detail
+    assert not [c for c, _ in engine.calls if c == "create_index"]
+    tag = selection[0].combination.image("runtime").tag
+    assert engine.tagged == [f"{REPOSITORY}:{tag}-amd64"]  # the verified one keeps its own tag, nothing more
+    assert f"no index {REPOSITORY}:{tag}: the linux/arm64 image failed" in amd64.detail
+
+
+def test_an_arm64_image_whose_torch_is_built_for_another_machine_is_refused(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    mixed = {
+        **ARM64,
+        "machine": machine_answer(
+            "aarch64", ("/usr/bin/python3.11", "aarch64"), (f"{SITE}/lib/libtorch_cpu.so", "x86_64")
+        ),
+    }
+    _, arm64 = run(engine_holding(arm64=mixed), selection, tmp_path)
+    assert arm64.status == "failed"
+    assert f"the image has uname aarch64; {SITE}/lib/libtorch_cpu.so: x86_64" in arm64.detail
+
+
+def test_without_push_there_is_no_public_tag_and_the_outcome_says_where_each_image_is(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = engine_holding()
+    outcomes = run(engine, selection, tmp_path)
+    tag = selection[0].combination.image("runtime").tag
+    assert engine.tagged == [f"{REPOSITORY}:{tag}-amd64", f"{REPOSITORY}:{tag}-arm64"] and engine.pushed == []
+    assert f"{REPOSITORY}:{tag} (an index) is written by --push; here: {REPOSITORY}:{tag}-amd64" in outcomes[0].detail
+
+
+def test_an_index_the_registry_does_not_hold_as_written_fails_both(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = engine_holding()
+    monkeypatch.setattr(engine, "index_manifests", lambda reference: {"linux/amd64": "sha256:" + "1" * 64})
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("index not written" in o.detail and "in the registry names" in o.detail for o in outcomes)
+
+
+def test_an_image_pulled_back_that_is_not_the_one_verified_fails_both(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = engine_holding()
+    real_pull = engine.pull
+
+    def pull(reference: str) -> list[str]:
+        errors = real_pull(reference)
+        engine.ids[reference] = "sha256:" + "2" * 64  # the registry served another image under that digest
+        return errors
+
+    engine.pull = pull  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert "pulled back is sha256:2222" in outcomes[0].detail
+
+
+def test_a_refused_index_fails_both_and_says_why(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = engine_holding()
+    engine.index_errors = ["unknown: Method not allowed"]
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert "index not written:\n    unknown: Method not allowed" in outcomes[1].detail
