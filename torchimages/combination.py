@@ -166,11 +166,6 @@ class Combination:
         return dict(self.platform_pins).get(platform, self.pins)
 
     @property
-    def pins_differ(self) -> bool:
-        """Whether some platform's pins are not `pins` (the Dockerfile then chooses them by TARGETARCH)."""
-        return any(self.pins_for(p) != self.pins for p in self.platforms)
-
-    @property
     def cudnn_major(self) -> str | None:
         """`9` for cuDNN 9.1.0.70."""
         return self.cudnn.split(".")[0] if self.cudnn else None

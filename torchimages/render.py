@@ -88,8 +88,9 @@ def venv_layers(combination: Combination) -> list[VenvLayer]:
     Each layer's command names only what it installs, so a change above leaves the layers below cached
     and byte-identical. Where platforms install other pins (PyPI's plain versions), a layer names each one's.
     """
-    layers = _layers(combination.pins, bool(combination.cuda))
-    if not combination.pins_differ:
+    first = combination.pins_for(combination.platforms[0])
+    layers = _layers(first, bool(combination.cuda))
+    if len({combination.pins_for(p) for p in combination.platforms}) == 1:
         return layers
     each = {platforms.arch(p): _layers(combination.pins_for(p), bool(combination.cuda)) for p in combination.platforms}
     return [
@@ -134,7 +135,7 @@ def context(combination: Combination) -> dict[str, Any]:
         "os_packages_file": str(OS_PACKAGES_FILE),
         "os_packages_dir": str(OS_PACKAGES_FILE.parent),
         "toolkit_purge": list(TOOLKIT_IMAGE_PURGE),
-        "index_url": c.index_url,
+        "index_url": c.index_url_for(c.platforms[0]),  # where index_by_arch is empty, every platform's
         "venv_pip": c.os.pip,
         # Python before 3.12 puts setuptools in a new venv: it is brought up to date (the lock's pin) in the
         # venv's own layer, so no later layer replaces it (a replaced file is a whiteout, no reproducible layer).

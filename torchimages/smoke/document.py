@@ -141,7 +141,7 @@ def image_document(combination: Combination, image: Image, reference: str) -> di
         "image": reference,
         "flavor": image.flavor,
         "torch": combination.torch,
-        **combination.companion_versions(),
+        **combination.companion_versions(image.platform),
         "cuda": combination.cuda,
         "cudnn": combination.cudnn,
         "nccl": combination.nccl,

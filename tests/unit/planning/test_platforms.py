@@ -398,3 +398,11 @@ def test_views_of_a_linux_amd64_plan_say_nothing_of_platforms() -> None:
 def test_what_a_row_cannot_have_of_the_top_level_platforms_is_said_at_the_row(tmp_path: Path) -> None:
     found = refusals(tmp_path, "platforms: [linux/arm64]\nmatrix:\n  include:\n    - {torch: 2.13.0, cuda: '12.6'}\n")
     assert [(p.line, p.key) for p in found] == [(4, "platforms")]
+
+
+def test_a_dockerfile_for_linux_arm64_alone_names_its_pins_and_index(tmp_path: Path) -> None:
+    arm = load(tmp_path, f"matrix:\n  include:\n    - {ARM_CPU}, platforms: [linux/arm64]}}\n")
+    (text,) = render.render_all(arm.combinations, arm.templates).values()
+    assert '"torch==2.9.1" \\' in text and "+cpu" not in text
+    assert "UV_INDEX_URL=https://pypi.org/simple;" in text and "download.pytorch.org" not in text
+    assert "FROM torchimages/bootstrap-debian:12-${TARGETARCH} AS runtime" in text
