@@ -280,7 +280,7 @@ class FakeEngine:
         if reference not in self.registry:
             return [f"pulling {reference} failed: manifest unknown"]
         self.truth[reference], self.ids[reference] = self.registry[reference]
-        self.images[reference] = {}
+        self.images.setdefault(reference, {})  # an image pulled again keeps what `add` said of it
         return []
 
     def run_python(self, reference: str, args: list[str]) -> str:

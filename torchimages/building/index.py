@@ -1,6 +1,9 @@
 """One public tag for several platforms: the index (OCI image index, or Docker manifest list) of the
 platforms' images, written in the registry once each was verified and pushed under its own tag, then read
-back: the index names exactly those images, and each, pulled back by digest, is the image verified here."""
+back: the index names exactly those images, and each, pulled back by digest, is the image verified here.
+
+`publish` writes it after a build of every platform here; `join` after each platform was built, verified and
+pushed elsewhere (a native runner per platform: `build --push <tag>-<arch>`), from the registry's copies."""
 
 from __future__ import annotations
 
@@ -30,6 +33,12 @@ def publish(engine: Engine, first: Image, images: Sequence[Image], progress: Pro
     if unknown:
         return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
     progress.update(first.tag, "index")
+    return written(engine, first, {image: str(digest) for image, digest in digests.items()})
+
+
+def written(engine: Engine, first: Image, digests: dict[Image, str]) -> list[str]:
+    """Write the index of the images at `digests` (in the registry) under `first`'s names, read each back and
+    pull each image back; the problems."""
     sources = [f"{image.repository}@{digest}" for image, digest in digests.items()]
     problems = engine.create_index(first.repository, first.names, sources)
     if problems:
@@ -54,3 +63,27 @@ def pulled_back(engine: Engine, image: Image, digest: str) -> list[str]:
         found, wanted = pulled.id if pulled else "nothing", verified.id if verified else "gone"
         return [f"{reference} ({image.platform}) pulled back is {found}, not the image verified ({wanted})"]
     return []
+
+
+def join(engine: Engine, images: Sequence[Image]) -> list[str]:
+    """Write the index of one flavor's images of every platform from their copies in the registry, each under its
+    own tag (`<tag>-<arch>`, which only a verified image gets): each is pulled and must carry this plan's input
+    digest and platform (the same inputs, verified where it was built); the problems (none: the index is there)."""
+    problems, digests = [], {}
+    for image in images:
+        errors = engine.pull(image.platform_reference)
+        info = engine.inspect(image.platform_reference) if not errors else None
+        if info is None:
+            why = "; ".join(errors) or "not found"
+            problems.append(f"{image.platform_reference} is not in the registry ({why}): build and push it first")
+            continue
+        labels = {k: info.labels.get(k) for k, _ in image.labels if k.endswith((".input-digest", ".platform"))}
+        if labels != {k: v for k, v in image.labels if k in labels}:
+            problems.append(f"{image.platform_reference} was built from other inputs than this plan's ({labels})")
+            continue
+        digest = pushed_digest(engine, image)
+        if digest is None:
+            problems.append(f"{image.platform_reference}: the engine recorded no digest of it in {image.repository}")
+            continue
+        digests[image] = digest
+    return problems or written(engine, images[0], digests)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
-from torchimages.cli import bake, build, doctor, lock, plan, promote, render, test, validate
+from torchimages.cli import bake, build, doctor, join, lock, plan, promote, render, test, validate
 from torchimages.cli import list as list_command
 from torchimages.cli import settings as settings_command
 
@@ -36,6 +36,7 @@ COMMANDS = (
     _row(test),
     _row(bake),
     _row(promote),
+    _row(join),
     _row(lock),
     _row(doctor),
     _row(settings_command, common=False),

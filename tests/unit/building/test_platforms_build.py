@@ -9,6 +9,7 @@ tag the public name locally, skip the read-back or the pull-back) and a test her
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import pytest
 from tests.fakes import FakeEngine, Raw, machine_answer, probe_answer
 from tests.unit.building.test_builder import run
 from torchimages import compat
-from torchimages.building import bootstrap
+from torchimages.building import bootstrap, index
+from torchimages.combination import Image
+from torchimages.engine import ImageInfo
 from torchimages.planning import plan
 
 MATRIX = """\
@@ -164,3 +167,46 @@ def test_a_refused_index_fails_both_and_says_why(selection: list[plan.Selected],
     outcomes = run(engine, selection, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert "index not written:\n    unknown: Method not allowed" in outcomes[1].detail
+
+
+def in_registry(engine: FakeEngine, image: Image, labels: dict[str, str] | None = None) -> str:
+    """`image` as a build elsewhere pushed it under its own tag: in the registry, pullable; its manifest digest."""
+    digest = "sha256:" + hashlib.sha256(image.platform_reference.encode()).hexdigest()
+    info = ImageInfo(
+        image.platform_reference,
+        "sha256:" + hashlib.sha256(image.platform.encode()).hexdigest(),
+        image.label_map() if labels is None else labels,
+        {},
+        "",
+        (),
+        repo_digests=(f"{image.repository}@{digest}",),
+    )
+    engine.registry[image.platform_reference] = ({}, info.id)
+    engine.registry[f"{image.repository}@{digest}"] = ({}, info.id)
+    engine.platform_of[digest] = image.platform
+    engine.details[image.platform_reference] = info
+    engine.images[image.platform_reference] = dict(info.labels)
+    engine.ids[image.platform_reference] = info.id
+    return digest
+
+
+def test_join_writes_the_index_of_the_platforms_images_the_registry_holds(selection: list[plan.Selected]) -> None:
+    engine = FakeEngine()
+    images = [selection[0].combination.image("runtime", p) for p in ("linux/amd64", "linux/arm64")]
+    digests = {image.platform: in_registry(engine, image) for image in images}
+    assert index.join(engine, images) == []
+    assert all(engine.indexes[f"{REPOSITORY}:{name}"] == digests for name in images[0].names)
+
+
+def test_join_writes_nothing_when_a_platform_is_missing_or_was_built_from_other_inputs(
+    selection: list[plan.Selected],
+) -> None:
+    engine = FakeEngine()
+    amd64, arm64 = [selection[0].combination.image("runtime", p) for p in ("linux/amd64", "linux/arm64")]
+    in_registry(engine, amd64)
+    (missing,) = index.join(engine, [amd64, arm64])
+    assert f"{arm64.platform_reference} is not in the registry" in missing and "build and push it first" in missing
+    in_registry(engine, arm64, {**arm64.label_map(), "io.torchimages.input-digest": "sha256:" + "9" * 64})
+    (other,) = index.join(engine, [amd64, arm64])
+    assert f"{arm64.platform_reference} was built from other inputs than this plan's" in other
+    assert engine.indexes == {} and not [c for c, _ in engine.calls if c == "create_index"]

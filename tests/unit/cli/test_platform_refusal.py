@@ -114,3 +114,12 @@ def test_only_combinations_of_linux_amd64_alone_pass_a_command_that_does_not_han
     refused = unsupported(plan.select(loaded, []), "test", "x")
     assert sorted(p.line for p in refused) == [4, 5]
     assert unsupported(plan.select(loaded, ["2.13.0-cpu"]), "test", "x") == []
+
+
+def test_join_of_a_selection_of_linux_amd64_alone_is_refused_before_the_engine(
+    cli: Cli, here: tuple[Path, FakeEngine]
+) -> None:
+    _, fake = here
+    code, out, err = cli("join", "2.13.0-cpu-runtime")
+    assert code == 2 and "no selected image is built for several platforms" in err and "Traceback" not in err
+    assert fake.calls == []

@@ -1,0 +1,40 @@
+"""`join`: write the index of each selected tag of several platforms from its platforms' images in the registry
+(each built, verified and pushed on its own machine: `build --push <tag>-<arch>`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from torchimages.cli import common
+from torchimages.cli import options as shared
+from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+
+NAME = "join"
+HELP = "write the index of each selected tag from its platforms' verified images in the registry"
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    shared.selectors(parser, required=True)
+    shared.engine(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchimages.building import index
+
+    chosen = [s for s in common.select(args, common.load_plan(args)) if s.combination.multi_platform]
+    if not chosen:
+        raise UsageError("no selected image is built for several platforms (or another than linux/amd64): no index")
+    engine = common.connect(args.docker)
+    failed = False
+    for s in chosen:
+        for flavor in dict.fromkeys(i.flavor for i in s.images):
+            images = [s.combination.image(flavor, p) for p in s.combination.platforms]
+            problems = index.join(engine, images)
+            failed = failed or bool(problems)
+            said = f"{images[0].reference}: " + (
+                "no index:\n    " + "\n    ".join(problems)
+                if problems
+                else "the index of " + ", ".join(i.platform_reference for i in images)
+            )
+            print(said)
+    return EXIT_FAILED if failed else EXIT_OK
