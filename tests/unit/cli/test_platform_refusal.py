@@ -120,6 +120,6 @@ def test_join_of_a_selection_of_linux_amd64_alone_is_refused_before_the_engine(
     cli: Cli, here: tuple[Path, FakeEngine]
 ) -> None:
     _, fake = here
-    code, out, err = cli("join", "2.13.0-cpu-runtime")
+    code, _, err = cli("join", "2.13.0-cpu-runtime")
     assert code == 2 and "no selected image is built for several platforms" in err and "Traceback" not in err
     assert fake.calls == []
