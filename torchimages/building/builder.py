@@ -178,10 +178,9 @@ class Builder:
                 note = f"no index {first.reference}: interrupted"
             elif not self.options.push:
                 local = ", ".join(i.platform_reference for i in mine)
-                joined |= {
-                    i: _noted(outcomes[i], f"{first.reference} (an index) is written by --push; here: {local}")
-                    for i in mine
-                }
+                said = f"{first.reference} (an index) is written by --push; here: {local}"
+                joined |= {i: _noted(outcomes[i], said) for i in mine}
+                progress.say(said)
                 continue
             else:
                 problems = index.publish(self.engine, first, mine, progress)

@@ -46,7 +46,7 @@ def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "sk
     for o in outcomes:
         size = format_size(o.size_bytes) if o.size_bytes else "-"
         build, test = (f"{s:.0f} s" if s is not None else "-" for s in (o.build_seconds, o.test_seconds))
-        table.add_row(o.status, f"{o.seconds:.0f} s", o.image.reference, size, build, test)
+        table.add_row(o.status, f"{o.seconds:.0f} s", o.image.platform_reference, size, build, test)
     text = io.StringIO()
     Console(file=text, width=1_000_000, color_system=None, highlight=False, emoji=False).print(table)
     header, *rows = (line.rstrip() for line in text.getvalue().splitlines())
