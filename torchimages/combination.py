@@ -224,9 +224,9 @@ class Combination:
             "lock_digest": self.lock_digest,
         }
 
-    def labels(self, flavor: str, input_digest: str) -> dict[str, str]:
-        """Image labels: OCI annotations plus every version and the input digest."""
-        companions = self.companion_versions()
+    def labels(self, flavor: str, input_digest: str, platform: str = platform_names.DEFAULT) -> dict[str, str]:
+        """Image labels: OCI annotations plus every version (as `platform`'s image holds them) and the input digest."""
+        companions = self.companion_versions(platform)
         versions = {
             "flavor": flavor,
             "torch": self.torch,
@@ -296,7 +296,7 @@ def make_image(
 ) -> Image:
     """An image of the combination for one platform, with its input digest and labels."""
     digest = input_digest(combination, flavor, fingerprint, platform)
-    labels = combination.labels(flavor, digest)
+    labels = combination.labels(flavor, digest, platform)
     if platform != platform_names.DEFAULT:
         labels[f"{LABEL_PREFIX}.platform"] = platform
     budget = combination.size_budget.of(flavor) if combination.size_budget else None

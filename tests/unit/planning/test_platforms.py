@@ -406,3 +406,13 @@ def test_a_dockerfile_for_linux_arm64_alone_names_its_pins_and_index(tmp_path: P
     assert '"torch==2.9.1" \\' in text and "+cpu" not in text
     assert "UV_INDEX_URL=https://pypi.org/simple;" in text and "download.pytorch.org" not in text
     assert "FROM torchimages/bootstrap-debian:12-${TARGETARCH} AS runtime" in text
+
+
+def test_a_platforms_labels_name_its_own_companion_builds(tmp_path: Path) -> None:
+    both = load(
+        tmp_path,
+        f"matrix:\n  include:\n    - {{torch: 2.9.1, cuda: cpu, os: debian12, torchaudio: none, platforms: {BOTH}}}\n",
+    )
+    combination = both.combinations[0]
+    assert combination.image("runtime", "linux/amd64").label_map()["io.torchimages.torchvision"] == "0.24.1+cpu"
+    assert combination.image("runtime", "linux/arm64").label_map()["io.torchimages.torchvision"] == "0.24.1"
