@@ -89,6 +89,12 @@ class Image:
         return f"{self.repository}:{self.platform_tag}" if self.platform_tag else self.reference
 
     @property
+    def own_tag(self) -> str:
+        """The tag of this platform's image alone: its platform's tag, else the public tag (what its log, JUnit
+        file and SBOM are named by)."""
+        return self.platform_tag or self.tag
+
+    @property
     def names(self) -> tuple[str, ...]:
         """The tag and every alias."""
         return (self.tag, *self.aliases)

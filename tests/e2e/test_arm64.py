@@ -13,6 +13,7 @@ machines on PyPI. The rule that the index waits for every platform is tested aga
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -75,9 +76,14 @@ def test_the_arm64_image_is_built_verified_and_smoke_tested_under_emulation(buil
     assert local.attrs["Architecture"] == "arm64", local.attrs["Architecture"]
     assert local.labels["io.torchimages.platform"] == "linux/arm64"
     assert local.labels["io.torchimages.input-digest"] == image.input_digest
-    assert f"{image.platform_reference} verified" in built.output, built.output[-4000:]
-    junit = (built.logs.parent / "report" / "junit").glob("*.xml")
-    assert any('failures="0"' in p.read_text() and "test_cpu" in p.read_text() for p in junit)  # the cpu suite ran
+    assert re.search(rf"^built .* {re.escape(image.platform_reference)} ", built.output, re.MULTILINE), built.output
+    assert f"{image.reference} names the index of linux/arm64" in built.output, built.output[-4000:]
+    report = built.logs.parent / "report"
+    junit = (report / "junit.xml").read_text()
+    assert f'<testsuite name="{image.platform_tag}" errors="0" failures="0"' in junit and "suites.test_cpu_" in junit
+    (entry,) = json.loads((report / "manifest.json").read_text())["images"]
+    assert (entry["reference"], entry["image_id"]) == (image.platform_reference, local.id)
+    assert entry["smoke"]["passed"] > 20 and entry["smoke"]["failed"] == 0
 
 
 def test_the_public_tag_is_an_index_written_after_the_push_and_it_pulls_back_and_runs(

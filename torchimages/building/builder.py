@@ -211,7 +211,7 @@ class Builder:
             return self._engine_failed(combination, image, time.monotonic(), exc, progress)
         if self.cancelled.is_set() or runtime.status == "interrupted":
             return self._finish(combination, image, "interrupted", time.monotonic(), "not started", progress)
-        detail = f"not built: devel is built on its runtime image, and the build of {runtime.image.tag} failed"
+        detail = f"not built: devel is built on its runtime image, and the build of {runtime.image.own_tag} failed"
         return self._finish(combination, image, "failed", time.monotonic(), detail, progress)
 
     def _ensure_bases(self, combinations: Sequence[Combination], progress: Progress) -> None:
@@ -272,14 +272,14 @@ class Builder:
                 problems = self._publish(image, image.platform_reference, progress)
                 if problems:
                     return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
-                progress.finish(image.tag, f"{image.tag}: up to date (input digest unchanged), skipped")
+                progress.finish(image.own_tag, f"{image.own_tag}: up to date (input digest unchanged), skipped")
                 return Outcome(combination, image, "skipped", 0.0, "up to date")
         except EngineError as exc:
             return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
         reference = temporary_reference(combination, image)
-        log = self.options.log_dir / f"{image.tag}.log"
-        progress.say(f"{image.tag}: building (log: {log})")
-        progress.begin(image.tag)
+        log = self.options.log_dir / f"{image.own_tag}.log"
+        progress.say(f"{image.own_tag}: building (log: {log})")
+        progress.begin(image.own_tag)
         try:
             began = time.monotonic()
             options = self.options
@@ -302,7 +302,7 @@ class Builder:
                 if attempt == 2 or options.no_cache:
                     return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
                 # BuildKit served devel's steps from a cache made on another runtime image: again, without it.
-                progress.say(f"{image.tag}: {problems[0]}; building it again without the build cache")
+                progress.say(f"{image.own_tag}: {problems[0]}; building it again without the build cache")
                 options = dataclasses.replace(options, no_cache=True)
             if hold:
                 self.engine.tag(reference, *_split(hold))
@@ -400,8 +400,8 @@ class Builder:
         if not is_temporary(baked.reference):
             detail = f"{baked.reference} is not a temporary reference ({TEMP_REPOSITORY}/...): not promoted"
             return self._finish(combination, image, "failed", start, detail, progress)
-        progress.say(f"{image.tag}: promoting {baked.reference}")
-        progress.begin(image.tag)
+        progress.say(f"{image.own_tag}: promoting {baked.reference}")
+        progress.begin(image.own_tag)
         try:
             problems = find_baked(self.engine, baked, base)
             if self.cancelled.is_set():
@@ -427,14 +427,14 @@ class Builder:
         try:
             self.engine.remove_image(reference)
         except EngineError as exc:
-            progress.say(f"{image.tag}: could not remove {reference}: {exc}")
+            progress.say(f"{image.own_tag}: could not remove {reference}: {exc}")
 
     def _check_before_tagging(
         self, combination: Combination, image: Image, reference: str, progress: Progress
     ) -> list[str]:
         """The size budget, verification (the versions inside equal the tag's, and the NVIDIA libraries torch
         loads are the pinned wheels'), then the smoke gate. Problems, or none."""
-        progress.update(image.tag, "verify")
+        progress.update(image.own_tag, "verify")
         over = readings.over_budget(self.engine, image, reference)
         if over:
             return over
@@ -449,7 +449,7 @@ class Builder:
         if self.cancelled.is_set():
             return ["interrupted before the smoke gate"]
         if self.smoke_gate:
-            progress.update(image.tag, "smoke")
+            progress.update(image.own_tag, "smoke")
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
 
     def _publish(self, image: Image, reference: str, progress: Progress) -> list[str]:
@@ -460,7 +460,7 @@ class Builder:
             self.engine.tag(reference, image.repository, name)
         if not self.options.push:
             return []
-        progress.update(image.tag, "push")
+        progress.update(image.own_tag, "push")
         return self.engine.push(image.repository, names, progress.note, self.options.compression)
 
     def _interrupted(
@@ -473,7 +473,7 @@ class Builder:
     ) -> Outcome:
         seconds = time.monotonic() - start
         shown = f"\n    {detail}" if status not in ("built", "promoted") else ""
-        progress.finish(image.tag, f"{image.tag}: {status} in {seconds:.0f} s" + shown)
+        progress.finish(image.own_tag, f"{image.own_tag}: {status} in {seconds:.0f} s" + shown)
         return Outcome(combination, image, status, seconds, detail)
 
 

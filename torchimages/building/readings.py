@@ -81,7 +81,7 @@ def why_failed(engine: Engine, image: Image, log: Path, status: int) -> str:
 def record_installed(engine: Engine, log_dir: Path, image: Image, reference: str) -> None:
     """Write what the verified image holds beside its log, so a rebuild can be compared: the OS
     packages (the image's own record, `name=version`) and the venv's packages (`name==version`)."""
-    record = log_dir / f"{image.tag}.installed.txt"
+    record = log_dir / f"{image.own_tag}.installed.txt"
     try:
         text = engine.run_python(reference, ["-c", INSTALLED_PROBE])
     except EngineError as exc:

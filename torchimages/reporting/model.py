@@ -159,7 +159,7 @@ def image_report(combination: Combination, image: Image, result: str, reason: st
     """An ImageReport of a matrix image; `facts` are the other ImageReport fields (stored, durations, smoke)."""
     return ImageReport(
         tag=image.tag,
-        reference=image.reference,
+        reference=image.platform_reference,  # the image itself (for several platforms, the public tag is an index)
         aliases=image.aliases,
         flavor=image.flavor,
         combination=combination.folder,

@@ -106,8 +106,8 @@ def built_images(
     `pushed`: the images were pushed, so the registry can tell their compressed size."""
     images = []
     for o in outcomes:
-        junit = _read(junit_in(junit_dir, o.image.tag))
-        stored = _stored(engine, o.image.reference, pushed) if o.status in ("built", "skipped") else None
+        junit = _read(junit_in(junit_dir, o.image.own_tag))
+        stored = _stored(engine, o.image.platform_reference, pushed) if o.status in ("built", "skipped") else None
         reason = "" if o.status == "built" else o.detail
         image = report.image_report(
             o.combination,
@@ -173,7 +173,8 @@ def with_sboms(
     syft: str | None = None
     for image, junit in images:
         if image.stored is not None:
-            relative = f"{SBOM_DIR}/{junit_in(Path(), image.tag).stem}.cdx.json"
+            own_tag = image.reference.rsplit(":", 1)[-1]  # a platform's image of an index: `<tag>-<arch>`
+            relative = f"{SBOM_DIR}/{junit_in(Path(), own_tag).stem}.cdx.json"
             try:
                 syft = syft or sbom.syft_binary()
                 sbom.write_sbom(engine, image.reference, directory / relative, syft)

@@ -203,7 +203,7 @@ def smoke_gate(
 
     def gate(combination: Combination, image: Image, reference: str, facts: Facts) -> list[str]:
         document = image_document(combination, image, reference)
-        junit = junit_in(junit_dir, image.tag) if junit_dir else None
+        junit = junit_in(junit_dir, image.own_tag) if junit_dir else None
         result = run_suites_in_container(engine, document, options, junit, True, facts, cancelled)
         if result.returncode == 0:
             return []
