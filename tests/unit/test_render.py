@@ -39,7 +39,7 @@ def test_shape_of_a_cuda_dockerfile(rendered: dict[str, str]) -> None:
     text = rendered["2.7.0-cuda11.8-py3.10-ubuntu22.04/Dockerfile"]
     assert "FROM ubuntu:22.04 AS runtime" in text
     assert "FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel" in text
-    assert "COPY --from=runtime --chown=1000:1000 /opt/venv /opt/venv" in text and "AS venv" not in text
+    assert "COPY --from=runtime --chown=1000:0 /opt/venv /opt/venv" in text and "AS venv" not in text
     assert (
         '"torch==2.7.0+cu118"' in text and '"torchvision==0.22.0+cu118"' in text and '"torchaudio==2.7.0+cu118"' in text
     )
@@ -47,7 +47,7 @@ def test_shape_of_a_cuda_dockerfile(rendered: dict[str, str]) -> None:
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=11.0"' in text
     assert "--mount=type=secret,id=cacert" in text and "--mount=type=cache,target=/home/torch/.cache/uv" in text
     assert "--mount=type=secret,id=uvconf" in text and "UV_CONFIG_FILE=/run/secrets/uvconf" in text
-    assert "USER 1000:1000" in text
+    assert "USER 1000:0" in text
     # Ubuntu 22.04's venv pip predates `pip inspect`: users get a newer one, installed by uv; no step mounts pip's cache
     assert '"$uv" pip install --python /opt/venv/bin/python --compile-bytecode "pip==25.3"' in text
     assert "--mount=type=cache,target=/home/torch/.cache/pip" not in text
