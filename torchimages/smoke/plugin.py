@@ -354,3 +354,9 @@ def venv_install_run(
 ) -> ScriptResult:
     """A hand-made wheel installed into the image's venv by its user, then removed."""
     return _probe(host, smoke_cache, python_exe, "venv_install")
+
+
+@pytest.fixture(scope="module")
+def platform_run(host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any], python_exe: str) -> ScriptResult:
+    """Who runs, the folders a job writes, the verbs userspace, a DataLoader with workers: one process."""
+    return _probe(host, smoke_cache, python_exe, "platform")
