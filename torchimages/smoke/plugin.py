@@ -4,7 +4,7 @@ Registered by name, never found by path:
 
     python -m pytest -p torchimages.smoke.plugin --pyargs torchimages.smoke.suites \
         --hosts=docker://C --image-spec SPEC.json [--facts FACTS.json] [--require-gpu] \
-        [--python-exe python] [-m "cpu or gpu or multi_gpu"]
+        [--python-exe python] [-m "cpu or gpu or multi_gpu or multi_node"]
 
 Facts that need `import torch` are gathered once per host and session (one probe
 process each for facts, torch.compile on the CPU, single-GPU checks, torch.compile on
@@ -42,6 +42,7 @@ MARKERS = {
     "cpu": "needs no GPU: versions, libraries, users, labels",
     "gpu": "needs one GPU; skipped without one unless --require-gpu",
     "multi_gpu": "NCCL across every visible GPU; skipped without one unless --require-gpu",
+    "multi_node": "torchrun across two containers of the image on a network of their own (gloo; NCCL with 2 GPUs)",
 }
 
 
