@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchimages import textfile
-from torchimages.doctor.model import BINFMT_DIR, BinfmtHandler, HostFacts, Needs, emulator
+from torchimages.doctor.model import BINFMT_DIR, MEMLOCK_UNLIMITED, BinfmtHandler, HostFacts, Needs, emulator
 from torchimages.problems import InputError
 
 TOOLKIT_BINARIES = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
@@ -70,6 +70,30 @@ def _shm() -> int | None:
     except OSError:
         return None
     return stat.f_frsize * stat.f_blocks
+
+
+def _infiniband() -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The entries of /dev/infiniband (None: no such folder) and the adapters /sys/class/infiniband names."""
+    try:
+        devices: tuple[str, ...] | None = tuple(sorted(os.listdir("/dev/infiniband")))
+    except OSError:
+        devices = None
+    try:
+        adapters = tuple(sorted(os.listdir("/sys/class/infiniband")))
+    except OSError:
+        adapters = ()
+    return devices, adapters
+
+
+def _memlock() -> int | None:
+    """The soft RLIMIT_MEMLOCK of this process (what the programs it starts inherit), MEMLOCK_UNLIMITED for none."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    except (ImportError, OSError, ValueError):
+        return None
+    return MEMLOCK_UNLIMITED if soft == resource.RLIM_INFINITY else int(soft)
 
 
 def _page_size() -> int | None:
@@ -154,6 +178,7 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
     gpus, driver, smi_error = _nvidia_smi()
     machine = os.uname().machine or None
     mounted, handlers = _binfmt(need, machine)
+    infiniband, adapters = _infiniband()
     common = HostFacts(
         gpus=gpus,
         driver=driver,
@@ -165,6 +190,9 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         page_size=_page_size(),
         binfmt_mounted=mounted,
         binfmt_handlers=handlers,
+        infiniband=infiniband,
+        rdma_adapters=adapters,
+        memlock_bytes=_memlock(),
     )
     if need.host_only:
         return common
