@@ -119,6 +119,8 @@ def assert_images_are_training_bases(built: Built, client: Any) -> None:
         assert shut == "", f"{image}: not group-writable like their owner: {shut}"
         listed = sh(client, image, f"cat {OS_PACKAGES}").splitlines()
         assert any(line.startswith("gcc=") for line in listed) and any(line.startswith("g++=") for line in listed)
+        for package in ("libibverbs1", "ibverbs-providers", "librdmacm1"):  # NCCL's RDMA userspace (issue 21)
+            assert any(line.startswith(f"{package}=") for line in listed), (image, package)
     assert sh(client, runtime, "for c in gcc g++ nvcc; do command -v $c; done; true").split() == [
         "/usr/bin/gcc",
         "/usr/bin/g++",

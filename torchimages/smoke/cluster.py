@@ -3,19 +3,23 @@ one rank each, started by torchrun with a c10d rendezvous on node0 (the multi_no
 
 The command lines and the reading of the results are pure functions; `run_nodes` alone starts anything, and
 it removes what it made (the containers, then the network) whatever happens: a failure, a timeout, Ctrl-C or
-SIGTERM (turned into KeyboardInterrupt while it runs). Names are unique per run, and everything carries the
-label `RUN_LABEL=<run id>`, so what a SIGKILL left is found by `docker ps -a --filter label=...`.
+SIGTERM (turned into KeyboardInterrupt while it runs). Where its process is killed before it can (SIGKILL; or
+`build.py`, hit by the same Ctrl-C, kills the suites' pytest a moment later), a reaper does it: a small
+process in a session of its own, started first, that removes them once its parent is gone. Names are unique
+per run, and everything carries the label `RUN_LABEL=<run id>`.
 Like testinfra's docker backend, this talks to the docker CLI ($DOCKER, else the first on PATH).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -188,6 +192,35 @@ def remove(docker: str, names: Sequence[str], network: str) -> None:
         _docker(docker, "network", "rm", network)
 
 
+# The reaper: argv = parent pid, docker, network, container names. It waits for its parent to end (or to
+# stop it), then removes the containers and the network. Standard library only; it prints nothing.
+REAPER = """
+import os, subprocess, sys, time
+parent, docker, network, names = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+while os.getppid() == parent:
+    time.sleep(0.5)
+for command in ([docker, "rm", "--force", "--volumes", *names], [docker, "network", "rm", network]):
+    try:
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
+    except Exception:
+        pass
+"""
+
+
+def start_reaper(docker: str, network: str, names: Sequence[str]) -> subprocess.Popen[bytes] | None:
+    """The reaper of this run, in a session of its own (a signal to this process group does not reach it)."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-c", REAPER, str(os.getpid()), docker, network, *names],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None  # cleaning up in `finally` still holds for everything but a SIGKILL
+
+
 def run_nodes(
     image: str,
     python_exe: str,
@@ -204,6 +237,7 @@ def run_nodes(
     network = f"torchimages-mn-{run_id}"
     names = [f"{network}-{host}" for host in hostnames(len(node_options))]
     script = node_command(python_exe, len(node_options), run_id, backend)
+    reaper = start_reaper(docker, network, names)
     with _sigterm_interrupts():
         try:
             made = _docker(docker, "network", "create", "--internal", "--label", f"{RUN_LABEL}={run_id}", network)
@@ -219,6 +253,10 @@ def run_nodes(
             return ClusterRun(run_id, network, tuple(_wait(docker, names, wait_s)))
         finally:
             remove(docker, names, network)
+            if reaper is not None:  # nothing left for it: stop it (its SIGTERM default ends it at once)
+                reaper.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    reaper.wait(timeout=10)
 
 
 def _wait(docker: str, names: Sequence[str], wait_s: float) -> Iterator[Node]:

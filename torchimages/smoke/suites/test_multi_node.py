@@ -17,7 +17,11 @@ from torchimages.smoke.diagnosis import GpuQuery
 from torchimages.smoke.document import SmokeSpec
 from torchimages.smoke.hosts import container_inspect, is_docker
 
-pytestmark = pytest.mark.multi_node
+pytestmark = [
+    pytest.mark.multi_node,
+    # Per-test properties are outside the xunit2 schema, yet JUnit readers show them.
+    pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning"),
+]
 NODES = 2
 
 
