@@ -340,6 +340,7 @@ def test_todays_checks_keep_their_order_and_the_machine_checks_come_last() -> No
         "/dev/shm",
         "InfiniBand/RoCE",
         "locked memory",
+        "temporary folder",
         "machine",
         "emulation",
     ]
@@ -447,3 +448,14 @@ def test_gather_reads_this_machines_rdma_facts() -> None:
     assert facts.infiniband == (
         tuple(sorted(os.listdir("/dev/infiniband"))) if os.path.isdir("/dev/infiniband") else None
     )
+
+
+def test_a_noexec_temporary_folder_fails_on_the_host_with_the_remount() -> None:
+    noexec = HostFacts(temp_dir="/tmp", temp_noexec=True)
+    result = doctor.checks.check_temp(noexec, need(host_only=True))
+    assert result.status == FAIL and "/tmp is mounted noexec" in result.message
+    assert "mount -o remount,exec /tmp" in result.fix and "TORCHINDUCTOR_CACHE_DIR" in result.fix
+    assert doctor.checks.check_temp(HostFacts(temp_dir="/tmp"), need(host_only=True)).status == OK
+    assert doctor.checks.check_temp(HostFacts(), need(host_only=True)).status == FAIL
+    containers = doctor.checks.check_temp(noexec, need())
+    assert containers.status == SKIP and "--tmpfs /tmp:exec" in containers.message

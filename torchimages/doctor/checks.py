@@ -286,6 +286,35 @@ def check_memlock(facts: HostFacts, need: Needs) -> Check:
     )
 
 
+def check_temp(facts: HostFacts, need: Needs) -> Check:
+    """With --host-only: torch.compile writes the code it compiles under the temporary folder and loads it from
+    there, so that folder must exist and not be mounted noexec."""
+    name = "temporary folder"
+    if not need.host_only:
+        return Check(
+            name,
+            SKIP,
+            f"containers get their own: on a read-only root, mount /tmp with exec (--tmpfs /tmp:exec; {RDMA_RECIPE})",
+        )
+    if facts.temp_dir is None:
+        return Check(
+            name,
+            FAIL,
+            "no usable temporary folder (tempfile.gettempdir() found none writable)",
+            "make /tmp writable, or set TMPDIR to a writable folder",
+        )
+    if facts.temp_noexec:
+        return Check(
+            name,
+            FAIL,
+            f"{facts.temp_dir} is mounted noexec: torch.compile cannot load the code it compiles there "
+            "('failed to map segment from shared object')",
+            f"remount it with exec (mount -o remount,exec {facts.temp_dir}), or set TMPDIR and "
+            "TORCHINDUCTOR_CACHE_DIR to a writable folder on a mount without noexec",
+        )
+    return Check(name, OK, f"{facts.temp_dir}: writable, not noexec")
+
+
 def _kib(size: int) -> str:
     return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} bytes"
 
@@ -390,6 +419,7 @@ CHECKS: tuple[Callable[[HostFacts, Needs], Check], ...] = (
     check_shm,
     check_infiniband,
     check_memlock,
+    check_temp,
     check_machine,
     check_emulation,
 )

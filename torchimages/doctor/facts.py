@@ -9,6 +9,7 @@ import glob
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -96,6 +97,15 @@ def _memlock() -> int | None:
     return MEMLOCK_UNLIMITED if soft == resource.RLIM_INFINITY else int(soft)
 
 
+def _temp() -> tuple[str | None, bool]:
+    """Python's temporary folder (None: none usable) and whether it is on a noexec mount."""
+    try:
+        folder = tempfile.gettempdir()
+        return folder, bool(os.statvfs(folder).f_flag & os.ST_NOEXEC)
+    except (FileNotFoundError, OSError):
+        return None, False
+
+
 def _page_size() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE")
@@ -179,6 +189,7 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
     machine = os.uname().machine or None
     mounted, handlers = _binfmt(need, machine)
     infiniband, adapters = _infiniband()
+    temp_dir, temp_noexec = _temp()
     common = HostFacts(
         gpus=gpus,
         driver=driver,
@@ -193,6 +204,8 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         infiniband=infiniband,
         rdma_adapters=adapters,
         memlock_bytes=_memlock(),
+        temp_dir=temp_dir,
+        temp_noexec=temp_noexec,
     )
     if need.host_only:
         return common

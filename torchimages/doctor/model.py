@@ -119,3 +119,5 @@ class HostFacts:
     infiniband: tuple[str, ...] | None = None  # the entries of /dev/infiniband (uverbs0, rdma_cm); None: no such folder
     rdma_adapters: tuple[str, ...] = ()  # /sys/class/infiniband: the RDMA adapters' names (mlx5_0)
     memlock_bytes: int | None = None  # this process's soft locked-memory limit; MEMLOCK_UNLIMITED; None: not known
+    temp_dir: str | None = None  # Python's temporary folder (tempfile.gettempdir()); None: there is none
+    temp_noexec: bool = False  # that folder's file system is mounted noexec
