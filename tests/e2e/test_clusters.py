@@ -131,7 +131,7 @@ def test_an_interrupted_multi_node_run_leaves_no_container_or_network(built: Bui
 def test_a_killed_multi_node_run_is_cleaned_up_by_its_reaper(built: Built, docker_client: Any) -> None:
     """SIGKILL runs no `finally`: the reaper, in a session of its own, removes the nodes and their network."""
     image = built.image("runtime").reference
-    code = f"from torchimages.smoke import cluster; cluster.run_nodes({image!r}, 'python', 'gloo', [[], []])"
+    code = f"from torchimages.smoke import cluster; cluster.run({image!r}, 'python', 'gloo', [[], []])"
     process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
         deadline = time.monotonic() + 120

@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from torchimages.engine import nodes
 from torchimages.smoke import cluster
 
 PLAIN = {"Config": {"User": "1000:0"}, "HostConfig": {"ShmSize": 2147483648, "ReadonlyRootfs": False}}
@@ -52,11 +53,11 @@ def test_one_gpu_per_node_the_way_the_suite_container_got_its_gpus() -> None:
 
 
 def test_a_node_is_labelled_named_and_reachable_by_its_host_name() -> None:
-    command = cluster.run_command("docker", "img:1", "n-node1", "node1", "net", "abc", ["--user", "5:0"], "SCRIPT")
+    command = nodes.run_command("docker", "img:1", "n-node1", "node1", "net", "abc", ["--user", "5:0"], "SCRIPT")
     assert command[:2] == ["docker", "run"] and "--detach" in command
     pairs = dict(itertools.pairwise(command[2:]))
     assert pairs["--name"] == "n-node1" and pairs["--hostname"] == "node1" and pairs["--network-alias"] == "node1"
-    assert pairs["--network"] == "net" and pairs["--label"] == f"{cluster.RUN_LABEL}=abc" and pairs["--user"] == "5:0"
+    assert pairs["--network"] == "net" and pairs["--label"] == f"{nodes.RUN_LABEL}=abc" and pairs["--user"] == "5:0"
     assert command[-4:] == ["/bin/sh", "img:1", "-c", "SCRIPT"]
 
 
@@ -88,6 +89,6 @@ def test_nccl_output_says_whether_verbs_were_found() -> None:
 
 
 def test_a_node_describes_its_status_and_output_end() -> None:
-    ended = cluster.Node("n0", "node0", 1, "x" * 5000 + "THE END", None)
+    ended = nodes.Node("n0", "node0", 1, "x" * 5000 + "THE END", None)
     assert "exit status 1" in ended.describe() and ended.describe().endswith("THE END")
-    assert "did not end in time" in cluster.Node("n1", "node1", None, "", None).describe()
+    assert "did not end in time" in nodes.Node("n1", "node1", None, "", None).describe()

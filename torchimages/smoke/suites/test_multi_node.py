@@ -66,7 +66,7 @@ def test_gloo_all_reduce_across_two_containers(
     inspected: dict[str, Any], spec: SmokeSpec, python_exe: str, record_property: Any
 ) -> None:
     options = cluster.inherited_options(inspected)
-    run = cluster.run_nodes(image_of(inspected, spec), python_exe, "gloo", [options] * NODES)
+    run = cluster.run(image_of(inspected, spec), python_exe, "gloo", [options] * NODES)
     answers = check_all_reduce(run, "gloo")
     record_property("gloo_init_s", max(a["init_s"] for a in answers))
 
@@ -87,7 +87,7 @@ def test_nccl_all_reduce_across_two_containers_one_gpu_each(
         pytest.skip(f"NCCL across containers needs {NODES} GPUs, one per container; {visible} visible here")
     common = cluster.inherited_options(inspected)
     per_node = [common + cluster.gpu_options(inspected, index) for index in range(NODES)]
-    run = cluster.run_nodes(image_of(inspected, spec), python_exe, "nccl", per_node)
+    run = cluster.run(image_of(inspected, spec), python_exe, "nccl", per_node)
     answers = check_all_reduce(run, "nccl")
     transports = [cluster.nccl_transport(node.output) for node in run.nodes]
     assert not any(t.ib_library_missing for t in transports), (
