@@ -3,6 +3,7 @@ platform (torchimages.smoke.platform): the probe's answers are literals here."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from torchimages.smoke import checks, platform
@@ -69,3 +70,9 @@ def test_the_recipes_are_docker_run_options() -> None:
     assert platform.READ_ONLY_RUN_ARGS[0] == "--read-only"
     tmpfs = [platform.READ_ONLY_RUN_ARGS[i + 1] for i, a in enumerate(platform.READ_ONLY_RUN_ARGS) if a == "--tmpfs"]
     assert all(mount.endswith(":exec") for mount in tmpfs) and "/tmp:exec" in tmpfs
+
+
+def test_the_documented_recipes_are_the_ones_the_e2e_tests_run() -> None:
+    page = (Path(__file__).resolve().parents[3] / platform.RECIPE).read_text()
+    assert " ".join(platform.READ_ONLY_RUN_ARGS) in page
+    assert " ".join(platform.ANY_UID_RUN_ARGS) in page
