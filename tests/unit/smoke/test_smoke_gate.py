@@ -268,15 +268,20 @@ def nccl_payload(world: int, devices: list[int]) -> dict[str, Any]:
     return {"world_size": world, "nccl": [2, 27, 3], "env": {}, "ranks": ranks}
 
 
+# What NCCL_DEBUG=INFO says of the IB transport on a machine without an adapter (the verbs userspace loaded).
+IB_NO_DEVICE = "node:1:1 [0] NCCL INFO NET/IB : No device found."
+
+
 @pytest.fixture
-def fake_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], str]:
-    """A `python` for the probes that prints the payload it is given (the NCCL probe's, here)."""
+def fake_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    """A `python` for the probes that prints the log, then the payload it is given (the NCCL probe's, here)."""
     script = tmp_path / "python"
-    script.write_text('#!/bin/sh\nprintf "SMOKE_JSON:%s\\n" "$FAKE_PROBE_PAYLOAD"\n')
+    script.write_text('#!/bin/sh\nprintf "%s\\n" "$FAKE_PROBE_LOG"\nprintf "SMOKE_JSON:%s\\n" "$FAKE_PROBE_PAYLOAD"\n')
     script.chmod(0o755)
 
-    def answering(payload: dict[str, Any]) -> str:
+    def answering(payload: dict[str, Any], log: str = IB_NO_DEVICE) -> str:
         monkeypatch.setenv("FAKE_PROBE_PAYLOAD", json.dumps(payload))
+        monkeypatch.setenv("FAKE_PROBE_LOG", log)
         return str(script)
 
     return answering
@@ -292,7 +297,16 @@ def test_an_nccl_run_over_every_visible_gpu_passes(
 ) -> None:
     python = fake_python(nccl_payload(4, [0, 1, 2, 3]))
     code, found = run_gpu_suite(tmp_path, runtime, "test_multi_gpu", gpus(4), ("multi_gpu",), python_exe=python)
-    assert code == 0 and set(found.values()) == {"passed"} and len(found) == 7, found
+    assert code == 0 and set(found.values()) == {"passed"} and len(found) == 8, found
+
+
+def test_an_nccl_that_cannot_open_libibverbs_fails(
+    tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str]
+) -> None:
+    log = "node:1:1 [0] NCCL INFO Failed to open libibverbs.so[.1]\nnode:1:1 [0] NCCL INFO Using network Socket"
+    python = fake_python(nccl_payload(2, [0, 1]), log)
+    code, found = run_gpu_suite(tmp_path, runtime, "test_multi_gpu", gpus(2), ("multi_gpu",), python_exe=python)
+    assert code == 1 and [n for n, r in found.items() if r != "passed"] == ["test_nccl_finds_its_ib_transport_library"]
 
 
 def test_an_nccl_run_with_a_wrong_sum_fails(
