@@ -187,6 +187,8 @@ def run_nodes(
                     )
             hosts = [node.hostname for node in nodes]
             return ClusterRun(run_id, network, tuple(_wait(docker, names, hosts, wait_s)))
+        except (OSError, subprocess.TimeoutExpired) as exc:  # no docker CLI, or it did not answer in time
+            return ClusterRun(run_id, network, (), f"{docker}: {exc}")
         finally:
             remove(docker, names, network)
             if reaper is not None:  # nothing left for it: stop it (its SIGTERM default ends it at once)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -387,4 +387,4 @@ def throughput_figures(pytestconfig: pytest.Config) -> Iterator[dict[str, float]
     yield figures
     out = settings.path("TORCHIMAGES_THROUGHPUT_OUT")
     if out is not None and figures:
-        out.write_text(json.dumps({"metrics": figures, "context": vars(run_context(pytestconfig))}, indent=2))
+        out.write_text(json.dumps({"metrics": figures, "context": asdict(run_context(pytestconfig))}, indent=2))

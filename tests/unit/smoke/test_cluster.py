@@ -4,6 +4,7 @@ NCCL's output are literals here."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,9 @@ def test_a_node_describes_its_status_and_output_end() -> None:
     ended = nodes.Node("n0", "node0", 1, "x" * 5000 + "THE END", None)
     assert "exit status 1" in ended.describe() and ended.describe().endswith("THE END")
     assert "did not end in time" in nodes.Node("n1", "node1", None, "", None).describe()
+
+
+def test_no_docker_cli_is_a_run_error_not_a_traceback(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-docker")
+    run = nodes.run_nodes("img:1", [nodes.NodeSpec("node0")], "true", docker=missing)
+    assert run.nodes == () and missing in run.error and "No such file" in run.error
