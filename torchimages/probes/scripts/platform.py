@@ -65,14 +65,23 @@ def writable(path: str) -> dict[str, Any]:
     return entry
 
 
-def user_name() -> str:
-    """What getpass.getuser() gives, or `unknown` where it fails (no passwd entry, no LOGNAME/USER)."""
-    import getpass
-
+def inductor_cache(temp: str) -> str:
+    """Inductor's cache folder as torch computes it (TORCHINDUCTOR_CACHE_DIR, else torchinductor_<user> in the
+    temporary folder; `uid_<uid>` for a uid without a name); the same rule where this torch has no such helper."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return os.environ["TORCHINDUCTOR_CACHE_DIR"]
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        return str(default_cache_dir())
+    except Exception:
+        import getpass
+
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = f"uid_{os.getuid()}"
+        return os.path.join(temp, "torchinductor_" + user)
 
 
 def folders() -> dict[str, Any]:
@@ -92,8 +101,7 @@ def folders() -> dict[str, Any]:
         found["temp"] = {"path": None, "writable": False, "read_only": False, "noexec": False, "error": temp_error}
     else:
         found["temp"] = writable(temp)
-        inductor = os.path.join(temp, "torchinductor_" + user_name())
-        found["inductor_cache"] = writable(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or inductor)
+        found["inductor_cache"] = writable(inductor_cache(temp))
     return found
 
 
