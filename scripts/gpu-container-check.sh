@@ -14,20 +14,30 @@
 #      labelled io.torchimages.* with the host's versions (the repository's facts probe),
 #      flavor runtime, PATH starting with the bin folder of python3's environment
 #   4. `build.py test --image STANDIN --gpus none`, devices passed by hand with --run-arg:
-#        all     every /dev/nvidia* node, --shm-size 8g        -> must pass
-#        one     /dev/nvidia0 and the control nodes, 8g        -> must pass
-#        shm64m  every node, --shm-size 64m (Docker's default) -> must FAIL test_dev_shm_is_large_enough
-#                                                                with its --shm-size advice
+#        host      no container: `build.py test --host local --suites gpu`, its throughput figures
+#                  written to OUTDIR/throughput-host.json (TORCHIMAGES_THROUGHPUT_OUT)  -> must pass
+#        all       every /dev/nvidia* node, --shm-size 8g        -> must pass
+#        one       /dev/nvidia0 and the control nodes, 8g        -> must pass
+#        shm64m    every node, --shm-size 64m (Docker's default) -> must FAIL test_dev_shm_is_large_enough
+#                                                                  with its --shm-size advice
+#        anyuid    every node, 8g, --user 123456:0 (OpenShift: a uid without a passwd entry, group 0;
+#                  HOME=/tmp, since the stand-in sets no HOME as our images do)         -> must pass
+#        readonly  every node, 8g, the read-only recipe: --read-only --tmpfs /tmp:exec
+#                  --tmpfs /home/torch:exec, HOME=/home/torch (as our images set it)    -> must pass
+#        multinode every node, 8g, the multi_node suite: two containers on a network of their own,
+#                  torchrun + c10d, gloo (NCCL needs two GPUs: skipped on one)           -> must pass
+#      every container run after `host` compares its throughput with the host's
+#      (TORCHIMAGES_THROUGHPUT_REFERENCE=OUTDIR/throughput-host.json: test_throughput_equals_the_hosts)
 #      each writes OUTDIR/log-<run>.txt and OUTDIR/junit-<run>.xml
 #   5. OUTDIR/summary.txt (passed/skipped/failed per run, GPU, driver, image ID, docker version,
-#      NCCL bus bandwidth), then stop dockerd and remove the temporary folders
-# Exit status: 0 when `all` and `one` passed and `shm64m` failed as expected; 1 otherwise; 2 when
+#      NCCL bus bandwidth, throughput figures), then stop dockerd and remove the temporary folders
+# Exit status: 0 when every run passed and `shm64m` failed as expected; 1 otherwise; 2 when
 # the set-up (wheels, engine, facts, import) failed.
 #
 # Environment (all optional):
 #   PYTHON=python3          interpreter with torch: runs build.py and is probed for the labels
 #   STANDIN=torchimages-standin:host-runtime   name of the stand-in image
-#   RUNS="all one shm64m"   the runs to do (a subset for a short time slot)
+#   RUNS="host all one shm64m anyuid readonly multinode"   the runs to do (a subset for a short time slot)
 #   RUN_TIMEOUT=420         seconds per build.py test run
 #   DOCKER_DATA_ROOT=DIR    keep the engine's data there (not removed; an existing stand-in image
 #                           there is reused, so a second call skips the import); default: temporary
@@ -39,7 +49,7 @@ bundle=${1:?usage: gpu-container-check.sh BUNDLE OUTDIR}
 out=${2:?usage: gpu-container-check.sh BUNDLE OUTDIR}
 PY=${PYTHON:-python3}
 STANDIN=${STANDIN:-torchimages-standin:host-runtime}
-RUNS=${RUNS:-all one shm64m}
+RUNS=${RUNS:-host all one shm64m anyuid readonly multinode}
 RUN_TIMEOUT=${RUN_TIMEOUT:-420}
 DRY_RUN=${DRY_RUN:-0}
 
@@ -307,29 +317,52 @@ fi
 export PYTHONUNBUFFERED=1
 export PYTEST_ADDOPTS="-rs -v ${PYTEST_ADDOPTS:-}"
 declare -A rc=()
-test_run() { # NAME SHM DEVICE-ARGS...
-    local name=$1 shm=$2
-    shift 2
-    say "4. run $name: --shm-size $shm, $# device(s) (log: $out/log-$name.txt)"
+host_figures="$out/throughput-host.json"
+test_run() { # NAME SHM SUITES RUN-ARGS...
+    local name=$1 shm=$2 suites=$3
+    shift 3
+    local reference=()
+    if [ -s "$host_figures" ]; then
+        reference=(env "TORCHIMAGES_THROUGHPUT_REFERENCE=$host_figures")
+    fi
+    say "4. run $name: --shm-size $shm, suites $suites, $# run arg(s) (log: $out/log-$name.txt)"
+    local cmd=(timeout "$RUN_TIMEOUT" "${reference[@]}" "$PY" build.py test --image "$STANDIN" --gpus none
+        --run-arg=--tmpfs=/tmp:exec "$@" --shm-size "$shm" --suites "$suites" --require-gpu
+        --junit "$out/junit-$name.xml")
     if [ "$DRY_RUN" = 1 ]; then
-        run_or_print timeout "$RUN_TIMEOUT" "$PY" build.py test --image "$STANDIN" --gpus none \
-            --run-arg=--tmpfs=/tmp:exec "$@" --shm-size "$shm" --suites gpu,multi_gpu --require-gpu \
-            --junit "$out/junit-$name.xml"
+        run_or_print "${cmd[@]}"
         rc[$name]=dry
         return
     fi
-    show timeout "$RUN_TIMEOUT" "$PY" build.py test --image "$STANDIN" --gpus none \
-        --run-arg=--tmpfs=/tmp:exec "$@" --shm-size "$shm" --suites gpu,multi_gpu --require-gpu \
-        --junit "$out/junit-$name.xml" 2>&1 | tee "$out/log-$name.txt"
+    show "${cmd[@]}" 2>&1 | tee "$out/log-$name.txt"
     rc[$name]=${PIPESTATUS[0]}
     echo "run $name: exit ${rc[$name]} (124 = over ${RUN_TIMEOUT} s)"
 }
+host_run() { # the gpu suite on this machine itself: the throughput figures the containers are held to
+    say "4. run host: build.py test --host local --suites gpu (figures: $host_figures; log: $out/log-host.txt)"
+    local cmd=(timeout "$RUN_TIMEOUT" env "TORCHIMAGES_THROUGHPUT_OUT=$host_figures" "$PY" build.py test
+        --host local --python-exe "$PY" --suites gpu --require-gpu --junit "$out/junit-host.xml")
+    if [ "$DRY_RUN" = 1 ]; then
+        run_or_print "${cmd[@]}"
+        rc[host]=dry
+        return
+    fi
+    show "${cmd[@]}" 2>&1 | tee "$out/log-host.txt"
+    rc[host]=${PIPESTATUS[0]}
+    echo "run host: exit ${rc[host]}; figures: $(tr -d '\n' <"$host_figures" 2>/dev/null | cut -c1-300)"
+}
+any_uid=(--run-arg=--user=123456:0 --run-arg=--env=HOME=/tmp)
+read_only=(--run-arg=--read-only --run-arg=--tmpfs=/home/torch:exec --run-arg=--env=HOME=/home/torch)
 for name in $RUNS; do
     case $name in
-        all) test_run all 8g "${all_devices[@]}" ;;
-        one) test_run one 8g "${one_devices[@]}" ;;
-        shm64m) test_run shm64m 64m "${all_devices[@]}" ;;
-        *) die "RUNS: unknown run '$name' (all, one, shm64m)" ;;
+        host) host_run ;;
+        all) test_run all 8g gpu,multi_gpu "${all_devices[@]}" ;;
+        one) test_run one 8g gpu,multi_gpu "${one_devices[@]}" ;;
+        shm64m) test_run shm64m 64m gpu,multi_gpu "${all_devices[@]}" ;;
+        anyuid) test_run anyuid 8g gpu,multi_gpu "${all_devices[@]}" "${any_uid[@]}" ;;
+        readonly) test_run readonly 8g gpu,multi_gpu "${all_devices[@]}" "${read_only[@]}" ;;
+        multinode) test_run multinode 8g multi_node "${all_devices[@]}" ;;
+        *) die "RUNS: unknown run '$name' (host, all, one, shm64m, anyuid, readonly, multinode)" ;;
     esac
 done
 
@@ -411,7 +444,7 @@ for name, code in codes.items():
     if len(failed) > 8:
         print(f"    ... and {len(failed) - 8} more failed (see junit-{name}.xml)")
     for key, value in props:
-        if key.startswith(("nccl_busbw", "gpu", "driver", "image_digest")):
+        if key.startswith(("nccl_busbw", "gpu", "driver", "image_digest", "throughput")):
             print(f"    {key} = {value}")
     for line in read(os.path.join(out, f"log-{name}.txt")).splitlines():
         if "busbw" in line:

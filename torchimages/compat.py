@@ -151,6 +151,18 @@ EOL_STATUSES = ("gone", "going")
 
 
 @dataclass(frozen=True)
+class GpuThroughput:
+    """What the GPU suite's throughput probe gave on one GPU model (`reference`, with when and how it was
+    `measured`), and the `floors` under which a figure fails (only where the probe's shapes were measured)."""
+
+    model: str  # nvidia-smi's and torch's name of the GPU: "NVIDIA H200"
+    reference: dict[str, float]
+    floors: dict[str, float]
+    measured: str
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class KnowledgeBase:
     """All facts, indexed for lookup."""
 
@@ -165,6 +177,7 @@ class KnowledgeBase:
     installer: Installer
     base_image_eol: tuple[BaseImageEol, ...] = ()
     source_date: str = "1970-01-01"  # the images' SOURCE_DATE_EPOCH, as a UTC date (see compat.yaml)
+    throughput: dict[str, GpuThroughput] = field(default_factory=dict)  # by GPU model
 
     @property
     def source_date_epoch(self) -> int:
@@ -312,7 +325,24 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         installer=_installer(raw["uv"], raw["sources"]),
         base_image_eol=tuple(_eol(entry, raw["sources"]) for entry in raw.get("base_image_eol") or ()),
         source_date=str(raw["source_date"]),
+        throughput={str(m): _throughput(str(m), e, raw["sources"]) for m, e in (raw.get("throughput") or {}).items()},
     )
+
+
+def _throughput(model: str, raw: dict[str, Any], sources: dict[str, str]) -> GpuThroughput:
+    """One GPU model's figures: numbers, a floor only for a figure with a reference, known sources."""
+    entry = GpuThroughput(
+        model=model,
+        reference={str(k): float(v) for k, v in (raw.get("reference") or {}).items()},
+        floors={str(k): float(v) for k, v in (raw.get("floors") or {}).items()},
+        measured=str(raw.get("measured") or ""),
+        sources=_strings(raw.get("sources")),
+    )
+    if any(name not in entry.reference for name in entry.floors):
+        raise ValueError(f"throughput {model}: a floor needs the reference figure it was set from")
+    if not entry.measured or not entry.sources or any(s not in sources for s in entry.sources):
+        raise ValueError(f"throughput {model}: say when and how it was measured, and name its sources")
+    return entry
 
 
 def _installer(raw: dict[str, Any], sources: dict[str, str]) -> Installer:

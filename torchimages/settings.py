@@ -112,6 +112,21 @@ SETTINGS = (
     Setting("TORCHIMAGES_CACHE_TO", "words", "", "BuildKit cache exports, space-separated (--cache-to)", BUILDS),
     Setting("TORCHIMAGES_SYFT", "path", "", "the syft binary for the SBOMs of --report", ("build", "test")),
     Setting(
+        "TORCHIMAGES_THROUGHPUT_OUT",
+        "path",
+        "",
+        "write the GPU suite's throughput figures there (JSON): a host run's, for TORCHIMAGES_THROUGHPUT_REFERENCE",
+        ("test",),
+    ),
+    Setting(
+        "TORCHIMAGES_THROUGHPUT_REFERENCE",
+        "path",
+        "",
+        "the host's throughput figures (JSON, as TORCHIMAGES_THROUGHPUT_OUT writes them): the GPU suite's parity "
+        "test fails a figure more than 10% under the host's",
+        ("test",),
+    ),
+    Setting(
         "TORCHIMAGES_INSECURE_REGISTRIES",
         "hosts",
         "",

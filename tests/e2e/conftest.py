@@ -98,21 +98,29 @@ def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
         assert "suites.test_cpu_versions" in classes, sorted(classes)
 
 
+# find's test for a file whose group lacks a permission its owner has.
+GROUP_LACKS = r"\( \( -perm -u=r ! -perm -g=r \) -o \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \)"
 PACKAGE_STATE = "/var/cache/apt /var/lib/apt/lists /root/.cache /home/torch/.cache"
 OS_PACKAGES = "/usr/share/torchimages/os-packages.txt"
 
 
 def assert_images_are_training_bases(built: Built, client: Any) -> None:
     """What issue 9 asks of both flavors: a compiler in runtime (no nvcc), no package-manager state
-    in any layer, one venv owned by uid 1000, runtime's layers a prefix of devel's, the OS package list."""
+    in any layer, one venv owned by uid 1000 and group 0 (group-writable), runtime's layers a prefix of devel's,
+    the OS package list."""
     runtime, devel = (built.image(f).reference for f in ("runtime", "devel"))
     for image in (runtime, devel):
         leftovers = sh(client, image, f"find {PACKAGE_STATE} -type f 2>/dev/null; true", user="root")
         assert leftovers == "", f"{image}: package-manager files left: {leftovers}"
         owners = sh(client, image, "stat -c %u:%g /opt/venv; find /opt/venv ! -uid 1000 | head -3", user="root")
-        assert owners.split() == ["1000:1000"], owners
+        assert owners.split() == ["1000:0"], owners
+        # Any uid of group 0 writes what the image user writes: the group has the owner's permissions.
+        shut = sh(client, image, f"find /opt/venv /home/torch ! -type l {GROUP_LACKS} -print | head -3", user="root")
+        assert shut == "", f"{image}: not group-writable like their owner: {shut}"
         listed = sh(client, image, f"cat {OS_PACKAGES}").splitlines()
         assert any(line.startswith("gcc=") for line in listed) and any(line.startswith("g++=") for line in listed)
+        for package in ("libibverbs1", "ibverbs-providers", "librdmacm1"):  # NCCL's RDMA userspace (issue 21)
+            assert any(line.startswith(f"{package}=") for line in listed), (image, package)
     assert sh(client, runtime, "for c in gcc g++ nvcc; do command -v $c; done; true").split() == [
         "/usr/bin/gcc",
         "/usr/bin/g++",

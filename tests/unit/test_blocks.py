@@ -46,10 +46,10 @@ APT_CA = (
     "> /etc/apt/apt.conf.d/99build-ca; fi \\"
 )
 UV_MOUNTS = (
-    "RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \\\n"
-    "    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \\\n"
-    "    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \\\n"
-    "    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \\\n"
+    "RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \\\n"
+    "    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \\\n"
+    "    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \\\n"
+    "    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \\\n"
 )
 INSTALL = '"$uv" pip install --python /opt/venv/bin/python --compile-bytecode'
 
@@ -61,7 +61,13 @@ CLAMP = (
     '| xargs -0r touch --no-dereference --date="@${{SOURCE_DATE_EPOCH}}"; fi'
 )
 CLAMP_ROOT = CLAMP.format(paths="/")
-CLAMP_VENV = CLAMP.format(paths="/opt/venv /home/torch")
+# Then every file the venv owner's step made gets its group's permissions equal to its owner's (any uid of
+# group 0 writes the venv and the home), before its times are clamped.
+GROUP_WRITABLE = (
+    "find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l "
+    "\\( \\( -perm -u=w ! -perm -g=w \\) -o \\( -perm -u=x ! -perm -g=x \\) \\) -print0 | xargs -0r chmod g=u"
+)
+CLAMP_VENV = GROUP_WRITABLE + " \\\n    && " + CLAMP.format(paths="/opt/venv /home/torch")
 
 
 def image(**extra: Any) -> dict[str, Any]:
@@ -223,15 +229,13 @@ def test_devel_on_runtime_block(rendered: Callable[[str], str]) -> None:
     )
     assert devel.startswith(expected_head)
     assert "        git \\\n        make \\\n" in devel
-    assert f"os-packages.txt \\\n    && {CLAMP_ROOT}\nUSER 1000:1000\n# The toolkit wheels" in devel
+    assert f"os-packages.txt \\\n    && {CLAMP_ROOT}\nUSER 1000:0\n# The toolkit wheels" in devel
     assert '\n    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \\\n        "ninja==' in devel
 
 
 def test_devel_from_a_toolkit_image_copies_the_one_venv(rendered: Callable[[str], str]) -> None:
     text = rendered("{torch: 2.7.0, cuda: '11.8'}")
-    expected = (
-        "COPY --from=runtime --chown=1000:1000 /opt/venv /opt/venv\nENV CUDA_HOME=/usr/local/cuda\nUSER 1000:1000\n"
-    )
+    expected = "COPY --from=runtime --chown=1000:0 /opt/venv /opt/venv\nENV CUDA_HOME=/usr/local/cuda\nUSER 1000:0\n"
     assert text.count(expected) == 1 and "FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel" in text
 
 

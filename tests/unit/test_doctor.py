@@ -338,6 +338,9 @@ def test_todays_checks_keep_their_order_and_the_machine_checks_come_last() -> No
         "NVIDIA driver",
         "NVIDIA Container Toolkit",
         "/dev/shm",
+        "InfiniBand/RoCE",
+        "locked memory",
+        "temporary folder",
         "machine",
         "emulation",
     ]
@@ -397,3 +400,62 @@ def test_the_emulators_are_gathered_and_the_binary_behind_the_p_link_asked(
     qemu.unlink()
     (gone,) = facts._binfmt(need(ARM64), "x86_64")[1]
     assert gone.version is None and gone.version_error == f"{qemu} is not an executable here"
+
+
+RDMA_HOST = HostFacts(infiniband=("rdma_cm", "uverbs0"), rdma_adapters=("mlx5_0",), memlock_bytes=-1)
+
+
+def test_rdma_is_checked_only_where_the_selection_asks() -> None:
+    for check in (doctor.checks.check_infiniband, doctor.checks.check_memlock):
+        result = check(HostFacts(), need())
+        assert result.status == SKIP and "--rdma" in result.message
+
+
+def test_no_dev_infiniband_fails_with_the_driver_fix_and_the_sockets_fallback() -> None:
+    for facts in (HostFacts(), HostFacts(infiniband=())):
+        result = doctor.checks.check_infiniband(facts, need(rdma=True))
+        assert result.status == FAIL and "/dev/infiniband" in result.message
+        assert "mlx5_ib" in result.fix and "NCCL_IB_DISABLE=1" in result.fix
+
+
+def test_dev_infiniband_without_uverbs_fails() -> None:
+    result = doctor.checks.check_infiniband(HostFacts(infiniband=("rdma_cm",)), need(rdma=True))
+    assert result.status == FAIL and "uverbs" in result.message and "ib_uverbs" in result.fix
+
+
+def test_an_rdma_device_passes_naming_what_containers_need() -> None:
+    result = doctor.checks.check_infiniband(RDMA_HOST, need(rdma=True))
+    assert result.status == OK and "uverbs0" in result.message and "mlx5_0" in result.message
+    assert "--device /dev/infiniband" in result.message and "IPC_LOCK" in result.message
+
+
+def test_a_locked_memory_limit_fails_on_the_host_and_not_for_containers() -> None:
+    limited = dataclasses.replace(RDMA_HOST, memlock_bytes=8 * 1024 * 1024)
+    host = doctor.checks.check_memlock(limited, need(rdma=True, host_only=True))
+    assert host.status == FAIL and "8192 KiB" in host.message and "unlimited" in host.fix
+    containers = doctor.checks.check_memlock(limited, need(rdma=True))
+    assert containers.status == OK and "--ulimit memlock=-1" in containers.message
+    assert doctor.checks.check_memlock(RDMA_HOST, need(rdma=True, host_only=True)).status == OK
+    assert doctor.checks.check_memlock(HostFacts(), need(rdma=True)).status == SKIP
+
+
+def test_gather_reads_this_machines_rdma_facts() -> None:
+    facts = doctor.gather(need(rdma=True, host_only=True))
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    assert facts.memlock_bytes == (-1 if soft == resource.RLIM_INFINITY else soft)
+    assert facts.infiniband == (
+        tuple(sorted(os.listdir("/dev/infiniband"))) if os.path.isdir("/dev/infiniband") else None
+    )
+
+
+def test_a_noexec_temporary_folder_fails_on_the_host_with_the_remount() -> None:
+    noexec = HostFacts(temp_dir="/tmp", temp_noexec=True)
+    result = doctor.checks.check_temp(noexec, need(host_only=True))
+    assert result.status == FAIL and "/tmp is mounted noexec" in result.message
+    assert "mount -o remount,exec /tmp" in result.fix and "TORCHINDUCTOR_CACHE_DIR" in result.fix
+    assert doctor.checks.check_temp(HostFacts(temp_dir="/tmp"), need(host_only=True)).status == OK
+    assert doctor.checks.check_temp(HostFacts(), need(host_only=True)).status == FAIL
+    containers = doctor.checks.check_temp(noexec, need())
+    assert containers.status == SKIP and "--tmpfs /tmp:exec" in containers.message

@@ -39,7 +39,7 @@ def test_shape_of_a_cuda_dockerfile(rendered: dict[str, str]) -> None:
     text = rendered["2.7.0-cuda11.8-py3.10-ubuntu22.04/Dockerfile"]
     assert "FROM ubuntu:22.04 AS runtime" in text
     assert "FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel" in text
-    assert "COPY --from=runtime --chown=1000:1000 /opt/venv /opt/venv" in text and "AS venv" not in text
+    assert "COPY --from=runtime --chown=1000:0 /opt/venv /opt/venv" in text and "AS venv" not in text
     assert (
         '"torch==2.7.0+cu118"' in text and '"torchvision==0.22.0+cu118"' in text and '"torchaudio==2.7.0+cu118"' in text
     )
@@ -47,7 +47,7 @@ def test_shape_of_a_cuda_dockerfile(rendered: dict[str, str]) -> None:
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=11.0"' in text
     assert "--mount=type=secret,id=cacert" in text and "--mount=type=cache,target=/home/torch/.cache/uv" in text
     assert "--mount=type=secret,id=uvconf" in text and "UV_CONFIG_FILE=/run/secrets/uvconf" in text
-    assert "USER 1000:1000" in text
+    assert "USER 1000:0" in text
     # Ubuntu 22.04's venv pip predates `pip inspect`: users get a newer one, installed by uv; no step mounts pip's cache
     assert '"$uv" pip install --python /opt/venv/bin/python --compile-bytecode "pip==25.3"' in text
     assert "--mount=type=cache,target=/home/torch/.cache/pip" not in text
@@ -151,3 +151,16 @@ def test_every_step_that_writes_ends_clamping_file_times_and_every_stage_has_the
         runs = [i for i in instructions if i.startswith("RUN ")]
         unclamped = [i[:80] for i in runs if not i.endswith(CLAMPED)]
         assert runs and unclamped == [], (dockerfile, unclamped)
+
+
+def test_every_runtime_serves_any_uid_of_group_0_and_carries_the_verbs_userspace(rendered: dict[str, str]) -> None:
+    """Both OS families (bootstrapped debian12, Ubuntu from the registry): issue 21."""
+    for name, text in rendered.items():
+        runtime = text.split("# devel:")[0]
+        for package in ("libibverbs1", "ibverbs-providers", "librdmacm1"):
+            assert f"        {package} \\\n" in runtime, (name, package)
+        assert "useradd --create-home --uid 1000 --gid 0 " in runtime, name
+        assert "ENV HOME=/home/torch\n" in runtime and "USER 1000:1000" not in text, name
+        # each step that writes the venv (a uv step, the toolkit's links, a venv made without uv) makes it g=u
+        writes = ("rm -f /opt/venv/.lock", "RUN ln -s ", "RUN export TMPDIR=/home/torch/.cache/tmp")
+        assert text.count("xargs -0r chmod g=u") == sum(text.count(step) for step in writes), name

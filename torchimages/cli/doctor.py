@@ -19,6 +19,12 @@ def options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="check only what running on this machine without Docker needs (driver, /dev/shm)",
     )
+    parser.add_argument(
+        "--rdma",
+        action="store_true",
+        help="also check what NCCL over InfiniBand/RoCE across nodes needs: /dev/infiniband (a uverbs device) and "
+        "the locked-memory limit",
+    )
     shared.require_gpu(parser)
     shared.engine(parser)
 
@@ -32,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.selectors:  # not every image of the matrix at once: what a user builds first
         chosen, why = doctor.default_selection(loaded)
         print(f"doctor: no SELECTOR, so checking for {why} (`{args.prog} doctor SELECTOR...` names others)")
-    need = doctor.needs(chosen, host_only=args.host_only, require_gpu=args.require_gpu)
+    need = doctor.needs(chosen, host_only=args.host_only, require_gpu=args.require_gpu, rdma=args.rdma)
     tags = [i.tag for i in need.images]
     shown_tags = ", ".join(tags[:3]) + (f" and {len(tags) - 3} more" if len(tags) > 3 else "")
     mode = "run without Docker (--host-only)" if args.host_only else "build and run"

@@ -39,7 +39,7 @@ def options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="SPEC.json: with --host local (default: this host's), or with --image (default: the image's labels)",
     )
-    parser.add_argument("--suites", default=",".join(SUITES), help="comma-separated: cpu,gpu,multi_gpu")
+    parser.add_argument("--suites", default=",".join(SUITES), help=f"comma-separated: {','.join(SUITES)}")
     parser.add_argument(
         "--gpus",
         choices=("all", "none", "auto"),

@@ -7,7 +7,19 @@ import re
 from collections.abc import Callable
 
 from torchimages import platforms
-from torchimages.doctor.model import BINFMT_DIR, FAIL, GB, OK, SKIP, WARN, Check, HostFacts, Needs, emulator
+from torchimages.doctor.model import (
+    BINFMT_DIR,
+    FAIL,
+    GB,
+    MEMLOCK_UNLIMITED,
+    OK,
+    SKIP,
+    WARN,
+    Check,
+    HostFacts,
+    Needs,
+    emulator,
+)
 from torchimages.smoke.diagnosis import MIN_SHM_BYTES
 from torchimages.versions import driver_is_older
 
@@ -217,6 +229,92 @@ def check_shm(facts: HostFacts, need: Needs) -> Check:
     return Check(name, OK, f"{size} for {len(facts.gpus)} GPUs")
 
 
+RDMA_RECIPE = "docs/how-to/run-on-clusters.md"
+RDMA_NOT_ASKED = "not asked (--rdma): NCCL across nodes over TCP sockets needs no RDMA device"
+
+
+def check_infiniband(facts: HostFacts, need: Needs) -> Check:
+    """With --rdma: the RDMA devices containers get with `--device /dev/infiniband`, a uverbs one among them."""
+    name = "InfiniBand/RoCE"
+    if not need.rdma:
+        return Check(name, SKIP, RDMA_NOT_ASKED)
+    adapters = ", ".join(facts.rdma_adapters) or "none in /sys/class/infiniband"
+    if not facts.infiniband:
+        return Check(
+            name,
+            FAIL,
+            f"no {'entries in ' if facts.infiniband is not None else ''}/dev/infiniband (adapters: {adapters}): "
+            "no RDMA device, or its driver is not loaded",
+            "load the adapter's RDMA driver (modprobe mlx5_ib ib_uverbs rdma_ucm; `rdma link` lists the links), "
+            f"or run without RDMA: NCCL then uses TCP sockets (NCCL_IB_DISABLE=1 says so) ({RDMA_RECIPE})",
+        )
+    found = ", ".join(facts.infiniband)
+    if not any(entry.startswith("uverbs") for entry in facts.infiniband):
+        return Check(
+            name,
+            FAIL,
+            f"/dev/infiniband has no uverbs device ({found}; adapters: {adapters}): verbs cannot reach the adapter",
+            "load ib_uverbs (modprobe ib_uverbs)",
+        )
+    return Check(
+        name,
+        OK,
+        f"/dev/infiniband: {found}; adapters: {adapters}; containers need --device /dev/infiniband "
+        f"--cap-add IPC_LOCK --ulimit memlock=-1 ({RDMA_RECIPE})",
+    )
+
+
+def check_memlock(facts: HostFacts, need: Needs) -> Check:
+    """With --rdma: RDMA registers (locks) the buffers it moves; NCCL wants the locked-memory limit unlimited."""
+    name = "locked memory"
+    if not need.rdma:
+        return Check(name, SKIP, RDMA_NOT_ASKED)
+    if facts.memlock_bytes is None:
+        return Check(name, SKIP, "the locked-memory limit (RLIMIT_MEMLOCK) is not known here")
+    if facts.memlock_bytes == MEMLOCK_UNLIMITED:
+        return Check(name, OK, "unlimited (ulimit -l)")
+    limit = f"{facts.memlock_bytes // 1024} KiB (ulimit -l)"
+    if not need.host_only:
+        return Check(name, OK, f"{limit} here; containers get theirs from `docker run --ulimit memlock=-1`")
+    return Check(
+        name,
+        FAIL,
+        f"{limit}: RDMA registration of NCCL's buffers fails or falls back under a locked-memory limit",
+        "raise it to unlimited: `ulimit -l unlimited` (as root), `* - memlock unlimited` in "
+        "/etc/security/limits.conf, LimitMEMLOCK=infinity for a systemd service; under Slurm, "
+        "PropagateResourceLimits",
+    )
+
+
+def check_temp(facts: HostFacts, need: Needs) -> Check:
+    """With --host-only: torch.compile writes the code it compiles under the temporary folder and loads it from
+    there, so that folder must exist and not be mounted noexec."""
+    name = "temporary folder"
+    if not need.host_only:
+        return Check(
+            name,
+            SKIP,
+            f"containers get their own: on a read-only root, mount /tmp with exec (--tmpfs /tmp:exec; {RDMA_RECIPE})",
+        )
+    if facts.temp_dir is None:
+        return Check(
+            name,
+            FAIL,
+            "no usable temporary folder (tempfile.gettempdir() found none writable)",
+            "make /tmp writable, or set TMPDIR to a writable folder",
+        )
+    if facts.temp_noexec:
+        return Check(
+            name,
+            FAIL,
+            f"{facts.temp_dir} is mounted noexec: torch.compile cannot load the code it compiles there "
+            "('failed to map segment from shared object')",
+            f"remount it with exec (mount -o remount,exec {facts.temp_dir}), or set TMPDIR and "
+            "TORCHINDUCTOR_CACHE_DIR to a writable folder on a mount without noexec",
+        )
+    return Check(name, OK, f"{facts.temp_dir}: writable, not noexec")
+
+
 def _kib(size: int) -> str:
     return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} bytes"
 
@@ -319,6 +417,9 @@ CHECKS: tuple[Callable[[HostFacts, Needs], Check], ...] = (
     check_driver,
     check_container_toolkit,
     check_shm,
+    check_infiniband,
+    check_memlock,
+    check_temp,
     check_machine,
     check_emulation,
 )

@@ -9,11 +9,12 @@ import glob
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from torchimages import textfile
-from torchimages.doctor.model import BINFMT_DIR, BinfmtHandler, HostFacts, Needs, emulator
+from torchimages.doctor.model import BINFMT_DIR, MEMLOCK_UNLIMITED, BinfmtHandler, HostFacts, Needs, emulator
 from torchimages.problems import InputError
 
 TOOLKIT_BINARIES = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
@@ -70,6 +71,39 @@ def _shm() -> int | None:
     except OSError:
         return None
     return stat.f_frsize * stat.f_blocks
+
+
+def _infiniband() -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The entries of /dev/infiniband (None: no such folder) and the adapters /sys/class/infiniband names."""
+    try:
+        devices: tuple[str, ...] | None = tuple(sorted(os.listdir("/dev/infiniband")))
+    except OSError:
+        devices = None
+    try:
+        adapters = tuple(sorted(os.listdir("/sys/class/infiniband")))
+    except OSError:
+        adapters = ()
+    return devices, adapters
+
+
+def _memlock() -> int | None:
+    """The soft RLIMIT_MEMLOCK of this process (what the programs it starts inherit), MEMLOCK_UNLIMITED for none."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    except (ImportError, OSError, ValueError):
+        return None
+    return MEMLOCK_UNLIMITED if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _temp() -> tuple[str | None, bool]:
+    """Python's temporary folder (None: none usable) and whether it is on a noexec mount."""
+    try:
+        folder = tempfile.gettempdir()
+        return folder, bool(os.statvfs(folder).f_flag & os.ST_NOEXEC)
+    except (FileNotFoundError, OSError):
+        return None, False
 
 
 def _page_size() -> int | None:
@@ -161,6 +195,8 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
     gpus, driver, smi_error = _nvidia_smi()
     machine = os.uname().machine or None
     mounted, handlers = _binfmt(need, machine)
+    infiniband, adapters = _infiniband()
+    temp_dir, temp_noexec = _temp()
     common = HostFacts(
         gpus=gpus,
         driver=driver,
@@ -172,6 +208,11 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         page_size=_page_size(),
         binfmt_mounted=mounted,
         binfmt_handlers=handlers,
+        infiniband=infiniband,
+        rdma_adapters=adapters,
+        memlock_bytes=_memlock(),
+        temp_dir=temp_dir,
+        temp_noexec=temp_noexec,
     )
     if need.host_only:
         return common

@@ -11,6 +11,7 @@ from torchimages.combination import RegistryBase
 
 GB = 10**9
 OK, WARN, SKIP, FAIL = "ok", "warn", "skip", "FAIL"
+MEMLOCK_UNLIMITED = -1  # RLIM_INFINITY, as HostFacts.memlock_bytes gives it
 BINFMT_DIR = "/proc/sys/fs/binfmt_misc"  # where the kernel lists the handlers of foreign binaries
 
 
@@ -55,6 +56,7 @@ class Needs:
     bootstrapped_bases: tuple[str, ...]
     host_only: bool = False  # run on this machine without Docker: no engine, disk or registry checks
     require_gpu: bool = False  # no usable GPU is a failure, not a skip
+    rdma: bool = False  # InfiniBand/RoCE across nodes: /dev/infiniband and the locked-memory limit are checked
 
     @property
     def cuda_images(self) -> tuple[ImageNeed, ...]:
@@ -114,3 +116,8 @@ class HostFacts:
     page_size: int | None = None  # the memory page size, in bytes (os.sysconf('SC_PAGE_SIZE'))
     binfmt_mounted: bool = False  # binfmt_misc is mounted on BINFMT_DIR
     binfmt_handlers: tuple[BinfmtHandler, ...] = ()  # the registered emulators of the selection's foreign platforms
+    infiniband: tuple[str, ...] | None = None  # the entries of /dev/infiniband (uverbs0, rdma_cm); None: no such folder
+    rdma_adapters: tuple[str, ...] = ()  # /sys/class/infiniband: the RDMA adapters' names (mlx5_0)
+    memlock_bytes: int | None = None  # this process's soft locked-memory limit; MEMLOCK_UNLIMITED; None: not known
+    temp_dir: str | None = None  # Python's temporary folder (tempfile.gettempdir()); None: there is none
+    temp_noexec: bool = False  # that folder's file system is mounted noexec

@@ -61,7 +61,7 @@ def default_selection(plan: Plan) -> tuple[list[Selected], str]:
     return [largest(every)], "the most demanding combination of the matrix"
 
 
-def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool = False) -> Needs:
+def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool = False, rdma: bool = False) -> Needs:
     """What the selected images need of a machine."""
     images = tuple(
         ImageNeed(
@@ -83,4 +83,4 @@ def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool
             if base.reference in wanted:
                 bases.setdefault(base.reference, base)
     bootstrapped = sorted(base.reference for base in bootstrap.bootstrapped(s.combination for s in chosen))
-    return Needs(images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu)
+    return Needs(images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu, rdma)

@@ -8,9 +8,11 @@ The probe scripts they run live in torchimages.probes (below both this package a
     document.py   the spec document (SPEC.json) the suites compare against: write, load, validate
     checks.py     which checks apply to which flavor: one table
     runner.py     run the suites against an image's container or local://, JUnit out
-    suites/       the test modules: cpu, gpu, multi_gpu (markers of the same names)
+    cluster.py    several nodes on one machine: containers of the image on a network of their own
+    platform.py   what cluster platforms change (any uid, a read-only root, RDMA) and the fixes to say
+    suites/       the test modules: cpu, gpu, multi_gpu, multi_node (markers of the same names)
 
 See docs/smoke-suites.md.
 """
 
-SUITES = ("cpu", "gpu", "multi_gpu")
+SUITES = ("cpu", "gpu", "multi_gpu", "multi_node")

@@ -16,6 +16,7 @@ from typing import Literal
 # Where the images keep their Python environment, and who owns it.
 VENV = "/opt/venv"
 VENV_UID = 1000
+VENV_GID = 0  # any uid of group 0 (OpenShift's random uid) writes what uid 1000 writes
 C_COMPILERS = ("gcc", "cc", "g++", "c++")
 
 
@@ -50,6 +51,10 @@ TABLE: Mapping[str, Row] = MappingProxyType(
         "cuda_extension": Row("runs", "a CUDA extension built with nvcc", devel=True, runtime=False, cuda_only=True),
         "no_package_caches": Row("runs", "no apt lists, apt archives or pip cache left", devel=True, runtime=True),
         "venv_writable": Row("runs", f"the image user installs into {VENV}", devel=True, runtime=True),
+        # NCCL dlopens libibverbs for InfiniBand/RoCE and falls back to TCP sockets silently without it.
+        "verbs": Row(
+            "contains", "the RDMA verbs userspace (libibverbs, a provider, librdmacm)", devel=True, runtime=True
+        ),
     }
 )
 

@@ -4,7 +4,7 @@ Registered by name, never found by path:
 
     python -m pytest -p torchimages.smoke.plugin --pyargs torchimages.smoke.suites \
         --hosts=docker://C --image-spec SPEC.json [--facts FACTS.json] [--require-gpu] \
-        [--python-exe python] [-m "cpu or gpu or multi_gpu"]
+        [--python-exe python] [-m "cpu or gpu or multi_gpu or multi_node"]
 
 Facts that need `import torch` are gathered once per host and session (one probe
 process each for facts, torch.compile on the CPU, single-GPU checks, torch.compile on
@@ -16,8 +16,9 @@ driver and the image digest.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -25,9 +26,10 @@ import pytest
 import testinfra
 import testinfra.host
 
-from torchimages import textfile
+from torchimages import settings, textfile
 from torchimages.probes import ScriptResult, probe_source, run_probe, run_script
 from torchimages.problems import InputError
+from torchimages.smoke import throughput
 from torchimages.smoke.diagnosis import GpuQuery, GpuStatus, diagnose, query_gpus
 from torchimages.smoke.document import SmokeSpec, SpecError, load_spec
 from torchimages.smoke.hosts import container_inspect, host_id, is_docker, is_local
@@ -38,10 +40,12 @@ SPEC_KEY = pytest.StashKey[SmokeSpec]()
 FACTS_KEY = pytest.StashKey[dict[str, Any]]()
 CONTEXT_KEY = pytest.StashKey["RunContext"]()
 BANDWIDTH_KEY = pytest.StashKey[list[dict[str, Any]]]()
+THROUGHPUT_KEY = pytest.StashKey[dict[str, float]]()
 MARKERS = {
     "cpu": "needs no GPU: versions, libraries, users, labels",
     "gpu": "needs one GPU; skipped without one unless --require-gpu",
     "multi_gpu": "NCCL across every visible GPU; skipped without one unless --require-gpu",
+    "multi_node": "torchrun across two containers of the image on a network of their own (gloo; NCCL with 2 GPUs)",
 }
 
 
@@ -68,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     config.stash[BANDWIDTH_KEY] = []
+    config.stash[THROUGHPUT_KEY] = {}
     if any(getattr(config.option, name, False) for name in ("help", "markers", "showfixtures")):
         return
     path = config.getoption("--image-spec")
@@ -156,6 +161,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.section("torchimages smoke")
     write(f"host {context.host}; GPU: {context.gpus}; driver: {context.driver}")
     write(f"image {context.image}; digest: {context.image_digest}")
+    for name, value in config.stash[THROUGHPUT_KEY].items():
+        write(f"throughput {name:>18}: {throughput.shown(name, value)}")
     for row in config.stash[BANDWIDTH_KEY]:
         write(
             f"NCCL all_reduce {row['case']:>12} x{row['world']}: "
@@ -354,3 +361,30 @@ def venv_install_run(
 ) -> ScriptResult:
     """A hand-made wheel installed into the image's venv by its user, then removed."""
     return _probe(host, smoke_cache, python_exe, "venv_install")
+
+
+@pytest.fixture(scope="module")
+def platform_run(host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], Any], python_exe: str) -> ScriptResult:
+    """Who runs, the folders a job writes, the verbs userspace, a DataLoader with workers: one process."""
+    return _probe(host, smoke_cache, python_exe, "platform")
+
+
+@pytest.fixture(scope="module")
+def throughput_run(
+    host: testinfra.host.Host,
+    gpu: GpuStatus,
+    smoke_cache: dict[tuple[str, str], Any],
+    python_exe: str,
+) -> ScriptResult:
+    """The throughput probe (GEMM, a cuDNN convolution, an AMP step, pinned copies), in its own process."""
+    return _probe(host, smoke_cache, python_exe, "throughput")
+
+
+@pytest.fixture(scope="session")
+def throughput_figures(pytestconfig: pytest.Config) -> Iterator[dict[str, float]]:
+    """The figures for the terminal summary; written to TORCHIMAGES_THROUGHPUT_OUT, when set, at the end."""
+    figures = pytestconfig.stash[THROUGHPUT_KEY]
+    yield figures
+    out = settings.path("TORCHIMAGES_THROUGHPUT_OUT")
+    if out is not None and figures:
+        out.write_text(json.dumps({"metrics": figures, "context": asdict(run_context(pytestconfig))}, indent=2))

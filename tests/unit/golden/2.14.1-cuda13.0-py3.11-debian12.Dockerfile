@@ -3,7 +3,7 @@
 # Targets: devel, runtime. Build with BuildKit (see README: build.py build).
 
 # runtime: the OS with the interpreter, its headers and a C/C++ compiler (torch.compile), the
-# non-root user, and the venv created and filled by that user; the wheels bring their own CUDA.
+# non-root user (group 0), and the venv created and filled by that user; the wheels bring their own CUDA.
 FROM torchimages/bootstrap-debian:12 AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
@@ -25,6 +25,9 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         python3.11-dev \
         gcc \
         g++ \
+        libibverbs1 \
+        ibverbs-providers \
+        librdmacm1 \
     && retry apt-get update --error-on=any -o Acquire::Retries=3 \
     && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
     && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
@@ -33,22 +36,25 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-# A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place; so is uv's
-# cache mount folder (a mount point BuildKit makes would be root's) and pip's cache for users. apt's
-# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
-# The later steps' mount targets exist (empty), so no step leaves a trace of mounting them.
+# A non-root user (uid 1000, primary group 0) with a writable home; Ubuntu 24.04's default user gives
+# way. /opt/venv is created empty here and owned by that user, who builds the venv in place; so is uv's
+# cache mount folder (a mount point BuildKit makes would be root's) and pip's cache for users. The home,
+# the venv and the caches belong to group 0 with the owner's permissions, so any uid of group 0 (OpenShift's
+# random uid) writes them too. apt's lock files that a base may carry go too: images keep no apt state
+# (it lives in cache mounts). The later steps' mount targets exist (empty), so no step leaves a trace of
+# mounting them.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
-    && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /home/torch/.cache/uv /opt/venv \
+    && useradd --create-home --uid 1000 --gid 0 --shell /bin/bash torch \
+    && install -d -o 1000 -g 0 -m 775 /home/torch /home/torch/.cache /home/torch/.cache/pip /home/torch/.cache/uv /opt/venv \
+    && chgrp -R 0 /home/torch && chmod -R g=u /home/torch \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf /run/secrets/uvconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-USER 1000:1000
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+USER 1000:0
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -63,12 +69,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && uv=$uv/bin/uv \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --upgrade setuptools \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -86,12 +93,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     | { grep -i '^nvidia' || { echo "torchimages: error: torch's resolution pins no nvidia-* library" >&2; exit 1; }; } \
     | xargs "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -106,12 +114,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -126,12 +135,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \
         "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -148,15 +158,17 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
         "torchaudio==2.11.1+cu130" \
         "numpy==2.4.6" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
     NVIDIA_VISIBLE_DEVICES="all"
+ENV HOME=/home/torch
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:95cf2f9e5232775f64fafdb776c4e44609d00eb9620dc946ebd43e5cffdebf38" \
+      io.torchimages.input-digest="sha256:2ba461001a603599beb9b83a70d94fd43f3d4c289989a6022478d1fc4a204cf3" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -167,7 +179,7 @@ LABEL io.torchimages.cuda="13.0" \
       org.opencontainers.image.licenses="BSD-3-Clause" \
       org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" \
       org.opencontainers.image.version="2.14.1"
-USER 1000:1000
+USER 1000:0
 WORKDIR /home/torch
 CMD ["python"]
 
@@ -192,12 +204,12 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-USER 1000:1000
+USER 1000:0
 # The toolkit wheels and build tools, into the same venv.
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -213,9 +225,11 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
         "cuda-toolkit[nvcc,nvvm,cudart,cccl,crt,nvrtc]==13.0.3" \
         "ninja==1.13.2" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64 \
     && ln -s libcudart.so.13 /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 ENV CUDA_HOME=/opt/venv/lib/python3.11/site-packages/nvidia/cu13
 ENV PATH=${CUDA_HOME}/bin:${PATH}
@@ -224,10 +238,11 @@ ENV TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
     NVIDIA_VISIBLE_DEVICES="all"
+ENV HOME=/home/torch
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:388173ea70333fac0bdd81305443f0173b85b55b31aadd5b2ba0260b7a194b27" \
+      io.torchimages.input-digest="sha256:23c4fa2f692d5669b5d3bd94208192f51ebd8dab3555c8ae704de679ac81982e" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -238,6 +253,6 @@ LABEL io.torchimages.cuda="13.0" \
       org.opencontainers.image.licenses="BSD-3-Clause" \
       org.opencontainers.image.title="PyTorch 2.14.1 (devel)" \
       org.opencontainers.image.version="2.14.1"
-USER 1000:1000
+USER 1000:0
 WORKDIR /home/torch
 CMD ["python"]

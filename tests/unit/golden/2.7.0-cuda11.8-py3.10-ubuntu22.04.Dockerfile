@@ -3,7 +3,7 @@
 # Targets: devel, runtime. Build with BuildKit (see README: build.py build).
 
 # runtime: the OS with the interpreter, its headers and a C/C++ compiler (torch.compile), the
-# non-root user, and the venv created and filled by that user; the wheels bring their own CUDA.
+# non-root user (group 0), and the venv created and filled by that user; the wheels bring their own CUDA.
 FROM ubuntu:22.04 AS runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
@@ -25,6 +25,9 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         python3.10-dev \
         gcc \
         g++ \
+        libibverbs1 \
+        ibverbs-providers \
+        librdmacm1 \
     && retry apt-get update --error-on=any -o Acquire::Retries=3 \
     && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
     && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
@@ -33,22 +36,25 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-# A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place; so is uv's
-# cache mount folder (a mount point BuildKit makes would be root's) and pip's cache for users. apt's
-# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
-# The later steps' mount targets exist (empty), so no step leaves a trace of mounting them.
+# A non-root user (uid 1000, primary group 0) with a writable home; Ubuntu 24.04's default user gives
+# way. /opt/venv is created empty here and owned by that user, who builds the venv in place; so is uv's
+# cache mount folder (a mount point BuildKit makes would be root's) and pip's cache for users. The home,
+# the venv and the caches belong to group 0 with the owner's permissions, so any uid of group 0 (OpenShift's
+# random uid) writes them too. apt's lock files that a base may carry go too: images keep no apt state
+# (it lives in cache mounts). The later steps' mount targets exist (empty), so no step leaves a trace of
+# mounting them.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
-    && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /home/torch/.cache/uv /opt/venv \
+    && useradd --create-home --uid 1000 --gid 0 --shell /bin/bash torch \
+    && install -d -o 1000 -g 0 -m 775 /home/torch /home/torch/.cache /home/torch/.cache/pip /home/torch/.cache/uv /opt/venv \
+    && chgrp -R 0 /home/torch && chmod -R g=u /home/torch \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf /run/secrets/uvconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-USER 1000:1000
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+USER 1000:0
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -64,12 +70,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode "pip==25.3" \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --upgrade setuptools \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -87,12 +94,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     | { grep -i '^nvidia' || { echo "torchimages: error: torch's resolution pins no nvidia-* library" >&2; exit 1; }; } \
     | xargs "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch itself.
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -107,12 +115,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
         "torch==2.7.0+cu118" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: torch's other dependencies (triton, sympy, ...).
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -127,12 +136,13 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \
         "torch==2.7.0+cu118" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 # Layer: the remaining pins (companion libraries, numpy).
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -149,15 +159,17 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
         "torchaudio==2.7.0+cu118" \
         "numpy==2.2.6" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.0" \
     NVIDIA_VISIBLE_DEVICES="all"
+ENV HOME=/home/torch
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:869d5b1fa7e8222337be04299cfc6031f2429ee224c2aa3932a86fed0ec59fb6" \
+      io.torchimages.input-digest="sha256:7663212d228ac42a58058e1f4412b42eb75574170f0e773391786a015fb99784" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -168,7 +180,7 @@ LABEL io.torchimages.cuda="11.8" \
       org.opencontainers.image.licenses="BSD-3-Clause" \
       org.opencontainers.image.title="PyTorch 2.7.0 (runtime)" \
       org.opencontainers.image.version="2.7.0"
-USER 1000:1000
+USER 1000:0
 WORKDIR /home/torch
 CMD ["python"]
 
@@ -195,6 +207,9 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         python3.10-dev \
         gcc \
         g++ \
+        libibverbs1 \
+        ibverbs-providers \
+        librdmacm1 \
         git \
         make \
     && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \
@@ -206,25 +221,28 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && mkdir -p /usr/share/torchimages \
     && dpkg-query -W -f '${Package}=${Version}\n' > /usr/share/torchimages/os-packages.txt \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-# A non-root user (uid 1000) with a writable home; Ubuntu 24.04's default user gives way.
-# /opt/venv is created empty here and owned by that user, who builds the venv in place; so is uv's
-# cache mount folder (a mount point BuildKit makes would be root's) and pip's cache for users. apt's
-# lock files that a base may carry go too: images keep no apt state (it lives in cache mounts).
-# The later steps' mount targets exist (empty), so no step leaves a trace of mounting them.
+# A non-root user (uid 1000, primary group 0) with a writable home; Ubuntu 24.04's default user gives
+# way. /opt/venv is created empty here and owned by that user, who builds the venv in place; so is uv's
+# cache mount folder (a mount point BuildKit makes would be root's) and pip's cache for users. The home,
+# the venv and the caches belong to group 0 with the owner's permissions, so any uid of group 0 (OpenShift's
+# random uid) writes them too. apt's lock files that a base may carry go too: images keep no apt state
+# (it lives in cache mounts). The later steps' mount targets exist (empty), so no step leaves a trace of
+# mounting them.
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
-    && useradd --create-home --uid 1000 --shell /bin/bash torch \
-    && install -d -o 1000 -g 1000 /home/torch/.cache /home/torch/.cache/pip /home/torch/.cache/uv /opt/venv \
+    && useradd --create-home --uid 1000 --gid 0 --shell /bin/bash torch \
+    && install -d -o 1000 -g 0 -m 775 /home/torch /home/torch/.cache /home/torch/.cache/pip /home/torch/.cache/uv /opt/venv \
+    && chgrp -R 0 /home/torch && chmod -R g=u /home/torch \
     && install -d /run/secrets && touch /run/secrets/cacert /run/secrets/pipconf /run/secrets/uvconf \
     && rm -f /var/cache/apt/archives/lock /var/lib/apt/lists/lock \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find / -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-COPY --from=runtime --chown=1000:1000 /opt/venv /opt/venv
+COPY --from=runtime --chown=1000:0 /opt/venv /opt/venv
 ENV CUDA_HOME=/usr/local/cuda
-USER 1000:1000
+USER 1000:0
 # The toolkit wheels and build tools, into the same venv.
-RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
-    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=1000 \
-    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=1000 \
-    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=1000 \
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
     && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
     && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
@@ -239,16 +257,18 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=1000 \
     && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \
         "ninja==1.13.2" \
     && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 ENV TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.0" \
     NVIDIA_VISIBLE_DEVICES="all"
+ENV HOME=/home/torch
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:b86c5b109a5f0875987816393456d7ec2f95ab02ab7507931b768843790b8327" \
+      io.torchimages.input-digest="sha256:af7f360f899fee7d85754b2ef9a417e5ebcd37dfc71763b82d43742e6c93e7e6" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -259,6 +279,6 @@ LABEL io.torchimages.cuda="11.8" \
       org.opencontainers.image.licenses="BSD-3-Clause" \
       org.opencontainers.image.title="PyTorch 2.7.0 (devel)" \
       org.opencontainers.image.version="2.7.0"
-USER 1000:1000
+USER 1000:0
 WORKDIR /home/torch
 CMD ["python"]

@@ -268,15 +268,20 @@ def nccl_payload(world: int, devices: list[int]) -> dict[str, Any]:
     return {"world_size": world, "nccl": [2, 27, 3], "env": {}, "ranks": ranks}
 
 
+# What NCCL_DEBUG=INFO says of the IB transport on a machine without an adapter (the verbs userspace loaded).
+IB_NO_DEVICE = "node:1:1 [0] NCCL INFO NET/IB : No device found."
+
+
 @pytest.fixture
-def fake_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], str]:
-    """A `python` for the probes that prints the payload it is given (the NCCL probe's, here)."""
+def fake_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    """A `python` for the probes that prints the log, then the payload it is given (the NCCL probe's, here)."""
     script = tmp_path / "python"
-    script.write_text('#!/bin/sh\nprintf "SMOKE_JSON:%s\\n" "$FAKE_PROBE_PAYLOAD"\n')
+    script.write_text('#!/bin/sh\nprintf "%s\\n" "$FAKE_PROBE_LOG"\nprintf "SMOKE_JSON:%s\\n" "$FAKE_PROBE_PAYLOAD"\n')
     script.chmod(0o755)
 
-    def answering(payload: dict[str, Any]) -> str:
+    def answering(payload: dict[str, Any], log: str = IB_NO_DEVICE) -> str:
         monkeypatch.setenv("FAKE_PROBE_PAYLOAD", json.dumps(payload))
+        monkeypatch.setenv("FAKE_PROBE_LOG", log)
         return str(script)
 
     return answering
@@ -292,7 +297,16 @@ def test_an_nccl_run_over_every_visible_gpu_passes(
 ) -> None:
     python = fake_python(nccl_payload(4, [0, 1, 2, 3]))
     code, found = run_gpu_suite(tmp_path, runtime, "test_multi_gpu", gpus(4), ("multi_gpu",), python_exe=python)
-    assert code == 0 and set(found.values()) == {"passed"} and len(found) == 7, found
+    assert code == 0 and set(found.values()) == {"passed"} and len(found) == 8, found
+
+
+def test_an_nccl_that_cannot_open_libibverbs_fails(
+    tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str]
+) -> None:
+    log = "node:1:1 [0] NCCL INFO Failed to open libibverbs.so[.1]\nnode:1:1 [0] NCCL INFO Using network Socket"
+    python = fake_python(nccl_payload(2, [0, 1]), log)
+    code, found = run_gpu_suite(tmp_path, runtime, "test_multi_gpu", gpus(2), ("multi_gpu",), python_exe=python)
+    assert code == 1 and [n for n, r in found.items() if r != "passed"] == ["test_nccl_finds_its_ib_transport_library"]
 
 
 def test_an_nccl_run_with_a_wrong_sum_fails(
@@ -373,3 +387,46 @@ def test_the_nccl_probe_starts_one_rank_per_visible_gpu(
     assert started == [{"nprocs": 3, "world": 3}]
     assert payload["world_size"] == 3 and [r["rank"] for r in payload["ranks"]] == [0, 1, 2]
     assert payload["nccl"] == [2, 27, 3]
+
+
+# The throughput probe's answer on an H200 (issue 21's container figures), on cuDNN.
+FIGURES = {"gemm_bf16_tflops": 761.0, "conv_fp16_img_s": 143200.0, "amp_step_img_s": 22800.0, "h2d_pinned_gb_s": 55.2}
+CUDNN: dict[str, Any] = {"available": True, "enabled": True, "version": 91900, "conv_ops": ["aten::cudnn_convolution"]}
+THROUGHPUT: dict[str, Any] = {"gpu": "NVIDIA H200", "metrics": FIGURES, "cudnn": CUDNN, "pinned": True}
+
+
+def test_throughput_figures_are_written_for_the_host_and_held_to_the_floors(
+    tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "host.json"
+    monkeypatch.setenv("TORCHIMAGES_THROUGHPUT_OUT", str(out))
+    python = fake_python(THROUGHPUT, "")
+    code, found = run_gpu_suite(tmp_path, runtime, "test_gpu_throughput", gpus(1), ("gpu",), python_exe=python)
+    assert code == 0, found
+    assert found == {
+        "test_throughput_figures": "passed",
+        "test_convolution_runs_on_cudnn": "passed",
+        "test_throughput_floors": "passed",
+        "test_throughput_equals_the_hosts": "skipped",
+    }
+    assert json.loads(out.read_text())["metrics"] == FIGURES
+
+
+def test_a_slower_container_than_the_host_or_a_conv_off_cudnn_fails(
+    tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps({"metrics": {**FIGURES, "amp_step_img_s": 40000.0}}))
+    monkeypatch.setenv("TORCHIMAGES_THROUGHPUT_REFERENCE", str(host))
+    slow = {**THROUGHPUT, "cudnn": {**CUDNN, "conv_ops": ["aten::_slow_conv2d_forward"]}}
+    slow["metrics"] = {**FIGURES, "gemm_bf16_tflops": 300.0}
+    code, found = run_gpu_suite(
+        tmp_path, runtime, "test_gpu_throughput", gpus(1), ("gpu",), python_exe=fake_python(slow, "")
+    )
+    assert code == 1
+    assert found == {
+        "test_throughput_figures": "passed",
+        "test_convolution_runs_on_cudnn": "failed",
+        "test_throughput_floors": "failed",  # 300 TFLOP/s under the H200's floor
+        "test_throughput_equals_the_hosts": "failed",  # and under the host's, as the AMP step is
+    }

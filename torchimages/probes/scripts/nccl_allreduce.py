@@ -32,6 +32,8 @@ SAFE_ENV = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
+# NCCL says which network transports it found (the IB one needs the verbs userspace): the suite reads it.
+NET_DEBUG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 SIZES = {"4KiB": 4 << 10, "1MiB": 1 << 20, "256MiB": 256 << 20}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 WARMUP = 5
@@ -124,7 +126,7 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
 
 def main() -> None:
-    for key, value in SAFE_ENV.items():
+    for key, value in {**SAFE_ENV, **NET_DEBUG}.items():
         os.environ.setdefault(key, value)
     world = torch.cuda.device_count()
     summary: dict[str, Any] = {

@@ -55,6 +55,10 @@ def pip(*args: str) -> subprocess.CompletedProcess[str]:
 
 def main() -> None:
     result: dict[str, Any] = {"prefix": sys.prefix, "uid": os.getuid(), "installed": False, "uninstalled": False}
+    result["read_only"] = bool(os.statvfs(sys.prefix).f_flag & os.ST_RDONLY)
+    if result["read_only"]:  # docker run --read-only: nothing can be installed; the suite says so
+        print(MARK + json.dumps(result), flush=True)
+        return
     with tempfile.TemporaryDirectory() as folder:
         wheel = build_wheel(folder)
         install = pip("install", "--no-index", "--no-deps", "--no-cache-dir", wheel)

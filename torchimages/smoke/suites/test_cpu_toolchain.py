@@ -12,7 +12,7 @@ import pytest
 import testinfra.host
 
 from torchimages.probes import ScriptResult
-from torchimages.smoke import checks
+from torchimages.smoke import checks, platform
 from torchimages.smoke.document import SmokeSpec
 from torchimages.smoke.hosts import find_nvcc
 
@@ -109,7 +109,10 @@ def test_torch_compile_on_cpu_matches_eager(
     for key, value in (entry.get("metrics") or {}).items():
         record_property(key, value)
     trace = "".join(f"\n  {line}" for line in entry.get("trace", []))
-    assert entry["ok"], (
-        f"torch.compile (Inductor, C++ backend) on the CPU failed or disagrees with eager: {entry['detail']}; "
-        f"it needs gcc/g++ and the Python headers (Python.h) in the image{trace}"
-    )
+    if not entry["ok"]:
+        advice = platform.compile_advice(request.getfixturevalue("platform_run").payload)
+        pytest.fail(
+            f"torch.compile (Inductor, C++ backend) on the CPU failed or disagrees with eager: {entry['detail']}"
+            + (advice or f"; it needs gcc/g++ and the Python headers (Python.h) in the image{trace}"),
+            pytrace=False,
+        )

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from torchimages.probes import ScriptResult
+from torchimages.smoke import cluster
 from torchimages.smoke.diagnosis import GpuStatus
 
 pytestmark = [
@@ -83,3 +84,20 @@ def test_all_reduce_spans_several_gpus(nccl: dict[str, Any], gpu: GpuStatus) -> 
     assert world == gpu.device_count and indices == list(range(world)), (
         f"NCCL ran {world} ranks on devices {indices} for {gpu.device_count} visible GPUs: expected one rank per GPU"
     )
+
+
+def test_nccl_finds_its_ib_transport_library(
+    nccl: dict[str, Any], nccl_run: ScriptResult, record_property: Any
+) -> None:
+    """NCCL_DEBUG=INFO: the IB transport loaded (here, with no adapter: "No device found"), not "Failed to open
+    libibverbs", which means NCCL falls back to TCP sockets between nodes without a word."""
+    transport = cluster.nccl_transport(nccl_run.stdout + nccl_run.stderr)
+    assert not transport.ib_library_missing, (
+        "NCCL could not open libibverbs: across nodes it would use TCP sockets silently; install libibverbs1, "
+        "ibverbs-providers and librdmacm1 in the image"
+    )
+    if not transport.ib_no_device and transport.network is None and "NET/IB" not in nccl_run.stdout:
+        pytest.skip(
+            f"NCCL said nothing of its IB transport for {nccl['world_size']} rank(s) (NCCL_DEBUG set below INFO?)"
+        )
+    record_property("nccl_ib", "no device" if transport.ib_no_device else (transport.network or "IB found"))

@@ -1,0 +1,101 @@
+"""The multi_node suite's command lines and readings (torchimages.smoke.cluster); `docker inspect` answers and
+NCCL's output are literals here."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from torchimages.engine import nodes
+from torchimages.smoke import cluster
+
+PLAIN = {"Config": {"User": "1000:0"}, "HostConfig": {"ShmSize": 2147483648, "ReadonlyRootfs": False}}
+
+
+def test_nodes_run_as_the_suite_container_was_run() -> None:
+    assert cluster.inherited_options(PLAIN) == ["--user", "1000:0", "--shm-size", "2147483648"]
+    read_only = {
+        "Config": {"User": "123456:0"},
+        "HostConfig": {"ReadonlyRootfs": True, "Tmpfs": {"/tmp": "exec", "/home/torch": "exec", "/run": ""}},
+    }
+    assert cluster.inherited_options(read_only) == [
+        "--user",
+        "123456:0",
+        "--read-only",
+        "--tmpfs",
+        "/home/torch:exec",
+        "--tmpfs",
+        "/run",
+        "--tmpfs",
+        "/tmp:exec",
+    ]
+    assert cluster.inherited_options({}) == []
+
+
+def test_one_gpu_per_node_the_way_the_suite_container_got_its_gpus() -> None:
+    runtime = {"HostConfig": {"DeviceRequests": [{"Driver": "", "Count": -1, "Capabilities": [["gpu"]]}]}}
+    assert cluster.gpu_options(runtime, 1) == ["--gpus", "device=1"]
+    nodes = ["/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    by_hand = {"HostConfig": {"Devices": [{"PathOnHost": n, "PathInContainer": n} for n in nodes]}}
+    assert cluster.gpu_options(by_hand, 1) == [
+        "--device",
+        "/dev/nvidiactl",
+        "--device",
+        "/dev/nvidia1",
+        "--device",
+        "/dev/nvidia-uvm",
+        "--device",
+        "/dev/nvidia-uvm-tools",
+    ]
+    assert cluster.gpu_options({"HostConfig": {"Devices": [{"PathOnHost": "/dev/fuse"}]}}, 0) == []
+    assert cluster.gpu_options(PLAIN, 0) == []
+
+
+def test_a_node_is_labelled_named_and_reachable_by_its_host_name() -> None:
+    command = nodes.run_command("docker", "img:1", "n-node1", "node1", "net", "abc", ["--user", "5:0"], "SCRIPT")
+    assert command[:2] == ["docker", "run"] and "--detach" in command
+    pairs = dict(itertools.pairwise(command[2:]))
+    assert pairs["--name"] == "n-node1" and pairs["--hostname"] == "node1" and pairs["--network-alias"] == "node1"
+    assert pairs["--network"] == "net" and pairs["--label"] == f"{nodes.RUN_LABEL}=abc" and pairs["--user"] == "5:0"
+    assert command[-4:] == ["/bin/sh", "img:1", "-c", "SCRIPT"]
+
+
+@pytest.mark.parametrize("backend", ["gloo", "nccl"])
+def test_each_node_runs_the_probe_under_torchrun_with_a_c10d_rendezvous_on_node0(backend: str) -> None:
+    script = cluster.node_command("python", 2, "run42", backend)
+    assert "python -m torch.distributed.run --nnodes 2 --nproc-per-node 1" in script
+    assert f"--rdzv-backend c10d --rdzv-endpoint node0:{cluster.PORT} --rdzv-id run42" in script
+    assert f"script.py {backend}" in script and "dist.init_process_group(backend" in script
+    assert ('NCCL_DEBUG="${NCCL_DEBUG:-INFO}"' in script) == (backend == "nccl")
+    assert 'NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"' in script
+
+
+def test_host_names_are_what_the_rendezvous_endpoint_names() -> None:
+    assert cluster.hostnames(2) == ["node0", "node1"]
+    assert "node0:" in cluster.torchrun("python", 2, "x")
+
+
+def test_nccl_output_says_whether_verbs_were_found() -> None:
+    found = (
+        "node0:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+        "node0:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:172.18.0.2<0>\n"
+        "node0:1:1 [0] NCCL INFO Using network Socket\n"
+    )
+    assert cluster.nccl_transport(found) == cluster.Transport(False, True, "Socket")
+    missing = "node0:1:1 [0] NCCL INFO Failed to open libibverbs.so[.1]\nNCCL INFO Using network Socket\n"
+    assert cluster.nccl_transport(missing) == cluster.Transport(True, False, "Socket")
+    assert cluster.nccl_transport("") == cluster.Transport(False, False, None)
+
+
+def test_a_node_describes_its_status_and_output_end() -> None:
+    ended = nodes.Node("n0", "node0", 1, "x" * 5000 + "THE END", None)
+    assert "exit status 1" in ended.describe() and ended.describe().endswith("THE END")
+    assert "did not end in time" in nodes.Node("n1", "node1", None, "", None).describe()
+
+
+def test_no_docker_cli_is_a_run_error_not_a_traceback(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-docker")
+    run = nodes.run_nodes("img:1", [nodes.NodeSpec("node0")], "true", docker=missing)
+    assert run.nodes == () and missing in run.error and "No such file" in run.error

@@ -1,0 +1,80 @@
+"""Throughput parity on one GPU: a short benchmark (bf16 GEMM, a cuDNN fp16 convolution, an AMP training step,
+pinned host-to-device copies) whose figures go to the terminal summary and the JUnit file, the convolution
+proven to run on cuDNN (a fall-back fails), and the figures against the knowledge base's floors for the GPU
+model and against the same probe run on the host (torchimages.smoke.throughput)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from torchimages import compat, settings
+from torchimages.probes import ScriptResult
+from torchimages.problems import InputError
+from torchimages.smoke import throughput
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.filterwarnings("ignore:record_property is incompatible:pytest.PytestWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def figures(
+    throughput_run: ScriptResult,
+    throughput_figures: dict[str, float],
+    record_testsuite_property: Any,
+) -> dict[str, Any]:
+    """The probe's answer; its figures recorded once (summary, JUnit test-suite properties)."""
+    payload = throughput_run.payload
+    assert payload is not None, f"the throughput probe died before reporting: {throughput_run.describe()}"
+    trace = "\n  ".join(payload.get("trace", []))
+    assert "error" not in payload, f"the throughput probe failed: {payload['error']}\n  {trace}"
+    for name, value in payload["metrics"].items():
+        throughput_figures[name] = float(value)
+        record_testsuite_property(f"throughput_{name}", f"{value:.1f}")
+    return dict(payload)
+
+
+def test_throughput_figures(figures: dict[str, Any], record_property: Any) -> None:
+    measured = figures["metrics"]
+    assert set(measured) == set(throughput.METRICS), f"the probe measured {sorted(measured)}"
+    for name, value in measured.items():
+        record_property(name, round(value, 1))
+        assert value > 0, f"{name}: {value}"
+    assert figures.get("pinned"), "the host buffer of the copy was not pinned (pin_memory)"
+
+
+def test_convolution_runs_on_cudnn(figures: dict[str, Any]) -> None:
+    problem = throughput.conv_problem(figures)
+    assert problem is None, (
+        f"{problem}: convolutions fall back to a slow path. Check that the image's cuDNN loads "
+        "(test_cpu_libraries) and that nothing sets torch.backends.cudnn.enabled = False"
+    )
+
+
+def test_throughput_floors(figures: dict[str, Any]) -> None:
+    entry = throughput.model_entry(figures["gpu"], compat.load().throughput)
+    if entry is None or not entry.floors:
+        pytest.skip(f"no throughput floors for {figures['gpu']} in the knowledge base: the figures are reported only")
+    problems = throughput.floor_problems(figures["metrics"], entry)
+    assert not problems, (
+        "slower than this GPU model runs the same probe:\n  " + "\n  ".join(problems) + "\nA library loaded from "
+        "the wrong place, a fall-back path, a throttled or shared GPU? Compare with the host (--host local)"
+    )
+
+
+def test_throughput_equals_the_hosts(figures: dict[str, Any]) -> None:
+    path = settings.path("TORCHIMAGES_THROUGHPUT_REFERENCE")
+    if path is None:
+        pytest.skip(
+            "no host figures to compare with: run `build.py test --host local --suites gpu` with "
+            "TORCHIMAGES_THROUGHPUT_OUT=FILE, then this run with TORCHIMAGES_THROUGHPUT_REFERENCE=FILE"
+        )
+    try:
+        host = throughput.read_reference(path)
+    except InputError as exc:
+        pytest.fail("; ".join(str(p) for p in exc.problems), pytrace=False)
+    problems = throughput.parity_problems(figures["metrics"], host)
+    assert not problems, "slower in the container than on the host:\n  " + "\n  ".join(problems)
