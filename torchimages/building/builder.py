@@ -15,6 +15,7 @@ are `interrupted`, never `failed` and never tagged.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 import uuid
@@ -450,6 +451,9 @@ class Builder:
             return ["interrupted before the smoke gate"]
         if self.smoke_gate:
             progress.update(image.own_tag, "smoke")
+            machine = os.uname().machine
+            if platforms.of_machine(machine) != image.platform:
+                progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
 
     def _publish(self, image: Image, reference: str, progress: Progress) -> list[str]:

@@ -10,6 +10,7 @@ tag the public name locally, skip the read-back or the pull-back) and a test her
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +18,10 @@ import pytest
 
 from tests.fakes import FakeEngine, Raw, machine_answer, probe_answer
 from tests.unit.building.test_builder import run
-from torchimages import compat
+from torchimages import compat, platforms
 from torchimages.building import bootstrap, index
+from torchimages.building.builder import Builder
+from torchimages.building.requests import BuildOptions
 from torchimages.combination import Image
 from torchimages.engine import ImageInfo
 from torchimages.planning import plan
@@ -210,3 +213,18 @@ def test_join_writes_nothing_when_a_platform_is_missing_or_was_built_from_other_
     (other,) = index.join(engine, [amd64, arm64])
     assert f"{arm64.platform_reference} was built from other inputs than this plan's" in other
     assert engine.indexes == {} and not [c for c, _ in engine.calls if c == "create_index"]
+
+
+def test_the_suites_of_a_platform_this_machine_runs_under_emulation_say_so(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    said: list[str] = []
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    Builder(engine_holding(), options, lambda *_: [], out=said.append).build(selection)
+    machine = os.uname().machine
+    emulated = [p for p in ("linux/amd64", "linux/arm64") if platforms.of_machine(machine) != p]
+    tag = selection[0].combination.image("runtime").tag
+    for platform in emulated:
+        line = f"{tag}-{platforms.arch(platform)}: the suites run under emulation ({platform} on {machine}): slower"
+        assert any(line in s for s in said), said
+    assert len([s for s in said if "under emulation" in s]) == len(emulated)
