@@ -21,7 +21,7 @@
 #        shm64m    every node, --shm-size 64m (Docker's default) -> must FAIL test_dev_shm_is_large_enough
 #                                                                  with its --shm-size advice
 #        anyuid    every node, 8g, --user 123456:0 (OpenShift: a uid without a passwd entry, group 0;
-#                  HOME=/tmp, since the stand-in sets no HOME as our images do)         -> must pass
+#                  HOME=/tmp USER=torch, since the stand-in sets neither, as our images do)         -> must pass
 #        readonly  every node, 8g, the read-only recipe: --read-only --tmpfs /tmp:exec
 #                  --tmpfs /home/torch:exec, HOME=/home/torch (as our images set it)    -> must pass
 #        multinode every node, 8g, the multi_node suite: two containers on a network of their own,
@@ -351,8 +351,8 @@ host_run() { # the gpu suite on this machine itself: the throughput figures the 
     rc[host]=${PIPESTATUS[0]}
     echo "run host: exit ${rc[host]}; figures: $(tr -d '\n' <"$host_figures" 2>/dev/null | cut -c1-300)"
 }
-any_uid=(--run-arg=--user=123456:0 --run-arg=--env=HOME=/tmp)
-read_only=(--run-arg=--read-only --run-arg=--tmpfs=/home/torch:exec --run-arg=--env=HOME=/home/torch)
+any_uid=(--run-arg=--user=123456:0 --run-arg=--env=HOME=/tmp --run-arg=--env=USER=torch)
+read_only=(--run-arg=--read-only --run-arg=--tmpfs=/home/torch:exec --run-arg=--env=HOME=/home/torch --run-arg=--env=USER=torch)
 for name in $RUNS; do
     case $name in
         host) host_run ;;

@@ -18,6 +18,8 @@ set -euo pipefail
 
 out=${1:?usage: make-gpu-docker-bundle.sh OUTDIR}
 PACKAGES=(docker.io containerd runc tini libdevmapper1.02.1)
+# From docker.io 26 on (trixie's, which start-docker.sh installs on bookworm) the client is a package of its own.
+if apt-cache show docker-cli >/dev/null 2>&1; then PACKAGES+=(docker-cli); fi
 WHEELS=(pytest-testinfra==10.2.2 docker==7.1.0)
 FALLBACK_WHEELS=(requests==2.32.3 urllib3==2.2.3 certifi==2024.8.30 idna==3.10)
 # requests' charset detector: the newest release with a pure-Python wheel, so the fallback works on

@@ -160,7 +160,7 @@ def test_every_runtime_serves_any_uid_of_group_0_and_carries_the_verbs_userspace
         for package in ("libibverbs1", "ibverbs-providers", "librdmacm1"):
             assert f"        {package} \\\n" in runtime, (name, package)
         assert "useradd --create-home --uid 1000 --gid 0 " in runtime, name
-        assert "ENV HOME=/home/torch\n" in runtime and "USER 1000:1000" not in text, name
+        assert "ENV HOME=/home/torch \\\n    USER=torch\n" in runtime and "USER 1000:1000" not in text, name
         # each step that writes the venv (a uv step, the toolkit's links, a venv made without uv) makes it g=u
         writes = ("rm -f /opt/venv/.lock", "RUN ln -s ", "RUN export TMPDIR=/home/torch/.cache/tmp")
         assert text.count("xargs -0r chmod g=u") == sum(text.count(step) for step in writes), name

@@ -164,11 +164,12 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
     NVIDIA_VISIBLE_DEVICES="all"
-ENV HOME=/home/torch
+ENV HOME=/home/torch \
+    USER=torch
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:2ba461001a603599beb9b83a70d94fd43f3d4c289989a6022478d1fc4a204cf3" \
+      io.torchimages.input-digest="sha256:2c8eab1d01d9040082815c3367e9d117fc9b9a8d0da9aacae41f487092c82384" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -238,11 +239,12 @@ ENV TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
     NVIDIA_VISIBLE_DEVICES="all"
-ENV HOME=/home/torch
+ENV HOME=/home/torch \
+    USER=torch
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:23c4fa2f692d5669b5d3bd94208192f51ebd8dab3555c8ae704de679ac81982e" \
+      io.torchimages.input-digest="sha256:111a734cd68284b2c0aaf74f574177ef6327a01690d270977518dce3c372a6d2" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -148,11 +148,12 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
     NVIDIA_VISIBLE_DEVICES="all"
-ENV HOME=/home/torch
+ENV HOME=/home/torch \
+    USER=torch
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:04dfa98817e4bf9a9c9e70d33da78a90eff7bb4146ab78ccd119427d5bd0cf44" \
+      io.torchimages.input-digest="sha256:276b69da4b9b8b4456749e7e520cfe87fa34b7aee09421e3b266f56aedf84134" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

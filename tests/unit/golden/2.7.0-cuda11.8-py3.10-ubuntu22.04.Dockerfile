@@ -165,11 +165,12 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.0" \
     NVIDIA_VISIBLE_DEVICES="all"
-ENV HOME=/home/torch
+ENV HOME=/home/torch \
+    USER=torch
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:7663212d228ac42a58058e1f4412b42eb75574170f0e773391786a015fb99784" \
+      io.torchimages.input-digest="sha256:f8e9ccc02ae5c4b70c5da00d9b565c4bee5b3064d3fbfd45b282b3b76160db8d" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -264,11 +265,12 @@ ENV TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.0" \
     NVIDIA_VISIBLE_DEVICES="all"
-ENV HOME=/home/torch
+ENV HOME=/home/torch \
+    USER=torch
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:af7f360f899fee7d85754b2ef9a417e5ebcd37dfc71763b82d43742e6c93e7e6" \
+      io.torchimages.input-digest="sha256:4fd08932389d5f64a8c0285752597fb87c089ffea3c23392b1dd87a7a3ca6555" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
