@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from torchimages import platforms
+
 if TYPE_CHECKING:
     from torchimages.combination import Combination, Image
 
@@ -119,14 +121,14 @@ class Report:
         return not any(i.result in FAILED_RESULTS for i in self.images)
 
 
-def versions_of(combination: Combination, flavor: str) -> Versions:
-    """The versions a matrix image holds (verification read them back before it was tagged)."""
+def versions_of(combination: Combination, flavor: str, platform: str = platforms.DEFAULT) -> Versions:
+    """The versions a matrix image (of `platform`) holds (verification read them back before it was tagged)."""
     toolkit = None
     if flavor == "devel" and combination.toolkit.provider == "image":
         toolkit = combination.toolkit.image
     elif flavor == "devel" and combination.toolkit.provider == "wheels":
         toolkit = next((r for r in combination.toolkit.requirements if r.startswith("cuda-toolkit")), None)
-    companions = combination.companion_versions()
+    companions = combination.companion_versions(platform)
     return Versions(
         torch=combination.torch,
         torchvision=companions["torchvision"],
@@ -158,14 +160,14 @@ def versions_of_spec(spec: dict[str, Any]) -> Versions:
 def image_report(combination: Combination, image: Image, result: str, reason: str = "", **facts: Any) -> ImageReport:
     """An ImageReport of a matrix image; `facts` are the other ImageReport fields (stored, durations, smoke)."""
     return ImageReport(
-        tag=image.tag,
+        tag=image.own_tag,  # a platform's image of an index: `<tag>-<arch>`
         reference=image.platform_reference,  # the image itself (for several platforms, the public tag is an index)
         aliases=image.aliases,
         flavor=image.flavor,
         combination=combination.folder,
         result=result,
         reason=reason,
-        versions=versions_of(combination, image.flavor),
+        versions=versions_of(combination, image.flavor, image.platform),
         input_digest=image.input_digest,
         size_budget=image.size_budget,
         **facts,
