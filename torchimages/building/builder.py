@@ -159,45 +159,40 @@ class Builder:
     def _join(
         self, combination: Combination, images: Sequence[Image], outcomes: Mapping[Image, Outcome], progress: Progress
     ) -> dict[Image, Outcome]:
-        """The public tags of an index of several platforms' images: only once every platform's image of the
-        flavor passed (each is verified under its own local tag, `<tag>-<arch>`), and only in a registry (an
-        engine's image store holds one platform under a name): with `push`, the index under the tag and every
-        alias, read back and each platform's image pulled back by digest and checked to be the one verified.
-        Otherwise, or when a platform failed, no public tag: the outcomes say why."""
+        """The outcomes `_index` gives each flavor's images of every platform."""
         joined: dict[Image, Outcome] = {}
         for flavor in dict.fromkeys(i.flavor for i in images):
-            mine = [i for i in images if i.flavor == flavor]
-            first = mine[0]
-            failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
-            missing = [p for p in combination.platforms if p not in {i.platform for i in mine}]
-            if failed or missing:
-                why = f"the {platforms.words([i.platform for i in failed] or missing)} image " + (
-                    "failed" if failed else "was not selected"
-                )
-                note = f"no index {first.reference}: {why}"
-            elif self.cancelled.is_set():
-                note = f"no index {first.reference}: interrupted"
-            elif not self.options.push:
-                local = ", ".join(i.platform_reference for i in mine)
-                said = f"{first.reference} (an index) is written by --push; here: {local}"
-                joined |= {i: _noted(outcomes[i], said) for i in mine}
-                progress.say(said)
-                continue
-            else:
-                problems = index.publish(self.engine, first, mine, progress)
-                if problems:
-                    for i in mine:
-                        joined[i] = self._finish(
-                            combination, i, "failed", time.monotonic(), _listed("index not written", problems), progress
-                        )
-                    continue
-                said = f"{first.reference} names the index of {platforms.words([i.platform for i in mine])}"
-                joined |= {i: _noted(outcomes[i], said) for i in mine}
-                progress.say(said)
-                continue
-            joined |= {i: _noted(outcomes[i], note) for i in mine if i not in failed}
-            progress.say(note)
+            joined |= self._index(combination, [i for i in images if i.flavor == flavor], outcomes, progress)
         return joined
+
+    def _index(
+        self, combination: Combination, mine: list[Image], outcomes: Mapping[Image, Outcome], progress: Progress
+    ) -> dict[Image, Outcome]:
+        """The public tags of one flavor's images of several platforms name an index of them: written only once
+        every platform's image passed (each verified under its own tag, `<tag>-<arch>`), and only in a registry
+        (an engine's image store holds one platform under a name): with `push`, under the tag and every alias,
+        read back, each image pulled back by digest and checked to be the one verified. Otherwise no public tag,
+        and the outcomes say why (a failed index fails every platform's image)."""
+        first = mine[0]
+        failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
+        missing = [p for p in combination.platforms if p not in {i.platform for i in mine}]
+        if failed:
+            note = f"no index {first.reference}: the {platforms.words([i.platform for i in failed])} image failed"
+        elif missing:
+            note = f"no index {first.reference}: the {platforms.words(missing)} image was not selected"
+        elif self.cancelled.is_set():
+            note = f"no index {first.reference}: interrupted"
+        elif not self.options.push:
+            local = ", ".join(i.platform_reference for i in mine)
+            note = f"{first.reference} (an index) is written by --push; here: {local}"
+        else:
+            problems = index.publish(self.engine, first, mine, progress)
+            if problems:
+                detail = _listed("index not written", problems)
+                return {i: self._finish(combination, i, "failed", time.monotonic(), detail, progress) for i in mine}
+            note = f"{first.reference} names the index of {platforms.words([i.platform for i in mine])}"
+        progress.say(note)
+        return {i: _noted(outcomes[i], note) for i in mine if i not in failed}
 
     def _build_on(
         self, combination: Combination, image: Image, served: Served, progress: Progress, held: str, runtime: Outcome
