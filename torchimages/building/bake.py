@@ -4,7 +4,9 @@
 `requests.build_request`: the same context, Dockerfile, target, secrets and network) into a bake
 definition: one target per image, pushed to (or loaded as) its temporary reference, never a public
 tag; groups per combination, per torch minor, per flavor, and `default`. `promote` then verifies and
-tags what the bake built (builder.Builder.promote).
+tags what the bake built (builder.Builder.promote). A combination of several platforms has a target per platform
+(`platforms`, its own labels and wheel index), and groups per architecture (`arm64`), so a native runner bakes its
+own; `promote` writes their index once every platform's image passed.
 
 devel is built on its runtime: a devel target's `contexts` say `runtime=target:<the runtime target>`, so
 buildx builds the runtime target once and devel on its result (every runtime layer is a layer of devel,
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchimages import textfile, values
+from torchimages import platforms, textfile, values
 from torchimages.building import wheels
 from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
 from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, build_request, wheel_secrets
@@ -78,8 +80,9 @@ def _name(text: str) -> str:
 
 
 def target_name(image: Image) -> str:
-    """The bake target of an image: its tag, `.` as `_` (`2_13_0-cpu-runtime`)."""
-    return _name(image.tag)
+    """The bake target of an image: its own tag, `.` as `_` (`2_13_0-cpu-runtime`; a platform's image of an index:
+    `2_9_1-cpu-runtime-arm64`)."""
+    return _name(image.own_tag)
 
 
 def torch_minor(combination: Combination) -> str:
@@ -106,6 +109,8 @@ def target(entry: Entry, cache: Cache) -> dict[str, Any]:
         definition["contexts"] = dict(request.contexts)
     if request.build_args:
         definition["args"] = dict(request.build_args)
+    if request.platform:
+        definition["platforms"] = [request.platform]
 
     def placed(values: tuple[str, ...]) -> list[str]:
         return [value.replace(TAG_PLACEHOLDER, entry.image.tag).replace(TARGET_PLACEHOLDER, name) for value in values]
@@ -136,7 +141,13 @@ def bake_file(entries: Sequence[Entry], cache: Cache = Cache()) -> dict[str, Any
     targets = {target_name(e.image): target(e, cache) for e in ordered}
     groups: dict[str, list[str]] = {}
     for e in ordered:
-        for group in (_name(e.combination.folder), "torch-" + _name(torch_minor(e.combination)), e.image.flavor):
+        platform = [platforms.arch(e.image.platform)] if e.combination.multi_platform else []  # a native runner's
+        for group in (
+            _name(e.combination.folder),
+            "torch-" + _name(torch_minor(e.combination)),
+            e.image.flavor,
+            *platform,
+        ):
             groups.setdefault(group, []).append(target_name(e.image))
     groups["default"] = list(targets)
     clashes = sorted(set(targets).intersection(groups))
@@ -260,14 +271,16 @@ def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
     with wheels.serve(request.sources) as passed:  # remote URLs only: nothing is served, they pass through
         served = dataclasses.replace(passed, trusted_hosts=request.trusted_hosts)
         for s in chosen:
-            pip_text, uv_text = wheel_secrets(served, s.combination)
-            try:
-                pip_conf = wheels.write_secret(secrets_dir, pip_text)
-                uv_conf = wheels.write_secret(secrets_dir, uv_text, "uv-{digest}.toml")
-            except OSError as exc:
-                raise UsageError(f"--secrets-dir {request.secrets_dir}: {exc.strerror or exc}") from None
-            runtime = next((i for i in s.images if i.flavor == RUNTIME_STAGE), None)
             for image in s.images:
+                pip_text, uv_text = wheel_secrets(served, s.combination, image.platform)  # its platform's index
+                try:
+                    pip_conf = wheels.write_secret(secrets_dir, pip_text)
+                    uv_conf = wheels.write_secret(secrets_dir, uv_text, "uv-{digest}.toml")
+                except OSError as exc:
+                    raise UsageError(f"--secrets-dir {request.secrets_dir}: {exc.strerror or exc}") from None
+                runtime = next(
+                    (i for i in s.images if i.flavor == RUNTIME_STAGE and i.platform == image.platform), None
+                )
                 reference = bake_reference(s.combination, image, request.temporary_registry)
                 on = runtime and image.flavor == "devel" and request.named_contexts
                 base = f"target:{target_name(runtime)}" if on and runtime else None

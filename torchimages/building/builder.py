@@ -346,7 +346,8 @@ class Builder:
 
     def promote(self, selected: Sequence[Selected], baked: Mapping[Image, Baked]) -> list[Outcome]:
         """Verify, smoke-test and tag images built elsewhere (`baked`: each image's temporary reference), one
-        at a time, by the same rules as `build`; each temporary reference is removed afterwards.
+        at a time, by the same rules as `build`; each temporary reference is removed afterwards. The images of
+        several platforms get their index as `build` writes it (`_index`).
 
         Refuses (InputError) before anything when two images would share a public name.
         """
@@ -354,15 +355,19 @@ class Builder:
         if clashes:
             raise InputError(clashes)
         self.options.log_dir.mkdir(parents=True, exist_ok=True)
-        outcomes = []
+        outcomes: list[Outcome] = []
         with Progress(self.renderer, sum(len(s.images) for s in selected)) as progress:
             for s in selected:  # devel first (FLAVORS order): runtime's reference is still there to compare with
+                mine: dict[Image, Outcome] = {}
                 for image in s.images:
                     base = None
                     if image.flavor == "devel" and s.combination.devel_from == "runtime":
-                        runtime = next((i for i in s.images if i.flavor == "runtime"), None)
+                        runtime = _runtime_of([i for i in s.images if i.platform == image.platform])
                         base = baked.get(runtime) if runtime else None
-                    outcomes.append(self.promote_image(s.combination, image, baked.get(image), progress, base))
+                    mine[image] = self.promote_image(s.combination, image, baked.get(image), progress, base)
+                if s.combination.multi_platform:  # every platform's image promoted: their index
+                    mine |= self._join(s.combination, s.images, mine, progress)
+                outcomes += [mine[image] for image in s.images]
         return outcomes
 
     def promote_image(

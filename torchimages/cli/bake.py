@@ -61,9 +61,6 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded)
-    common.check_platforms(
-        chosen, "bake", "build them with `build.py build`, which builds each platform and then their index"
-    )
     sources = WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links))
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,

@@ -35,15 +35,9 @@ def run(args: argparse.Namespace) -> int:
     shown = common.renderer(args)
     loaded = common.load_plan(args)
     selected = common.select(args, loaded)
-    if args.selectors:
-        common.check_platforms(
-            selected, "promote", "build them with `build.py build`, which builds each platform and then their index"
-        )  # before the metadata is read: none was baked
     promotion = bake.promotion(args.metadata, selected, bool(args.selectors), args.temporary_registry)
     # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
-    common.check_platforms(
-        promotion.chosen, "promote", "build them with `build.py build`, which builds each platform and then their index"
-    )
+    common.check_emulation(promotion.chosen)  # another platform's images are verified and tested here too
     preflight.folder("--log-dir", args.log_dir)
     common.check_docker(args.docker)
     common.check_compression(args.compression, args.push)

@@ -351,3 +351,40 @@ def test_a_devel_target_starts_from_its_runtime_target(
         if "devel" in flavors:
             expected = {"runtime": f"target:{flavors['runtime']}"} if named_contexts else None
             assert targets[flavors["devel"]].get("contexts") == expected
+
+
+TWO_PLATFORMS = """\
+repository: example/pytorch
+matrix:
+  include:
+    - {torch: 2.9.1, cuda: cpu, os: debian12, torchvision: none, torchaudio: none,
+       platforms: [linux/amd64, linux/arm64]}
+"""
+
+
+def test_a_combination_of_two_platforms_bakes_a_target_per_platform(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """Each platform's target builds for that platform, with its own labels and wheel index, devel on the runtime
+    of its platform; a group per architecture lets a native runner bake its own."""
+    (chosen,) = plan.select(plan.load(write_matrix(TWO_PLATFORMS)), [])
+    options = requests.BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    request = bake.BakeRequest(options, WheelSources(), secrets_dir=tmp_path / "secrets")
+    found = bake.bake_file(bake.entries([chosen], request))
+    targets, groups = found["target"], found["group"]
+    assert sorted(targets) == [
+        "2_9_1-cpu-devel-amd64",
+        "2_9_1-cpu-devel-arm64",
+        "2_9_1-cpu-runtime-amd64",
+        "2_9_1-cpu-runtime-arm64",
+    ]
+    arm64 = chosen.combination.image("devel", "linux/arm64")
+    devel = targets["2_9_1-cpu-devel-arm64"]
+    assert devel["platforms"] == ["linux/arm64"] and devel["contexts"] == {"runtime": "target:2_9_1-cpu-runtime-arm64"}
+    assert devel["labels"]["io.torchimages.input-digest"] == arm64.input_digest
+    assert devel["labels"]["io.torchimages.platform"] == "linux/arm64"
+    assert targets["2_9_1-cpu-devel-amd64"]["contexts"] == {"runtime": "target:2_9_1-cpu-runtime-amd64"}
+    assert groups["arm64"]["targets"] == ["2_9_1-cpu-runtime-arm64", "2_9_1-cpu-devel-arm64"]
+    uv = {name: Path(t["secret"][1].split("src=")[1]).read_text() for name, t in targets.items()}
+    assert "https://pypi.org/simple" in uv["2_9_1-cpu-runtime-arm64"]
+    assert "download.pytorch.org/whl/cpu" in uv["2_9_1-cpu-runtime-amd64"]

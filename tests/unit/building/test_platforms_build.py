@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeEngine, Raw, machine_answer, probe_answer
-from tests.unit.building.test_builder import run
+from tests.unit.building.test_builder import bake_into, promote, run
 from torchimages import compat, platforms
 from torchimages.building import bootstrap, index
 from torchimages.building.builder import Builder
+from torchimages.building.references import Baked
 from torchimages.building.requests import BuildOptions
 from torchimages.combination import Image
 from torchimages.engine import ImageInfo
@@ -228,3 +229,24 @@ def test_the_suites_of_a_platform_this_machine_runs_under_emulation_say_so(
         line = f"{tag}-{platforms.arch(platform)}: the suites run under emulation ({platform} on {machine}): slower"
         assert any(line in s for s in said), said
     assert len([s for s in said if "under emulation" in s]) == len(emulated)
+
+
+def test_promote_writes_the_index_once_each_platforms_baked_image_passed(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    """Each platform's image baked elsewhere (on its own runner) is verified and pushed under its own tag, then the
+    index; one that fails verification leaves no index."""
+    combination = selection[0].combination
+    for arm64_holds, wanted in ((ARM64, ["promoted", "promoted"]), (AMD64, ["promoted", "failed"])):
+        engine = engine_holding()
+        baked = {}
+        for image, holds in zip(selection[0].images, (AMD64, arm64_holds), strict=True):
+            own = "sha256:" + hashlib.sha256(image.platform.encode()).hexdigest()  # each platform's image its own
+            baked[image] = Baked(bake_into(engine, combination, image, holds, image_id=own).reference, (own,))
+            engine.platforms[baked[image].reference] = image.platform  # as its bake built it
+        outcomes = promote(engine, selection, baked, tmp_path, push=True)
+        assert [o.status for o in outcomes] == wanted, [o.detail for o in outcomes]
+        written = [args for call, args in engine.calls if call == "create_index"]
+        assert len(written) == (1 if wanted[1] == "promoted" else 0)
+        tag = combination.image("runtime").tag
+        assert f"{REPOSITORY}:{tag}" not in engine.tagged  # never a local public name
