@@ -74,11 +74,12 @@ def refuse_shared_names(references: Sequence[str]) -> None:
 
 
 def matrix_targets(engine: TargetEngine, chosen: Sequence[tuple[Combination, Image]]) -> list[Target]:
-    """The matrix images to test, each built already (else UsageError naming those that are not)."""
-    missing = [i.reference for _, i in chosen if engine.labels(i.reference) is None]
+    """The matrix images to test, each built already (else UsageError naming those that are not): each platform's
+    image of a tag of several platforms under its own tag (the public tag names an index, in a registry)."""
+    missing = [i.platform_reference for _, i in chosen if engine.labels(i.platform_reference) is None]
     if missing:
         raise UsageError("not built yet (make build TAG=...): " + ", ".join(missing))
-    return [Target(i.tag, document.image_document(c, i, i.reference), (c, i)) for c, i in chosen]
+    return [Target(i.own_tag, document.image_document(c, i, i.platform_reference), (c, i)) for c, i in chosen]
 
 
 def image_targets(engine: TargetEngine, references: Sequence[str], spec: SpecFile | None) -> list[Target]:

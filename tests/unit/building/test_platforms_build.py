@@ -26,6 +26,8 @@ from torchimages.building.requests import BuildOptions
 from torchimages.combination import Image
 from torchimages.engine import ImageInfo
 from torchimages.planning import plan
+from torchimages.problems import UsageError
+from torchimages.smoke import targets
 
 MATRIX = """\
 matrix:
@@ -250,3 +252,14 @@ def test_promote_writes_the_index_once_each_platforms_baked_image_passed(
         assert len(written) == (1 if wanted[1] == "promoted" else 0)
         tag = combination.image("runtime").tag
         assert f"{REPOSITORY}:{tag}" not in engine.tagged  # never a local public name
+
+
+def test_test_finds_each_platforms_image_under_its_own_tag(selection: list[plan.Selected]) -> None:
+    engine = FakeEngine()
+    images = [(selection[0].combination, i) for i in selection[0].images]
+    with pytest.raises(UsageError, match=r"-amd64, .*-arm64"):
+        targets.matrix_targets(engine, images)  # nothing built: both named by their own tags
+    for _, image in images:
+        engine.images[image.platform_reference] = image.label_map()
+    found = targets.matrix_targets(engine, images)
+    assert [(t.name, t.spec["image"]) for t in found] == [(i.own_tag, i.platform_reference) for _, i in images]

@@ -1,5 +1,5 @@
-"""`build`, `bake` and `promote` handle every platform (then the index); the commands that do not handle a
-combination of several platforms yet (test, lock) refuse a selection holding one before anything is written or an engine
+"""`build`, `bake`, `promote` and `test` handle every platform (the index, each platform's own tag); `lock`,
+which does not yet, refuses a selection holding one before anything is written or an engine
 asked, saying what to do instead; a linux/amd64 selection of the same matrix goes on as before."""
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ SAID = (
     "`{}` of such combinations is not supported yet"
 )
 INSTEAD = {
-    "test": "`build` runs the suites in each platform's image; or test one by --image REPOSITORY:TAG-ARCH",
     "lock": "lock a linux/amd64 twin of the combination (platforms: [linux/amd64]), whose pins it shares",
 }
 
@@ -48,7 +47,6 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, FakeEng
 
 
 COMMANDS = [
-    ["test"],
     ["lock"],
 ]
 
@@ -69,16 +67,16 @@ def test_a_selection_built_for_linux_arm64_is_refused_before_anything(
 
 
 def test_every_such_combination_of_the_selection_is_named(cli: Cli, here: tuple[Path, FakeEngine]) -> None:
-    code, _, err = cli("test", "*")
+    code, _, err = cli("lock", "*")
     assert code == 2
-    assert "matrix.yaml:5: error: platforms: 2.9.1-cpu-py3.11-debian12 is built for linux/arm64: `test` of" in err
+    assert "matrix.yaml:5: error: platforms: 2.9.1-cpu-py3.11-debian12 is built for linux/arm64: `lock` of" in err
 
 
 class Reached(Exception):
     """The command asked for its engine: every check before it passed."""
 
 
-@pytest.mark.parametrize("command", [["build"], *COMMANDS], ids=["build", "test", "lock"])
+@pytest.mark.parametrize("command", [["build"], ["test"], *COMMANDS], ids=["build", "test", "lock"])
 def test_a_linux_amd64_selection_of_the_same_matrix_goes_on_to_the_engine(
     cli: Cli, here: tuple[Path, FakeEngine], monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
@@ -90,8 +88,9 @@ def test_a_linux_amd64_selection_of_the_same_matrix_goes_on_to_the_engine(
         cli(*command, "2.13.0-cpu-runtime")
 
 
-def test_a_selection_for_several_platforms_goes_on_to_the_engine_in_build(
-    cli: Cli, here: tuple[Path, FakeEngine], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("command", ["build", "test"])
+def test_a_selection_for_several_platforms_goes_on_to_the_engine_in_build_and_test(
+    cli: Cli, here: tuple[Path, FakeEngine], monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     def reached(*_: object) -> None:
         raise Reached
@@ -99,7 +98,7 @@ def test_a_selection_for_several_platforms_goes_on_to_the_engine_in_build(
     monkeypatch.setattr(common, "check_emulation", lambda chosen: None)  # this machine's emulator is not the point
     monkeypatch.setattr(common, "connect", reached)
     with pytest.raises(Reached):
-        cli("build", "2.14.1-cuda13.0-cudnn9-runtime")
+        cli(command, "2.14.1-cuda13.0-cudnn9-runtime")
 
 
 def test_only_combinations_of_linux_amd64_alone_pass_a_command_that_does_not_handle_others(
