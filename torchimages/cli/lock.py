@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = common.load_plan(args)
     chosen = common.select(args, loaded, in_full=True)
     common.check_platforms(  # packages are read from built images, found by their public tags
-        chosen, "lock", "lock a linux/amd64 twin of the combination (platforms: [linux/amd64]), whose pins it shares"
+        chosen, "lock", "leave it unlocked for now: one lock file would constrain every platform's build"
     )
     paths = locks.lock_packages(common.connect(), loaded.images_dir, [s.combination for s in chosen])
     for s, path in zip(chosen, paths, strict=True):

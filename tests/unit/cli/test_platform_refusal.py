@@ -28,7 +28,7 @@ SAID = (
     "`{}` of such combinations is not supported yet"
 )
 INSTEAD = {
-    "lock": "lock a linux/amd64 twin of the combination (platforms: [linux/amd64]), whose pins it shares",
+    "lock": "leave it unlocked for now: one lock file would constrain every platform's build",
 }
 
 
