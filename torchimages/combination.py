@@ -22,6 +22,7 @@ FLAVORS = ("devel", "runtime")
 LOCK_FILE = "requirements.lock"
 LABEL_PREFIX = "io.torchimages"
 INPUT_DIGEST_LABEL = f"{LABEL_PREFIX}.input-digest"
+PLATFORM_LABEL = f"{LABEL_PREFIX}.platform"  # on an image of any platform but linux/amd64
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ def make_image(
     digest = input_digest(combination, flavor, fingerprint, platform)
     labels = combination.labels(flavor, digest, platform)
     if platform != platform_names.DEFAULT:
-        labels[f"{LABEL_PREFIX}.platform"] = platform
+        labels[PLATFORM_LABEL] = platform
     budget = combination.size_budget.of(flavor) if combination.size_budget else None
     local = platform_tag(combination, tag, platform)
     return Image(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchimages.building.progress import Progress
-from torchimages.combination import Image
+from torchimages.combination import INPUT_DIGEST_LABEL, PLATFORM_LABEL, Image
 from torchimages.engine import Engine
 
 
@@ -77,9 +77,10 @@ def join(engine: Engine, images: Sequence[Image]) -> list[str]:
             why = "; ".join(errors) or "not found"
             problems.append(f"{image.platform_reference} is not in the registry ({why}): build and push it first")
             continue
-        labels = {k: info.labels.get(k) for k, _ in image.labels if k.endswith((".input-digest", ".platform"))}
-        if labels != {k: v for k, v in image.labels if k in labels}:
-            problems.append(f"{image.platform_reference} was built from other inputs than this plan's ({labels})")
+        wanted = {k: v for k, v in image.labels if k in (INPUT_DIGEST_LABEL, PLATFORM_LABEL)}
+        found = {k: info.labels.get(k) for k in wanted}
+        if found != wanted:
+            problems.append(f"{image.platform_reference} was built from other inputs than this plan's ({found})")
             continue
         digest = pushed_digest(engine, image)
         if digest is None:
