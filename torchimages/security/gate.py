@@ -1,0 +1,87 @@
+"""The security gate on one image before it is tagged: each check in turn (those not skipped), the allowlist
+applied; its verdict is the results, one per check, and the problems that refuse the tag."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchimages.engine import Engine, EngineError
+from torchimages.security import allowlist, layers, os_updates, python
+from torchimages.security.model import (
+    CHECKS,
+    FAILED,
+    NOT_SCANNED,
+    OS_UPDATES,
+    PYTHON,
+    SECRETS,
+    SKIPPED,
+    CheckResult,
+    Scan,
+)
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """How the gate runs: the allowlist's entries, the checks skipped (`--skip-check`, said in the report),
+    whether a check that could not look fails the image (`--require-scan`), the files whose content must be
+    in no layer (the build's secrets), and the network a check that reads the image's sources uses."""
+
+    entries: tuple[allowlist.Entry, ...] = ()
+    allowlist_file: str = ""
+    skip: frozenset[str] = frozenset()
+    require_scan: bool = False
+    secret_files: tuple[Path, ...] = ()
+    network: str | None = None
+    today: datetime.date = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).date())
+
+
+def run(
+    engine: Engine,
+    tag: str,
+    reference: str,
+    options: GateOptions,
+    cancelled: threading.Event | None = None,
+) -> tuple[CheckResult, ...]:
+    """Each check's verdict on the image `reference` (published as `tag`), in CHECKS order."""
+    results = []
+    for check in CHECKS:
+        if cancelled is not None and cancelled.is_set():
+            break
+        if check in options.skip:
+            results.append(CheckResult(check, SKIPPED, note="skipped by --skip-check"))
+            continue
+        results.append(allowlist.apply(_scan(engine, check, reference, options), options.entries, tag, options.today))
+    return tuple(results)
+
+
+def _scan(engine: Engine, check: str, reference: str, options: GateOptions) -> Scan:
+    try:
+        if check == SECRETS:
+            return layers.scan(engine, reference, options.secret_files)
+        if check == OS_UPDATES:
+            return os_updates.scan(engine, reference, options.network)
+        return python.scan(engine, reference)
+    except EngineError as exc:
+        return Scan(check, scanned=False, note=f"could not run: {exc}")
+
+
+def problems(results: Sequence[CheckResult], require_scan: bool) -> list[str]:
+    """What refuses the tag: every failing finding and expired entry; with `require_scan`, every check that
+    could not look."""
+    found = [f"{r.check}: {item}" if not item.startswith(r.check) else item for r in results for item in r.failing]
+    if require_scan:
+        found += [
+            f"{r.check}: not scanned ({r.note}) and --require-scan is given" for r in results if r.status == NOT_SCANNED
+        ]
+    return found
+
+
+def refused(results: Sequence[CheckResult]) -> bool:
+    return any(r.status == FAILED for r in results)
+
+
+__all__ = ["OS_UPDATES", "PYTHON", "SECRETS", "GateOptions", "problems", "run"]
