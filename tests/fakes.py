@@ -20,6 +20,7 @@ from torchimages.building.readings import INSTALLED_PROBE
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo
 from torchimages.probes import MARK, probe_source
+from torchimages.security.python import PACKAGES_PROBE
 
 # The facts probe's answer (torchimages/probes/scripts/facts.py): what an image holds, as torch reports it.
 Raw = dict[str, Any]
@@ -198,6 +199,9 @@ class FakeEngine:
         self.up = True  # whether the engine answers a ping
         self.takes_contexts = True  # named_contexts' answer (False: a 20.10 engine)
         self.ignores_contexts = False  # True: builds ignore named contexts (an image not on its runtime)
+        # What the security gate's package probe prints (`name==version` lines): by default none, so the gate's
+        # pip-audit does not run (its scan says "not scanned"); a test of it gives the literal lines.
+        self.venv_packages = ""
         self.size = 1_000_000_000  # every image's size (bytes)
         self.steps = [HistoryEntry(f"RUN step {n}", n * 100_000_000) for n in range(1, 8)]  # its history
         for info in images:
@@ -294,6 +298,8 @@ class FakeEngine:
         if args == ["-c", probe_source("facts")]:
             self.probed.append(reference)
             return "probe noise\n" + MARK + json.dumps(self.truth[reference]) + "\n"
+        if args == ["-c", PACKAGES_PROBE]:
+            return self.venv_packages
         if args == ["-c", INSTALLED_PROBE]:
             torch = self.truth.get(reference, {}).get("torch", "unknown")
             return f"# OS packages\ngcc=12.2.0-14\n# Python packages\ntorch=={torch}\n"

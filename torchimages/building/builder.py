@@ -36,12 +36,21 @@ from torchimages.building.references import (
     temporary_reference,
 )
 from torchimages.building.renderers import PlainRenderer
-from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, image_context, run_build, shared_names
+from torchimages.building.requests import (
+    RUNTIME_STAGE,
+    BuildOptions,
+    image_context,
+    run_build,
+    shared_names,
+    wheel_secrets,
+)
 from torchimages.building.wheels import Served, serve
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine, EngineError
 from torchimages.planning.plan import Selected
 from torchimages.problems import InputError
+from torchimages.security.gate import Verdict
+from torchimages.security.model import CheckResult
 
 NO_NAMED_CONTEXTS = (
     "this engine's builds take no named build contexts (buildx on Docker 23 or later does; 20.10 does not): "
@@ -54,6 +63,9 @@ FIX_NOT_ON_RUNTIME = "the engine did not build devel on the runtime image it was
 # The smoke gate: run on the temporary reference after verification, with the facts verification read
 # (so the suites need not probe them again); returns the problems found.
 SmokeGate = Callable[[Combination, Image, str, verify.Facts], list[str]]
+# The security gate (torchimages.security.gate): run on the temporary reference after verification, with the
+# contents of the files the build mounted as secrets (no layer may hold them); its verdict.
+SecurityGate = Callable[[Image, str, tuple[bytes, ...]], Verdict]
 
 
 @dataclass
@@ -63,6 +75,17 @@ class _Measures:
     build_seconds: float | None = None
     test_seconds: float | None = None
     size_bytes: int | None = None
+    security: tuple[CheckResult, ...] = ()
+
+    def on(self, outcome: Outcome) -> Outcome:
+        """The outcome with these measures (Outcome's fields of the same names)."""
+        return dataclasses.replace(
+            outcome,
+            build_seconds=self.build_seconds,
+            test_seconds=self.test_seconds,
+            size_bytes=self.size_bytes,
+            security=self.security,
+        )
 
 
 class Builder:
@@ -76,8 +99,10 @@ class Builder:
         out: Callable[[str], None] = print,
         cancelled: threading.Event | None = None,
         renderer: Renderer | None = None,
+        security_gate: SecurityGate | None = None,
     ) -> None:
         self.engine, self.options, self.smoke_gate, self.out = engine, options, smoke_gate, out
+        self.security_gate = security_gate
         # How progress is shown (default: plain lines to `out`).
         self.renderer = renderer or PlainRenderer(out)
         # Set by cancel(); shared with the engine's builds and, through the caller, the smoke gate.
@@ -245,7 +270,7 @@ class Builder:
         `base`: the runtime image this one is built on (its runtime stage), checked to be its first layers."""
         measures = _Measures()
         outcome = self._build_image(combination, image, served, progress, measures, hold, base)
-        return dataclasses.replace(outcome, **dataclasses.asdict(measures))
+        return measures.on(outcome)
 
     def _build_image(
         self,
@@ -302,7 +327,8 @@ class Builder:
                 options = dataclasses.replace(options, no_cache=True)
             if hold:
                 self.engine.tag(reference, *_split(hold))
-            return self._admit(combination, image, reference, start, progress, "built", measures)
+            secrets = self._secrets(served, combination, image)
+            return self._admit(combination, image, reference, start, progress, "built", measures, secrets)
         except EngineError as exc:
             return self._engine_failed(combination, image, start, exc, progress)
         finally:
@@ -325,12 +351,14 @@ class Builder:
         progress: Progress,
         done: str,
         measures: _Measures,
+        secrets: tuple[bytes, ...] = (),
     ) -> Outcome:
-        """After the build step, for `build` and `promote` alike: verify and smoke-test the temporary
-        reference, record what it holds, then tag (and push) it; the outcome `done`, or why not."""
+        """After the build step, for `build` and `promote` alike: verify, run the security gate on and smoke-test
+        the temporary reference (`secrets`: what the build mounted as secrets), record what it holds, then tag
+        (and push) it; the outcome `done`, or why not."""
         measures.size_bytes = readings.size(self.engine, reference)
         began = time.monotonic()
-        problems = self._check_before_tagging(combination, image, reference, progress)
+        problems = self._check_before_tagging(combination, image, reference, progress, measures, secrets)
         measures.test_seconds = time.monotonic() - began
         if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
             return self._interrupted(combination, image, start, "during verification", progress)
@@ -382,7 +410,7 @@ class Builder:
         FROM runtime, that `base`'s layers are its first), then `_admit` it."""
         measures = _Measures()
         outcome = self._promote_image(combination, image, baked, progress, base, measures)
-        return dataclasses.replace(outcome, **dataclasses.asdict(measures))
+        return measures.on(outcome)
 
     def _promote_image(
         self,
@@ -409,7 +437,8 @@ class Builder:
                 return self._interrupted(combination, image, start, "while finding the baked image", progress)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
-            return self._admit(combination, image, baked.reference, start, progress, "promoted", measures)
+            secrets = (self.options.ca_cert.read_bytes(),) if self.options.ca_cert else ()
+            return self._admit(combination, image, baked.reference, start, progress, "promoted", measures, secrets)
         except EngineError as exc:
             return self._engine_failed(combination, image, start, exc, progress)
         finally:
@@ -430,11 +459,23 @@ class Builder:
         except EngineError as exc:
             progress.say(f"{image.own_tag}: could not remove {reference}: {exc}")
 
+    def _secrets(self, served: Served, combination: Combination, image: Image) -> tuple[bytes, ...]:
+        """The contents of the files an image's build mounts as secrets (the wheel sources' and the CA bundle)."""
+        texts = tuple(t.encode() for t in wheel_secrets(served, combination, image.platform))
+        return texts + ((self.options.ca_cert.read_bytes(),) if self.options.ca_cert else ())
+
     def _check_before_tagging(
-        self, combination: Combination, image: Image, reference: str, progress: Progress
+        self,
+        combination: Combination,
+        image: Image,
+        reference: str,
+        progress: Progress,
+        measures: _Measures,
+        secrets: tuple[bytes, ...],
     ) -> list[str]:
         """The size budget, verification (the versions inside equal the tag's, and the NVIDIA libraries torch
-        loads are the pinned wheels'), then the smoke gate. Problems, or none."""
+        loads are the pinned wheels'), the security gate (its results kept in `measures`), then the smoke gate.
+        Problems, or none."""
         progress.update(image.own_tag, "verify")
         over = readings.over_budget(self.engine, image, reference)
         if over:
@@ -447,6 +488,12 @@ class Builder:
         mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found)]
         if mismatches:
             return [str(m) for m in mismatches]
+        if self.security_gate and not self.cancelled.is_set():
+            progress.update(image.own_tag, "security")
+            verdict = self.security_gate(image, reference, secrets)
+            measures.security = verdict.results
+            if verdict.problems:
+                return list(verdict.problems)
         if self.cancelled.is_set():
             return ["interrupted before the smoke gate"]
         if self.smoke_gate:

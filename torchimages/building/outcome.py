@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from torchimages.combination import Combination, Image
+from torchimages.security.model import CheckResult
 from torchimages.sizes import format_size
 
 # The first words of a failed build's detail when the cause is the machine, not the build: the summary's reason.
@@ -28,6 +29,7 @@ class Outcome:
     build_seconds: float | None = None  # the BuildKit build, when one ran
     test_seconds: float | None = None  # the checks before tagging (size budget, verification, smoke gate)
     size_bytes: int | None = None  # the image's size (uncompressed), when it was read
+    security: tuple[CheckResult, ...] = ()  # the security gate's results, when it ran
 
 
 def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "skipped", "failed")) -> str:

@@ -33,6 +33,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.progress_mode(parser)
     shared.cache(parser)
     shared.test_gate(parser)
+    shared.security_gate(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,10 +68,11 @@ def run(args: argparse.Namespace) -> int:
     )
     common.check_sources(options.sources)
     common.check_names(chosen)
+    gate = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
     junit_dir = common.start_outputs(args.log_dir, args.report)
-    build = common.make_builder(args, engine, options, shown, junit_dir)
+    build = common.make_builder(args, engine, options, shown, junit_dir, gate)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))
     outcomes = done.result
     print(outcome.summary(outcomes))

@@ -20,8 +20,10 @@ from torchimages.smoke import SUITES
 
 if TYPE_CHECKING:
     from torchimages.building import builder, requests
+    from torchimages.combination import Image
     from torchimages.engine import CacheSpec, DockerEngine
     from torchimages.reporting.session import Finished
+    from torchimages.security.gate import GateOptions
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
@@ -95,10 +97,12 @@ def make_builder(
     options: requests.BuildOptions,
     shown: progress.Renderer,
     junit_dir: Path | None = None,
+    security: GateOptions | None = None,
 ) -> builder.Builder:
     """The Builder of `build` and `promote`, with the smoke gate `--test` asks for (its JUnit files into
-    `junit_dir` for a report); the gate shares the builder's cancel event."""
+    `junit_dir` for a report) and the security gate (`security`); the gates share the builder's cancel event."""
     from torchimages.building import builder
+    from torchimages.security import gate as security_gate
     from torchimages.smoke import runner
 
     cancelled = threading.Event()
@@ -106,7 +110,27 @@ def make_builder(
     if "none" not in args.test:
         suites = SUITES if "gpu" in args.test else ("cpu",)
         gate = runner.smoke_gate(runner.SmokeOptions(suites=suites), engine, cancelled, junit_dir)
-    return builder.Builder(engine, options, gate, cancelled=cancelled, renderer=shown)
+    checks = None
+    if security is not None:
+        chosen = security
+
+        def checks(image: Image, reference: str, secrets: tuple[bytes, ...]) -> security_gate.Verdict:
+            return security_gate.verdict(engine, image.own_tag, reference, chosen, secrets, cancelled)
+
+    return builder.Builder(engine, options, gate, cancelled=cancelled, renderer=shown, security_gate=checks)
+
+
+def security_options(args: argparse.Namespace, network: str | None = None) -> GateOptions:
+    """The security gate's options from `--allowlist`, `--skip-check` and `--require-scan`; the allowlist is
+    read and checked here, before anything is written or started (InputError: each problem, located)."""
+    from torchimages.security import allowlist
+    from torchimages.security.gate import GateOptions
+    from torchimages.security.model import CHECKS
+
+    path = args.allowlist or args.matrix.parent / allowlist.DEFAULT_FILE
+    entries = allowlist.read(path, required=args.allowlist is not None)
+    skip = frozenset(CHECKS) if "all" in args.skip_check else frozenset(args.skip_check)
+    return GateOptions(entries, str(path), skip, args.require_scan, network)
 
 
 def told(finished: Finished) -> bool:

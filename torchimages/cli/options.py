@@ -267,3 +267,33 @@ def suites(text: str) -> tuple[str, ...]:
     if unknown or not chosen:
         raise UsageError(f"--suites takes {', '.join(SUITES)}, not {','.join(unknown) or 'nothing'}")
     return chosen
+
+
+def security_gate(parser: argparse.ArgumentParser) -> None:
+    """The release gate's security checks (docs/security.md)."""
+    from torchimages.security import allowlist
+    from torchimages.security.model import CHECKS
+
+    add(
+        parser,
+        "--allowlist",
+        type=path,
+        default=None,
+        metavar="FILE",
+        help=f"the findings the gate lets through, each with a reason and an expiry (default: {allowlist.DEFAULT_FILE} "
+        "beside the matrix, when there)",
+    )
+    add(
+        parser,
+        "--skip-check",
+        action="append",
+        choices=(*CHECKS, "all"),
+        default=[],
+        help="leave a security check out of the gate (the report says so); repeatable",
+    )
+    add(
+        parser,
+        "--require-scan",
+        action="store_true",
+        help="a check that could not look (pip-audit without its service, an archive not answering) fails the image",
+    )

@@ -27,6 +27,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.outputs(parser)
     shared.progress_mode(parser)
     shared.test_gate(parser)
+    shared.security_gate(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,12 +43,13 @@ def run(args: argparse.Namespace) -> int:
     common.check_docker(args.docker)
     common.check_compression(args.compression, args.push)
     common.check_names(promotion.chosen)
+    gate = common.security_options(args)
     options = requests.BuildOptions(
         images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push, compression=args.compression
     )
     engine = common.connect(args.docker)
     common.start_outputs(args.log_dir, None)
-    promoter = common.make_builder(args, engine, options, shown)
+    promoter = common.make_builder(args, engine, options, shown, security=gate)
     chosen = list(promotion.chosen)
     done = interrupts.until_interrupted(promoter.cancel, lambda: promoter.promote(chosen, dict(promotion.baked)))
     outcomes = done.result

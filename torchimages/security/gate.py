@@ -7,16 +7,13 @@ import datetime
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from torchimages.engine import Engine, EngineError
 from torchimages.security import allowlist, layers, os_updates, python
 from torchimages.security.model import (
     CHECKS,
-    FAILED,
     NOT_SCANNED,
     OS_UPDATES,
-    PYTHON,
     SECRETS,
     SKIPPED,
     CheckResult,
@@ -27,14 +24,13 @@ from torchimages.security.model import (
 @dataclass(frozen=True)
 class GateOptions:
     """How the gate runs: the allowlist's entries, the checks skipped (`--skip-check`, said in the report),
-    whether a check that could not look fails the image (`--require-scan`), the files whose content must be
-    in no layer (the build's secrets), and the network a check that reads the image's sources uses."""
+    whether a check that could not look fails the image (`--require-scan`), and the network a check that reads
+    the image's sources uses."""
 
     entries: tuple[allowlist.Entry, ...] = ()
     allowlist_file: str = ""
     skip: frozenset[str] = frozenset()
     require_scan: bool = False
-    secret_files: tuple[Path, ...] = ()
     network: str | None = None
     today: datetime.date = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).date())
 
@@ -44,9 +40,11 @@ def run(
     tag: str,
     reference: str,
     options: GateOptions,
+    secrets: Sequence[bytes] = (),
     cancelled: threading.Event | None = None,
 ) -> tuple[CheckResult, ...]:
-    """Each check's verdict on the image `reference` (published as `tag`), in CHECKS order."""
+    """Each check's verdict on the image `reference` (published as `tag`), in CHECKS order; `secrets`: the
+    contents of the files the build mounted as secrets, which no layer may hold."""
     results = []
     for check in CHECKS:
         if cancelled is not None and cancelled.is_set():
@@ -54,19 +52,51 @@ def run(
         if check in options.skip:
             results.append(CheckResult(check, SKIPPED, note="skipped by --skip-check"))
             continue
-        results.append(allowlist.apply(_scan(engine, check, reference, options), options.entries, tag, options.today))
+        results.append(
+            allowlist.apply(
+                _scan(engine, check, reference, options, secrets, cancelled), options.entries, tag, options.today
+            )
+        )
     return tuple(results)
 
 
-def _scan(engine: Engine, check: str, reference: str, options: GateOptions) -> Scan:
+def _scan(
+    engine: Engine,
+    check: str,
+    reference: str,
+    options: GateOptions,
+    secrets: Sequence[bytes],
+    cancelled: threading.Event | None,
+) -> Scan:
     try:
         if check == SECRETS:
-            return layers.scan(engine, reference, options.secret_files)
+            return layers.scan(engine, reference, secrets)
         if check == OS_UPDATES:
             return os_updates.scan(engine, reference, options.network)
-        return python.scan(engine, reference)
+        return python.scan(engine, reference, cancelled)
     except EngineError as exc:
         return Scan(check, scanned=False, note=f"could not run: {exc}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's verdict on one image: each check's result, and what refuses the tag (none: it may be tagged)."""
+
+    results: tuple[CheckResult, ...]
+    problems: tuple[str, ...]
+
+
+def verdict(
+    engine: Engine,
+    tag: str,
+    reference: str,
+    options: GateOptions,
+    secrets: Sequence[bytes] = (),
+    cancelled: threading.Event | None = None,
+) -> Verdict:
+    """`run`, and the problems that refuse the tag."""
+    results = run(engine, tag, reference, options, secrets, cancelled)
+    return Verdict(results, tuple(problems(results, options.require_scan)))
 
 
 def problems(results: Sequence[CheckResult], require_scan: bool) -> list[str]:
@@ -78,10 +108,3 @@ def problems(results: Sequence[CheckResult], require_scan: bool) -> list[str]:
             f"{r.check}: not scanned ({r.note}) and --require-scan is given" for r in results if r.status == NOT_SCANNED
         ]
     return found
-
-
-def refused(results: Sequence[CheckResult]) -> bool:
-    return any(r.status == FAILED for r in results)
-
-
-__all__ = ["OS_UPDATES", "PYTHON", "SECRETS", "GateOptions", "problems", "run"]
