@@ -49,6 +49,24 @@ def _suite_of_outcome(image: ImageReport) -> ElementTree.Element:
     return suite
 
 
+def security_cases(image: ImageReport) -> list[ElementTree.Element]:
+    """A testcase per check of the security gate (classname torchimages.security): a failure listing what
+    fails, skipped when it was left out or could not look (`not scanned: ...`), else passed."""
+    cases = []
+    for r in image.security:
+        case = ElementTree.Element("testcase", classname="torchimages.security", name=r.check, time="0.000")
+        if r.status == "failed":
+            failure = ElementTree.SubElement(case, "failure", message=f"{r.check}: {len(r.failing)} failing")
+            failure.text = "\n".join(r.failing)
+        elif r.status != "passed":
+            ElementTree.SubElement(case, "skipped", message=f"{r.status}: {r.note}" if r.note else r.status)
+        if r.allowed:
+            out = ElementTree.SubElement(case, "system-out")
+            out.text = "\n".join(f"allowed by {a.entry} until {a.expires} ({a.reason}): {a.finding}" for a in r.allowed)
+        cases.append(case)
+    return cases
+
+
 def _counted(suite: ElementTree.Element) -> dict[str, int]:
     cases = list(suite.iter("testcase"))
     return {
@@ -71,6 +89,8 @@ def merge_junit(images: Sequence[tuple[ImageReport, bytes | None]]) -> bytes:
         else:
             parsed = ElementTree.fromstring(junit)
             suites = [parsed] if parsed.tag == "testsuite" else list(parsed.iter("testsuite"))
+        if suites:
+            suites[0].extend(security_cases(image))
         for suite in suites:
             suite.set("name", image.tag)
             for key, value in _counted(suite).items():

@@ -7,6 +7,7 @@ from typing import Any
 
 from torchimages import __version__
 from torchimages.reporting.model import TEST_RESULTS, ImageReport, Report, SmokeResult
+from torchimages.security.model import CheckResult
 
 MANIFEST_SCHEMA_VERSION = 1
 
@@ -26,6 +27,27 @@ def _smoke_json(smoke: SmokeResult | None) -> dict[str, Any] | None:
         "cases": [
             {"classname": c.classname, "name": c.name, "result": c.result, "reason": c.reason, "seconds": c.seconds}
             for c in smoke.cases
+        ],
+    }
+
+
+def security_json(result: CheckResult) -> dict[str, Any]:
+    """One check of the security gate (data/manifest.schema.json, `security_check`)."""
+    return {
+        "check": result.check,
+        "status": result.status,
+        "note": result.note,
+        "failing": list(result.failing),
+        "allowed": [
+            {
+                "key": a.finding.key,
+                "subject": a.finding.subject,
+                "detail": a.finding.detail,
+                "entry": a.entry,
+                "reason": a.reason,
+                "expires": a.expires,
+            }
+            for a in result.allowed
         ],
     }
 
@@ -71,6 +93,7 @@ def image_json(image: ImageReport) -> dict[str, Any]:
             {"reference": b.reference, "locked": b.locked, "built_from": dict(b.built_from) if b.built_from else None}
             for b in image.bases
         ],
+        "security": [security_json(r) for r in image.security],
     }
 
 

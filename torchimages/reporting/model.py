@@ -15,6 +15,7 @@ from torchimages import platforms
 
 if TYPE_CHECKING:
     from torchimages.combination import Combination, Image
+    from torchimages.security.model import CheckResult
 
 RESULTS = ("built", "skipped", "failed", "interrupted", "passed")
 FAILED_RESULTS = ("failed", "interrupted")
@@ -101,6 +102,7 @@ class ImageReport:
     smoke: SmokeResult | None = None
     sbom: str | None = None  # path of its CycloneDX SBOM, relative to the report folder
     bases: tuple[BaseImage, ...] = ()
+    security: tuple[CheckResult, ...] = ()  # the security gate's results (none: it did not run)
 
 
 @dataclass(frozen=True)

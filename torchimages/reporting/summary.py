@@ -38,8 +38,8 @@ def summary_markdown(report: Report) -> str:
     lines = [
         f"### torchimages {report.command}: {counts}",
         "",
-        "| image | result | size | build | test |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| image | result | size | build | test | security |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
     ]
     for image in report.images:
         size = format_size(image.stored.size) if image.stored else "-"
@@ -47,12 +47,27 @@ def summary_markdown(report: Report) -> str:
             size += f" (budget {format_size(image.size_budget)})"
         lines.append(
             f"| `{_cell(image.reference)}` | {_result_cell(image)} | {size} | "
-            f"{duration(image.build_seconds)} | {duration(image.test_seconds)} |"
+            f"{duration(image.build_seconds)} | {duration(image.test_seconds)} | {_security_cell(image)} |"
         )
     gpus = sorted({f"{i.smoke.gpu}, driver {i.smoke.driver}" for i in report.images if i.smoke and _real(i.smoke.gpu)})
     if gpus:
         lines += ["", "GPU: " + "; ".join(_cell(g) for g in gpus)]
     return "\n".join(lines) + "\n"
+
+
+def _security_cell(image: ImageReport) -> str:
+    """Each check of the gate and how it ended (`secrets ✅ · os-updates ❌ 2 · python not scanned`); `-`
+    where the gate did not run."""
+    marks = {"passed": "✅", "failed": "❌"}
+    cells = []
+    for r in image.security:
+        text = f"{r.check} {marks.get(r.status, r.status)}"
+        if r.failing:
+            text += f" {len(r.failing)}"
+        if r.allowed:
+            text += f" ({len(r.allowed)} allowed)"
+        cells.append(text)
+    return _cell(" · ".join(cells)) or "-"
 
 
 def _real(gpu: str | None) -> bool:

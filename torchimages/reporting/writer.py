@@ -120,6 +120,7 @@ def built_images(
             total_seconds=o.seconds,
             smoke=_smoke(junit),
             bases=_bases(engine, o.combination),
+            security=o.security,
         )
         images.append((image, junit))
     return images

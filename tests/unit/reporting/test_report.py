@@ -23,6 +23,7 @@ from torchimages.reporting import model as report
 from torchimages.reporting import writer as reporting
 from torchimages.reporting.junit import merge_junit, smoke_result
 from torchimages.reporting.summary import duration, summary_markdown
+from torchimages.security.model import Allowed, CheckResult, Finding
 from torchimages.smoke import targets
 from torchimages.smoke.runner import junit_in
 
@@ -76,6 +77,18 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
         for n, (c, i) in enumerate((cpu, cpu_devel, cuda, cuda_devel))
     )
     stored = report.StoredImage(IMAGE_ID, 1_234_567_890, ("registry.example/torchimages/pytorch@" + IMAGE_ID,))
+    # The security gate's results as the builder records them: one finding allowed, one check that could not look.
+    allowed = Allowed(
+        Finding("os-updates", "libssl3", "libssl3 3.0.15-1~deb12u1", "newer in bookworm-security: 3.0.17-1~deb12u2"),
+        "os-updates libssl3",
+        "fixed in the next rebuild",
+        "2027-01-31",
+    )
+    security = (
+        CheckResult("secrets", "passed", note="12 layers"),
+        CheckResult("os-updates", "passed", allowed=(allowed,)),
+        CheckResult("python", "not scanned", note="pip-audit could not audit any packages (first: torch: 404)"),
+    )
     over = "not tagged:\n    size 7.01 GB (7012345678 bytes) is over the devel budget of 6 GB (6000000000 bytes)"
     return [
         (
@@ -98,6 +111,7 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
                         },
                     ),
                 ),
+                security=security,
             ),
             built_junit,
         ),
@@ -127,6 +141,7 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
                 build_seconds=3700,
                 test_seconds=30,
                 smoke=smoke_result(failed_junit),
+                security=(CheckResult("secrets", "failed", ("secrets: layer 2 of 9: root/.netrc: credentials",)),),
             ),
             failed_junit,
         ),
@@ -169,7 +184,7 @@ def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes
     text = summary_markdown(document(images))
     check_golden("summary.md", text)
     rows = [line for line in text.splitlines() if line.startswith("| `")]
-    assert len(rows) == 4 and all(row.count(" | ") == 4 for row in rows)  # a pipe in a reason is escaped
+    assert len(rows) == 4 and all(row.count(" | ") == 5 for row in rows)  # a pipe in a reason is escaped
     assert "\\| /var/lib/apt/lists" in rows[3]
 
 
@@ -180,11 +195,17 @@ def test_junit_merges_into_one_testsuite_per_image(images: list[tuple[report.Ima
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == [image.tag for image, _ in images]
     assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
-        "tests": "7",
-        "failures": "2",
+        "tests": "11",  # 7 smoke and build cases, 4 of the security gate
+        "failures": "3",
         "errors": "0",
-        "skipped": "2",
+        "skipped": "3",
     }
+    gate = {c.get("name"): c for c in suites[0].iter("testcase") if c.get("classname") == "torchimages.security"}
+    assert list(gate) == ["secrets", "os-updates", "python"]
+    assert gate["python"].find("skipped") is not None  # not scanned is never a pass
+    assert "allowed by os-updates libssl3 until 2027-01-31" in (gate["os-updates"].findtext("system-out") or "")
+    netrc = suites[3].find("testcase[@name='secrets']/failure")
+    assert netrc is not None and "root/.netrc" in (netrc.text or "")
     properties = {p.get("name"): p.get("value") for p in suites[0].iter("property")}
     assert properties["gpu"] == "none visible"
     over_budget = suites[2].find("testcase/failure")
