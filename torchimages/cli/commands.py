@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
-from torchimages.cli import bake, build, doctor, join, lock, plan, promote, render, test, validate
+from torchimages.cli import bake, build, doctor, join, lock, outdated, plan, promote, render, test, validate
 from torchimages.cli import list as list_command
 from torchimages.cli import settings as settings_command
 
@@ -38,6 +38,7 @@ COMMANDS = (
     _row(promote),
     _row(join),
     _row(lock),
+    _row(outdated),
     _row(doctor),
     _row(settings_command, common=False),
 )

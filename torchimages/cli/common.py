@@ -129,7 +129,8 @@ def security_options(args: argparse.Namespace, network: str | None = None) -> Ga
 
     path = args.allowlist or args.matrix.parent / allowlist.DEFAULT_FILE
     entries = allowlist.read(path, required=args.allowlist is not None)
-    skip = frozenset(CHECKS) if "all" in args.skip_check else frozenset(args.skip_check)
+    skipped = getattr(args, "skip_check", [])
+    skip = frozenset(CHECKS) if "all" in skipped else frozenset(skipped)
     return GateOptions(entries, str(path), skip, args.require_scan, network)
 
 

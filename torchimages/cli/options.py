@@ -269,8 +269,8 @@ def suites(text: str) -> tuple[str, ...]:
     return chosen
 
 
-def security_gate(parser: argparse.ArgumentParser) -> None:
-    """The release gate's security checks (docs/security.md)."""
+def security_gate(parser: argparse.ArgumentParser, skip: bool = True) -> None:
+    """The release gate's security checks (docs/security.md); `skip`: a check may be left out."""
     from torchimages.security import allowlist
     from torchimages.security.model import CHECKS
 
@@ -283,14 +283,15 @@ def security_gate(parser: argparse.ArgumentParser) -> None:
         help=f"the findings the gate lets through, each with a reason and an expiry (default: {allowlist.DEFAULT_FILE} "
         "beside the matrix, when there)",
     )
-    add(
-        parser,
-        "--skip-check",
-        action="append",
-        choices=(*CHECKS, "all"),
-        default=[],
-        help="leave a security check out of the gate (the report says so); repeatable",
-    )
+    if skip:
+        add(
+            parser,
+            "--skip-check",
+            action="append",
+            choices=(*CHECKS, "all"),
+            default=[],
+            help="leave a security check out of the gate (the report says so); repeatable",
+        )
     add(
         parser,
         "--require-scan",

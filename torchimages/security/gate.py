@@ -54,13 +54,13 @@ def run(
             continue
         results.append(
             allowlist.apply(
-                _scan(engine, check, reference, options, secrets, cancelled), options.entries, tag, options.today
+                scan(engine, check, reference, options, secrets, cancelled), options.entries, tag, options.today
             )
         )
     return tuple(results)
 
 
-def _scan(
+def scan(
     engine: Engine,
     check: str,
     reference: str,
@@ -68,6 +68,7 @@ def _scan(
     secrets: Sequence[bytes],
     cancelled: threading.Event | None,
 ) -> Scan:
+    """One check's raw answer; a check that cannot run (the engine failing) is not scanned, saying why."""
     try:
         if check == SECRETS:
             return layers.scan(engine, reference, secrets)

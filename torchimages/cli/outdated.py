@@ -1,0 +1,49 @@
+"""`outdated`: which selected images went stale since they were built (pending security updates, known
+vulnerabilities, expired allowlist entries, a moved base, other inputs), for a scheduled job to rebuild
+exactly those: exit 1 when any is."""
+
+from __future__ import annotations
+
+import argparse
+
+from torchimages import values
+from torchimages.cli import common
+from torchimages.cli import options as shared
+from torchimages.cli.common import EXIT_FAILED, EXIT_OK
+
+NAME = "outdated"
+HELP = "say which images went stale (security updates, vulnerabilities, expired allowlist entries, base); exit 1"
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    shared.selectors(parser)
+    parser.add_argument(
+        "--pull", action="store_true", help="check the published images: pull each tag first (default: this engine's)"
+    )
+    shared.add(
+        parser,
+        "--network",
+        type=shared.checked(values.network),
+        default=None,
+        help="the network the OS check's container uses to read the image's apt sources (default: the engine's)",
+    )
+    shared.security_gate(parser, skip=False)
+    shared.engine(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchimages.security import staleness
+
+    chosen = common.select(args, common.load_plan(args))
+    common.check_emulation(chosen)  # another platform's image runs the checks under emulation
+    checks = common.security_options(args, network=args.network)
+    engine = common.connect(args.docker)
+    stale = 0
+    for s in chosen:
+        for image in s.images:
+            found = staleness.check(engine, s.combination, image, checks, pull=args.pull)
+            print("\n".join(found.lines()), flush=True)
+            stale += found.stale
+    total = sum(len(s.images) for s in chosen)
+    print(f"{stale} of {total} images stale" + (": rebuild them (build.py build <tag>)" if stale else ""))
+    return EXIT_FAILED if stale else EXIT_OK
