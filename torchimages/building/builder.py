@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from torchimages import platforms
-from torchimages.building import bootstrap, index, readings, verify
+from torchimages.building import bootstrap, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
@@ -186,7 +186,7 @@ class Builder:
             local = ", ".join(i.platform_reference for i in mine)
             note = f"{first.reference} (an index) is written by --push; here: {local}"
         else:
-            problems = index.publish(self.engine, first, mine, progress)
+            problems = index.publish(self.engine, first, mine, progress, self.options.signer, self.cancelled)
             if problems:
                 detail = _listed("index not written", problems)
                 return {i: self._finish(combination, i, "failed", time.monotonic(), detail, progress) for i in mine}
@@ -465,7 +465,8 @@ class Builder:
         if not self.options.push:
             return []
         progress.update(image.own_tag, "push")
-        return self.engine.push(image.repository, names, progress.note, self.options.compression)
+        errors = self.engine.push(image.repository, names, progress.note, self.options.compression)
+        return errors or signatures.sign_pushed(self.engine, image, self.options.signer, self.cancelled, progress)
 
     def _interrupted(
         self, combination: Combination, image: Image, start: float, when: str, progress: Progress

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
-from torchimages.cli import bake, build, doctor, join, lock, plan, promote, render, test, validate
+from torchimages.cli import bake, build, doctor, join, lock, plan, promote, render, test, validate, verify_signature
 from torchimages.cli import list as list_command
 from torchimages.cli import settings as settings_command
 
@@ -39,5 +39,6 @@ COMMANDS = (
     _row(join),
     _row(lock),
     _row(doctor),
+    _row(verify_signature, common=False),
     _row(settings_command, common=False),
 )
