@@ -4,6 +4,7 @@ its smoke gate, and the report's last lines."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -173,7 +174,7 @@ def check_sign_key(key: Path | None, push: bool | None = None) -> Path | None:
         return None
     if push is False:
         raise UsageError(f"--sign-key {key}: only a pushed image is signed (by its digest in the registry); add --push")
-    if "://" in str(key):
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(key)):  # awskms://..., as a Path writes it
         raise UsageError(f"--sign-key {key}: a cosign key file is taken, not a URI (KMS keys are not supported)")
     check_file("--sign-key", key)
     from torchimages.security import signing

@@ -19,6 +19,7 @@ the reference and cosign's own error, never a traceback.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import shutil
@@ -67,7 +68,12 @@ def is_loopback(reference: str) -> bool:
     """Whether the reference names a registry on this machine (Docker's rule for plain HTTP too)."""
     first = reference.split("/", 1)[0] if "/" in reference else ""
     host = first[1:].split("]", 1)[0] if first.startswith("[") else first.rsplit(":", 1)[0]
-    return host in ("localhost", "::1") or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        return False
 
 
 def registry_flags(reference: str) -> list[str]:
@@ -146,7 +152,7 @@ def _run(
     if cancelled is not None and cancelled.is_set():
         return "interrupted"
     if deadline.timed_out:
-        return f"no answer within {timeout_s:.0f} s"
+        return f"no answer within {timeout_s:g} s"
     return done
 
 
