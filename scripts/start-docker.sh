@@ -6,6 +6,8 @@
 #    buildx CLI plugin (docker-buildx: bookworm has none), with an apt pin so that nothing else ever comes
 #    from trixie. A bookworm docker.io older than trixie's is upgraded; an engine that already runs is
 #    left running (restart dockerd to use the new one). Where trixie cannot be installed, bookworm's is.
+#    cosign (the signatures of `--sign-key`; bookworm has none) is pinned in from trixie the same way, and
+#    installed when EXTRA_PACKAGES names it (`make test` does): trixie's 2.5.0 depends on libc6 alone.
 #  * starts dockerd in the background (no service manager needed) if no engine answers
 #  * prints, on stdout and as its only stdout line, the path of the BuildKit-capable
 #    client (Debian's docker client, normally /usr/bin/docker; the docker first on PATH
@@ -26,25 +28,31 @@ die() { printf '[start-docker] ERROR: %s\n' "$*" >&2; exit 1; }
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root to $1 (or start a Docker engine yourself)"; }
 
 # 1. a trixie source for the engine and buildx alone, on bookworm ---------------------------------------
-# Debian packages docker.io 26 (with docker-cli) and docker-buildx from trixie on; their dependencies are met
-# on bookworm (libc6 >= 2.34, containerd >= 1.4, runc, tini). A trixie source is added for them alone,
+# Debian packages docker.io 26 (with docker-cli), docker-buildx and cosign from trixie on; their dependencies
+# are met on bookworm (libc6 >= 2.34, containerd >= 1.4, runc, tini). A trixie source is added for them alone,
 # pinned: every other package of trixie gets priority 1 (never installed or upgraded from there unless named
-# with -t), these three 500 (so the newer version wins). The trixie source uses the URI of this machine's
+# with -t), these 500 (so the newer version wins). A pin written before a package joined the list is written
+# again. The trixie source uses the URI of this machine's
 # own Debian source (its mirror, its proxy), never a host name written here.
 APT_ETC=${APT_ETC:-/etc/apt}
 TRIXIE_SOURCE=$APT_ETC/sources.list.d/torchimages-trixie.sources
 TRIXIE_PIN=$APT_ETC/preferences.d/torchimages-trixie
-FROM_TRIXIE=(docker.io docker-cli docker-buildx)
+FROM_TRIXIE=(docker.io docker-cli docker-buildx cosign)
 export DEBIAN_FRONTEND=noninteractive
 
 here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.  # this script's folder (no dirname needed)
 # shellcheck source=scripts/debian-sources.sh
 . "$here/debian-sources.sh"  # debian_uri()
 
-installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -n 's/^install ok installed //p'; }
+installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -n 's/^install ok installed //p' || true; }  # "" for a package dpkg never saw
+pin_is_current() {  # the pin names every package of FROM_TRIXIE
+    [ -f "$TRIXIE_PIN" ] || return 1
+    local p
+    for p in "${FROM_TRIXIE[@]}"; do grep -qx "Package: $p" "$TRIXIE_PIN" || return 1; done
+}
 
 . /etc/os-release
-if [ "${VERSION_CODENAME:-}" = bookworm ] && [ ! -f "$TRIXIE_PIN" ] && [ "$(id -u)" -eq 0 ]; then
+if [ "${VERSION_CODENAME:-}" = bookworm ] && ! pin_is_current && [ "$(id -u)" -eq 0 ]; then
     uri=$(debian_uri "$VERSION_CODENAME" | head -n1 || true)
     if [ -n "$uri" ]; then
         log "adding a trixie source for ${FROM_TRIXIE[*]} alone ($TRIXIE_SOURCE, pinned by $TRIXIE_PIN), from this machine's own Debian source: $uri"
@@ -90,8 +98,12 @@ if [ "${#wanted[@]}" -gt 0 ]; then
         log "apt-get install ${wanted[*]} failed; trying bookworm's packages alone"
         rm -f "$TRIXIE_PIN" "$TRIXIE_SOURCE"
         apt-get update -qq >&2 || log "apt-get update reported errors (continuing)"
-        apt-get install -y -qq --no-install-recommends "${wanted[@]}" >&2 \
-            || die "apt-get install ${wanted[*]} failed"
+        bookworm=()  # cosign is trixie's alone: without it, only the signing tests skip
+        for p in "${wanted[@]}"; do
+            if apt-cache policy "$p" 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then bookworm+=("$p"); else log "$p: bookworm has no package of it: not installed"; fi
+        done
+        apt-get install -y -qq --no-install-recommends "${bookworm[@]}" >&2 \
+            || die "apt-get install ${bookworm[*]} failed"
     fi
 else
     log "packages present: ${PACKAGES[*]} docker-buildx (docker.io $(installed_version docker.io))"

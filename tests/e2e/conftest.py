@@ -10,9 +10,12 @@ import dataclasses
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -184,6 +187,37 @@ def need_free_disk(client: Any, gigabytes: float, what: str) -> None:
     free = shutil.disk_usage(root).free / 1e9 if os.path.isdir(root) else None
     if free is not None and free < gigabytes:
         require(f"{root} has {free:.1f} GB free; {what} needs about {gigabytes:.0f} GB")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_registry(root: Path, read_only: bool = False) -> Iterator[str]:
+    """Debian's docker-registry on a free loopback port, storing under `root`; its address."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        require("Debian's docker-registry is not installed (make test installs it)")
+    address = f"127.0.0.1:{free_port()}"
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "config.yml"
+    maintenance = "  maintenance:\n    readonly:\n      enabled: true\n" if read_only else ""
+    storage = f"storage:\n  filesystem:\n    rootdirectory: {root}/data\n{maintenance}"
+    config.write_text(f"version: 0.1\n{storage}http:\n  addr: {address}\n")
+    server = subprocess.Popen([str(binary), "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            try:
+                urllib.request.urlopen(f"http://{address}/v2/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield address
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,7 @@ from docker import errors as docker_errors
 
 from torchimages import settings
 
-from .conftest import Built, build_matrix, need_free_disk, require
-from .test_push import start_registry
+from .conftest import Built, build_matrix, need_free_disk, require, start_registry
 
 pytestmark = pytest.mark.e2e
 

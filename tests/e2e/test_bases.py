@@ -20,8 +20,8 @@ from torchimages import compat, engine
 from torchimages.building import bootstrap
 from torchimages.planning import bases
 
-from .conftest import run_cli
-from .test_push import free_port, registry  # noqa: F401  (the registry fixture)
+from .conftest import free_port, run_cli
+from .test_push import registry  # noqa: F401  (the registry fixture)
 
 pytestmark = pytest.mark.e2e
 

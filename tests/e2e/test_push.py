@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import socket
-import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,44 +16,13 @@ import pytest
 
 from torchimages.engine.zstd_push import zstd_problem
 
-from .conftest import Built, build_matrix, require, run_cli
+from .conftest import Built, build_matrix, require, run_cli, start_registry
 from .flaky import connection_dropper
 
 pytestmark = pytest.mark.e2e
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 CPU_RUNTIME = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
-
-
-def start_registry(root: Path, read_only: bool = False) -> Iterator[str]:
-    """Debian's docker-registry on a free loopback port, storing under `root`; its address."""
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        require("Debian's docker-registry is not installed (make test installs it)")
-    address = f"127.0.0.1:{free_port()}"
-    root.mkdir(parents=True, exist_ok=True)
-    config = root / "config.yml"
-    maintenance = "  maintenance:\n    readonly:\n      enabled: true\n" if read_only else ""
-    storage = f"storage:\n  filesystem:\n    rootdirectory: {root}/data\n{maintenance}"
-    config.write_text(f"version: 0.1\n{storage}http:\n  addr: {address}\n")
-    server = subprocess.Popen([str(binary), "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(50):
-            try:
-                urllib.request.urlopen(f"http://{address}/v2/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        yield address
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

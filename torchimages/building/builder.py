@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from torchimages import platforms
-from torchimages.building import bootstrap, index, readings, verify
+from torchimages.building import bootstrap, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
@@ -211,7 +211,7 @@ class Builder:
             local = ", ".join(i.platform_reference for i in mine)
             note = f"{first.reference} (an index) is written by --push; here: {local}"
         else:
-            problems = index.publish(self.engine, first, mine, progress)
+            problems = index.publish(self.engine, first, mine, progress, self.options.signer, self.cancelled)
             if problems:
                 detail = _listed("index not written", problems)
                 return {i: self._finish(combination, i, "failed", time.monotonic(), detail, progress) for i in mine}
@@ -292,7 +292,7 @@ class Builder:
                     self.engine.tag(image.platform_reference, *_split(hold))
                 problems = self._publish(image, image.platform_reference, progress)
                 if problems:
-                    return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
+                    return self._finish(combination, image, "failed", start, _listed("not published", problems), progress)
                 progress.finish(image.own_tag, f"{image.own_tag}: up to date (input digest unchanged), skipped")
                 return Outcome(combination, image, "skipped", 0.0, "up to date")
         except EngineError as exc:
@@ -369,7 +369,7 @@ class Builder:
             return self._interrupted(combination, image, start, "verified, not tagged", progress)
         problems = self._publish(image, reference, progress)
         if problems:
-            return self._finish(combination, image, "failed", start, _listed("push failed", problems), progress)
+            return self._finish(combination, image, "failed", start, _listed("not published", problems), progress)
         return self._finish(combination, image, done, start, f"{image.platform_reference} verified", progress)
 
     def promote(self, selected: Sequence[Selected], baked: Mapping[Image, Baked]) -> list[Outcome]:
@@ -512,7 +512,8 @@ class Builder:
         if not self.options.push:
             return []
         progress.update(image.own_tag, "push")
-        return self.engine.push(image.repository, names, progress.note, self.options.compression)
+        errors = self.engine.push(image.repository, names, progress.note, self.options.compression)
+        return errors or signatures.sign_pushed(self.engine, image, self.options.signer, self.cancelled, progress)
 
     def _interrupted(
         self, combination: Combination, image: Image, start: float, when: str, progress: Progress

@@ -7,11 +7,14 @@ pushed elsewhere (a native runner per platform: `build --push <tag>-<arch>`), fr
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
+from torchimages.building import signatures
 from torchimages.building.progress import Progress
 from torchimages.combination import INPUT_DIGEST_LABEL, PLATFORM_LABEL, Image
 from torchimages.engine import Engine
+from torchimages.security.signing import Signer
 
 
 def pushed_digest(engine: Engine, image: Image) -> str | None:
@@ -25,15 +28,25 @@ def pushed_digest(engine: Engine, image: Image) -> str | None:
     return None
 
 
-def publish(engine: Engine, first: Image, images: Sequence[Image], progress: Progress) -> list[str]:
+def publish(
+    engine: Engine,
+    first: Image,
+    images: Sequence[Image],
+    progress: Progress,
+    signer: Signer | None = None,
+    cancelled: threading.Event | None = None,
+) -> list[str]:
     """Write the index of `images` (one flavor, every platform, each pushed under its own tag) under `first`'s
-    tag and aliases, and check it; the problems (none: the public tags name exactly the images verified)."""
+    tag and aliases, and check it; with a `signer`, sign it by its digest; the problems (none: the public tags
+    name exactly the images verified)."""
     digests = {image: pushed_digest(engine, image) for image in images}
     unknown = [image.platform_reference for image, digest in digests.items() if digest is None]
     if unknown:
         return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
     progress.update(first.tag, "index")
-    return written(engine, first, {image: str(digest) for image, digest in digests.items()})
+    problems = written(engine, first, {image: str(digest) for image, digest in digests.items()})
+    wanted = {image.platform: str(digest) for image, digest in digests.items()}
+    return problems or signatures.sign_index(first, wanted, signer, cancelled, progress)
 
 
 def written(engine: Engine, first: Image, digests: dict[Image, str]) -> list[str]:
@@ -65,10 +78,13 @@ def pulled_back(engine: Engine, image: Image, digest: str) -> list[str]:
     return []
 
 
-def join(engine: Engine, images: Sequence[Image]) -> list[str]:
+def join(
+    engine: Engine, images: Sequence[Image], signer: Signer | None = None, progress: Progress | None = None
+) -> list[str]:
     """Write the index of one flavor's images of every platform from their copies in the registry, each under its
     own tag (`<tag>-<arch>`, which only a verified image gets): each is pulled and must carry this plan's input
-    digest and platform (the same inputs, verified where it was built); the problems (none: the index is there)."""
+    digest and platform (the same inputs, verified where it was built); with a `signer`, sign the index by its
+    digest (`progress` says so); the problems (none: the index is there)."""
     problems, digests = [], {}
     for image in images:
         errors = engine.pull(image.platform_reference)
@@ -87,4 +103,8 @@ def join(engine: Engine, images: Sequence[Image]) -> list[str]:
             problems.append(f"{image.platform_reference}: the engine recorded no digest of it in {image.repository}")
             continue
         digests[image] = digest
-    return problems or written(engine, images[0], digests)
+    problems = problems or written(engine, images[0], digests)
+    if problems or signer is None:
+        return problems
+    wanted = {image.platform: str(digest) for image, digest in digests.items()}
+    return signatures.sign_index(images[0], wanted, signer, None, progress)

@@ -19,6 +19,7 @@ from torchimages.combination import Combination, Image
 from torchimages.engine import BuildRequest, CacheSpec, Engine
 from torchimages.planning.plan import Selected
 from torchimages.problems import Problem
+from torchimages.security.signing import Signer
 
 RUNTIME_STAGE = "runtime"  # the Dockerfile stage devel is built on (FROM runtime, or COPY --from=runtime)
 
@@ -47,6 +48,8 @@ class BuildOptions:
     # The builds' SOURCE_DATE_EPOCH (creation time, files clamped to it); None: each combination's own (the
     # knowledge base's source_date, also the default of the Dockerfile's ARG).
     source_date_epoch: int | None = None
+    # `--sign-key`: each pushed digest (every image, every index) signed with cosign; None: none signed.
+    signer: Signer | None = None
 
 
 def build_request(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from torchimages import settings
 from torchimages.cli import common, preflight
@@ -29,6 +30,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.wheel_sources(parser)
     shared.engine(parser)
     shared.outputs(parser)
+    shared.signing(parser)
     shared.report(parser)
     shared.progress_mode(parser)
     shared.cache(parser)
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_report(args.report)
     common.check_docker(args.docker)
     common.check_compression(args.compression, args.push)
+    sign_key = common.check_sign_key(args.sign_key, args.push)
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=args.log_dir,
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     gate = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
+    options = dataclasses.replace(options, signer=common.signer(sign_key, engine, chosen))
     junit_dir = common.start_outputs(args.log_dir, args.report)
     build = common.make_builder(args, engine, options, shown, junit_dir, gate)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))

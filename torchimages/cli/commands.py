@@ -7,7 +7,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
-from torchimages.cli import bake, build, doctor, join, lock, outdated, plan, promote, render, test, validate
+from torchimages.cli import (
+    bake,
+    build,
+    doctor,
+    join,
+    lock,
+    outdated,
+    plan,
+    promote,
+    render,
+    test,
+    validate,
+    verify_signature,
+)
 from torchimages.cli import list as list_command
 from torchimages.cli import settings as settings_command
 
@@ -40,5 +53,6 @@ COMMANDS = (
     _row(lock),
     _row(outdated),
     _row(doctor),
+    _row(verify_signature, common=False),
     _row(settings_command, common=False),
 )

@@ -4,6 +4,7 @@ its smoke gate, and the report's last lines."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from torchimages.engine import CacheSpec, DockerEngine
     from torchimages.reporting.session import Finished
     from torchimages.security.gate import GateOptions
+    from torchimages.security.signing import Signer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
@@ -187,6 +189,37 @@ def check_compression(compression: str, push: bool) -> None:
     problem = zstd_problem()
     if problem:
         raise UsageError(problem)
+
+
+def check_sign_key(key: Path | None, push: bool | None = None) -> Path | None:
+    """The `--sign-key` file, checked before anything is written or started (UsageError, InputError): given
+    with --push (`push` None: the command always writes to a registry), a file (not a KMS URI), readable,
+    cosign there, and cosign opens it with $COSIGN_PASSWORD."""
+    if key is None:
+        return None
+    if push is False:
+        raise UsageError(f"--sign-key {key}: only a pushed image is signed (by its digest in the registry); add --push")
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(key)):  # awskms://..., as a Path writes it
+        raise UsageError(f"--sign-key {key}: a cosign key file is taken, not a URI (KMS keys are not supported)")
+    check_file("--sign-key", key)
+    from torchimages.security import signing
+
+    problem = signing.key_problem(key)
+    if problem:
+        raise UsageError(problem)
+    return key
+
+
+def signer(key: Path | None, engine: DockerEngine, chosen: Sequence[planning.Selected]) -> Signer | None:
+    """What signs with the checked `key` (None without one): cosign, and the buildx client that reads an
+    index back where a selected tag names one (found by a probe build; else the engine's docker client)."""
+    if key is None:
+        return None
+    from torchimages.security import signing
+
+    indexes = any(s.combination.multi_platform for s in chosen)
+    docker = engine.build_client.docker if indexes else engine.docker_cli
+    return signing.Signer(key, cosign=signing.find_cosign() or "cosign", docker=docker)
 
 
 def check_platforms(chosen: Sequence[planning.Selected], command: str, suggestion: str) -> None:

@@ -16,20 +16,24 @@ HELP = "write the index of each selected tag from its platforms' verified images
 def options(parser: argparse.ArgumentParser) -> None:
     shared.selectors(parser, required=True)
     shared.engine(parser)
+    shared.signing(parser, "each index written")
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchimages.building import index
+    from torchimages.building import index, progress, renderers
 
     chosen = [s for s in common.select(args, common.load_plan(args)) if s.combination.multi_platform]
     if not chosen:
         raise UsageError("no selected image is built for several platforms (or another than linux/amd64): no index")
+    sign_key = common.check_sign_key(args.sign_key)  # join always writes to the registry: no --push to ask for
     engine = common.connect(args.docker)
+    signer = common.signer(sign_key, engine, chosen)
+    shown = progress.Progress(renderers.PlainRenderer(print))  # says each signature
     failed = False
     for s in chosen:
         for flavor in dict.fromkeys(i.flavor for i in s.images):
             images = [s.combination.image(flavor, p) for p in s.combination.platforms]
-            problems = index.join(engine, images)
+            problems = index.join(engine, images, signer, shown)
             failed = failed or bool(problems)
             said = f"{images[0].reference}: " + (
                 "no index:\n    " + "\n    ".join(problems)

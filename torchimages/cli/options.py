@@ -204,6 +204,20 @@ def outputs(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def signing(parser: argparse.ArgumentParser, what: str = "each pushed image") -> None:
+    """The key that signs what a command pushes."""
+    add(
+        parser,
+        "--sign-key",
+        type=path,
+        default=None,
+        metavar="KEY",
+        help=f"sign {what} by its digest with cosign and this key file (`cosign generate-key-pair`; its "
+        "password in $COSIGN_PASSWORD); no transparency log (nothing outside the registry is asked); "
+        "`verify-signature` checks it",
+    )
+
+
 def temporary_registry(parser: argparse.ArgumentParser) -> None:
     """Where a bake's temporary references live."""
     add(

@@ -25,6 +25,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.engine(parser)
     shared.temporary_registry(parser)
     shared.outputs(parser)
+    shared.signing(parser)
     shared.progress_mode(parser)
     shared.test_gate(parser)
     shared.security_gate(parser)
@@ -42,12 +43,17 @@ def run(args: argparse.Namespace) -> int:
     preflight.folder("--log-dir", args.log_dir)
     common.check_docker(args.docker)
     common.check_compression(args.compression, args.push)
+    sign_key = common.check_sign_key(args.sign_key, args.push)
     common.check_names(promotion.chosen)
     gate = common.security_options(args)
-    options = requests.BuildOptions(
-        images_dir=loaded.images_dir, log_dir=args.log_dir, push=args.push, compression=args.compression
-    )
     engine = common.connect(args.docker)
+    options = requests.BuildOptions(
+        images_dir=loaded.images_dir,
+        log_dir=args.log_dir,
+        push=args.push,
+        compression=args.compression,
+        signer=common.signer(sign_key, engine, promotion.chosen),
+    )
     common.start_outputs(args.log_dir, None)
     promoter = common.make_builder(args, engine, options, shown, security=gate)
     chosen = list(promotion.chosen)

@@ -697,7 +697,7 @@ def test_a_failed_push_fails_the_image_naming_the_error(selection: list[plan.Sel
     engine.push_errors[f"{devel.repository}:{devel.tag}"] = [[f"{devel.repository}:{devel.tag}: denied: no"]]
     outcomes = run(engine, newest, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["failed", "built"]
-    assert outcomes[0].detail.startswith("push failed:") and "denied: no" in outcomes[0].detail
+    assert outcomes[0].detail.startswith("not published:") and "denied: no" in outcomes[0].detail
     assert f"{devel.repository}:{devel.tag}" not in engine.pushed
 
 
@@ -710,7 +710,7 @@ def test_a_failed_push_of_an_up_to_date_image_fails_it(selection: list[plan.Sele
     engine.push_errors[f"{runtime.repository}:{runtime.tag}"] = [["unauthorized: authentication required"]]
     outcomes = run(engine, first, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["skipped", "failed"]
-    assert "push failed:" in outcomes[1].detail and "unauthorized" in outcomes[1].detail
+    assert "not published:" in outcomes[1].detail and "unauthorized" in outcomes[1].detail
 
 
 def test_an_interrupt_during_verification_stops_before_the_smoke_gate(
