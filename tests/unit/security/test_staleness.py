@@ -1,0 +1,108 @@
+"""`outdated`'s rules against the fake engine, every fact a literal here: an image is stale when it is not
+there, was built from other inputs, sits on a base that moved, or is covered by an expired entry; current
+otherwise; a check that could not look is said, and is staleness only under --require-scan."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeEngine
+from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
+from torchimages.engine import ImageInfo
+from torchimages.planning import plan
+from torchimages.security import allowlist, staleness
+from torchimages.security.gate import GateOptions
+
+MATRIX = "matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}\n"
+TODAY = datetime.date(2026, 12, 2)
+BUILT_ON = "sha256:" + "a" * 64  # the bootstrapped base's id when the image was built
+NOW = "sha256:" + "b" * 64  # the base this engine holds now
+CURRENT = GateOptions(today=TODAY)
+
+
+@pytest.fixture
+def runtime(write_matrix: Callable[[str], Path]) -> tuple[Combination, Image]:
+    (selected,) = plan.select(plan.load(write_matrix(MATRIX)), [])
+    return selected.combination, selected.combination.image("runtime")
+
+
+def holding(image: Image, labels: dict[str, str], base_id: str = BUILT_ON) -> FakeEngine:
+    fake = FakeEngine()
+    fake.add(ImageInfo(image.platform_reference, "sha256:" + "1" * 64, labels, {}, "", ()))
+    fake.add(ImageInfo("torchimages/bootstrap-debian:12", base_id, {}, {}, "", ()))
+    return fake
+
+
+def labels(image: Image, **extra: str) -> dict[str, str]:
+    return {
+        INPUT_DIGEST_LABEL: image.input_digest,
+        staleness.BASE_NAME_LABEL: "torchimages/bootstrap-debian:12",
+        staleness.BASE_DIGEST_LABEL: BUILT_ON,
+        **extra,
+    }
+
+
+def test_an_image_built_from_todays_inputs_on_its_base_is_current(runtime: tuple[Combination, Image]) -> None:
+    combination, image = runtime
+    found = staleness.check(holding(image, labels(image)), combination, image, CURRENT)
+    assert not found.stale, found.lines()
+    assert any(u.startswith("python:") for u in found.unchecked)  # said, not passed in silence
+
+
+def test_an_image_not_there_is_stale(runtime: tuple[Combination, Image]) -> None:
+    combination, image = runtime
+    found = staleness.check(FakeEngine(), combination, image, CURRENT)
+    assert found.reasons == ("not there: never built here, or not pulled (--pull)",)
+
+
+def test_other_inputs_make_it_stale(runtime: tuple[Combination, Image]) -> None:
+    combination, image = runtime
+    engine = holding(image, labels(image, **{INPUT_DIGEST_LABEL: "sha256:" + "9" * 64}))
+    assert "its input digest differs" in staleness.check(engine, combination, image, CURRENT).reasons[0]
+
+
+def test_a_base_that_moved_makes_it_stale(runtime: tuple[Combination, Image]) -> None:
+    combination, image = runtime
+    found = staleness.check(holding(image, labels(image), base_id=NOW), combination, image, CURRENT)
+    assert found.reasons == (
+        f"its base torchimages/bootstrap-debian:12 moved: built on {BUILT_ON}, the base is now {NOW}",
+    )
+
+
+def test_an_expired_entry_makes_it_stale(runtime: tuple[Combination, Image], tmp_path: Path) -> None:
+    combination, image = runtime
+    path = tmp_path / "allow.yaml"
+    path.write_text(
+        "entries:\n  - {check: secrets, id: /root/.bashrc, reason: the distribution's, expires: 2026-11-30}\n"
+    )
+    options = GateOptions(allowlist.read(path), today=TODAY)
+    found = staleness.check(holding(image, labels(image)), combination, image, options)
+    assert found.reasons == ("allowlist entry secrets /root/.bashrc (line 2) expired on 2026-11-30",)
+
+
+def test_not_scanned_is_stale_under_require_scan(runtime: tuple[Combination, Image]) -> None:
+    combination, image = runtime
+    strict = GateOptions(require_scan=True, today=TODAY)
+    found = staleness.check(holding(image, labels(image)), combination, image, strict)
+    assert found.stale and any(r.startswith("python:") for r in found.reasons)
+
+
+def test_the_command_exits_1_when_any_is_stale_and_2_on_a_bad_allowlist(
+    cli: Callable[..., tuple[int, str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchimages import engine as engine_package
+
+    (tmp_path / "matrix.yaml").write_text(MATRIX)
+    monkeypatch.chdir(tmp_path)
+    fake = FakeEngine()
+    monkeypatch.setattr(engine_package, "DockerEngine", lambda docker_cli=None: fake)
+    code, out, _ = cli("outdated")
+    assert code == 1 and "2 of 2 images stale" in out and "not there" in out
+    (tmp_path / "security-allowlist.yaml").write_text("entries:\n  - {check: python}\n")
+    fake.calls.clear()
+    code, _, err = cli("outdated")
+    assert code == 2 and "an entry needs id, reason, expires" in err and fake.calls == [], "refused before the engine"
