@@ -92,7 +92,7 @@ def streamed(cmd: Sequence[str], cancelled: threading.Event | None = None) -> It
         raised: BaseException | None = None
         try:
             yield stdout
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, after the command is gone
+        except BaseException as exc:  # re-raised below, once the command is gone
             raised = exc
         done.set()
         # An Exception leaves the stream where the reader was; an interrupt may have come during a read that
