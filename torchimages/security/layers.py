@@ -5,7 +5,8 @@ and never written to disk, so a file that a later layer deletes is still found i
 A finding's `key` (what an allowlist entry names) is the path in the image, absolute: `/root/.netrc` (a stray
 folder's findings are grouped under the entry directly in /tmp, /var/tmp or /root: `/tmp/build`); its
 `subject` the layer, `layer 3 of 12 (sha256:0123456789ab)`, with `, deleted in layer 5` when a later layer's
-whiteout removes it from the final filesystem (it is still in the pushed image); `detail` what it is.
+whiteout removes it from the final filesystem (it is still in the pushed image); `detail` the path and what
+it is (`/root/.netrc: a netrc file (logins and passwords)`).
 
 The rules, each a table below:
     credentials    by path, anywhere in the image (any home): CREDENTIAL_FILES; some only with a mark in their
@@ -213,10 +214,9 @@ def stray_hits(found: Mapping[str, list[str]]) -> list[Hit]:
     hits = []
     for top, paths in sorted(found.items()):
         folder = posixpath.dirname(top)
-        if paths == [top]:
-            hits.append(Hit(top, f"a stray file left in {folder}"))
-        else:
-            hits.append(Hit(top, f"{len(paths)} stray files left in {folder} (e.g. {sorted(paths)[0]})"))
+        count = "a stray file" if len(paths) == 1 else f"{len(paths)} stray files"
+        example = "" if paths == [top] else f" (e.g. {sorted(paths)[0]})"
+        hits.append(Hit(top, f"{count} left in {folder}{example}"))
     return hits
 
 
@@ -432,7 +432,7 @@ def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
         for hit in layer.hits:
             gone = deleted_by(hit.path, above)
             subject = where + (f", deleted in layer {gone}" if gone else "")
-            found.append(Finding(SECRETS, hit.path, subject, hit.detail))
+            found.append(Finding(SECRETS, hit.path, subject, f"{hit.path}: {hit.detail}"))
     return found, problems
 
 
