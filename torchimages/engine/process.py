@@ -79,6 +79,8 @@ def streamed(cmd: Sequence[str], cancelled: threading.Event | None = None) -> It
     raised) kills the command: that is no failure. EngineError on leaving when the command could not start,
     when it failed (the stream ended and its status is not 0: its stderr says why), or when `cancelled` was
     set (it is killed at once, so a reader waiting on it gets the end of the stream)."""
+    if cancelled is not None and cancelled.is_set():
+        raise EngineError(f"`{shlex.join(cmd)}` was cancelled before it started")
     with tempfile.TemporaryFile() as errors:
         try:
             process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, start_new_session=True)
@@ -126,8 +128,8 @@ def _kill_on_cancel(
     """Kill the command's group once `cancelled` is set (until `done`)."""
     if cancelled is None:
         return
-    while not done.wait(CANCEL_POLL_S):
-        if cancelled.is_set():
-            stopped.set()
-            _kill(process)
+    while not cancelled.is_set():
+        if done.wait(CANCEL_POLL_S):
             return
+    stopped.set()
+    _kill(process)

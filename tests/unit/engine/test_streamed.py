@@ -63,3 +63,14 @@ def test_an_interrupt_goes_through_and_the_command_goes() -> None:
 def test_a_command_that_cannot_start_is_an_engine_error() -> None:
     with pytest.raises(EngineError, match="could not run"), streamed(["/nonexistent/docker", "save", "x"]):
         pass
+
+
+def test_a_cancel_set_before_it_starts_starts_nothing(tmp_path: Path) -> None:
+    cancelled = threading.Event()
+    cancelled.set()
+    with (
+        pytest.raises(EngineError, match="cancelled before it started"),
+        streamed(["touch", str(tmp_path / "x")], cancelled),
+    ):
+        pass
+    assert not (tmp_path / "x").exists()
