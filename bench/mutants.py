@@ -53,6 +53,7 @@ PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
 COMBINATION, REQUESTS, CLI_BUILD = "combination.py", "building/requests.py", "cli/build.py"
 DOCTOR_CHECKS, DOCTOR_MODEL, DOCTOR_FACTS = "doctor/checks.py", "doctor/model.py", "doctor/facts.py"
+LAYERS = "security/layers.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -530,6 +531,35 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    real = os.path.realpath(interpreter)\n",
       "    real = interpreter\n",
       "the -binfmt-P link is asked for the version, which it refuses outside binfmt_misc"),
+    # --- the release gate's secrets check: security/layers.py -------------------------------------------
+    M("layers-deletion-unsaid", LAYERS,
+      "if path in layer.deleted or any(a in layer.deleted or a in layer.opaque for a in ancestors):",
+      "if path in layer.deleted:",
+      "a file whose folder a later layer deletes (or makes opaque) is said to be in the final filesystem"),
+    M("layers-whiteout-a-file", LAYERS,
+      "        if base.startswith(WHITEOUT):\n",
+      "        if False:\n",
+      "a whiteout is a stray file, and a deletion above goes unsaid"),
+    M("layers-mark-ignored", LAYERS,
+      "(rule.mark is None or rule.mark.search(head))",
+      "True",
+      "an .npmrc or pip.conf without a credential is a finding (the default images fail)"),
+    M("layers-secret-by-size", LAYERS,
+      "for s in matching if s.sha256 == digest]",
+      "for s in matching]",
+      "any file as large as a build secret is that secret"),
+    M("layers-empty-stub-stray", LAYERS,
+      " and not (member.isfile() and member.size == 0)",
+      "",
+      "BuildKit's empty mount target /tmp/requirements.lock is a stray file (every default image fails)"),
+    M("layers-test-keys-found", LAYERS,
+      "if (packages or stdlib) and any(p in KEY_TEST_FOLDERS for p in parts[at + 1 : -1]):",
+      "if False:",
+      "the published test keys Python packages ship are private-key findings"),
+    M("layers-blob-order", LAYERS,
+      "read = [archive.layers.get(name) for name in order.names]",
+      "read = [archive.layers.get(name) for name in sorted(order.names)]",
+      "layers numbered in the order of their blobs' names, not manifest.json's"),
 )
 # fmt: on
 
@@ -556,6 +586,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     DOCTOR_CHECKS: (r"doctor", r"check_emulation|check_machine"),
     DOCTOR_MODEL: (r"doctor|platform", r"foreign_platforms|emulator"),
     DOCTOR_FACTS: (r"doctor", r"_binfmt|_qemu_version"),
+    LAYERS: (r"security|layers", r"security\.layers|\blayers\.scan\b"),
 }
 
 

@@ -8,11 +8,13 @@ code under test therefore meets facts it did not write.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -191,6 +193,8 @@ class FakeEngine:
         self.removed: list[str] = []
         self.containers: list[str] = []  # running containers
         self.saved: list[tuple[str, Path]] = []
+        self.archives: dict[str, bytes] = {}  # reference -> its `docker save` archive (the test's literal bytes)
+        self.export_error: EngineError | None = None  # when set, `exported` raises it on leaving (a broken export)
         self.cache_problem: str | None = None  # check_cache raises EngineError(this) when set
         self.compressed: int | None = None  # compressed_size's answer
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
@@ -386,6 +390,15 @@ class FakeEngine:
         self.calls.append(("history", reference))
         assert reference in self.images, f"the history of a missing image {reference}"
         return list(self.steps)
+
+    @contextlib.contextmanager
+    def exported(self, reference: str, cancelled: threading.Event | None = None) -> Iterator[IO[bytes]]:
+        self.calls.append(("exported", reference))
+        if reference not in self.archives:
+            raise EngineError(f"no image {reference} here to export")
+        yield io.BytesIO(self.archives[reference])
+        if self.export_error is not None:
+            raise self.export_error
 
     # --- DockerEngine's methods beyond the protocol ----------------------------------------
 

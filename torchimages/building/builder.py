@@ -65,7 +65,7 @@ FIX_NOT_ON_RUNTIME = "the engine did not build devel on the runtime image it was
 SmokeGate = Callable[[Combination, Image, str, verify.Facts], list[str]]
 # The security gate (torchimages.security.gate): run on the temporary reference after verification, with the
 # contents of the files the build mounted as secrets (no layer may hold them); its verdict.
-SecurityGate = Callable[[Image, str, tuple[bytes, ...]], Verdict]
+SecurityGate = Callable[[Image, str, tuple[tuple[str, bytes], ...]], Verdict]
 
 
 @dataclass
@@ -292,7 +292,9 @@ class Builder:
                     self.engine.tag(image.platform_reference, *_split(hold))
                 problems = self._publish(image, image.platform_reference, progress)
                 if problems:
-                    return self._finish(combination, image, "failed", start, _listed("not published", problems), progress)
+                    return self._finish(
+                        combination, image, "failed", start, _listed("not published", problems), progress
+                    )
                 progress.finish(image.own_tag, f"{image.own_tag}: up to date (input digest unchanged), skipped")
                 return Outcome(combination, image, "skipped", 0.0, "up to date")
         except EngineError as exc:
@@ -351,7 +353,7 @@ class Builder:
         progress: Progress,
         done: str,
         measures: _Measures,
-        secrets: tuple[bytes, ...] = (),
+        secrets: tuple[tuple[str, bytes], ...] = (),
     ) -> Outcome:
         """After the build step, for `build` and `promote` alike: verify, run the security gate on and smoke-test
         the temporary reference (`secrets`: what the build mounted as secrets), record what it holds, then tag
@@ -437,8 +439,7 @@ class Builder:
                 return self._interrupted(combination, image, start, "while finding the baked image", progress)
             if problems:
                 return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
-            secrets = (self.options.ca_cert.read_bytes(),) if self.options.ca_cert else ()
-            return self._admit(combination, image, baked.reference, start, progress, "promoted", measures, secrets)
+            return self._admit(combination, image, baked.reference, start, progress, "promoted", measures)
         except EngineError as exc:
             return self._engine_failed(combination, image, start, exc, progress)
         finally:
@@ -459,10 +460,12 @@ class Builder:
         except EngineError as exc:
             progress.say(f"{image.own_tag}: could not remove {reference}: {exc}")
 
-    def _secrets(self, served: Served, combination: Combination, image: Image) -> tuple[bytes, ...]:
-        """The contents of the files an image's build mounts as secrets (the wheel sources' and the CA bundle)."""
-        texts = tuple(t.encode() for t in wheel_secrets(served, combination, image.platform))
-        return texts + ((self.options.ca_cert.read_bytes(),) if self.options.ca_cert else ())
+    def _secrets(self, served: Served, combination: Combination, image: Image) -> tuple[tuple[str, bytes], ...]:
+        """The secrets an image's build mounts that may hold credentials, (name, content): the wheel sources'
+        pip.conf and uv.toml (index URLs with a login). The CA bundle is left out: public certificates, which an
+        image's own ca-certificates may hold byte for byte."""
+        pip, uv = wheel_secrets(served, combination, image.platform)
+        return (("pip.conf", pip.encode()), ("uv.toml", uv.encode()))
 
     def _check_before_tagging(
         self,
@@ -471,7 +474,7 @@ class Builder:
         reference: str,
         progress: Progress,
         measures: _Measures,
-        secrets: tuple[bytes, ...],
+        secrets: tuple[tuple[str, bytes], ...],
     ) -> list[str]:
         """The size budget, verification (the versions inside equal the tag's, and the NVIDIA libraries torch
         loads are the pinned wheels'), the security gate (its results kept in `measures`), then the smoke gate.

@@ -116,7 +116,7 @@ def make_builder(
     if security is not None:
         chosen = security
 
-        def checks(image: Image, reference: str, secrets: tuple[bytes, ...]) -> security_gate.Verdict:
+        def checks(image: Image, reference: str, secrets: tuple[tuple[str, bytes], ...]) -> security_gate.Verdict:
             return security_gate.verdict(engine, image.own_tag, reference, chosen, secrets, cancelled)
 
     return builder.Builder(engine, options, gate, cancelled=cancelled, renderer=shown, security_gate=checks)

@@ -2,7 +2,7 @@
 
     types.py          the `Engine` protocol the rest of the tool uses, its requests, answers and errors
     requests.py       command lines: a BuildKit build of one target, a long-running test container
-    process.py        commands in their own process group, stopped as a whole on cancel
+    process.py        commands in their own process group, stopped as a whole on cancel; one's output streamed
     push.py           push retries: transient errors only, exponential backoff
     zstd_push.py      pushes with zstd layers: docker save by id, proven, an OCI layout uploaded by skopeo
     discovery.py      a docker client that builds with BuildKit; one that runs `docker buildx`

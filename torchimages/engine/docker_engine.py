@@ -20,7 +20,7 @@ from typing import IO, Any
 from torchimages import settings, values
 from torchimages.engine import zstd_push
 from torchimages.engine.discovery import find_build_client, takes_named_contexts
-from torchimages.engine.process import run_cancellable
+from torchimages.engine.process import run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
 from torchimages.engine.requests import BuildClient, build_command, run_command
 from torchimages.engine.types import (
@@ -272,6 +272,16 @@ class DockerEngine:
         with self._failures(f"reading the history of {reference}"):
             steps = self.sdk.images.get(reference).history()
             return [HistoryEntry(str(s.get("CreatedBy") or ""), int(s.get("Size") or 0)) for s in steps]
+
+    @contextlib.contextmanager
+    def exported(self, reference: str, cancelled: threading.Event | None = None) -> Iterator[IO[bytes]]:
+        """`docker save` of the image's id (so a name moved meanwhile changes nothing), streamed through the CLI
+        (process.streamed: killed on leaving early or on cancel)."""
+        info = self.inspect(reference)
+        if info is None:
+            raise EngineError(f"no image {reference} here to export")
+        with streamed([self.docker_cli, "save", info.id], cancelled) as stream:
+            yield stream
 
     def save(self, reference: str, path: Path) -> None:
         """Write an image to a `docker save` archive (what syft reads as `docker-archive:PATH`)."""

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
+import tempfile
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
 
 from torchimages import stopping
+from torchimages.engine.types import EngineError
 
 # How often a cancellable subprocess looks at its cancel event, and how long it gets to stop after SIGINT
 # (the docker CLI cancels its BuildKit session on SIGINT) before SIGTERM, then SIGKILL.
@@ -67,3 +70,66 @@ def stop_group(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     return output
+
+
+@contextlib.contextmanager
+def streamed(cmd: Sequence[str], cancelled: threading.Event | None = None) -> Iterator[IO[bytes]]:
+    """A command's stdout as a stream read once, the command in its own process group, its stderr in a
+    temporary file (never a full pipe). Leaving the context before the stream's end (the reader stopped, or
+    raised) kills the command: that is no failure. EngineError on leaving when the command could not start,
+    when it failed (the stream ended and its status is not 0: its stderr says why), or when `cancelled` was
+    set (it is killed at once, so a reader waiting on it gets the end of the stream)."""
+    if cancelled is not None and cancelled.is_set():
+        raise EngineError(f"`{shlex.join(cmd)}` was cancelled before it started")
+    with tempfile.TemporaryFile() as errors:
+        try:
+            process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, start_new_session=True)
+        except OSError as exc:
+            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        assert process.stdout is not None
+        stdout = process.stdout
+        done, stopped = threading.Event(), threading.Event()
+        watcher = threading.Thread(target=_kill_on_cancel, args=(process, cancelled, done, stopped), daemon=True)
+        watcher.start()
+        raised: BaseException | None = None
+        try:
+            yield stdout
+        except BaseException as exc:  # re-raised below, once the command is gone
+            raised = exc
+        done.set()
+        # An Exception leaves the stream where the reader was; an interrupt may have come during a read that
+        # blocks, so it does not read again.
+        at_end = isinstance(raised, Exception | None) and stdout.read(1) == b""
+        stdout.close()
+        if not at_end:
+            _kill(process)
+        status = process.wait()
+        watcher.join()
+        if raised is not None and not isinstance(raised, Exception):
+            raise raised
+        if stopped.is_set():
+            raise EngineError(f"`{shlex.join(cmd)}` was cancelled") from None
+        if at_end and status != 0:
+            errors.seek(0)
+            said = errors.read().decode(errors="replace").strip()
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {said[-2000:] or f'exit status {status}'}") from None
+        if raised is not None:
+            raise raised
+
+
+def _kill(process: subprocess.Popen[Any]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _kill_on_cancel(
+    process: subprocess.Popen[Any], cancelled: threading.Event | None, done: threading.Event, stopped: threading.Event
+) -> None:
+    """Kill the command's group once `cancelled` is set (until `done`)."""
+    if cancelled is None:
+        return
+    while not cancelled.is_set():
+        if done.wait(CANCEL_POLL_S):
+            return
+    stopped.set()
+    _kill(process)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -251,4 +252,14 @@ class Engine(Protocol):
 
     def history(self, reference: str) -> list[HistoryEntry]:
         """An image's history, newest step first."""
+        ...
+
+    def exported(
+        self, reference: str, cancelled: threading.Event | None = None
+    ) -> contextlib.AbstractContextManager[IO[bytes]]:
+        """The image as the engine exports it (`docker save` of its id: a tar of manifest.json, the
+        configuration and each layer's tarball), as a stream read once from the start, never written to disk.
+        Leaving the context stops the export. EngineError when there is no such image or the export fails
+        (on leaving, when it broke off midway); once `cancelled` is set the stream ends early and leaving
+        raises EngineError saying so."""
         ...

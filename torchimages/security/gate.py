@@ -40,7 +40,7 @@ def run(
     tag: str,
     reference: str,
     options: GateOptions,
-    secrets: Sequence[bytes] = (),
+    secrets: Sequence[tuple[str, bytes]] = (),
     cancelled: threading.Event | None = None,
 ) -> tuple[CheckResult, ...]:
     """Each check's verdict on the image `reference` (published as `tag`), in CHECKS order; `secrets`: the
@@ -65,13 +65,13 @@ def scan(
     check: str,
     reference: str,
     options: GateOptions,
-    secrets: Sequence[bytes],
+    secrets: Sequence[tuple[str, bytes]],
     cancelled: threading.Event | None,
 ) -> Scan:
     """One check's raw answer; a check that cannot run (the engine failing) is not scanned, saying why."""
     try:
         if check == SECRETS:
-            return layers.scan(engine, reference, secrets)
+            return layers.scan(engine, reference, secrets, cancelled)
         if check == OS_UPDATES:
             return os_updates.scan(engine, reference, options.network)
         return python.scan(engine, reference, cancelled)
@@ -92,7 +92,7 @@ def verdict(
     tag: str,
     reference: str,
     options: GateOptions,
-    secrets: Sequence[bytes] = (),
+    secrets: Sequence[tuple[str, bytes]] = (),
     cancelled: threading.Event | None = None,
 ) -> Verdict:
     """`run`, and the problems that refuse the tag."""

@@ -15,6 +15,7 @@ from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.building.requests import BuildOptions
+from torchimages.building.wheels import WheelSources
 from torchimages.combination import Image
 from torchimages.planning import plan
 from torchimages.security.gate import Verdict
@@ -37,9 +38,9 @@ class Gate:
 
     def __init__(self, verdict: Verdict) -> None:
         self.verdict = verdict
-        self.asked: list[tuple[str, str, tuple[bytes, ...]]] = []
+        self.asked: list[tuple[str, str, tuple[tuple[str, bytes], ...]]] = []
 
-    def __call__(self, image: Image, reference: str, secrets: tuple[bytes, ...]) -> Verdict:
+    def __call__(self, image: Image, reference: str, secrets: tuple[tuple[str, bytes], ...]) -> Verdict:
         self.asked.append((image.own_tag, reference, secrets))
         return self.verdict
 
@@ -73,16 +74,15 @@ def test_a_passing_gate_tags_and_its_results_reach_the_outcome(first: list[plan.
 def test_the_gate_runs_on_the_temporary_reference_with_the_builds_secrets(
     first: list[plan.Selected], tmp_path: Path
 ) -> None:
-    ca = tmp_path / "ca.pem"
-    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\nMIIB-the-machines-own-CA\n-----END CERTIFICATE-----\n")
     engine = FakeEngine(true_facts(first[0].combination))
     gate = Gate(PASSING)
-    build(engine, first, tmp_path, gate, ca_cert=ca)
+    build(engine, first, tmp_path, gate, sources=WheelSources("https://user:token@wheels.example.org/simple"))
     assert len(gate.asked) == 2
     for _tag, reference, secrets in gate.asked:
         assert reference.startswith(TEMP_REPOSITORY)
-        assert ca.read_bytes() in secrets  # the CA bundle mounted as a secret must be in no layer
-        assert any(b"index-url" in s or b"[[index]]" in s or b"url" in s for s in secrets)  # the wheel sources'
+        named = dict(secrets)  # what the build mounted: the login in the index URL must be in no layer
+        assert list(named) == ["pip.conf", "uv.toml"]
+        assert all(b"user:token@wheels.example.org" in text for text in named.values())
 
 
 def test_promote_runs_the_security_gate_on_the_baked_image(first: list[plan.Selected], tmp_path: Path) -> None:

@@ -1,0 +1,424 @@
+"""The secrets check (torchimages/security/layers.py): credentials, private keys, the build's own secrets and
+stray files in any layer, a file deleted by a later layer still found in its own. The images are literal
+`docker save` archives made here (both layouts), handed to the fake engine."""
+
+from __future__ import annotations
+
+import datetime
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeEngine
+from torchimages.engine import EngineError
+from torchimages.security import allowlist, gate, layers
+from torchimages.security.model import FAILED, SECRETS, Finding, Scan
+
+REFERENCE = "torchimages-tmp/x:1"
+BASE = (("etc/os-release", b'ID=debian\nVERSION_ID="12"\n'), ("root/", None), ("root/.bashrc", b"# bash\n"))
+NETRC = b"machine pypi.example.org login user password s3cret\n"
+PEM_KEY = b"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+RSA_KEY = b"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
+SSH_KEY = b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+CERTIFICATE = b"-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIE\n-----END CERTIFICATE-----\n"
+PUBLIC_KEY = b"-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYI\n-----END PUBLIC KEY-----\n"
+
+File = tuple[str, bytes | None]  # (name in the layer, content); None: a folder
+
+
+def sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def layer(*files: File, prefix: str = "") -> bytes:
+    """A layer tarball of these files and folders, in this order (names as given, `prefix` before each)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in files:
+            info = tarfile.TarInfo(prefix + name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def tar_of(members: list[tuple[str, bytes | str]]) -> bytes:
+    """The outer archive: files (bytes) and symlinks (str: the target), in this order."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if isinstance(data, str):
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def config_of(tarballs: list[bytes]) -> bytes:
+    return json.dumps({"os": "linux", "rootfs": {"type": "layers", "diff_ids": [sha(t) for t in tarballs]}}).encode()
+
+
+def docker_26_save(tarballs: list[bytes], manifest_first: bool = False) -> bytes:
+    """Docker 25+: an OCI layout (blobs/sha256/<digest>, index.json) with manifest.json, last by default."""
+    config = config_of(tarballs)
+    blobs: list[tuple[str, bytes | str]] = [(f"blobs/sha256/{sha(t)[7:]}", t) for t in dict.fromkeys(tarballs)]
+    blobs.append((f"blobs/sha256/{sha(config)[7:]}", config))
+    entry = {"Config": f"blobs/sha256/{sha(config)[7:]}", "Layers": [f"blobs/sha256/{sha(t)[7:]}" for t in tarballs]}
+    manifest: tuple[str, bytes | str] = ("manifest.json", json.dumps([entry]).encode())
+    index: tuple[str, bytes | str] = ("index.json", b'{"schemaVersion":2,"manifests":[]}')
+    return tar_of([manifest, *blobs, index] if manifest_first else [*blobs, index, manifest])
+
+
+def docker_20_save(tarballs: list[bytes]) -> bytes:
+    """Docker 20.10: manifest.json first here, `<v1 id>/layer.tar`, a layer met twice a symlink to the first."""
+    config = config_of(tarballs)
+    names = [f"{n:064x}/layer.tar" for n in range(len(tarballs))]
+    members: list[tuple[str, bytes | str]] = [
+        ("manifest.json", json.dumps([{"Config": f"{sha(config)[7:]}.json", "Layers": names}]).encode()),
+        (f"{sha(config)[7:]}.json", config),
+    ]
+    first: dict[bytes, str] = {}
+    for name, tarball in zip(names, tarballs, strict=True):
+        members.append((name.replace("layer.tar", "json"), b'{"id":"v1"}'))
+        members.append((name, f"../{first[tarball]}" if tarball in first else tarball))
+        first.setdefault(tarball, name)
+    return tar_of(members)
+
+
+def scan(*tarballs: bytes, secret_files: tuple[Path, ...] = (), archive: bytes | None = None) -> Scan:
+    engine = FakeEngine()
+    engine.archives[REFERENCE] = archive if archive is not None else docker_26_save(list(tarballs))
+    return layers.scan(engine, REFERENCE, [(p.name, p.read_bytes()) for p in secret_files])
+
+
+def keys(result: Scan) -> list[str]:
+    assert result.scanned, result.note
+    return [f.key for f in result.findings]
+
+
+# --- the issue's case: a file a later layer deletes --------------------------------------------------------
+
+
+def test_a_netrc_a_later_layer_deletes_is_found_in_the_layer_that_holds_it() -> None:
+    base, written = layer(*BASE), layer(("root/.netrc", NETRC))
+    deleted = layer(("root/", None), ("root/.wh..netrc", b""))
+    result = scan(base, written, deleted)
+    assert result.findings == (
+        Finding(
+            SECRETS,
+            "/root/.netrc",
+            f"layer 2 of 3 ({sha(written)[:19]}), deleted in layer 3",
+            "/root/.netrc: a netrc file (logins and passwords)",
+        ),
+    )
+    assert result.note == "3 layers, 6 entries"
+
+
+def test_a_file_still_in_the_final_filesystem_says_no_deletion() -> None:
+    result = scan(layer(*BASE), layer(("root/.netrc", NETRC)), layer(("etc/motd", b"hi\n")))
+    (finding,) = result.findings
+    assert finding.subject.startswith("layer 2 of 3 (sha256:") and "deleted" not in finding.subject
+
+
+def test_an_opaque_folder_above_deletes_what_was_below_it() -> None:
+    written = layer(("home/u/.aws/credentials", b"[default]\naws_secret_access_key = x\n"))
+    result = scan(written, layer(("home/u/.wh..wh..opq", b"")))
+    (finding,) = result.findings
+    assert finding.key == "/home/u/.aws/credentials" and finding.subject.endswith(", deleted in layer 2")
+
+
+def test_a_deleted_folder_deletes_what_it_held_and_a_sibling_s_deletion_does_not() -> None:
+    written = layer(("tmp/build/a.whl", b"x"), ("home/u/.netrc", NETRC))
+    result = scan(written, layer(("tmp/.wh.build", b""), ("home/.wh.u2", b"")))
+    subjects = {f.key: f.subject for f in result.findings}
+    assert subjects["/tmp/build"].endswith("deleted in layer 2")
+    assert "deleted" not in subjects["/home/u/.netrc"]
+
+
+def test_whiteouts_are_deletions_not_findings() -> None:
+    result = scan(layer(*BASE), layer(("tmp/.wh.x", b""), ("root/.wh..cache", b""), ("tmp/.wh..wh..opq", b"")))
+    assert keys(result) == []
+
+
+# --- credentials by path ------------------------------------------------------------------------------------
+
+DOCKER_AUTH = b'{"auths":{"registry.example.org":{"auth":"dXNlcjpwYXNz"}}}'
+
+CREDENTIALS = [
+    ("root/.netrc", NETRC),
+    ("home/torch/.netrc", NETRC),
+    ("home/torch/.docker/config.json", DOCKER_AUTH),
+    ("root/.pypirc", b"[pypi]\nusername = __token__\npassword = pypi-x\n"),
+    ("home/torch/.git-credentials", b"https://user:token@github.com\n"),
+    ("root/.aws/credentials", b"[default]\naws_access_key_id = AKIA\n"),
+    ("root/.config/gcloud/application_default_credentials.json", b"{}"),
+    ("root/.config/gcloud/credentials.db", b"SQLite"),
+    ("root/.config/gcloud/access_tokens.db", b"SQLite"),
+    ("root/.config/gcloud/legacy_credentials/me@example.org/adc.json", b"{}"),
+    ("root/.azure/accessTokens.json", b"[]"),
+    ("root/.azure/msal_token_cache.json", b"{}"),
+    ("root/.azure/service_principal_entries.json", b"[]"),
+    ("root/.kube/config", b"apiVersion: v1\nusers: []\n"),
+    ("home/torch/.cache/huggingface/token", b"hf_x"),
+    ("home/torch/.cache/huggingface/stored_tokens", b"[x]\nhf_token = hf_x\n"),
+    ("home/torch/.huggingface/token", b"hf_x"),
+    ("home/torch/.config/gh/hosts.yml", b"github.com:\n    oauth_token: gho_x\n"),
+    ("home/torch/.npmrc", b"//registry.npmjs.org/:_authToken=npm_x\n"),
+    ("etc/pip.conf", b"[global]\nindex-url = https://user:pass@pypi.example.org/simple\n"),
+    ("home/torch/.config/pip/pip.conf", b"[global]\nextra-index-url = https://token@pypi.example.org/simple\n"),
+    ("opt/venv/pip.conf", b"[global]\nindex-url = https://u:p@pypi.example.org/simple\n"),
+    ("etc/uv/uv.toml", b'[[index]]\nurl = "https://user:pass@pypi.example.org/simple"\n'),
+]
+
+
+@pytest.mark.parametrize(("name", "content"), CREDENTIALS, ids=[name for name, _ in CREDENTIALS])
+def test_each_credentials_file_is_found_anywhere(name: str, content: bytes) -> None:
+    result = scan(layer(*BASE), layer((name, content)))
+    assert keys(result) == ["/" + name]
+    assert "stray" not in result.findings[0].detail  # in /root: the credentials finding, not a stray one too
+
+
+NEAR_CREDENTIALS = [
+    ("home/torch/.netrc.example", NETRC),
+    ("usr/lib/python3.11/netrc.py", b"class netrc: ...\n"),
+    ("usr/share/perl/5.36.0/CPAN/FTP/netrc.pm", b"package netrc;\n"),
+    ("home/torch/.docker/config.json", b'{"credsStore":"desktop","auths":{"registry.example.org":{}}}'),
+    ("home/torch/docker/config.json", DOCKER_AUTH),
+    ("home/torch/.aws/config", b"[default]\nregion = eu-west-1\n"),
+    ("home/torch/.kube/config.d", None),
+    ("home/torch/.kube/cache/x", b"{}"),
+    ("home/torch/.cache/huggingface/hub/x", b"model"),
+    ("opt/venv/lib/python3.11/site-packages/torch/include/ATen/ops/_make_dep_token.h", b"#pragma once\n"),
+    ("home/torch/.config/gh/hosts.yml", b"github.com:\n    user: me\n"),
+    ("home/torch/.npmrc", b"registry=https://registry.npmjs.org/\n"),
+    ("etc/pip.conf", b"[global]\nindex-url = https://pypi.example.org/simple\ncert = /etc/ssl/x.pem\n"),
+    ("etc/uv/uv.toml", b'[[index]]\nurl = "https://pypi.example.org/simple"\n# user@example.org\n'),
+]
+
+
+@pytest.mark.parametrize(("name", "content"), NEAR_CREDENTIALS, ids=[name for name, _ in NEAR_CREDENTIALS])
+def test_a_near_miss_is_no_credentials_file(name: str, content: bytes | None) -> None:
+    assert keys(scan(layer(*BASE), layer((name, content)))) == []
+
+
+def test_a_folder_named_like_a_credentials_file_is_not_one() -> None:
+    assert keys(scan(layer(("home/torch/.netrc/", None), ("home/torch/.kube/config/", None)))) == []
+
+
+def test_member_names_of_every_form_give_one_absolute_key() -> None:
+    for prefix in ("", "./", "/"):
+        assert keys(scan(layer(("home/u/.netrc", NETRC), prefix=prefix))) == ["/home/u/.netrc"]
+
+
+# --- private keys by content --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [PEM_KEY, RSA_KEY, SSH_KEY, b"# a comment\n" * 20 + PEM_KEY])
+def test_a_private_key_is_found_by_its_content_under_any_name(content: bytes) -> None:
+    result = scan(layer(("opt/app/conf/server.dat", content)))
+    (finding,) = result.findings
+    assert finding.key == "/opt/app/conf/server.dat" and finding.detail.startswith(
+        f"{finding.key}: a private key (-----BEGIN "
+    )
+
+
+@pytest.mark.parametrize(
+    "content", [CERTIFICATE, PUBLIC_KEY, b"ssh-ed25519 AAAAC3Nz me@host\n", b"see -----BEGIN PRIVATE KEY"]
+)
+def test_certificates_and_public_keys_are_no_private_keys(content: bytes) -> None:
+    assert keys(scan(layer(("etc/ssl/certs/x.pem", content)))) == []
+
+
+def test_a_private_key_is_looked_for_only_in_the_first_kb_of_a_small_file() -> None:
+    late = b"x" * layers.HEAD + PEM_KEY
+    big = PEM_KEY + b"\0" * layers.KEY_MAX
+    assert keys(scan(layer(("opt/a.key", late), ("opt/big.bin", big)))) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "opt/venv/lib/python3.11/site-packages/tornado/test/test.key",
+        "opt/venv/lib/python3.12/site-packages/urllib3/tests/certs/server.key",
+        "usr/lib/python3/dist-packages/twisted/test/server.pem",
+        "usr/lib/python3.12/test/certdata/keycert.pem",
+        "opt/python/lib/python3.11/test/keycert.pem",
+    ],
+)
+def test_the_test_keys_python_packages_ship_are_not_findings(name: str) -> None:
+    assert keys(scan(layer((name, PEM_KEY)))) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "opt/venv/lib/python3.11/site-packages/myapp/server.key",
+        "opt/venv/lib/python3.11/site-packages/tests.key",  # a file named like the folder: no test folder
+        "srv/tests/server.key",  # tests outside a Python tree
+        "etc/ssl/private/ssl-cert-snakeoil.key",  # generated at install: one key shared by every container
+    ],
+)
+def test_a_private_key_outside_python_test_data_is_found(name: str) -> None:
+    assert keys(scan(layer((name, PEM_KEY)))) == ["/" + name]
+
+
+# --- the build's own secrets by content ---------------------------------------------------------------------
+
+
+def test_a_build_secret_s_content_is_found_under_another_name(tmp_path: Path) -> None:
+    pipconf = tmp_path / "pip.conf"
+    pipconf.write_bytes(b"[global]\nindex-url = https://mirror.example.org/simple\n")
+    leaked = layer(("etc/leaked.ini", pipconf.read_bytes()), ("etc/other.ini", b"x" * pipconf.stat().st_size))
+    (finding,) = scan(layer(*BASE), leaked, secret_files=(pipconf,)).findings
+    assert (finding.key, finding.detail) == (
+        "/etc/leaked.ini",
+        "/etc/leaked.ini: the content of the build's secret pip.conf",
+    )
+    assert finding.subject.startswith("layer 2 of 2 ")
+
+
+def test_a_file_that_holds_a_secret_among_more_is_not_its_whole_content(tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(CERTIFICATE)
+    assert keys(scan(layer(("etc/ssl/certs/all.pem", CERTIFICATE * 2)), secret_files=(bundle,))) == []
+
+
+def test_an_empty_secret_file_matches_nothing(tmp_path: Path) -> None:
+    empty = tmp_path / "uv.toml"
+    empty.write_bytes(b"")
+    assert keys(scan(layer(("etc/empty", b"")), secret_files=(empty,))) == []
+
+
+# --- stray files ----------------------------------------------------------------------------------------------
+
+
+def test_stray_files_are_grouped_by_the_entry_in_tmp_var_tmp_and_root() -> None:
+    leftovers = layer(
+        ("tmp/", None),
+        ("tmp/build/", None),
+        ("tmp/build/a.whl", b"a"),
+        ("tmp/build/b.whl", b"b"),
+        ("var/tmp/notes", b"n"),
+        ("root/.cache/pip/http/x", b"c"),
+        ("root/.python_history", b"import torch\n"),
+    )
+    result = scan(layer(*BASE), leftovers)
+    details = {f.key: f.detail.removeprefix(f.key + ": ") for f in result.findings}
+    assert details == {
+        "/tmp/build": "2 stray files left in /tmp (e.g. /tmp/build/a.whl)",
+        "/var/tmp/notes": "a stray file left in /var/tmp",
+        "/root/.cache": "a stray file left in /root (e.g. /root/.cache/pip/http/x)",
+        "/root/.python_history": "a stray file left in /root",
+    }
+
+
+def test_the_distribution_s_own_files_folders_and_empty_mount_targets_are_not_stray() -> None:
+    clean = layer(
+        ("tmp/", None),
+        ("var/tmp/", None),
+        ("root/", None),
+        ("root/.bashrc", b"# bash\n"),
+        ("root/.profile", b"# profile\n"),
+        ("root/.cache/", None),
+        ("tmp/requirements.lock", b""),  # BuildKit's stub where a file was bind-mounted
+        ("tmp/empty/", None),
+        ("home/torch/.bashrc", b"# bash\n"),
+        ("var/tmpfiles", b"not /var/tmp"),
+        ("rootfs/x", b"not /root"),
+    )
+    assert keys(scan(clean)) == []
+
+
+def test_a_stray_symlink_is_a_leftover_too() -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        info = tarfile.TarInfo("tmp/current")
+        info.type, info.linkname = tarfile.SYMTYPE, "/opt/build"
+        tar.addfile(info)
+    assert keys(scan(out.getvalue())) == ["/tmp/current"]
+
+
+# --- the archive ----------------------------------------------------------------------------------------------
+
+
+def test_findings_are_in_layer_order_whatever_order_the_blobs_come_in() -> None:
+    tarballs = [layer(("home/a/.netrc", NETRC)), layer(*BASE), layer(("home/b/.netrc", NETRC))]
+    for archive in (docker_26_save(tarballs), docker_26_save(tarballs, manifest_first=True)):
+        result = scan(archive=archive)
+        assert [(f.key, f.subject[:11]) for f in result.findings] == [
+            ("/home/a/.netrc", "layer 1 of "),
+            ("/home/b/.netrc", "layer 3 of "),
+        ]
+
+
+def test_the_docker_20_10_layout_is_read_through_its_links() -> None:
+    written = layer(("home/u/.netrc", NETRC))
+    tarballs = [layer(*BASE), written, layer(("etc/motd", b"1")), written]
+    result = scan(archive=docker_20_save(tarballs))
+    assert [f.subject for f in result.findings] == [
+        f"layer 2 of 4 ({sha(written)[:19]})",
+        f"layer 4 of 4 ({sha(written)[:19]})",
+    ]
+
+
+def test_an_empty_layer_is_read_as_one() -> None:
+    result = scan(layer(*BASE), bytes(1024), layer(("home/u/.netrc", NETRC)))
+    assert result.scanned and result.findings[0].subject.startswith("layer 3 of 3 ")
+
+
+def test_a_gzip_layer_is_read() -> None:
+    assert keys(scan(gzip.compress(layer(("home/u/.netrc", NETRC))))) == ["/home/u/.netrc"]
+
+
+def test_a_zstd_layer_is_not_scanned_and_said_never_clean() -> None:
+    zstd = b"\x28\xb5\x2f\xfd" + b"\0" * 600
+    result = scan(layer(("home/u/.netrc", NETRC)), zstd)
+    assert not result.scanned and "layer 2 of 2" in result.note and "zstd" in result.note
+    assert [f.key for f in result.findings] == ["/home/u/.netrc"]  # what was read is still said
+
+
+def test_an_archive_without_manifest_or_cut_short_is_not_scanned() -> None:
+    no_manifest = tar_of([(f"blobs/sha256/{'1' * 64}", layer(*BASE))])
+    assert "no manifest.json" in scan(archive=no_manifest).note
+    cut = docker_26_save([layer(*BASE, ("opt/big", b"x" * 100_000))])[:60_000]
+    result = scan(archive=cut)
+    assert not result.scanned and "could not be read" in result.note
+
+
+def test_an_engine_failure_is_an_engine_error() -> None:
+    engine = FakeEngine()
+    with pytest.raises(EngineError, match="no image"):
+        layers.scan(engine, REFERENCE, ())
+    engine.archives[REFERENCE] = docker_26_save([layer(*BASE)])
+    engine.export_error = EngineError("`docker save` failed: context canceled")
+    with pytest.raises(EngineError, match="context canceled"):
+        layers.scan(engine, REFERENCE, ())
+
+
+def test_the_gate_fails_an_image_with_a_leftover_and_the_allowlist_lets_it_through() -> None:
+    engine = FakeEngine()
+    engine.archives[REFERENCE] = docker_26_save([layer(*BASE), layer(("root/.netrc", NETRC))])
+    today = datetime.date(2026, 12, 1)
+    others = frozenset({"os-updates", "python"})
+    options = gate.GateOptions(skip=others, today=today)
+    (result, _, _) = gate.run(engine, "2.13.0-cpu-runtime", REFERENCE, options)
+    assert result.status == FAILED
+    assert (
+        result.failing[0].startswith("secrets: layer 2 of 2 (sha256:")
+        and "): /root/.netrc: a netrc" in result.failing[0]
+    )
+    entry = allowlist.Entry(SECRETS, "/root/.netrc", "a test fixture", datetime.date(2027, 1, 1))
+    options = gate.GateOptions(entries=(entry,), skip=others, today=today)
+    (allowed, _, _) = gate.run(engine, "2.13.0-cpu-runtime", REFERENCE, options)
+    assert allowed.status == "passed" and allowed.allowed[0].finding.key == "/root/.netrc"
