@@ -251,4 +251,3 @@ def _tail(text: str, lines: int = 3) -> str:
 
 def _not_scanned(why: str) -> Scan:
     return Scan(OS_UPDATES, scanned=False, note=why)
-
