@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from torchimages.building.readings import INSTALLED_PROBE
 from torchimages.building.references import TEMP_REPOSITORY
-from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo
+from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo, ShellResult
 from torchimages.probes import MARK, probe_source
 from torchimages.security.python import PACKAGES_PROBE
 
@@ -170,6 +170,8 @@ class FakeEngine:
         self.gpu_runtime = gpu_runtime
         self.python_output = python_output  # when set, every run_python prints this (a scripted probe)
         self.python_error = python_error  # when set, every run_python raises it
+        self.shell_answer: ShellResult | EngineError | None = None  # what every run_shell returns (or raises)
+        self.shells: list[tuple[str, str, str, str | None, float]] = []  # (reference, script, user, network, timeout)
         self.calls: list[tuple[str, Any]] = []
         self.images: dict[str, dict[str, str]] = {}  # reference -> labels
         self.truth: dict[str, Raw] = {}  # reference -> what the image holds (the probe's answer)
@@ -308,6 +310,17 @@ class FakeEngine:
             torch = self.truth.get(reference, {}).get("torch", "unknown")
             return f"# OS packages\ngcc=12.2.0-14\n# Python packages\ntorch=={torch}\n"
         raise AssertionError(f"the fake engine knows no such probe: {args!r:.200}")
+
+    def run_shell(
+        self, reference: str, script: str, *, user: str = "", network: str | None = None, timeout_s: float = 600.0
+    ) -> ShellResult:
+        self.calls.append(("run_shell", (reference, user, network)))
+        self.shells.append((reference, script, user, network, timeout_s))
+        if isinstance(self.shell_answer, EngineError):
+            raise self.shell_answer
+        if self.shell_answer is None:  # a test not about the script: the check that runs it says "not scanned"
+            raise EngineError("the fake engine was given no run_shell answer (shell_answer)")
+        return self.shell_answer
 
     def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
         self.calls.append(("start_container", (reference, gpus, shm_size, tuple(run_args))))

@@ -1,7 +1,7 @@
 """The container engine: the only package that talks to Docker.
 
     types.py          the `Engine` protocol the rest of the tool uses, its requests, answers and errors
-    requests.py       command lines: a BuildKit build of one target, a long-running test container
+    requests.py       command lines: a BuildKit build of one target, a long-running test container, a script
     process.py        commands in their own process group, stopped as a whole on cancel; one's output streamed
     push.py           push retries: transient errors only, exponential backoff
     zstd_push.py      pushes with zstd layers: docker save by id, proven, an OCI layout uploaded by skopeo
@@ -23,7 +23,7 @@ from torchimages.engine.docker_engine import (
 )
 from torchimages.engine.process import CANCEL_GRACE_S, CANCEL_POLL_S, run_cancellable, stop_group
 from torchimages.engine.push import PUSH_BACKOFF_S, PUSH_TRIES, push_with_retries, transient
-from torchimages.engine.requests import BuildClient, build_command, run_command, split_run_args
+from torchimages.engine.requests import BuildClient, build_command, run_command, shell_command, split_run_args
 from torchimages.engine.types import (
     BUILTIN_CACHE_EXPORTS,
     BUILTIN_CACHE_IMPORTS,
@@ -38,6 +38,7 @@ from torchimages.engine.types import (
     HistoryEntry,
     ImageInfo,
     ProbeError,
+    ShellResult,
     cache_problem,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "HistoryEntry",
     "ImageInfo",
     "ProbeError",
+    "ShellResult",
     "build_command",
     "cache_problem",
     "engine_address",
@@ -73,6 +75,7 @@ __all__ = [
     "push_with_retries",
     "run_cancellable",
     "run_command",
+    "shell_command",
     "split_run_args",
     "stop_group",
     "stored_size",

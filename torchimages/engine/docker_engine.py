@@ -22,7 +22,7 @@ from torchimages.engine import zstd_push
 from torchimages.engine.discovery import find_build_client, takes_named_contexts
 from torchimages.engine.process import run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
-from torchimages.engine.requests import BuildClient, build_command, run_command
+from torchimages.engine.requests import BuildClient, build_command, run_command, shell_command
 from torchimages.engine.types import (
     HOW_TO_GET_AN_ENGINE,
     HOW_TO_GET_BUILDKIT,
@@ -32,6 +32,7 @@ from torchimages.engine.types import (
     HistoryEntry,
     ImageInfo,
     ProbeError,
+    ShellResult,
     cache_problem,
 )
 
@@ -74,6 +75,16 @@ def _loopback(reference: str) -> bool:
     first = reference.split("/", 1)[0] if "/" in reference else ""
     host = first.rsplit(":", 1)[0] if ":" in first else first
     return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+
+
+DOCKER_RUN_FAILED = 125  # `docker run`'s status when docker itself failed (the container did not run)
+
+
+def _text(output: bytes | str | None) -> str:
+    """A process's captured output as text (undecodable bytes replaced)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
@@ -326,6 +337,29 @@ class DockerEngine:
             with contextlib.suppress(self._errors.DockerException, *CONNECTION_ERRORS):
                 self.sdk.containers.get(name).remove(force=True)
         return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+
+    def run_shell(
+        self, reference: str, script: str, *, user: str = "", network: str | None = None, timeout_s: float = 600.0
+    ) -> ShellResult:
+        """Through the docker CLI (`docker run --rm`); at the time limit the client is killed and the container
+        removed. Exit status 125 is docker's own failure (no such image, a network that is not there)."""
+        name = f"torchimages-shell-{uuid.uuid4().hex[:10]}"
+        cmd = shell_command(self.docker_cli, reference, name, script, user=user, network=network)
+        try:
+            result = subprocess.run(cmd, capture_output=True, check=False, timeout=timeout_s)
+        except OSError as exc:
+            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
+        except subprocess.TimeoutExpired as exc:
+            self.remove_container(name)
+            return ShellResult(-1, _text(exc.stdout), _text(exc.stderr), timed_out=True)
+        except BaseException:  # interrupted: the container may be running still
+            self.remove_container(name)
+            raise
+        stderr = _text(result.stderr)
+        if result.returncode == DOCKER_RUN_FAILED:
+            self.remove_container(name)
+            raise EngineError(f"could not run a container of {reference}: {stderr.strip()[-2000:] or 'exit 125'}")
+        return ShellResult(result.returncode, _text(result.stdout), stderr)
 
     def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
         """Through the docker CLI (the SDK takes no CLI options, and `run_args` are CLI options)."""

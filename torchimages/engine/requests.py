@@ -1,4 +1,5 @@
-"""Command lines for the engine's clients: a BuildKit build of one target, a long-running test container."""
+"""Command lines for the engine's clients: a BuildKit build of one target, a long-running test container, a
+shell script in a throwaway container."""
 
 from __future__ import annotations
 
@@ -71,6 +72,17 @@ def run_command(
     if gpus:
         cmd += ["--gpus", "all"]
     return [*cmd, *run_args, reference, "sleep", "infinity"]
+
+
+def shell_command(
+    docker: str, reference: str, name: str, script: str, *, user: str = "", network: str | None = None
+) -> list[str]:
+    """The `docker run` of a throwaway container that runs `script` with /bin/sh, whatever the image's
+    entrypoint: as `user` (empty: the image's), on `network` (None: none), never pulling the image."""
+    cmd = [docker, "run", "--rm", "--name", name, "--pull", "never", "--network", network or "none"]
+    if user:
+        cmd += ["--user", user]
+    return [*cmd, "--entrypoint", "/bin/sh", reference, "-c", script]
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,17 @@ class ImageInfo:
 
 
 @dataclass(frozen=True)
+class ShellResult:
+    """What a shell script in a throwaway container did: its exit status and output; `timed_out` when it was
+    stopped at its time limit (`status` is then -1 and the output what it wrote until then)."""
+
+    status: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
 class HistoryEntry:
     """One step of an image's history (`docker image history`): the instruction and the bytes its layer adds."""
 
@@ -197,6 +208,15 @@ class Engine(Protocol):
 
     def run_python(self, reference: str, args: list[str]) -> str:
         """Run the image's `python` with args in a throwaway container without network; its stdout."""
+        ...
+
+    def run_shell(
+        self, reference: str, script: str, *, user: str = "", network: str | None = None, timeout_s: float = 600.0
+    ) -> ShellResult:
+        """Run `script` with the image's /bin/sh (its entrypoint overridden) in a throwaway container, as
+        `user` (`0:0`; empty: the image's own USER), on `network` (a `docker run --network` value: `default`,
+        `host`, a network's name; None: no network); stopped and removed after `timeout_s` seconds. Its exit
+        status and output; EngineError when the engine could not run it (no such image, no engine)."""
         ...
 
     def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:

@@ -1,12 +1,253 @@
-"""Installed OS packages with a newer version in the security suite of the image's own apt sources
-(placeholder: being written)."""
+"""Installed OS packages with a newer version in the security suite of the image's own apt sources.
+
+In a throwaway container of the image, as root (images run as a non-root USER) and on the build's network,
+apt reads the image's own configuration and sources (sources.list and sources.list.d, one-line and deb822
+alike: apt parses them), refreshes the package lists into a scratch folder (images carry none, and nothing
+depends on lists left in one) and answers three questions: which package indexes the sources name
+(`apt-get indextargets`), which indexes it could read (`apt-cache policy`), and each installed package's
+version table (`apt-cache policy PKG...`, newest version first, the installed one marked `***`). A package
+is pending when a version above the installed one comes from the security suite, `<codename>-security`
+(VERSION_CODENAME of os-release: bookworm-security, noble-security), recognised by the suite an index's
+sources entry names or by the codename of its Release file (a `stable-security` entry counts).
+
+Where it cannot look the scan says why and is never clean (scanned=False): no apt in the image, no codename,
+the security index not read (the archive did not answer: apt's own errors are in the note), apt failing,
+the time bound passed. Sources without the security suite at all are not scanned either, rather than checked
+against the distribution's standard security archive: its host would be a mirror the image's configuration
+does not name (the project takes mirrors from configuration only), and an image that cannot see its own
+security updates is what the gate should report (`--require-scan` fails it), not quietly repair.
+
+apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
+the container at TIME_LIMIT_S: the check never hangs a build.
+"""
 
 from __future__ import annotations
 
-from torchimages.engine import Engine
-from torchimages.security.model import OS_UPDATES, Scan
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from torchimages.engine import Engine, ShellResult
+from torchimages.security.model import OS_UPDATES, Finding, Scan
+
+UPDATE_LIMIT_S = 240  # the package lists' refresh (`timeout`, where the image has it)
+TIME_LIMIT_S = 300  # the whole container: then it is stopped and removed
+ROOT = "0:0"  # by number: an image's /etc/passwd may name root otherwise, or not at all
+DEFAULT_NETWORK = "default"  # the engine's default bridge, where the build names no network
+MARK = "### "
+
+# POSIX sh, as in a minbase (no xargs, no python). Each answer under its own `### name` line.
+SCRIPT = rf"""export LC_ALL=C
+echo '{MARK}os-release'
+cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null
+for tool in apt-get apt-cache dpkg-query; do
+  command -v "$tool" >/dev/null 2>&1 || {{ echo '{MARK}no-apt'; exit 0; }}
+done
+scratch=$(mktemp -d) || exit 1
+trap 'rm -rf "$scratch"' EXIT
+chmod 755 "$scratch" && mkdir -p "$scratch/lists/partial" "$scratch/cache/archives/partial" || exit 1
+set -- -o "Dir::State::Lists=$scratch/lists" -o "Dir::Cache=$scratch/cache" -o Acquire::Languages=none \
+  -o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30
+echo '{MARK}targets'
+apt-get "$@" indextargets --no-release-info --format '$(RELEASE) $(DESCRIPTION)' 'Identifier: Packages' 2>&1
+limit=
+command -v timeout >/dev/null 2>&1 && limit="timeout {UPDATE_LIMIT_S}"
+echo '{MARK}update'
+$limit apt-get "$@" update 2>&1
+echo "{MARK}update-status $?"
+echo '{MARK}files'
+apt-cache "$@" policy 2>&1
+echo '{MARK}installed'
+apt-cache "$@" policy $(dpkg-query -W -f '${{db:Status-Status}} ${{binary:Package}}\n' | sed -n 's/^installed //p') 2>&1
+echo "{MARK}policy-status $?"
+"""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One row of a package's version table: the version, whether it is the installed one, and the package
+    indexes it comes from (as apt names them: `URI SUITE/COMPONENT ARCH Packages`)."""
+
+    version: str
+    installed: bool
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A package's version table (`apt-cache policy PKG`), newest version first."""
+
+    package: str
+    versions: tuple[Version, ...]
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """A package index apt read (`apt-cache policy`'s package files): its name and its Release fields (n=...)."""
+
+    name: str
+    release: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An installed package with a newer version in the security suite."""
+
+    package: str
+    installed: str
+    newer: str
+    suite: str
+
+    def finding(self) -> Finding:
+        key = self.package.split(":", 1)[0]  # what an allowlist entry names: the package, not its architecture
+        return Finding(OS_UPDATES, key, f"{self.package} {self.installed}", f"newer in {self.suite}: {self.newer}")
 
 
 def scan(engine: Engine, reference: str, network: str | None) -> Scan:
-    """The pending security updates of `reference` (see the module)."""
-    return Scan(OS_UPDATES, scanned=False, note="not written yet")
+    """The pending security updates of `reference` (see the module); `network` the build's (None: the default
+    bridge). EngineError when no container could run (the gate says it could not run)."""
+    result = engine.run_shell(
+        reference, SCRIPT, user=ROOT, network=network or DEFAULT_NETWORK, timeout_s=float(TIME_LIMIT_S)
+    )
+    return read(result)
+
+
+def read(result: ShellResult) -> Scan:
+    """The scan that the script's answer gives: the pending updates, or why it could not look."""
+    if result.timed_out:
+        return _not_scanned(f"apt did not finish within {TIME_LIMIT_S} s (the archive did not answer in time)")
+    parts = sections(result.stdout)
+    if "no-apt" in parts:
+        return _not_scanned("the image has no apt (apt-get, apt-cache, dpkg-query): not a Debian or Ubuntu image")
+    if "installed" not in parts or result.status != 0:
+        return _not_scanned(f"the scan script failed (exit {result.status}): {_tail(result.stderr or result.stdout)}")
+    name = codename(parts.get("os-release", ""))
+    if not name:
+        return _not_scanned("/etc/os-release names no VERSION_CODENAME, so no security suite to look in")
+    suite = f"{name}-security"
+    files = index_files(parts.get("files", ""))
+    security = {f.name for f in files if _is_suite(f, suite)}
+    if not security:
+        named = [r for r, _ in targets(parts.get("targets", "")) if r == suite or r.endswith("-security")]
+        if not named:
+            return _not_scanned(
+                f"the image's apt sources name no {suite} suite, so its security updates cannot be seen "
+                f"(add {suite} to the image's sources)"
+            )
+        return _not_scanned(f"{suite} did not answer: {_apt_errors(parts.get('update', ''), suite)}")
+    status = parts.get("policy-status", "0").strip()
+    tables = version_tables(parts["installed"])
+    if status != "0" or not tables:
+        return _not_scanned(f"apt-cache policy failed (exit {status}): {_tail(parts['installed'])}")
+    found = pending(tables, security, suite)
+    return Scan(OS_UPDATES, tuple(p.finding() for p in found), note=f"{len(tables)} packages against {suite}")
+
+
+def sections(output: str) -> dict[str, str]:
+    """The script's answers by name: the text under each `### name` line; a value on that line (`###
+    update-status 0`) is the section's text."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in output.splitlines():
+        if line.startswith(MARK):
+            name, _, value = line[len(MARK) :].strip().partition(" ")
+            current = found.setdefault(name, [])
+            if value:
+                current.append(value)
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines) for name, lines in found.items()}
+
+
+def codename(os_release: str) -> str:
+    """VERSION_CODENAME of an os-release file (UBUNTU_CODENAME where it is missing); empty when neither."""
+    fields = {}
+    for line in os_release.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep:
+            fields[key] = value.strip().strip("'\"")
+    return fields.get("VERSION_CODENAME") or fields.get("UBUNTU_CODENAME") or ""
+
+
+def targets(text: str) -> list[tuple[str, str]]:
+    """`apt-get indextargets --format '$(RELEASE) $(DESCRIPTION)'`: each package index the sources name, as
+    (suite, description)."""
+    rows = [line.strip().partition(" ") for line in text.splitlines()]
+    return [(suite, description) for suite, _, description in rows if suite and description.endswith("Packages")]
+
+
+_FILE = re.compile(r"^ (-?\d+) (\S.*)$")  # ` 500 http://deb.debian.org/debian bookworm/main amd64 Packages`
+_RELEASE = re.compile(r"^ {2,}release (\S+)$")  # `     release v=12,o=Debian,n=bookworm,...`
+
+
+def index_files(text: str) -> list[IndexFile]:
+    """The package files of `apt-cache policy` (no package named), each with its Release fields."""
+    files: list[IndexFile] = []
+    for line in text.splitlines():
+        if line.startswith("Pinned packages:"):
+            break
+        if match := _FILE.match(line):
+            files.append(IndexFile(match.group(2), {}))
+        elif (match := _RELEASE.match(line)) and files:
+            fields = dict(item.partition("=")[::2] for item in match.group(1).split(","))
+            files[-1] = IndexFile(files[-1].name, fields)
+    return files
+
+
+_PACKAGE = re.compile(r"^(\S+):$")  # `libc6:`, `libc6:i386:`
+_VERSION = re.compile(r"^ (\*\*\*| {3}) (\S+) -?\d+(?: .*)?$")  # ` *** 2.36-9+deb12u7 500`, `     1.2 500 (phased 10%)`
+_SOURCE = re.compile(r"^ {6,}-?\d+ (\S.*)$")  # `        500 http://... bookworm-security/main amd64 Packages`
+
+
+def version_tables(text: str) -> list[Table]:
+    """The version tables of `apt-cache policy PKG...`, in its order (each table newest version first)."""
+    tables: list[tuple[str, list[Version]]] = []
+    for line in text.splitlines():
+        if match := _PACKAGE.match(line):
+            tables.append((match.group(1), []))
+        elif tables and (match := _VERSION.match(line)):
+            tables[-1][1].append(Version(match.group(2), match.group(1) == "***", ()))
+        elif tables and tables[-1][1] and (match := _SOURCE.match(line)):
+            last = tables[-1][1][-1]
+            tables[-1][1][-1] = Version(last.version, last.installed, (*last.sources, match.group(1)))
+    return [Table(name, tuple(versions)) for name, versions in tables]
+
+
+def pending(tables: Iterable[Table], security: set[str], suite: str) -> list[Pending]:
+    """The installed packages with a version above the installed one from a `security` index: the newest such.
+    A table is newest first, so the versions before the installed one are the newer ones; a package not
+    installed (no `***` row) is none."""
+    found = []
+    for table in tables:
+        rows = list(table.versions)
+        here = next((i for i, v in enumerate(rows) if v.installed), None)
+        if here is None:
+            continue
+        newer = next((v for v in rows[:here] if security.intersection(v.sources)), None)
+        if newer is not None:
+            found.append(Pending(table.package, rows[here].version, newer.version, suite))
+    return found
+
+
+def _is_suite(index: IndexFile, suite: str) -> bool:
+    """Whether a package index is the suite's: its Release's codename, or the suite its sources entry names
+    (`URI SUITE/COMPONENT ARCH Packages`)."""
+    words = index.name.split()
+    named = words[1].split("/", 1)[0] if len(words) > 1 else ""
+    return index.release.get("n") == suite or named == suite
+
+
+def _apt_errors(update: str, suite: str, most: int = 3) -> str:
+    """apt's own words on what failed (its W: and E: lines), those naming the suite first."""
+    said = [line.strip() for line in update.splitlines() if line.startswith(("W:", "E:"))]
+    said = sorted(said, key=lambda line: suite not in line)
+    return "; ".join(line[:300] for line in said[:most]) or "apt read no index of it (no error said)"
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    last = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " | ".join(last)[-600:] or "no output"
+
+
+def _not_scanned(why: str) -> Scan:
+    return Scan(OS_UPDATES, scanned=False, note=why)
