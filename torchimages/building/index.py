@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from torchimages.building.progress import Progress
 from torchimages.combination import INPUT_DIGEST_LABEL, PLATFORM_LABEL, Image
-from torchimages.engine import Engine
+from torchimages.engine import Engine, shared_annotations
 
 
 def pushed_digest(engine: Engine, image: Image) -> str | None:
@@ -33,14 +33,24 @@ def publish(engine: Engine, first: Image, images: Sequence[Image], progress: Pro
     if unknown:
         return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
     progress.update(first.tag, "index")
-    return written(engine, first, {image: str(digest) for image, digest in digests.items()})
+    infos = [engine.inspect(image.platform_reference) for image in images]
+    annotations = index_annotations([info.labels for info in infos if info is not None])
+    return written(engine, first, {image: str(digest) for image, digest in digests.items()}, annotations)
 
 
-def written(engine: Engine, first: Image, digests: dict[Image, str]) -> list[str]:
-    """Write the index of the images at `digests` (in the registry) under `first`'s names, read each back and
-    pull each image back; the problems."""
+def index_annotations(labels: Sequence[dict[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The index's annotations: the OCI labels (`org.opencontainers.image.*`) its images all carry alike, as
+    each was built (source, revision, created, version, licenses, base.name, base.digest, title, ...)."""
+    return tuple(shared_annotations(labels).items())
+
+
+def written(
+    engine: Engine, first: Image, digests: dict[Image, str], annotations: Sequence[tuple[str, str]] = ()
+) -> list[str]:
+    """Write the index of the images at `digests` (in the registry) under `first`'s names, `annotations` on it,
+    read each back and pull each image back; the problems."""
     sources = [f"{image.repository}@{digest}" for image, digest in digests.items()]
-    problems = engine.create_index(first.repository, first.names, sources)
+    problems = engine.create_index(first.repository, first.names, sources, annotations)
     if problems:
         return problems
     wanted = {image.platform: str(digest) for image, digest in digests.items()}
@@ -69,7 +79,7 @@ def join(engine: Engine, images: Sequence[Image]) -> list[str]:
     """Write the index of one flavor's images of every platform from their copies in the registry, each under its
     own tag (`<tag>-<arch>`, which only a verified image gets): each is pulled and must carry this plan's input
     digest and platform (the same inputs, verified where it was built); the problems (none: the index is there)."""
-    problems, digests = [], {}
+    problems, digests, labels = [], {}, []
     for image in images:
         errors = engine.pull(image.platform_reference)
         info = engine.inspect(image.platform_reference) if not errors else None
@@ -87,4 +97,5 @@ def join(engine: Engine, images: Sequence[Image]) -> list[str]:
             problems.append(f"{image.platform_reference}: the engine recorded no digest of it in {image.repository}")
             continue
         digests[image] = digest
-    return problems or written(engine, images[0], digests)
+        labels.append(info.labels)
+    return problems or written(engine, images[0], digests, index_annotations(labels))
