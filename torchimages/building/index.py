@@ -33,8 +33,8 @@ def publish(engine: Engine, first: Image, images: Sequence[Image], progress: Pro
     if unknown:
         return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
     progress.update(first.tag, "index")
-    infos = [engine.inspect(image.platform_reference) for image in images]
-    annotations = index_annotations([info.labels for info in infos if info is not None])
+    labels = [engine.labels(image.platform_reference) for image in images]
+    annotations = index_annotations([found for found in labels if found is not None])
     return written(engine, first, {image: str(digest) for image, digest in digests.items()}, annotations)
 
 

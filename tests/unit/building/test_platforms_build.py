@@ -103,6 +103,8 @@ def test_the_index_is_written_once_both_platforms_passed_and_read_back(
     assert [c for c, a in engine.calls if c == "index_manifests"] == ["index_manifests"] * len(names)
     assert engine.pulled == [f"{REPOSITORY}@{digest}" for digest in wanted.values()]
     assert f"{REPOSITORY}:{tag} names the index of linux/amd64 and linux/arm64" in outcomes[0].detail
+    # the index is annotated with the OCI labels both platforms' images carry alike (here: the build's `--label`s)
+    assert engine.index_annotations == [(("org.opencontainers.image.created", "2026-11-29T00:00:00Z"),)]
 
 
 def test_a_platform_that_fails_verification_leaves_no_index(selection: list[plan.Selected], tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ files differ), the creation time from SOURCE_DATE_EPOCH; the same `--label`s in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -117,11 +117,15 @@ def test_the_labels_leave_out_what_is_unknown() -> None:
     )
 
 
-MATRIX = "repository: example/pytorch\nmatrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}\n"
+MATRIX = """\
+repository: example/pytorch
+matrix:
+  include:
+    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}
+"""
 
 
-def test_a_build_sets_created_revision_and_source_by_label(write_matrix: object) -> None:
-    assert callable(write_matrix)
+def test_a_build_sets_created_revision_and_source_by_label(write_matrix: Callable[[str], Path]) -> None:
     (chosen,) = plan.select(plan.load(write_matrix(MATRIX)), [])
     image = chosen.combination.image("runtime")
     options = requests.BuildOptions(
