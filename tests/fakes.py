@@ -20,7 +20,15 @@ from typing import IO, Any
 
 from torchimages.building.readings import INSTALLED_PROBE
 from torchimages.building.references import TEMP_REPOSITORY
-from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry, ImageInfo, ShellResult
+from torchimages.engine import (
+    BuildRequest,
+    CacheSpec,
+    EngineError,
+    HistoryEntry,
+    ImageInfo,
+    SbomAttestation,
+    ShellResult,
+)
 from torchimages.probes import MARK, probe_source
 from torchimages.security.python import PACKAGES_PROBE
 
@@ -183,6 +191,8 @@ class FakeEngine:
         self.manifests: dict[str, str] = {}  # repository:tag pushed -> its manifest digest in the registry
         self.indexes: dict[str, dict[str, str]] = {}  # repository:tag -> the index there (platform -> digest)
         self.index_errors: list[str] = []  # create_index's errors
+        self.index_annotations: list[tuple[tuple[str, str], ...]] = []  # each create_index's annotations
+        self.sbom = SbomAttestation(False, "a fake engine keeps no attestations")
         self.platform_of: dict[str, str] = {}  # manifest digest -> its image's platform (by the build that made it)
         self.built: list[BuildRequest] = []
         self.imported: list[tuple[str, tuple[str, ...], int]] = []  # (reference, changes, bytes of the tar)
@@ -249,6 +259,10 @@ class FakeEngine:
             if holds is not None:
                 self.truth[request.reference] = holds
         return self.build_status
+
+    def sbom_attestation(self) -> SbomAttestation:
+        self.calls.append(("sbom_attestation", None))
+        return self.sbom
 
     def named_contexts(self) -> bool:
         self.calls.append(("named_contexts", None))
@@ -374,8 +388,15 @@ class FakeEngine:
             errors += refused
         return errors
 
-    def create_index(self, repository: str, names: Sequence[str], sources: Sequence[str]) -> list[str]:
+    def create_index(
+        self,
+        repository: str,
+        names: Sequence[str],
+        sources: Sequence[str],
+        annotations: Sequence[tuple[str, str]] = (),
+    ) -> list[str]:
         self.calls.append(("create_index", (repository, tuple(names), tuple(sources))))
+        self.index_annotations.append(tuple(annotations))
         if self.index_errors:
             return list(self.index_errors)
         digests = [source.rsplit("@", 1)[1] for source in sources]

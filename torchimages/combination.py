@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchimages import platforms as platform_names
+from torchimages import registry
 from torchimages.compat import Installer, OsRelease
 from torchimages.problems import Problem
 from torchimages.sizes import SizeBudget
@@ -182,6 +183,25 @@ class Combination:
         """What the devel target is built on: `runtime` (toolkit from wheels, or none) or an nvidia/cuda image."""
         return self.toolkit.image if self.toolkit.provider == "image" else "runtime"
 
+    def base_of(self, flavor: str) -> RegistryBase | None:
+        """The registry image a flavor's chain of stages starts FROM: the OS base for runtime and for a devel built
+        on runtime, the nvidia/cuda image for a devel built on that; None for a bootstrapped base (a local image,
+        named by its inherited io.torchimages.bootstrap.* labels instead)."""
+        image = self.toolkit.image if flavor == "devel" and self.toolkit.provider == "image" else self.os.image
+        if image == self.os.image and self.os.provider != "registry":
+            return None
+        found = next((base for base in self.registry_bases if base.reference == image), None)
+        return found or RegistryBase(image, image)  # a plan names every base (bases.apply); a bare combination not
+
+    def base_labels(self, flavor: str) -> dict[str, str]:
+        """`org.opencontainers.image.base.name` (the base's full name, as the knowledge base names it, not its
+        mirror's) and `base.digest` (the digest the bases lock pins, where it does) of a flavor's image."""
+        base = self.base_of(flavor)
+        if base is None:
+            return {}
+        labels = {"org.opencontainers.image.base.name": registry.full_name(base.name)}
+        return labels | ({"org.opencontainers.image.base.digest": base.digest} if base.digest else {})
+
     def nvidia_environment(self) -> dict[str, str]:
         """Variables for the NVIDIA container toolkit (see `nvidia_environment`)."""
         return nvidia_environment(self.cuda)
@@ -232,7 +252,9 @@ class Combination:
         }
 
     def labels(self, flavor: str, input_digest: str, platform: str = platform_names.DEFAULT) -> dict[str, str]:
-        """Image labels: OCI annotations plus every version (as `platform`'s image holds them) and the input digest."""
+        """Image labels: OCI annotations plus every version (as `platform`'s image holds them) and the input digest;
+        all static, written in the Dockerfile's LABEL (what changes per commit or build is set at build time:
+        building/provenance.py)."""
         companions = self.companion_versions(platform)
         versions = {
             "flavor": flavor,
@@ -253,6 +275,7 @@ class Combination:
             ),
             "org.opencontainers.image.version": self.torch,
             "org.opencontainers.image.licenses": "BSD-3-Clause",
+            **self.base_labels(flavor),
             **{f"{LABEL_PREFIX}.{k}": v for k, v in versions.items()},
             INPUT_DIGEST_LABEL: input_digest,
         }

@@ -110,6 +110,14 @@ SETTINGS = (
     Setting("TORCHIMAGES_MIRROR", "mirror", "", "distribution mirror for bootstrapped bases (--mirror)", BUILDS),
     Setting("TORCHIMAGES_CACHE_FROM", "words", "", "BuildKit cache sources, space-separated (--cache-from)", BUILDS),
     Setting("TORCHIMAGES_CACHE_TO", "words", "", "BuildKit cache exports, space-separated (--cache-to)", BUILDS),
+    Setting(
+        "TORCHIMAGES_SOURCE_URL",
+        "text",
+        "",
+        "the images' org.opencontainers.image.source label (default: the git remote `origin` of the repository of "
+        "the images folder; credentials are stripped either way)",
+        ("build", "bake"),
+    ),
     Setting("TORCHIMAGES_SYFT", "path", "", "the syft binary for the SBOMs of --report", ("build", "test")),
     Setting(
         "TORCHIMAGES_THROUGHPUT_OUT",

@@ -91,14 +91,15 @@ def torch_minor(combination: Combination) -> str:
 
 
 def target(entry: Entry, cache: Cache) -> dict[str, Any]:
-    """One image's bake target: the build request's fields, the image's labels, cache settings."""
+    """One image's bake target: the build request's fields, the image's labels and the build's own (`--label`'s:
+    created, revision, source), cache settings."""
     request, name = entry.request, target_name(entry.image)
     definition: dict[str, Any] = {
         "context": str(request.context),
         "dockerfile": str(_relative(request.dockerfile, request.context)),
         "target": request.target,
         "tags": [request.reference],
-        "labels": entry.image.label_map(),
+        "labels": dict(sorted({**entry.image.label_map(), **dict(request.labels)}.items())),
         "secret": [f"id={secret_id},src={path}" for secret_id, path in request.secrets],
     }
     if request.network:
@@ -111,6 +112,8 @@ def target(entry: Entry, cache: Cache) -> dict[str, Any]:
         definition["args"] = dict(request.build_args)
     if request.platform:
         definition["platforms"] = [request.platform]
+    if request.sbom:
+        definition["attest"] = ["type=sbom"]
 
     def placed(values: tuple[str, ...]) -> list[str]:
         return [value.replace(TAG_PLACEHOLDER, entry.image.tag).replace(TARGET_PLACEHOLDER, name) for value in values]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from torchimages.building import signatures
 from torchimages.building.progress import Progress
 from torchimages.combination import INPUT_DIGEST_LABEL, PLATFORM_LABEL, Image
-from torchimages.engine import Engine
+from torchimages.engine import Engine, shared_annotations
 from torchimages.security.signing import Signer
 
 
@@ -44,16 +44,26 @@ def publish(
     if unknown:
         return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
     progress.update(first.tag, "index")
-    problems = written(engine, first, {image: str(digest) for image, digest in digests.items()})
+    labels = [engine.labels(image.platform_reference) for image in images]
+    annotations = index_annotations([found for found in labels if found is not None])
+    problems = written(engine, first, {image: str(digest) for image, digest in digests.items()}, annotations)
     wanted = {image.platform: str(digest) for image, digest in digests.items()}
     return problems or signatures.sign_index(first, wanted, signer, cancelled, progress)
 
 
-def written(engine: Engine, first: Image, digests: dict[Image, str]) -> list[str]:
-    """Write the index of the images at `digests` (in the registry) under `first`'s names, read each back and
-    pull each image back; the problems."""
+def index_annotations(labels: Sequence[dict[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The index's annotations: the OCI labels (`org.opencontainers.image.*`) its images all carry alike, as
+    each was built (source, revision, created, version, licenses, base.name, base.digest, title, ...)."""
+    return tuple(shared_annotations(labels).items())
+
+
+def written(
+    engine: Engine, first: Image, digests: dict[Image, str], annotations: Sequence[tuple[str, str]] = ()
+) -> list[str]:
+    """Write the index of the images at `digests` (in the registry) under `first`'s names, `annotations` on it,
+    read each back and pull each image back; the problems."""
     sources = [f"{image.repository}@{digest}" for image, digest in digests.items()]
-    problems = engine.create_index(first.repository, first.names, sources)
+    problems = engine.create_index(first.repository, first.names, sources, annotations)
     if problems:
         return problems
     wanted = {image.platform: str(digest) for image, digest in digests.items()}
@@ -85,7 +95,7 @@ def join(
     own tag (`<tag>-<arch>`, which only a verified image gets): each is pulled and must carry this plan's input
     digest and platform (the same inputs, verified where it was built); with a `signer`, sign the index by its
     digest (`progress` says so); the problems (none: the index is there)."""
-    problems, digests = [], {}
+    problems, digests, labels = [], {}, []
     for image in images:
         errors = engine.pull(image.platform_reference)
         info = engine.inspect(image.platform_reference) if not errors else None
@@ -103,7 +113,8 @@ def join(
             problems.append(f"{image.platform_reference}: the engine recorded no digest of it in {image.repository}")
             continue
         digests[image] = digest
-    problems = problems or written(engine, images[0], digests)
+        labels.append(info.labels)
+    problems = problems or written(engine, images[0], digests, index_annotations(labels))
     if problems or signer is None:
         return problems
     wanted = {image.platform: str(digest) for image, digest in digests.items()}

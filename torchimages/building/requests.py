@@ -14,9 +14,10 @@ from pathlib import Path
 from torchimages import platforms, values
 from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
+from torchimages.building.provenance import Provenance, provenance_labels
 from torchimages.building.wheels import PYPI, Served, WheelSources, secret_file
 from torchimages.combination import Combination, Image
-from torchimages.engine import BuildRequest, CacheSpec, Engine
+from torchimages.engine import NOT_ASKED, BuildRequest, CacheSpec, Engine, SbomAttestation
 from torchimages.planning.plan import Selected
 from torchimages.problems import Problem
 from torchimages.security.signing import Signer
@@ -50,6 +51,14 @@ class BuildOptions:
     source_date_epoch: int | None = None
     # `--sign-key`: each pushed digest (every image, every index) signed with cosign; None: none signed.
     signer: Signer | None = None
+    # Where the Dockerfiles come from (repository URL, commit): the images' source and revision labels.
+    provenance: Provenance = field(default_factory=Provenance)
+    # Whether builds attach buildx's SBOM attestation, and why (engine.sbom_attestation): `note` says it.
+    sbom: SbomAttestation = NOT_ASKED
+
+    def epoch(self, combination: Combination) -> int:
+        """The SOURCE_DATE_EPOCH of the combination's builds: this option's, else the combination's own."""
+        return combination.source_date_epoch if self.source_date_epoch is None else self.source_date_epoch
 
 
 def build_request(
@@ -82,14 +91,10 @@ def build_request(
         cache_from=tuple(spec.for_tag(image.tag) for spec in options.cache_from),
         cache_to=tuple(spec.for_tag(image.tag) for spec in options.cache_to),
         contexts=((RUNTIME_STAGE, runtime),) if runtime else (),
-        build_args=(
-            (
-                "SOURCE_DATE_EPOCH",
-                str(combination.source_date_epoch if options.source_date_epoch is None else options.source_date_epoch),
-            ),
-        ),
+        build_args=(("SOURCE_DATE_EPOCH", str(options.epoch(combination))),),
         platform=image.platform if combination.multi_platform else None,
-        labels=platform_labels(combination, image),
+        labels=build_labels(options, combination, image),
+        sbom=options.sbom.attached,
     )
 
 
@@ -104,6 +109,13 @@ def platform_labels(combination: Combination, image: Image) -> tuple[tuple[str, 
     flavor's first platform's image): another platform's input digest and platform, set by `--label`."""
     written = combination.image(image.flavor).label_map()
     return tuple((k, v) for k, v in image.labels if written.get(k) != v)
+
+
+def build_labels(options: BuildOptions, combination: Combination, image: Image) -> tuple[tuple[str, str], ...]:
+    """Every `--label` of an image's build: those its Dockerfile's LABEL lacks (`platform_labels`), then what
+    varies per commit or build (`provenance_labels`: created, revision, source), which touches its configuration
+    only (no layer, no input digest)."""
+    return (*platform_labels(combination, image), *provenance_labels(options.provenance, options.epoch(combination)))
 
 
 def shared_names(selected: Sequence[Selected]) -> list[Problem]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 from torchimages import settings
 from torchimages.cli import common, preflight
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         compression=args.compression,
         cache_from=common.cache_specs("--cache-from", args.cache_from),
         cache_to=common.cache_specs("--cache-to", args.cache_to),
+        provenance=common.provenance(loaded.images_dir),
     )
     common.check_sources(options.sources)
     common.check_names(chosen)
@@ -75,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
     options = dataclasses.replace(options, signer=common.signer(sign_key, engine, chosen))
+    options = dataclasses.replace(options, sbom=engine.sbom_attestation())
+    print(f"SBOM attestation: {options.sbom.note}", file=sys.stderr)
     junit_dir = common.start_outputs(args.log_dir, args.report)
     build = common.make_builder(args, engine, options, shown, junit_dir, gate)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))

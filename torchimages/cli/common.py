@@ -21,6 +21,7 @@ from torchimages.smoke import SUITES
 
 if TYPE_CHECKING:
     from torchimages.building import builder, requests
+    from torchimages.building.provenance import Provenance
     from torchimages.combination import Image
     from torchimages.engine import CacheSpec, DockerEngine
     from torchimages.reporting.session import Finished
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from torchimages.security.signing import Signer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SOURCE_URL_SETTING = "TORCHIMAGES_SOURCE_URL"  # the images' source label, instead of the git remote's
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, the status a shell reports for a writer whose reader left
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError"]
@@ -48,6 +50,18 @@ def select(args: argparse.Namespace, loaded: planning.Plan, in_full: bool = Fals
     elif problems:
         print(counted(problems, getattr(args, "prog", None) or "build.py"), file=sys.stderr)
     return chosen
+
+
+def provenance(images_dir: Path) -> Provenance:
+    """Where the images' Dockerfiles come from (their source and revision labels): TORCHIMAGES_SOURCE_URL, else
+    the git remote of the repository holding `images_dir`, and its commit. UsageError for a setting that is not a
+    URL of a host (its value is not echoed: it may hold a token)."""
+    from torchimages.building.provenance import of_repository
+
+    try:
+        return of_repository(images_dir, settings.text(SOURCE_URL_SETTING))
+    except ValueError as exc:
+        raise UsageError(f"{SOURCE_URL_SETTING} {exc}") from None
 
 
 def counted(problems: Sequence[Problem], prog: str) -> str:

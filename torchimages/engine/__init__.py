@@ -6,12 +6,21 @@
     push.py           push retries: transient errors only, exponential backoff
     zstd_push.py      pushes with zstd layers: docker save by id, proven, an OCI layout uploaded by skopeo
     discovery.py      a docker client that builds with BuildKit; one that runs `docker buildx`
+    attestation.py    buildx's SBOM attestation (where the engine keeps one), OCI annotations from labels
     docker_engine.py  `DockerEngine`: the protocol through the docker SDK and a BuildKit CLI client
 
 The docker SDK is imported only when a `DockerEngine` connects. Unit tests use an in-memory fake with the
 same methods (tests/fakes.py).
 """
 
+from torchimages.engine.attestation import (
+    NOT_ASKED,
+    SbomAttestation,
+    oci_annotations,
+    sbom_attestation,
+    shared_annotations,
+    uses_containerd_store,
+)
 from torchimages.engine.discovery import BUILDKIT_PROBE, find_build_client, find_buildx, takes_named_contexts
 from torchimages.engine.docker_engine import (
     CONNECTION_ERRORS,
@@ -23,7 +32,14 @@ from torchimages.engine.docker_engine import (
 )
 from torchimages.engine.process import CANCEL_GRACE_S, CANCEL_POLL_S, run_cancellable, stop_group
 from torchimages.engine.push import PUSH_BACKOFF_S, PUSH_TRIES, push_with_retries, transient
-from torchimages.engine.requests import BuildClient, build_command, run_command, shell_command, split_run_args
+from torchimages.engine.requests import (
+    BuildClient,
+    build_command,
+    index_command,
+    run_command,
+    shell_command,
+    split_run_args,
+)
 from torchimages.engine.types import (
     BUILTIN_CACHE_EXPORTS,
     BUILTIN_CACHE_IMPORTS,
@@ -52,6 +68,7 @@ __all__ = [
     "CONNECTION_ERRORS",
     "HOW_TO_GET_AN_ENGINE",
     "HOW_TO_GET_BUILDKIT",
+    "NOT_ASKED",
     "PUSH_BACKOFF_S",
     "PUSH_TRIES",
     "TAG_PLACEHOLDER",
@@ -65,6 +82,7 @@ __all__ = [
     "HistoryEntry",
     "ImageInfo",
     "ProbeError",
+    "SbomAttestation",
     "ShellResult",
     "build_command",
     "cache_problem",
@@ -72,13 +90,18 @@ __all__ = [
     "engine_facts",
     "find_build_client",
     "find_buildx",
+    "index_command",
+    "oci_annotations",
     "push_with_retries",
     "run_cancellable",
     "run_command",
+    "sbom_attestation",
+    "shared_annotations",
     "shell_command",
     "split_run_args",
     "stop_group",
     "stored_size",
     "takes_named_contexts",
     "transient",
+    "uses_containerd_store",
 ]

@@ -19,10 +19,11 @@ from typing import IO, Any
 
 from torchimages import settings, values
 from torchimages.engine import zstd_push
+from torchimages.engine.attestation import SbomAttestation, sbom_attestation, uses_containerd_store
 from torchimages.engine.discovery import find_build_client, takes_named_contexts
 from torchimages.engine.process import run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
-from torchimages.engine.requests import BuildClient, build_command, run_command, shell_command
+from torchimages.engine.requests import BuildClient, build_command, index_command, run_command, shell_command
 from torchimages.engine.types import (
     HOW_TO_GET_AN_ENGINE,
     HOW_TO_GET_BUILDKIT,
@@ -222,15 +223,33 @@ class DockerEngine:
             return
         builtin, name = True, "docker build (DOCKER_BUILDKIT=1)"
         if client.buildx:
-            found = subprocess.run(
-                [client.docker, "buildx", "inspect"], capture_output=True, text=True, env=client.environment()
-            )
-            driver = re.search(r"^Driver:\s*(\S+)", found.stdout, re.MULTILINE)
-            builtin = driver is None or driver.group(1) == "docker"
-            name = f"docker buildx ({driver.group(1) if driver else 'unknown'} driver)"
+            driver = self._driver()
+            builtin = driver is None or driver == "docker"
+            name = f"docker buildx ({driver or 'unknown'} driver)"
         problem = cache_problem(cache_from, cache_to, builtin, name)
         if problem:
             raise EngineError(problem)
+
+    def _driver(self) -> str | None:
+        """The driver of buildx's current builder (`docker`, `docker-container`, ...), None when it names none."""
+        client = self.build_client
+        try:
+            found = subprocess.run(
+                [client.docker, "buildx", "inspect"], capture_output=True, text=True, env=client.environment()
+            )
+        except OSError:
+            return None
+        driver = re.search(r"^Driver:\s*(\S+)", found.stdout, re.MULTILINE)
+        return driver.group(1) if driver else None
+
+    def sbom_attestation(self) -> SbomAttestation:
+        """From the build client (found first), its builder's driver and `docker info`'s image store."""
+        client = self.build_client
+        if not client.buildx:
+            return sbom_attestation(False, None, False)
+        with self._failures("asking the engine for its image store"):
+            info = self.sdk.info()
+        return sbom_attestation(True, self._driver(), uses_containerd_store(info))
 
     def named_contexts(self) -> bool:
         """Whether builds take named build contexts (found on first use: a probe build)."""
@@ -466,12 +485,15 @@ class DockerEngine:
                 f"{action} failed: the Docker engine at {engine_address()} does not answer ({_short(exc)})"
             ) from None
 
-    def create_index(self, repository: str, names: Sequence[str], sources: Sequence[str]) -> list[str]:
+    def create_index(
+        self,
+        repository: str,
+        names: Sequence[str],
+        sources: Sequence[str],
+        annotations: Sequence[tuple[str, str]] = (),
+    ) -> list[str]:
         """`docker buildx imagetools create`: the registry copies nothing, it only gets the index."""
-        cmd = [self.build_client.docker, "buildx", "imagetools", "create"]
-        for name in names:
-            cmd += ["--tag", f"{repository}:{name}"]
-        cmd += list(sources)
+        cmd = index_command(self.build_client.docker, repository, names, sources, annotations)
         try:
             result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as exc:

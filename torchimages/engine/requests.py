@@ -134,7 +134,26 @@ def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
         cmd += ["--label", f"{name}={value}"]
     for name, value in request.contexts:
         cmd += ["--build-context", f"{name}={value}"]
+    if request.sbom and client.buildx:
+        cmd.append("--sbom=true")
     return [*cmd, *_cache_options(client, request), str(request.context)]
+
+
+def index_command(
+    docker: str,
+    repository: str,
+    names: Sequence[str],
+    sources: Sequence[str],
+    annotations: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """`docker buildx imagetools create`: the index of `sources` under each of `names`, each annotation on the
+    index itself (`--annotation index:KEY=VALUE`, buildx 0.12 and later)."""
+    cmd = [docker, "buildx", "imagetools", "create"]
+    for name in names:
+        cmd += ["--tag", f"{repository}:{name}"]
+    for key, value in annotations:
+        cmd += ["--annotation", f"index:{key}={value}"]
+    return [*cmd, *sources]
 
 
 def _cache_options(client: BuildClient, request: BuildRequest) -> list[str]:

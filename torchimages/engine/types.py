@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from torchimages import values
+from torchimages.engine.attestation import SbomAttestation
 
 HOW_TO_GET_AN_ENGINE = (
     "start a Docker engine (dockerd) and make sure `docker info` answers; on Debian/Ubuntu: "
@@ -54,6 +55,7 @@ class BuildRequest:
     build_args: tuple[tuple[str, str], ...] = ()  # (`--build-arg NAME=VALUE`), e.g. SOURCE_DATE_EPOCH
     platform: str | None = None  # `--platform` (linux/arm64); None: the engine's own
     labels: tuple[tuple[str, str], ...] = ()  # (`--label NAME=VALUE`): over the Dockerfile's LABEL of the same name
+    sbom: bool = False  # `--sbom=true` (buildx only: attestation.sbom_attestation says where it is kept)
 
 
 # BuildKit cache types (`type=` of buildx's --cache-from/--cache-to), and what the engine's built-in BuildKit
@@ -182,6 +184,11 @@ class Engine(Protocol):
         stopped, its client gone) once `cancelled` is set."""
         ...
 
+    def sbom_attestation(self) -> SbomAttestation:
+        """Whether builds attach buildx's SBOM attestation, and why (not): attestation.sbom_attestation of what
+        the build client, its builder and the engine's image store are."""
+        ...
+
     def named_contexts(self) -> bool:
         """Whether builds take named build contexts (`BuildRequest.contexts`): buildx, and a BuildKit whose
         Dockerfile frontend knows them (Docker 23 and later; not 20.10's)."""
@@ -248,9 +255,16 @@ class Engine(Protocol):
         first proves that what it uploads is the image the tags name, and uploads nothing when it is not."""
         ...
 
-    def create_index(self, repository: str, names: Sequence[str], sources: Sequence[str]) -> list[str]:
+    def create_index(
+        self,
+        repository: str,
+        names: Sequence[str],
+        sources: Sequence[str],
+        annotations: Sequence[tuple[str, str]] = (),
+    ) -> list[str]:
         """Write, in the registry, one index (OCI image index or Docker manifest list) of the pushed images
-        `sources` (references) under each of `names` (tags of `repository`); the errors (none on success)."""
+        `sources` (references) under each of `names` (tags of `repository`), with `annotations` on the index;
+        the errors (none on success)."""
         ...
 
     def index_manifests(self, reference: str) -> dict[str, str] | None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from torchimages.engine.attestation import oci_annotations
 from torchimages.engine.types import EngineError, ImageInfo
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -209,15 +210,31 @@ def write_layout(archive: IO[bytes], verified: ImageInfo, folder: Path, compress
             f"({', '.join(d[:19] for d in verified.layers)}): not pushed"
         )
     (blobs / config_digest.removeprefix("sha256:")).write_bytes(config)
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": len(config)},
-            "layers": [{"mediaType": ZSTD_LAYER, "digest": d, "size": s} for d, s in layers],
-        },
-        separators=(",", ":"),
-    ).encode()
+    manifest = json.dumps(manifest_document(config_digest, len(config), layers, verified.labels), separators=(",", ":"))
+    return _finish(folder, work, manifest.encode(), config_digest, layers, diff_ids)
+
+
+def manifest_document(
+    config_digest: str, config_size: int, layers: Sequence[tuple[str, int]], labels: dict[str, str]
+) -> dict[str, object]:
+    """The OCI image manifest of the layout: the configuration, the zstd layers, and the image's OCI labels as its
+    annotations (`org.opencontainers.image.*`: what `docker push` of the classic store cannot carry)."""
+    document: dict[str, object] = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": config_size},
+        "layers": [{"mediaType": ZSTD_LAYER, "digest": d, "size": s} for d, s in layers],
+    }
+    if annotations := oci_annotations(labels):
+        document["annotations"] = annotations
+    return document
+
+
+def _finish(
+    folder: Path, work: Path, manifest: bytes, config_digest: str, layers: list[tuple[str, int]], diff_ids: list[str]
+) -> Layout:
+    """Write the manifest, the layout's index.json and oci-layout, drop the work folder."""
+    blobs = folder / "blobs" / "sha256"
     manifest_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     (blobs / manifest_digest.removeprefix("sha256:")).write_bytes(manifest)
     descriptor = {

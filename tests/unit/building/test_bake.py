@@ -12,6 +12,7 @@ import pytest
 
 from tests import golden
 from torchimages.building import bake, references, requests
+from torchimages.building.provenance import Provenance
 from torchimages.building.wheels import Served, WheelSources
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination
 from torchimages.planning import plan
@@ -46,6 +47,9 @@ def selected(write_matrix: Callable[[str], Path]) -> list[plan.Selected]:
     return [plan.Selected(fixed_digests(s.combination), fixed_digests(s.combination).images) for s in chosen]
 
 
+PROVENANCE = Provenance("https://git.example.org/team/torchimages", "0123456789abcdef0123456789abcdef01234567")
+
+
 def entries(selected: list[plan.Selected], **options: object) -> list[bake.Entry]:
     opts = requests.BuildOptions(images_dir=Path("images"), log_dir=Path("logs"), **options)  # type: ignore[arg-type]
     return [
@@ -69,7 +73,8 @@ def entries(selected: list[plan.Selected], **options: object) -> list[bake.Entry
 
 def test_golden_bake_file(selected: list[plan.Selected]) -> None:
     """The reviewed bake file; UPDATE_GOLDEN=1 rewrites it."""
-    text = json.dumps(bake.bake_file(entries(selected, ca_cert=Path("ca.pem"))), indent=2) + "\n"
+    made = entries(selected, ca_cert=Path("ca.pem"), provenance=PROVENANCE)
+    text = json.dumps(bake.bake_file(made), indent=2) + "\n"
     golden.check(GOLDEN, text)
 
 
@@ -91,7 +96,9 @@ def test_targets_carry_no_public_tag_and_build_what_build_builds(selected: list[
             "id=cacert,src=ca.pem",
         ]
         assert target["network"] == "host"
-        assert target["labels"] == entry.image.label_map()
+        # the Dockerfile's labels and the build's own (`--label` of `build`): the same labels in every build path
+        assert target["labels"] == entry.image.label_map() | dict(entry.request.labels)
+        assert dict(entry.request.labels)["org.opencontainers.image.created"] == "2026-11-29T00:00:00Z"
         assert "cache-from" not in target and "cache-to" not in target
 
 

@@ -76,11 +76,13 @@ def test_each_platform_is_built_for_itself_with_its_own_labels(selection: list[p
     amd64, arm64 = engine.built
     assert (amd64.platform, arm64.platform) == ("linux/amd64", "linux/arm64")
     image = selection[0].combination.image("runtime", "linux/arm64")
+    created = "org.opencontainers.image.created"
     assert dict(arm64.labels) == {
         "io.torchimages.input-digest": image.input_digest,
         "io.torchimages.platform": "linux/arm64",
+        created: "2026-11-29T00:00:00Z",  # the build's SOURCE_DATE_EPOCH, every platform's
     }
-    assert amd64.labels == ()  # the Dockerfile's LABEL is linux/amd64's
+    assert amd64.labels == ((created, "2026-11-29T00:00:00Z"),)  # the Dockerfile's LABEL has linux/amd64's rest
 
 
 def test_the_index_is_written_once_both_platforms_passed_and_read_back(
@@ -101,6 +103,8 @@ def test_the_index_is_written_once_both_platforms_passed_and_read_back(
     assert [c for c, a in engine.calls if c == "index_manifests"] == ["index_manifests"] * len(names)
     assert engine.pulled == [f"{REPOSITORY}@{digest}" for digest in wanted.values()]
     assert f"{REPOSITORY}:{tag} names the index of linux/amd64 and linux/arm64" in outcomes[0].detail
+    # the index is annotated with the OCI labels both platforms' images carry alike (here: the build's `--label`s)
+    assert engine.index_annotations == [(("org.opencontainers.image.created", "2026-11-29T00:00:00Z"),)]
 
 
 def test_a_platform_that_fails_verification_leaves_no_index(selection: list[plan.Selected], tmp_path: Path) -> None:

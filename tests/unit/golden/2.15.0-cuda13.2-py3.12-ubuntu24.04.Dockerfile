@@ -160,6 +160,7 @@ LABEL io.torchimages.cuda="13.2" \
       io.torchimages.torch="2.15.0" \
       io.torchimages.torchaudio="2.11.1+cu132" \
       io.torchimages.torchvision="none" \
+      org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04" \
       org.opencontainers.image.description="PyTorch 2.15.0, CUDA 13.2, Python 3.12 on ubuntu24.04" \
       org.opencontainers.image.licenses="BSD-3-Clause" \
       org.opencontainers.image.title="PyTorch 2.15.0 (runtime)" \

@@ -265,3 +265,40 @@ def test_lock_check_fails_for_a_base_the_lock_lacks_or_the_registry_cannot_say(
     del serving[TOOLKIT]
     code, _, err = cli("lock", "--bases", "--check", "--matrix", str(path))
     assert code == 1 and f"{TOOLKIT}: manifest unknown" in err
+
+
+BASE_NAME, BASE_DIGEST = "org.opencontainers.image.base.name", "org.opencontainers.image.base.digest"
+
+
+def test_each_image_names_its_registry_base_and_its_locked_digest(write_matrix: Callable[[str], Path]) -> None:
+    """runtime: the OS base; devel on an nvidia/cuda image: that image; by their full names, not the mirror's, with
+    the digest of the lock; a label of the Dockerfile, which leaves the input digest as the lock made it."""
+    path = write_matrix("base_registry: mirror.example.com/hub\n" + UBUNTU)
+    unlocked = {i.flavor: i.label_map() for i in plan.load(path).combinations[0].images}
+    assert (unlocked["runtime"][BASE_NAME], BASE_DIGEST in unlocked["runtime"]) == (
+        "docker.io/library/ubuntu:24.04",
+        False,
+    )
+    assert unlocked["devel"][BASE_NAME] == "docker.io/nvidia/cuda:13.0.3-devel-ubuntu24.04"
+    write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
+    (combination,) = plan.load(path).combinations
+    runtime, devel = combination.image("runtime").label_map(), combination.image("devel").label_map()
+    assert (runtime[BASE_NAME], runtime[BASE_DIGEST]) == ("docker.io/library/ubuntu:24.04", OS_DIGEST)
+    assert (devel[BASE_NAME], devel[BASE_DIGEST]) == ("docker.io/nvidia/cuda:13.0.3-devel-ubuntu24.04", TOOLKIT_DIGEST)
+    text = dockerfile(plan.load(path))
+    assert f'org.opencontainers.image.base.digest="{OS_DIGEST}"' in text
+    assert f'org.opencontainers.image.base.digest="{TOOLKIT_DIGEST}"' in text
+
+
+def test_a_devel_on_runtime_names_the_os_base_and_a_bootstrapped_base_is_named_by_its_own_labels(
+    write_matrix: Callable[[str], Path],
+) -> None:
+    cpu = write_matrix("matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: ubuntu24.04}\n")
+    write_lock(cpu, {"ubuntu:24.04": OS_DIGEST})
+    (combination,) = plan.load(cpu).combinations
+    assert combination.devel_from == "runtime"
+    for flavor in ("runtime", "devel"):
+        labels = combination.image(flavor).label_map()
+        assert (labels[BASE_NAME], labels[BASE_DIGEST]) == ("docker.io/library/ubuntu:24.04", OS_DIGEST)
+    (debian,) = plan.load(write_matrix(DEBIAN)).combinations  # a local image: no name of a registry's, no digest
+    assert not [k for i in debian.images for k in i.label_map() if k.startswith("org.opencontainers.image.base.")]

@@ -1,0 +1,169 @@
+"""What built an image, in its OCI labels: the source URL without credentials, the commit (`-dirty` when tracked
+files differ), the creation time from SOURCE_DATE_EPOCH; the same `--label`s in `build` and bake."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from torchimages.building import provenance, requests
+from torchimages.building.provenance import Provenance
+from torchimages.building.wheels import Served
+from torchimages.engine import BuildClient, build_command
+from torchimages.planning import plan
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+SERVED = Served("https://pypi.example/simple", (), (), needs_host_network=False)
+
+
+@pytest.mark.parametrize(
+    ("url", "public"),
+    [
+        ("https://github.com/team/torchimages.git", "https://github.com/team/torchimages"),
+        ("https://x-access-token:ghp_SECRET@github.com/team/torchimages.git", "https://github.com/team/torchimages"),
+        ("https://oauth2:glpat-SECRET@gitlab.example.org:8443/team/ti/", "https://gitlab.example.org:8443/team/ti"),
+        ("https://user@git.example.org/team/ti?private_token=SECRET#main", "https://git.example.org/team/ti"),
+        ("git@github.com:team/torchimages.git", "https://github.com/team/torchimages"),
+        ("ssh://git@git.example.org:2222/team/ti.git", "https://git.example.org/team/ti"),
+        ("git+ssh://git@git.example.org/team/ti", "https://git.example.org/team/ti"),
+        ("http://[::1]:3000/team/ti", "http://[::1]:3000/team/ti"),
+        ("git://git.example.org/team/ti.git", "git://git.example.org/team/ti"),
+        ("  https://github.com/team/ti\n", "https://github.com/team/ti"),
+        # a machine's path, or no host: absent, never baked into a label
+        ("/home/someone/src/torchimages", None),
+        ("../torchimages", None),
+        ("file:///home/someone/src/torchimages.git", None),
+        ("C:/src/torchimages", None),
+        ("https:///team/ti", None),
+        ("ftp://git.example.org/team/ti", None),
+        ("https://git.example.org/team/ti with space", None),
+        ("https://git.example.org:99999/team/ti", None),
+        ("", None),
+    ],
+)
+def test_a_source_url_keeps_no_credentials_and_no_local_path(url: str, public: str | None) -> None:
+    assert provenance.public_url(url) == public
+
+
+def test_revision_is_the_commit_and_says_dirty() -> None:
+    assert provenance.revision(COMMIT, dirty=False) == COMMIT
+    assert provenance.revision(COMMIT, dirty=True) == f"{COMMIT}-dirty"
+    assert provenance.revision(None, dirty=True) is None
+
+
+@pytest.mark.parametrize(
+    ("epoch", "text"),
+    [(0, "1970-01-01T00:00:00Z"), (1795910400, "2026-11-29T00:00:00Z"), (1700000001, "2023-11-14T22:13:21Z")],
+)
+def test_created_is_rfc3339_utc_of_source_date_epoch(epoch: int, text: str) -> None:
+    assert provenance.created(epoch) == text
+
+
+def fake_git(answers: dict[tuple[str, ...], str | None]) -> provenance.Git:
+    def git(folder: Path, args: Sequence[str]) -> str | None:
+        assert folder == Path("repo/images")
+        return answers.get(tuple(args))
+
+    return git
+
+
+HEAD = ("rev-parse", "--verify", "HEAD^{commit}")
+STATUS = ("status", "--porcelain", "--untracked-files=no")
+ORIGIN = ("remote", "get-url", "origin")
+
+
+def test_provenance_of_a_clean_checkout() -> None:
+    git = fake_git({HEAD: COMMIT, STATUS: "", ORIGIN: "https://ci:SECRET@github.com/team/torchimages.git"})
+    found = provenance.of_repository(Path("repo/images"), git=git)
+    assert found == Provenance("https://github.com/team/torchimages", COMMIT)
+
+
+def test_provenance_of_a_dirty_checkout_with_one_remote_not_named_origin() -> None:
+    git = fake_git(
+        {
+            HEAD: COMMIT,
+            STATUS: " M images/2.13.0-cpu-py3.11-debian12/Dockerfile",
+            ("remote",): "upstream",
+            ("remote", "get-url", "upstream"): "git@git.example.org:team/ti.git",
+        }
+    )
+    assert provenance.of_repository(Path("repo/images"), git=git) == Provenance(
+        "https://git.example.org/team/ti", f"{COMMIT}-dirty"
+    )
+
+
+def test_provenance_where_git_says_less() -> None:
+    nothing = fake_git({})  # no git, or not a repository: nothing known
+    assert provenance.of_repository(Path("repo/images"), git=nothing) == Provenance(None, None)
+    configured = provenance.of_repository(Path("repo/images"), "https://t:SECRET@h.example.org/a/b.git", nothing)
+    assert configured == Provenance("https://h.example.org/a/b", None)
+    unreadable = fake_git({HEAD: COMMIT, ORIGIN: "/srv/git/ti.git"})  # status failed: no revision; a path: no source
+    assert provenance.of_repository(Path("repo/images"), git=unreadable) == Provenance(None, None)
+    two_remotes = fake_git({HEAD: COMMIT, STATUS: "", ("remote",): "a\nb"})
+    assert provenance.of_repository(Path("repo/images"), git=two_remotes) == Provenance(None, COMMIT)
+
+
+def test_a_configured_source_that_is_no_url_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ValueError) as refused:
+        provenance.of_repository(Path("repo/images"), "/home/someone/SECRET", fake_git({}))
+    assert "SECRET" not in str(refused.value)
+
+
+def test_the_labels_leave_out_what_is_unknown() -> None:
+    assert provenance.provenance_labels(Provenance(), 0) == (
+        ("org.opencontainers.image.created", "1970-01-01T00:00:00Z"),
+    )
+
+
+MATRIX = """\
+repository: example/pytorch
+matrix:
+  include:
+    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}
+"""
+
+
+def test_a_build_sets_created_revision_and_source_by_label(write_matrix: Callable[[str], Path]) -> None:
+    (chosen,) = plan.select(plan.load(write_matrix(MATRIX)), [])
+    image = chosen.combination.image("runtime")
+    options = requests.BuildOptions(
+        Path("images"),
+        Path("logs"),
+        source_date_epoch=1700000001,
+        provenance=Provenance("https://github.com/team/torchimages", f"{COMMIT}-dirty"),
+    )
+    request = requests.build_request(
+        options, chosen.combination, image, "tmp/x:1", SERVED, Path("pip.conf"), Path("uv.toml")
+    )
+    assert request.labels == (
+        ("org.opencontainers.image.created", "2023-11-14T22:13:21Z"),
+        ("org.opencontainers.image.revision", f"{COMMIT}-dirty"),
+        ("org.opencontainers.image.source", "https://github.com/team/torchimages"),
+    )
+    assert ("SOURCE_DATE_EPOCH", "1700000001") in request.build_args  # the same time as the image's Created
+    cmd = build_command(BuildClient(("docker", "buildx", "build"), ()), request)
+    assert "--sbom=true" not in cmd
+    at = cmd.index("--label")
+    assert cmd[at : at + 6] == [
+        "--label",
+        "org.opencontainers.image.created=2023-11-14T22:13:21Z",
+        "--label",
+        f"org.opencontainers.image.revision={COMMIT}-dirty",
+        "--label",
+        "org.opencontainers.image.source=https://github.com/team/torchimages",
+    ]
+    default = requests.build_request(
+        requests.BuildOptions(Path("images"), Path("logs")),
+        chosen.combination,
+        image,
+        "tmp/x:1",
+        SERVED,
+        Path("pip.conf"),
+        Path("uv.toml"),
+    )
+    # the combination's own SOURCE_DATE_EPOCH (the knowledge base's source_date, the Dockerfile's ARG default)
+    epoch = chosen.combination.source_date_epoch
+    assert default.labels == (("org.opencontainers.image.created", provenance.created(epoch)),)
+    assert default.build_args == (("SOURCE_DATE_EPOCH", str(epoch)),)
