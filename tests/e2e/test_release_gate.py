@@ -4,8 +4,8 @@ security suite, then passes them once allowlisted, the allowlist in the report, 
 there, the image pushed to a loopback registry and signed; `verify-signature` checks it; `outdated` says the
 image is stale without the allowlist and current with it.
 
-The old packages are real (as in test_os_updates.py): a base FROM the bootstrapped one installs libssl3 and
-libexpat1 at the main suite's versions (`PKG/bookworm`, the last point release) where bookworm-security has
+The old packages are real (as in test_os_updates.py): a base FROM the bootstrapped one installs unzip and zip
+at the main suite's versions (`PKG/bookworm`, the last point release) where bookworm-security has
 newer ones; the image's Dockerfile (rendered, then its FROM pointed at that base) keeps them.
 """
 
@@ -34,7 +34,7 @@ from .conftest import CPU, remove_repository, require, run_cli, start_registry
 pytestmark = pytest.mark.e2e
 
 PASSWORD = "e2e-gate-password"
-OLD_PACKAGES = ("libssl3", "libexpat1")
+OLD_PACKAGES = ("unzip", "zip")  # no package the image installs depends on them: they stay old
 OLD_BASE = """\
 FROM {base} AS old
 RUN apt-get update \\
