@@ -5,6 +5,7 @@ exactly those: exit 1 when any is."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from torchimages import values
 from torchimages.cli import common
@@ -27,6 +28,11 @@ def options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the network the OS check's container uses to read the image's apt sources (default: the engine's)",
     )
+    parser.add_argument(
+        "--tags",
+        action="store_true",
+        help="print the stale images' tags alone, one per line (the details go to stderr): for a job's loop",
+    )
     shared.security_gate(parser, skip=False)
     shared.engine(parser)
 
@@ -42,8 +48,11 @@ def run(args: argparse.Namespace) -> int:
     for s in chosen:
         for image in s.images:
             found = staleness.check(engine, s.combination, image, checks, pull=args.pull)
-            print("\n".join(found.lines()), flush=True)
+            print("\n".join(found.lines()), file=sys.stderr if args.tags else sys.stdout, flush=True)
+            if args.tags and found.stale:
+                print(image.own_tag, flush=True)
             stale += found.stale
     total = sum(len(s.images) for s in chosen)
-    print(f"{stale} of {total} images stale" + (": rebuild them (build.py build <tag>)" if stale else ""))
+    said = f"{stale} of {total} images stale" + (": rebuild them (build.py build <tag>)" if stale else "")
+    print(said, file=sys.stderr if args.tags else sys.stdout)
     return EXIT_FAILED if stale else EXIT_OK

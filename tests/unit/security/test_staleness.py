@@ -102,6 +102,8 @@ def test_the_command_exits_1_when_any_is_stale_and_2_on_a_bad_allowlist(
     monkeypatch.setattr(engine_package, "DockerEngine", lambda docker_cli=None: fake)
     code, out, _ = cli("outdated")
     assert code == 1 and "2 of 2 images stale" in out and "not there" in out
+    code, out, err = cli("outdated", "--tags")  # for a job's loop: the stale tags alone on stdout
+    assert code == 1 and out.split() == ["2.13.0-cpu-devel", "2.13.0-cpu-runtime"] and "not there" in err
     (tmp_path / "security-allowlist.yaml").write_text("entries:\n  - {check: python}\n")
     fake.calls.clear()
     code, _, err = cli("outdated")
