@@ -147,7 +147,7 @@ def security_options(args: argparse.Namespace, network: str | None = None) -> Ga
     entries = allowlist.read(path, required=args.allowlist is not None)
     skipped = getattr(args, "skip_check", [])
     skip = frozenset(CHECKS) if "all" in skipped else frozenset(skipped)
-    return GateOptions(entries, str(path), skip, args.require_scan, network)
+    return GateOptions(entries, skip, args.require_scan, network)
 
 
 def told(finished: Finished) -> bool:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from torchimages import textfile
+from torchimages import textfile, values
 from torchimages.problems import InputError, Problem
 from torchimages.security.model import CHECKS, FAILED, NOT_SCANNED, PASSED, PYTHON, Allowed, CheckResult, Finding, Scan
 
@@ -122,7 +123,7 @@ def _entry(node: yaml.Node, source: str) -> tuple[Entry | None, list[Problem]]:
         name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
         if name not in KEYS:
             problems.append(
-                Problem(f"unknown key {textfile_show(name)} (allowed: {', '.join(KEYS)})", file=source, line=_line(key))
+                Problem(f"unknown key {values.show(name)} (allowed: {', '.join(KEYS)})", file=source, line=_line(key))
             )
         elif name in fields:
             problems.append(Problem(f"`{name}` is given twice", file=source, line=_line(key)))
@@ -149,7 +150,7 @@ def _entry(node: yaml.Node, source: str) -> tuple[Entry | None, list[Problem]]:
     if "check" in text and text["check"] not in CHECKS:
         problems.append(
             Problem(
-                f"check {textfile_show(text['check'])} is none of {', '.join(CHECKS)}",
+                f"check {values.show(text['check'])} is none of {', '.join(CHECKS)}",
                 file=source,
                 line=_line(fields["check"]),
             )
@@ -163,7 +164,7 @@ def _entry(node: yaml.Node, source: str) -> tuple[Entry | None, list[Problem]]:
         except ValueError:
             problems.append(
                 Problem(
-                    f"expires {textfile_show(text['expires'])} is not a date (YYYY-MM-DD)",
+                    f"expires {values.show(text['expires'])} is not a date (YYYY-MM-DD)",
                     file=source,
                     line=_line(fields["expires"]),
                 )
@@ -182,12 +183,6 @@ def _entry(node: yaml.Node, source: str) -> tuple[Entry | None, list[Problem]]:
         return None, problems
     entry = Entry(text["check"], text["id"], text["reason"], expires, text.get("package", ""), tuple(images), line)
     return entry, []
-
-
-def textfile_show(text: str) -> str:
-    from torchimages import values
-
-    return values.show(text)
 
 
 def apply(scan: Scan, entries: Sequence[Entry], tag: str, today: datetime.date) -> CheckResult:
@@ -219,8 +214,6 @@ def expired(entries: Iterable[Entry], tag: str, today: datetime.date) -> list[En
 
 def _normal(name: str) -> str:
     """A Python package name as PEP 503 compares them."""
-    import re
-
     return re.sub(r"[-_.]+", "-", name).lower()
 
 

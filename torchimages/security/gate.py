@@ -28,7 +28,6 @@ class GateOptions:
     the image's sources uses."""
 
     entries: tuple[allowlist.Entry, ...] = ()
-    allowlist_file: str = ""
     skip: frozenset[str] = frozenset()
     require_scan: bool = False
     network: str | None = None

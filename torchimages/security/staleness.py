@@ -3,9 +3,9 @@ scheduled job rebuilds exactly those images.
 
 An image is stale when it is not there, was built from other inputs than the matrix's now (its input digest),
 has an OS package with a pending security update or a Python package with a known vulnerability that no
-entry allows, is covered by an expired allowlist entry, or was built on another base than the one its
-combination names now (the base digest label against the bases lock, or against the bootstrapped base this
-engine holds). A check that could not look is said, and is staleness only under `--require-scan`.
+entry allows, is covered by an expired allowlist entry, or was built on another registry base than the one
+the bases lock pins now (its `base.digest` label). A check that could not look is said, and is staleness
+only under `--require-scan`.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def check(
     reasons: list[str] = []
     if info.labels.get(INPUT_DIGEST_LABEL) != image.input_digest:
         reasons.append("built from other inputs than the matrix and templates now give (its input digest differs)")
-    reasons += base_moved(engine, combination, info.labels)
+    reasons += base_moved(combination, image.flavor, info.labels)
     unchecked: list[str] = []
     for check in (OS_UPDATES, PYTHON):
         found = gate.scan(engine, check, reference, options, (), cancelled)
@@ -78,21 +78,15 @@ def check(
     return Staleness(reference, tuple(reasons), tuple(unchecked))
 
 
-def base_moved(engine: Engine, combination: Combination, labels: dict[str, str]) -> list[str]:
-    """Why the base an image was built on is not its combination's now: the registry base's digest in the
-    bases lock, or the id of the bootstrapped base this engine holds, differs from the image's label."""
-    name, built_on = labels.get(BASE_NAME_LABEL), labels.get(BASE_DIGEST_LABEL)
-    if not name or not built_on:
+def base_moved(combination: Combination, flavor: str, labels: dict[str, str]) -> list[str]:
+    """Why the registry base an image was built on is not its combination's now: the digest the bases lock pins
+    today differs from the image's `base.digest` label, or the image was built before the base was locked. A
+    bootstrapped base carries no such label: its staleness shows as pending security updates."""
+    now = combination.base_labels(flavor)
+    locked, built_on = now.get(BASE_DIGEST_LABEL), labels.get(BASE_DIGEST_LABEL)
+    if not locked or locked == built_on:
         return []
-    locked = {b.name: b.digest for b in combination.registry_bases} | {
-        b.pull: b.digest for b in combination.registry_bases
-    }
-    bare = name.split("@", 1)[0]
-    if bare in locked:
-        now = locked[bare]
-    else:
-        held = engine.inspect(bare)
-        now = held.id if held else None
-    if now and now != built_on:
-        return [f"its base {bare} moved: built on {built_on}, the base is now {now}"]
-    return []
+    name = now[BASE_NAME_LABEL]
+    if built_on is None:
+        return [f"its base {name} is locked to {locked} now; the image was built on it unlocked"]
+    return [f"its base {name} moved: built on {built_on}, the bases lock pins {locked} now"]

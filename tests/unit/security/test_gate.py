@@ -31,7 +31,7 @@ def test_not_scanned_refuses_only_under_require_scan() -> None:
     verdict = gate.verdict(engine(), "t", "img:1", options)
     (python,) = [r for r in verdict.results if r.check == "python"]
     assert python.status == NOT_SCANNED and verdict.problems == ()
-    strict = gate.verdict(engine(), "t", "img:1", gate.GateOptions(options.entries, "", options.skip, True))
+    strict = gate.verdict(engine(), "t", "img:1", gate.GateOptions(options.entries, options.skip, True))
     assert strict.problems == (
         "python: not scanned (the image's Python lists no installed packages) and --require-scan is given",
     )

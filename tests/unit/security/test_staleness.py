@@ -4,6 +4,7 @@ otherwise; a check that could not look is said, and is staleness only under --re
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeEngine
-from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
+from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, RegistryBase
 from torchimages.engine import ImageInfo
 from torchimages.planning import plan
 from torchimages.security import allowlist, staleness
@@ -19,8 +20,8 @@ from torchimages.security.gate import GateOptions
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}\n"
 TODAY = datetime.date(2026, 12, 2)
-BUILT_ON = "sha256:" + "a" * 64  # the bootstrapped base's id when the image was built
-NOW = "sha256:" + "b" * 64  # the base this engine holds now
+BUILT_ON = "sha256:" + "a" * 64  # the base's digest when the image was built
+NOW = "sha256:" + "b" * 64  # the digest the bases lock pins now
 CURRENT = GateOptions(today=TODAY)
 
 
@@ -30,20 +31,14 @@ def runtime(write_matrix: Callable[[str], Path]) -> tuple[Combination, Image]:
     return selected.combination, selected.combination.image("runtime")
 
 
-def holding(image: Image, labels: dict[str, str], base_id: str = BUILT_ON) -> FakeEngine:
+def holding(image: Image, labels: dict[str, str]) -> FakeEngine:
     fake = FakeEngine()
     fake.add(ImageInfo(image.platform_reference, "sha256:" + "1" * 64, labels, {}, "", ()))
-    fake.add(ImageInfo("torchimages/bootstrap-debian:12", base_id, {}, {}, "", ()))
     return fake
 
 
 def labels(image: Image, **extra: str) -> dict[str, str]:
-    return {
-        INPUT_DIGEST_LABEL: image.input_digest,
-        staleness.BASE_NAME_LABEL: "torchimages/bootstrap-debian:12",
-        staleness.BASE_DIGEST_LABEL: BUILT_ON,
-        **extra,
-    }
+    return {INPUT_DIGEST_LABEL: image.input_digest, staleness.BASE_DIGEST_LABEL: BUILT_ON, **extra}
 
 
 def test_an_image_built_from_todays_inputs_on_its_base_is_current(runtime: tuple[Combination, Image]) -> None:
@@ -65,12 +60,23 @@ def test_other_inputs_make_it_stale(runtime: tuple[Combination, Image]) -> None:
     assert "its input digest differs" in staleness.check(engine, combination, image, CURRENT).reasons[0]
 
 
-def test_a_base_that_moved_makes_it_stale(runtime: tuple[Combination, Image]) -> None:
+def test_a_registry_base_the_lock_moved_makes_it_stale(runtime: tuple[Combination, Image]) -> None:
     combination, image = runtime
-    found = staleness.check(holding(image, labels(image), base_id=NOW), combination, image, CURRENT)
-    assert found.reasons == (
-        f"its base torchimages/bootstrap-debian:12 moved: built on {BUILT_ON}, the base is now {NOW}",
+    ubuntu = RegistryBase("ubuntu:24.04", "ubuntu:24.04", NOW)  # the lock pins NOW today
+    on_ubuntu = dataclasses.replace(
+        combination,
+        os=dataclasses.replace(combination.os, provider="registry", image="ubuntu:24.04"),
+        registry_bases=(ubuntu,),
     )
+    built = {**labels(image), staleness.BASE_NAME_LABEL: "docker.io/library/ubuntu:24.04"}
+    found = staleness.check(holding(image, built), on_ubuntu, image, CURRENT)
+    assert found.reasons == (
+        f"its base docker.io/library/ubuntu:24.04 moved: built on {BUILT_ON}, the bases lock pins {NOW} now",
+    )
+    unlocked = {k: v for k, v in built.items() if k != staleness.BASE_DIGEST_LABEL}
+    assert "built on it unlocked" in staleness.check(holding(image, unlocked), on_ubuntu, image, CURRENT).reasons[0]
+    same = {**built, staleness.BASE_DIGEST_LABEL: NOW}
+    assert not staleness.check(holding(image, same), on_ubuntu, image, CURRENT).stale
 
 
 def test_an_expired_entry_makes_it_stale(runtime: tuple[Combination, Image], tmp_path: Path) -> None:
