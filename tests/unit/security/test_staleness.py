@@ -65,7 +65,7 @@ def test_a_registry_base_the_lock_moved_makes_it_stale(runtime: tuple[Combinatio
     ubuntu = RegistryBase("ubuntu:24.04", "ubuntu:24.04", NOW)  # the lock pins NOW today
     on_ubuntu = dataclasses.replace(
         combination,
-        os=dataclasses.replace(combination.os, provider="registry", image="ubuntu:24.04"),
+        os=dataclasses.replace(combination.os, provider="registry", image=ubuntu.reference),
         registry_bases=(ubuntu,),
     )
     built = {**labels(image), staleness.BASE_NAME_LABEL: "docker.io/library/ubuntu:24.04"}
