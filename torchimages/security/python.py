@@ -10,8 +10,8 @@ by their public part (`2.9.1+cpu` as 2.9.1): advisories name public releases.
 
 from __future__ import annotations
 
-import contextlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +26,7 @@ from torchimages.engine import Engine, run_cancellable
 from torchimages.security.model import PYTHON, Finding, Scan
 
 AUDIT_TIMEOUT_S = 600.0  # pip-audit's whole run; a service that stalls makes the scan "not scanned"
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")  # a distribution's name (PEP 508)
 PACKAGES_PROBE = """
 import importlib.metadata as m
 for d in m.distributions():
@@ -48,15 +49,18 @@ def scan(engine: Engine, reference: str, cancelled: threading.Event | None = Non
 
 
 def parse_packages(text: str) -> list[tuple[str, str]]:
-    """`name==version` lines as (name, public version), sorted, each once; other lines left out."""
+    """`name==version` lines as (name, public version), sorted, each once. What the image prints is not trusted:
+    a line whose name is not a distribution name (PEP 508) or whose version is not a version (PEP 440) is left
+    out, so nothing it prints becomes an option of the requirements file pip-audit reads."""
     found = set()
     for line in text.splitlines():
         name, sep, version = line.strip().partition("==")
-        if not sep or not name or not version:
+        if not sep or not _NAME.fullmatch(name):
             continue
-        with contextlib.suppress(InvalidVersion):
-            version = Version(version).public
-        found.add((name, version))
+        try:
+            found.add((name, Version(version).public))
+        except InvalidVersion:
+            continue
     return sorted(found)
 
 

@@ -74,6 +74,13 @@ def test_versions_are_audited_by_their_public_part() -> None:
     assert python.parse_packages(text) == [("six", "1.16.0"), ("torch", "2.9.1")]
 
 
+def test_what_the_image_prints_never_becomes_a_requirements_option() -> None:
+    hostile = (
+        "--index-url http://evil.example==1\n-r /etc/shadow==1\nok-pkg==1.0\nbad==1.0; rm -rf /\nx==not-a-version\n"
+    )
+    assert python.parse_packages(hostile) == [("ok-pkg", "1.0")]
+
+
 def test_the_real_pip_audit_here_says_not_scanned() -> None:
     """pip-audit itself, run over what the fake image lists: its service does not answer from this machine, so
     the scan must say so (where it does answer, the scan is real and says "2 packages" or finds something)."""
