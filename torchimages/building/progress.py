@@ -15,7 +15,7 @@ from typing import Protocol
 
 # In the order an image goes through them. os, venv and devel are the Dockerfile's RUN steps, export is
 # BuildKit writing the image; verify, smoke and push come after the build.
-STAGES = ("bootstrap", "os", "venv", "devel", "export", "verify", "security", "smoke", "push")
+STAGES = ("bootstrap", "os", "venv", "devel", "export", "verify", "security", "smoke", "push", "sign", "index")
 RANK = {stage: rank for rank, stage in enumerate(STAGES)}
 
 
