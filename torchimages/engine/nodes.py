@@ -1,5 +1,6 @@
 """Containers that run together on one machine: a user-defined network of their own and one detached
-container per node on it (reachable by its host name), waited for, their output read, and removed with the
+container per node on it (reachable by its host name: the engine's DNS, and `--add-host` to each node started
+after it, for an engine without that DNS), waited for, their output read, and removed with the
 network whatever happens: a failure, a timeout, Ctrl-C or SIGTERM (turned into KeyboardInterrupt while they
 run). Where the process is killed before it can (SIGKILL; or a parent, hit by the same Ctrl-C, killing it a
 moment later), a reaper does it: a small process in a session of its own, started first, that removes them once
@@ -10,7 +11,9 @@ Through the docker CLI ($DOCKER, else the first on PATH), as `start_container` r
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -178,13 +181,17 @@ def run_nodes(
             made = _docker(docker, "network", "create", "--internal", "--label", f"{RUN_LABEL}={run_id}", network)
             if made.returncode != 0:
                 return ClusterRun(run_id, network, (), f"docker network create failed: {made.stderr.strip()}")
+            known: list[str] = []  # `--add-host NAME:IP` of the nodes started so far
             for name, node in zip(names, nodes, strict=True):
-                command = run_command(docker, image, name, node.hostname, network, run_id, node.options, script)
+                options = (*known, *node.options)
+                command = run_command(docker, image, name, node.hostname, network, run_id, options, script)
                 started = _docker(docker, *command[1:], timeout=120)
                 if started.returncode != 0:
                     return ClusterRun(
                         run_id, network, (), f"`{shlex.join(command[:-1])} SCRIPT` failed: {started.stderr.strip()}"
                     )
+                address = address_on(_docker(docker, "inspect", name).stdout, network)
+                known += ["--add-host", f"{node.hostname}:{address}"] if address else []
             hosts = [node.hostname for node in nodes]
             return ClusterRun(run_id, network, tuple(_wait(docker, names, hosts, wait_s)))
         except (OSError, subprocess.TimeoutExpired) as exc:  # no docker CLI, or it did not answer in time
@@ -195,6 +202,18 @@ def run_nodes(
                 reaper.terminate()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     reaper.wait(timeout=10)
+
+
+def address_on(inspected: str, network: str) -> str | None:
+    """A container's IP address on `network`, from `docker inspect NAME` (None when it has none there). Later
+    nodes get it with `--add-host`, so they find node0 by name where the engine's embedded DNS does not
+    answer (an engine run with `--iptables=false`: its DNS redirect is an iptables rule)."""
+    try:
+        (container,) = json.loads(inspected)
+        found = container["NetworkSettings"]["Networks"][network]["IPAddress"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    return found if isinstance(found, str) and re.fullmatch(r"[0-9a-fA-F.:]+", found) else None
 
 
 def _wait(docker: str, names: Sequence[str], hosts: Sequence[str], wait_s: float) -> Iterator[Node]:

@@ -62,6 +62,17 @@ def test_a_node_is_labelled_named_and_reachable_by_its_host_name() -> None:
     assert command[-4:] == ["/bin/sh", "img:1", "-c", "SCRIPT"]
 
 
+def test_a_later_node_finds_node0_by_the_address_docker_inspect_gives() -> None:
+    """Where the engine's embedded DNS does not answer (dockerd --iptables=false, as on the GPU machine's
+    harness), the later nodes get node0's address by --add-host, read from `docker inspect` (its JSON here)."""
+    inspected = '[{"NetworkSettings": {"Networks": {"net": {"IPAddress": "172.18.0.2"}, "other": {}}}}]'
+    assert nodes.address_on(inspected, "net") == "172.18.0.2"
+    assert nodes.address_on(inspected, "other") is None
+    assert nodes.address_on("", "net") is None and nodes.address_on("[]", "net") is None
+    hostile = '[{"NetworkSettings": {"Networks": {"net": {"IPAddress": "1.2.3.4 --privileged"}}}}]'
+    assert nodes.address_on(hostile, "net") is None
+
+
 @pytest.mark.parametrize("backend", ["gloo", "nccl"])
 def test_each_node_runs_the_probe_under_torchrun_with_a_c10d_rendezvous_on_node0(backend: str) -> None:
     script = cluster.node_command("python", 2, "run42", backend)
