@@ -54,6 +54,9 @@ PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
 COMBINATION, REQUESTS, CLI_BUILD = "combination.py", "building/requests.py", "cli/build.py"
 DOCTOR_CHECKS, DOCTOR_MODEL, DOCTOR_FACTS = "doctor/checks.py", "doctor/model.py", "doctor/facts.py"
 LAYERS = "security/layers.py"
+LEAKS = "security/leaks.py"
+ALLOWLIST, GATE, PYTHON_AUDIT = "security/allowlist.py", "security/gate.py", "security/python.py"
+STALENESS = "security/staleness.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -552,7 +555,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       " and not (member.isfile() and member.size == 0)",
       "",
       "BuildKit's empty mount target /tmp/requirements.lock is a stray file (every default image fails)"),
-    M("layers-test-keys-found", LAYERS,
+    M("leaks-test-keys-found", LEAKS,
       "if (packages or stdlib) and any(p in KEY_TEST_FOLDERS for p in parts[at + 1 : -1]):",
       "if False:",
       "the published test keys Python packages ship are private-key findings"),
@@ -560,6 +563,35 @@ MUTATIONS: tuple[Mutation, ...] = (
       "read = [archive.layers.get(name) for name in order.names]",
       "read = [archive.layers.get(name) for name in sorted(order.names)]",
       "layers numbered in the order of their blobs' names, not manifest.json's"),
+    # --- the release gate's own rules: builder, allowlist, gate, pip-audit's report, outdated ------------------
+    M("gate-verdict-ignored", BUILDER,
+      "            if verdict.problems:\n",
+      "            if False:\n",
+      "an image the security gate refuses is tagged and pushed"),
+    M("allowlist-expiry-ignored", ALLOWLIST,
+      "        return today > self.expires\n",
+      "        return False\n",
+      "an expired allowlist entry still lets its finding through, and fails nothing"),
+    M("allowlist-any-image", ALLOWLIST,
+      "        return not self.images or any(fnmatch.fnmatchcase(tag, glob) for glob in self.images)\n",
+      "        return True\n",
+      "an entry for some images allows its finding in every image"),
+    M("allowlist-not-scanned-passes", ALLOWLIST,
+      "    status = FAILED if failing else (PASSED if scan.scanned else NOT_SCANNED)\n",
+      "    status = FAILED if failing else PASSED\n",
+      "a check that could not look reads as passed"),
+    M("gate-require-scan-ignored", GATE,
+      "    if require_scan:\n",
+      "    if False:\n",
+      "--require-scan lets an unscanned image through"),
+    M("audit-skips-are-clean", PYTHON_AUDIT,
+      "    if skipped:\n",
+      "    if False:\n",
+      "pip-audit's skipped packages (its service did not answer) read as scanned and clean"),
+    M("outdated-base-unchecked", STALENESS,
+      "    if not locked or locked == built_on:\n",
+      "    if True:\n",
+      "an image on a registry base whose locked digest moved is current"),
 )
 # fmt: on
 
@@ -587,6 +619,11 @@ RELEVANT: dict[str, tuple[str, str]] = {
     DOCTOR_MODEL: (r"doctor|platform", r"foreign_platforms|emulator"),
     DOCTOR_FACTS: (r"doctor", r"_binfmt|_qemu_version"),
     LAYERS: (r"security|layers", r"security\.layers|\blayers\.scan\b"),
+    LEAKS: (r"security|layers", r"security\.layers|\blayers\.scan\b"),
+    ALLOWLIST: (r"security", r"\ballowlist\b"),
+    GATE: (r"security", r"security\.gate|security_gate"),
+    PYTHON_AUDIT: (r"security", r"read_report|python\.scan"),
+    STALENESS: (r"security", r"staleness"),
 }
 
 

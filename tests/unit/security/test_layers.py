@@ -16,7 +16,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from torchimages.engine import EngineError
-from torchimages.security import allowlist, gate, layers
+from torchimages.security import allowlist, gate, layers, leaks
 from torchimages.security.model import FAILED, SECRETS, Finding, Scan
 
 REFERENCE = "torchimages-tmp/x:1"
@@ -241,8 +241,8 @@ def test_certificates_and_public_keys_are_no_private_keys(content: bytes) -> Non
 
 
 def test_a_private_key_is_looked_for_only_in_the_first_kb_of_a_small_file() -> None:
-    late = b"x" * layers.HEAD + PEM_KEY
-    big = PEM_KEY + b"\0" * layers.KEY_MAX
+    late = b"x" * leaks.HEAD + PEM_KEY
+    big = PEM_KEY + b"\0" * leaks.KEY_MAX
     assert keys(scan(layer(("opt/a.key", late), ("opt/big.bin", big)))) == []
 
 
