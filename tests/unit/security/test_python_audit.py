@@ -1,10 +1,11 @@
 """The Python scan: pip-audit's JSON read into findings, a skipped package making the scan "not scanned",
 and pip-audit run for real here, where its service does not answer.
 
-The one recorded answer: pip-audit's service cannot be reached from this machine (PyPI's JSON API answers
-404 for a release's vulnerabilities, OSV does not resolve), so VULNERABLE below stands in for it: the JSON
-that pip-audit 2.10.1 writes (`--format json --aliases on --desc off`, pip_audit/_format/json.py) for
-requests 2.19.0, whose advisory PYSEC-2018-28 (CVE-2018-18074, GHSA-x84v-xcm2-53pg) is fixed in 2.20.0.
+The one answer that stands in for a service: pip-audit's vulnerability services cannot be reached from this
+machine (PyPI's JSON API answers 404 for a release's vulnerabilities, OSV's host does not resolve), so
+VULNERABLE below is written as pip-audit 2.10.1 writes its report (`--format json --aliases on --desc off`,
+pip_audit/_format/json.py), not recorded from a live run, for requests 2.19.0, whose advisory PYSEC-2018-28
+(CVE-2018-18074, GHSA-x84v-xcm2-53pg) is fixed in 2.20.0. SKIPPED_HERE is what pip-audit printed here.
 """
 
 from __future__ import annotations
