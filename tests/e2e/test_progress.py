@@ -31,7 +31,7 @@ def test_the_plain_log_names_each_stage_in_order_with_heartbeats(built: Built) -
     assert built.status == 0, built.output
     tag = built.image("runtime").tag
     stages = re.findall(rf"^{re.escape(tag)}: (\w+) \(", built.output, re.MULTILINE)
-    assert stages == ["os", "venv", "export", "verify", "smoke"], built.output
+    assert stages == ["os", "venv", "export", "verify", "security", "smoke"], built.output
     assert re.search(rf"^{re.escape(tag)}: still \w+ \((\d+ s|\d+m\d\ds)\)", built.output, re.MULTILINE), built.output
     assert "\x1b[" not in built.output, "plain output holds no terminal escapes"
 

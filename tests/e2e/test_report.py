@@ -88,9 +88,16 @@ def test_the_summary_and_the_merged_junit(built: Built) -> None:
     assert f"| `{built.image('runtime').reference}` | ✅ built (" in summary and " GB |" in summary, summary
     root = ElementTree.parse(folder / "junit.xml").getroot()
     (suite,) = root.findall("testsuite")
-    smoke = manifest_of(folder)["images"][0]["smoke"]
-    assert suite.get("name") == tag and int(suite.get("tests", "0")) == smoke["tests"] == int(root.get("tests", "0"))
-    assert suite.get("failures") == "0" and int(suite.get("skipped", "0")) == smoke["skipped"]
+    image = manifest_of(folder)["images"][0]
+    smoke, gate = image["smoke"], image["security"]
+    # the smoke suites' cases, then one torchimages.security case per check of the gate
+    assert [c["check"] for c in gate] == ["secrets", "os-updates", "python"]
+    total = smoke["tests"] + len(gate)
+    assert suite.get("name") == tag and int(suite.get("tests", "0")) == total == int(root.get("tests", "0"))
+    unscanned = sum(c["status"] in ("not scanned", "skipped") for c in gate)  # the python check here
+    assert suite.get("failures") == "0" and int(suite.get("skipped", "0")) == smoke["skipped"] + unscanned
+    cases = {c.get("name"): c for c in suite.iter("testcase") if c.get("classname") == "torchimages.security"}
+    assert set(cases) == {"secrets", "os-updates", "python"} and cases["secrets"].find("failure") is None
     assert not list(folder.glob(".junit-*")), "the run's JUnit folder is removed once merged"
 
 
