@@ -16,7 +16,7 @@ import pytest
 
 from torchimages.engine.zstd_push import zstd_problem
 
-from .conftest import Built, build_matrix, require, run_cli, start_registry
+from .conftest import NO_LAYER_SCAN, Built, build_matrix, require, run_cli, start_registry
 from .flaky import connection_dropper
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +36,12 @@ def built(
 ) -> Iterator[Built]:
     tmp = tmp_path_factory.mktemp("push")
     yield from build_matrix(
-        docker_client, tmp, CPU_RUNTIME, ca_bundle, registry=registry, extra=("--push", "--report", tmp / "report")
+        docker_client,
+        tmp,
+        CPU_RUNTIME,
+        ca_bundle,
+        registry=registry,
+        extra=("--push", "--report", tmp / "report", *NO_LAYER_SCAN),
     )
 
 
@@ -58,7 +63,7 @@ def test_a_push_whose_connections_are_dropped_is_retried_and_lands(
     """The registry's network resets every connection of the first push attempt (a real TCP relay)."""
     with connection_dropper(registry, window_s=1.0) as flaky:
         for built in build_matrix(
-            docker_client, tmp_path, CPU_RUNTIME, ca_bundle, registry=flaky.address, extra=("--push",)
+            docker_client, tmp_path, CPU_RUNTIME, ca_bundle, registry=flaky.address, extra=("--push", *NO_LAYER_SCAN)
         ):
             assert built.status == 0, built.output
             assert flaky.dropped > 0 and flaky.relayed > 0, (flaky.dropped, flaky.relayed)
@@ -75,7 +80,12 @@ def test_a_push_the_registry_refuses_for_good_is_not_retried(
     for read_only in start_registry(tmp_path / "registry", read_only=True):
         (tmp_path / "build").mkdir()
         for built in build_matrix(
-            docker_client, tmp_path / "build", CPU_RUNTIME, ca_bundle, registry=read_only, extra=("--push",)
+            docker_client,
+            tmp_path / "build",
+            CPU_RUNTIME,
+            ca_bundle,
+            registry=read_only,
+            extra=("--push", *NO_LAYER_SCAN),
         ):
             assert built.status == 1, built.output
             # 20.10 says `405`, 26 `unknown: Method not allowed` (after its own retries of each layer)
@@ -110,7 +120,12 @@ def test_a_zstd_push_lands_zstd_layers_and_the_verified_configuration(
     if problem:
         require(problem)
     for built in build_matrix(
-        docker_client, tmp_path, CPU_RUNTIME, ca_bundle, registry=registry, extra=("--push", "--compression", "zstd")
+        docker_client,
+        tmp_path,
+        CPU_RUNTIME,
+        ca_bundle,
+        registry=registry,
+        extra=("--push", "--compression", "zstd", *NO_LAYER_SCAN),
     ):
         assert built.status == 0, built.output
         image = built.image("runtime")
@@ -139,7 +154,12 @@ def test_a_re_push_of_an_unchanged_no_cache_rebuild_uploads_nothing(
     for address in start_registry(tmp_path / "registry"):
         (tmp_path / "build").mkdir()
         for built in build_matrix(
-            docker_client, tmp_path / "build", CPU_RUNTIME, ca_bundle, registry=address, extra=("--no-cache", "--push")
+            docker_client,
+            tmp_path / "build",
+            CPU_RUNTIME,
+            ca_bundle,
+            registry=address,
+            extra=("--no-cache", "--push", *NO_LAYER_SCAN),
         ):
             assert built.status == 0, built.output
             image = built.image("runtime")
