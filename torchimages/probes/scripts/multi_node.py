@@ -21,7 +21,24 @@ import torch
 import torch.distributed as dist
 
 MARK = "SMOKE_JSON:"
-NUMEL = {"4KiB": 1 << 10, "4MiB": 1 << 20}
+NUMEL = {"4KiB": 1 << 10, "4MiB": 1 << 20}  # gloo, CPU tensors
+# NCCL: the sizes of the single-container multi_gpu suite, so the two transports' figures sit side by side.
+NCCL_NUMEL = {"4KiB": 1 << 10, "1MiB": 1 << 18, "256MiB": 1 << 26}
+WARMUP = 2
+
+
+def timed(tensor: torch.Tensor, device: torch.device, iterations: int) -> float:
+    """Microseconds per all_reduce of `tensor` (its values are not checked: repeated sums), after WARMUP."""
+    for _ in range(WARMUP):
+        dist.all_reduce(tensor)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.monotonic()
+    for _ in range(iterations):
+        dist.all_reduce(tensor)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.monotonic() - start) / iterations * 1e6
 
 
 def rank_input(rank: int, case: int, numel: int) -> torch.Tensor:
@@ -50,7 +67,8 @@ def run(backend: str) -> dict[str, Any]:
     result["hosts"] = hosts
     dtypes = {"fp32": torch.float32, **({"bf16": torch.bfloat16} if backend == "nccl" else {})}
     cases: dict[str, Any] = {}
-    for case, (size, numel) in enumerate(NUMEL.items()):
+    sizes = NCCL_NUMEL if backend == "nccl" else NUMEL
+    for case, (size, numel) in enumerate(sizes.items()):
         for name, dtype in dtypes.items():
             tensor = rank_input(rank, case, numel).to(dtype).to(device)
             start = time.monotonic()
@@ -60,7 +78,16 @@ def run(backend: str) -> dict[str, Any]:
             seconds = time.monotonic() - start
             expected = sum(rank_input(r, case, numel) for r in range(world)).to(dtype)
             wrong = int((tensor.cpu() != expected).sum())
-            cases[f"{size}-{name}"] = {"exact": wrong == 0, "wrong": wrong, "numel": numel, "ms": seconds * 1e3}
+            time_us = timed(tensor, device, 20 if numel < 1 << 24 else 5)
+            algbw = numel * tensor.element_size() / time_us / 1e3  # GB/s
+            cases[f"{size}-{name}"] = {
+                "exact": wrong == 0,
+                "wrong": wrong,
+                "numel": numel,
+                "ms": seconds * 1e3,
+                "time_us": time_us,
+                "algbw_GBps": algbw,
+            }
     result["cases"] = cases
     dist.barrier()
     dist.destroy_process_group()

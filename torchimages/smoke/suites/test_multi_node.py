@@ -97,3 +97,14 @@ def test_nccl_all_reduce_across_two_containers_one_gpu_each(
     record_property("nccl_ib_no_device", all(t.ib_no_device for t in transports))
     record_property("nccl_network", ",".join(sorted({t.network or "?" for t in transports})))
     record_property("nccl_init_s", max(a["init_s"] for a in answers))
+    # Bus bandwidth and latency by message size across the containers (NCCL over sockets without InfiniBand),
+    # named as the multi_gpu suite's single-container figures with the transport after them.
+    for case in answers[0]["cases"]:
+        time_us = max(float(a["cases"][case]["time_us"]) for a in answers)
+        busbw = min(float(a["cases"][case]["algbw_GBps"]) for a in answers) * 2 * (NODES - 1) / NODES
+        network = ",".join(sorted({t.network or "?" for t in transports}))
+        record_property(f"nccl_busbw_GBps[{case},x{NODES},{network}]", round(busbw, 3))
+        record_property(f"nccl_time_us[{case},x{NODES},{network}]", round(time_us, 1))
+        print(
+            f"NCCL all_reduce across containers {case} x{NODES} ({network}): {time_us:.1f} us, busbw {busbw:.2f} GB/s"
+        )
