@@ -5,11 +5,11 @@ layer whatever the cache), keep going past a failure, one log per image, one sum
 The rules that make tags true are applied here, and only here (the checks they call live in verify,
 readings and references): every image is built to a temporary reference; the versions read back from
 inside it must equal what its tag promises, and the security gate (docs/security.md) and the smoke gate must
-pass, before it gets its public tag and aliases; the temporary reference is always removed. `Builder.promote` admits images built elsewhere
-(a bake, CI runners) through the same steps after the build (`_admit`): found under their temporary
-reference, checked to be what their builder reported, verified, gated, smoke-tested, then tagged. An interrupt
-(`Builder.cancel`) stops running builds, starts nothing more and tags nothing more: the images it caught
-are `interrupted`, never `failed` and never tagged.
+pass, before it gets its public tag and aliases; the temporary reference is always removed. `Builder.promote`
+admits images built elsewhere (a bake, CI runners) through the same steps after the build (`_admit`): found
+under their temporary reference, checked to be what their builder reported, verified, gated, smoke-tested,
+then tagged. An interrupt (`Builder.cancel`) stops running builds, starts nothing more and tags nothing more:
+the images it caught are `interrupted`, never `failed` and never tagged.
 """
 
 from __future__ import annotations
