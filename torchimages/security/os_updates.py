@@ -176,7 +176,7 @@ def targets(text: str) -> list[tuple[str, str]]:
     return [(suite, description) for suite, _, description in rows if suite and description.endswith("Packages")]
 
 
-_FILE = re.compile(r"^ (-?\d+) (\S.*)$")  # ` 500 http://deb.debian.org/debian bookworm/main amd64 Packages`
+_FILE = re.compile(r"^ (-?\d+) (\S.*)$")  # ` 500 http://deb.example.org/debian bookworm/main amd64 Packages`
 _RELEASE = re.compile(r"^ {2,}release (\S+)$")  # `     release v=12,o=Debian,n=bookworm,...`
 
 
