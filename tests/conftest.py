@@ -13,3 +13,11 @@ import signal
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+import pytest  # noqa: E402  (after the handler is put back)
+
+from tests import timing  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    timing.register(config)
