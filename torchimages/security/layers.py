@@ -345,17 +345,17 @@ def scan(
     """What the layers of `reference` hold that no image may (see the module). EngineError when the engine
     cannot inspect or export it; not scanned (saying why) when the archive, or one of its layers, could not
     be read. With a `cache`, layers kept there are not read again (nothing is exported when all are)."""
-    kinds = secrets_of(secrets)
+    build_secrets = secrets_of(secrets)
     known: dict[str, Layer] | None = None
     if cache is not None:
         info = engine.inspect(reference)
         diff_ids = info.layers if info is not None else ()
-        known = {d: layer for d in dict.fromkeys(diff_ids) if (layer := cache.get(d, kinds)) is not None}
+        known = {d: layer for d in dict.fromkeys(diff_ids) if (layer := cache.get(d, build_secrets)) is not None}
         if diff_ids and all(d in known for d in diff_ids):
             return _result(Archive(known, {}, {}, cached=frozenset(known)), Order(diff_ids, diff_ids))
     try:
         with engine.exported(reference, cancelled) as stream:
-            archive = read_archive(stream, kinds, known)
+            archive = read_archive(stream, build_secrets, known)
     except tarfile.TarError as exc:
         return Scan(SECRETS, scanned=False, note=f"the exported image could not be read: {exc}")
     try:
@@ -363,7 +363,7 @@ def scan(
     except ValueError as exc:
         return Scan(SECRETS, scanned=False, note=f"the exported image could not be read: {exc}")
     if cache is not None:
-        keep(cache, kinds, archive, order)
+        keep(cache, build_secrets, archive, order)
     return _result(archive, order)
 
 
