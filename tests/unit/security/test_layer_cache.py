@@ -31,7 +31,7 @@ from tests.unit.security.test_layers import (
     tar_of,
 )
 from torchimages.engine import ImageInfo
-from torchimages.security import layer_cache, layers
+from torchimages.security import layer_cache, layers, leaks
 from torchimages.security.layer_cache import LayerCache
 from torchimages.security.layers import Layer
 from torchimages.security.leaks import Hit, Secret, secrets_of
@@ -182,11 +182,21 @@ def test_other_rules_invalidate_every_entry(
     assert len(reads) == 4 and exports(engine) == 2
 
 
-def test_the_rules_digest_covers_the_rules_source() -> None:
+def test_the_rules_digest_covers_the_rules_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     digest = layer_cache.rules_digest()
     assert digest is not None and len(digest) == 64
+    changed = tmp_path / "leaks.py"
+    changed.write_bytes(Path(leaks.__file__).read_bytes() + b"# one rule more\n")
+    monkeypatch.setattr(leaks, "__file__", str(changed))
     layer_cache.rules_digest.cache_clear()
-    assert layer_cache.rules_digest() == digest
+    try:
+        assert layer_cache.rules_digest() not in (None, digest)
+        monkeypatch.setattr(leaks, "__file__", str(tmp_path / "gone.py"))
+        layer_cache.rules_digest.cache_clear()
+        assert layer_cache.rules_digest() is None  # no source to hash: nothing is cached
+        assert not layer_cache.store(LayerCache(tmp_path / "c", LIMIT), sha(b"x"), (), Layer())
+    finally:
+        layer_cache.rules_digest.cache_clear()
 
 
 def test_other_secrets_invalidate_and_a_renamed_secret_is_named_by_its_new_name(
