@@ -39,6 +39,7 @@ Source = Literal["environment", "default"]
 MATRIX = ("validate", "list", "render", "plan", "build", "test", "bake", "promote", "lock", "doctor")
 ENGINE = ("build", "test", "bake", "promote", "lock", "doctor")
 BUILDS = ("build", "bake")
+GATE = ("build", "promote", "outdated")  # the commands that run the release gate (its layer scan's cache)
 
 # What each kind must look like, said in a refusal.
 REQUIREMENT: dict[str, str] = {
@@ -133,6 +134,38 @@ SETTINGS = (
         "the host's throughput figures (JSON, as TORCHIMAGES_THROUGHPUT_OUT writes them): the GPU suite's parity "
         "test fails a figure more than 10% under the host's",
         ("test",),
+    ),
+    Setting(
+        "TORCHIMAGES_CACHE_DIR",
+        "path",
+        "",
+        "the tool's cache folder (default $XDG_CACHE_HOME/torchimages, else ~/.cache/torchimages); the release "
+        "gate keeps its layer scans in layer-scans/ there",
+        (*GATE, "cache"),
+    ),
+    Setting(
+        "XDG_CACHE_HOME",
+        "path",
+        "",
+        "the user's cache folder (absolute; default ~/.cache): the tool's is torchimages/ in it, unless "
+        "TORCHIMAGES_CACHE_DIR says another",
+        (*GATE, "cache"),
+    ),
+    Setting(
+        "TORCHIMAGES_SCAN_CACHE",
+        "choice",
+        "on",
+        "whether the release gate's layer scan keeps each layer's result by its digest and reads a layer it "
+        "kept no more (off: every layer is read every time, and nothing is kept)",
+        (*GATE, "cache"),
+        ("on", "off"),
+    ),
+    Setting(
+        "TORCHIMAGES_SCAN_CACHE_BYTES",
+        "count",
+        str(64 * 1024 * 1024),
+        "most bytes the layer scans' cache keeps (the least recently used go first)",
+        (*GATE, "cache"),
     ),
     Setting(
         "TORCHIMAGES_INSECURE_REGISTRIES",

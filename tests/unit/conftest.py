@@ -14,6 +14,13 @@ from torchimages.cli.entry import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's tool cache (the release gate's layer scans) in a fresh folder of its own, never the user's
+    ~/.cache: XDG_CACHE_HOME, which the `cli` fixture (clearing TORCHIMAGES_*) leaves alone."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 @pytest.fixture
 def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
     """Write a matrix document (dedented) to a temporary folder and return its path."""

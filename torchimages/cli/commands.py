@@ -10,6 +10,7 @@ from types import ModuleType
 from torchimages.cli import (
     bake,
     build,
+    cache,
     doctor,
     join,
     lock,
@@ -55,4 +56,5 @@ COMMANDS = (
     _row(doctor),
     _row(verify_signature, common=False),
     _row(settings_command, common=False),
+    _row(cache, common=False),
 )

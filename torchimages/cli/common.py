@@ -137,9 +137,10 @@ def make_builder(
 
 
 def security_options(args: argparse.Namespace, network: str | None = None) -> GateOptions:
-    """The security gate's options from `--allowlist`, `--skip-check` and `--require-scan`; the allowlist is
-    read and checked here, before anything is written or started (InputError: each problem, located)."""
-    from torchimages.security import allowlist
+    """The security gate's options from `--allowlist`, `--skip-check` and `--require-scan`, and the layer scan's
+    cache from the settings; the allowlist is read and checked here, before anything is written or started
+    (InputError: each problem, located)."""
+    from torchimages.security import allowlist, layer_cache
     from torchimages.security.gate import GateOptions
     from torchimages.security.model import CHECKS
 
@@ -147,7 +148,7 @@ def security_options(args: argparse.Namespace, network: str | None = None) -> Ga
     entries = allowlist.read(path, required=args.allowlist is not None)
     skipped = getattr(args, "skip_check", [])
     skip = frozenset(CHECKS) if "all" in skipped else frozenset(skipped)
-    return GateOptions(entries, skip, args.require_scan, network)
+    return GateOptions(entries, skip, args.require_scan, network, cache=layer_cache.from_settings())
 
 
 def told(finished: Finished) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from torchimages.engine import Engine, EngineError
 from torchimages.security import allowlist, layers, os_updates, python
+from torchimages.security.layer_cache import LayerCache
 from torchimages.security.model import (
     CHECKS,
     NOT_SCANNED,
@@ -24,14 +25,15 @@ from torchimages.security.model import (
 @dataclass(frozen=True)
 class GateOptions:
     """How the gate runs: the allowlist's entries, the checks skipped (`--skip-check`, said in the report),
-    whether a check that could not look fails the image (`--require-scan`), and the network a check that reads
-    the image's sources uses."""
+    whether a check that could not look fails the image (`--require-scan`), the network a check that reads
+    the image's sources uses, and the layer scan's cache (None: every layer is read every time)."""
 
     entries: tuple[allowlist.Entry, ...] = ()
     skip: frozenset[str] = frozenset()
     require_scan: bool = False
     network: str | None = None
     today: datetime.date = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).date())
+    cache: LayerCache | None = None
 
 
 def run(
@@ -70,7 +72,7 @@ def scan(
     """One check's raw answer; a check that cannot run (the engine failing) is not scanned, saying why."""
     try:
         if check == SECRETS:
-            return layers.scan(engine, reference, secrets, cancelled)
+            return layers.scan(engine, reference, secrets, cancelled, options.cache)
         if check == OS_UPDATES:
             return os_updates.scan(engine, reference, options.network)
         return python.scan(engine, reference, cancelled)

@@ -15,18 +15,26 @@ manifest.json's `Layers` (read wherever it comes in the stream: each blob's hits
 the end). Layers are the uncompressed tars `docker save` writes; gzip ones (an engine on the containerd image
 store may keep them so) are read too; a zstd layer, or one not read, makes the scan "not scanned" saying which,
 never clean.
+
+With a cache (layer_cache.LayerCache, through `Cache`), each layer's result is kept by its diff_id and read
+back instead of the layer: the image's layers are asked of the engine first, and when every one is kept
+nothing is exported. Otherwise the archive is read as above, but a blob `blobs/sha256/<hex>` whose diff_id is
+kept is only hashed as it streams past (its content must hash to its name, else the layer is "not read");
+a layer read is kept only under the digest its bytes were seen to have (the diff_id the configuration names).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import posixpath
 import tarfile
 import threading
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import IO
+from dataclasses import dataclass, field
+from typing import IO, Protocol, cast
 
 from torchimages.engine import Engine
 from torchimages.security.leaks import (
@@ -61,6 +69,14 @@ class Layer:
     opaque: frozenset[str] = frozenset()
     entries: int = 0
     problem: str = ""
+
+
+class Cache(Protocol):
+    """Layers read before, by diff_id and the scan's secrets (layer_cache.LayerCache)."""
+
+    def get(self, diff_id: str, secrets: Sequence[Secret]) -> Layer | None: ...
+
+    def put(self, diff_id: str, secrets: Sequence[Secret], layer: Layer) -> None: ...
 
 
 # --- one layer ----------------------------------------------------------------------------------------------
@@ -154,13 +170,43 @@ def _link_target(member: tarfile.TarInfo) -> str:
     return image_path(posixpath.join(posixpath.dirname(image_path(member.name)), member.linkname))
 
 
+class _Hashed:
+    """A file read through sha256: every byte read passes the hash (`drained` reads the rest)."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+        self.hashed = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.file.read(size)
+        self.hashed.update(data)
+        return data
+
+    def drained(self) -> str:
+        """The rest read; the sha256 of all of it, as a digest."""
+        while self.read(CHUNK):
+            pass
+        return "sha256:" + self.hashed.hexdigest()
+
+
+def _blob_digest(name: str) -> str | None:
+    """The digest an OCI layout's blob is named by (`/blobs/sha256/<hex>`), or None."""
+    folder, _, hex_part = name.rpartition("/")
+    if folder.endswith("/blobs/sha256") and len(hex_part) == 64 and all(c in "0123456789abcdef" for c in hex_part):
+        return "sha256:" + hex_part
+    return None
+
+
 @dataclass(frozen=True)
 class Archive:
-    """A `docker save` archive read once: each layer-like blob read, the small other members kept, links."""
+    """A `docker save` archive read once: each layer-like blob read, the small other members kept, links;
+    with a cache, the sha256 of each layer's uncompressed bytes (`digests`) and the blobs taken from it."""
 
     layers: Mapping[str, Layer]
     kept: Mapping[str, bytes]
     links: Mapping[str, str]
+    digests: Mapping[str, str] = field(default_factory=dict)
+    cached: frozenset[str] = frozenset()
 
     def resolve(self, name: str) -> str:
         name = image_path(name)
@@ -171,13 +217,16 @@ class Archive:
         return name
 
 
-def read_archive(stream: IO[bytes], secrets: Sequence[Secret]) -> Archive:
+def read_archive(stream: IO[bytes], secrets: Sequence[Secret], known: Mapping[str, Layer] | None = None) -> Archive:
     """Read a `docker save` archive as a stream: every member that is a tar (or gzip'd tar) is read as a
     layer; small other members are kept (manifest.json and the configuration). tarfile.TarError when the
-    archive itself breaks off."""
+    archive itself breaks off. With `known` (a cache's layers by diff_id; {}: a cache that holds none of
+    them) each layer's bytes are hashed, and a tar blob named by a known digest is only hashed, not read."""
     layers: dict[str, Layer] = {}
     kept: dict[str, bytes] = {}
     links: dict[str, str] = {}
+    digests: dict[str, str] = {}
+    cached: set[str] = set()
     with tarfile.open(fileobj=stream, mode="r|") as saved:
         for member in saved:
             name = image_path(member.name)
@@ -189,17 +238,35 @@ def read_archive(stream: IO[bytes], secrets: Sequence[Secret]) -> Archive:
             file = saved.extractfile(member)
             assert file is not None
             kind = _kind(file.peek(512)[:512])  # type: ignore[attr-defined]  # an io.BufferedReader
-            if kind == "zstd":
+            named = _blob_digest(name)
+            if kind == "tar" and known is not None and named is not None and named in known:
+                digests[name] = _Hashed(file).drained()
+                if digests[name] == named:
+                    layers[name] = known[named]
+                    cached.add(name)
+                else:
+                    layers[name] = Layer(problem="its content does not match its digest")
+            elif kind == "zstd":
                 layers[name] = Layer(problem="it is zstd-compressed, which this check does not read")
-            elif kind in ("tar", "gzip"):
+            elif kind in ("tar", "gzip") and known is None:
                 try:
                     with tarfile.open(fileobj=file, mode="r|gz" if kind == "gzip" else "r|") as layer:
                         layers[name] = read_layer(layer, secrets)
                 except (tarfile.TarError, EOFError, OSError) as exc:
                     layers[name] = Layer(problem=f"it could not be read as a tar ({exc})")
+            elif kind in ("tar", "gzip"):
+                try:
+                    source = gzip.GzipFile(fileobj=file, mode="rb") if kind == "gzip" else file
+                    hashed = _Hashed(cast(IO[bytes], source))
+                    with tarfile.open(fileobj=cast(IO[bytes], hashed), mode="r|") as layer:
+                        read = read_layer(layer, secrets)
+                    digests[name] = hashed.drained()
+                    layers[name] = read
+                except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+                    layers[name] = Layer(problem=f"it could not be read as a tar ({exc})")
             elif member.size <= KEPT:
                 kept[name] = file.read()
-    return Archive(layers, kept, links)
+    return Archive(layers, kept, links, digests, frozenset(cached))
 
 
 @dataclass(frozen=True)
@@ -269,22 +336,60 @@ def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
 
 
 def scan(
-    engine: Engine, reference: str, secrets: Sequence[tuple[str, bytes]], cancelled: threading.Event | None = None
+    engine: Engine,
+    reference: str,
+    secrets: Sequence[tuple[str, bytes]],
+    cancelled: threading.Event | None = None,
+    cache: Cache | None = None,
 ) -> Scan:
     """What the layers of `reference` hold that no image may (see the module). EngineError when the engine
-    cannot export it; not scanned (saying why) when the archive, or one of its layers, could not be read."""
+    cannot inspect or export it; not scanned (saying why) when the archive, or one of its layers, could not
+    be read. With a `cache`, layers kept there are not read again (nothing is exported when all are)."""
+    build_secrets = secrets_of(secrets)
+    known: dict[str, Layer] | None = None
+    if cache is not None:
+        info = engine.inspect(reference)
+        diff_ids = info.layers if info is not None else ()
+        known = {d: layer for d in dict.fromkeys(diff_ids) if (layer := cache.get(d, build_secrets)) is not None}
+        if diff_ids and all(d in known for d in diff_ids):
+            return _result(Archive(known, {}, {}, cached=frozenset(known)), Order(diff_ids, diff_ids))
     try:
         with engine.exported(reference, cancelled) as stream:
-            archive = read_archive(stream, secrets_of(secrets))
+            archive = read_archive(stream, build_secrets, known)
     except tarfile.TarError as exc:
         return Scan(SECRETS, scanned=False, note=f"the exported image could not be read: {exc}")
     try:
         order = layer_order(archive)
     except ValueError as exc:
         return Scan(SECRETS, scanned=False, note=f"the exported image could not be read: {exc}")
+    if cache is not None:
+        keep(cache, build_secrets, archive, order)
+    return _result(archive, order)
+
+
+def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order) -> None:
+    """Put each layer read (not from the cache, no problem) in the cache under its diff_id, when its bytes
+    were seen to hash to it."""
+    for name, digest in dict(zip(order.names, order.digests, strict=True)).items():
+        layer = archive.layers.get(name)
+        if (
+            layer is not None
+            and not layer.problem
+            and name not in archive.cached
+            and archive.digests.get(name) == digest
+        ):
+            cache.put(digest, secrets, layer)
+
+
+def _result(archive: Archive, order: Order) -> Scan:
+    """The scan's answer: the findings in layer order, the layers and entries counted (and those from the
+    cache), the layers not read."""
     found, problems = findings(archive, order)
     entries = sum(archive.layers[n].entries for n in set(order.names) if n in archive.layers)
     note = f"{len(order.names)} layers, {entries} entries"
+    from_cache = sum(1 for name in order.names if name in archive.cached)
+    if from_cache:
+        note += f" ({from_cache} from the cache)"
     if problems:
         return Scan(SECRETS, tuple(found), scanned=False, note="; ".join([note, *problems]))
     return Scan(SECRETS, tuple(found), note=note)
