@@ -14,9 +14,9 @@ import signal
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-import pytest  # noqa: E402  (after the handler is put back)
+import pytest
 
-from tests import timing  # noqa: E402
+from tests import timing
 
 
 def pytest_configure(config: pytest.Config) -> None:

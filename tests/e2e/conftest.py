@@ -6,6 +6,7 @@ Wheel sources and the CA bundle come from the TORCHIMAGES_* environment (see REA
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -17,13 +18,14 @@ import textwrap
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from docker import errors as docker_errors
 
 from torchimages import engine
 from torchimages.building import builder, references
@@ -59,6 +61,7 @@ class Built:
     status: int
     output: str
     logs: Path
+    ids: Mapping[str, str] = dataclasses.field(default_factory=dict)  # flavor -> image id, right after the build
 
     @property
     def combination(self) -> Combination:
@@ -81,14 +84,30 @@ def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:
     return str(output.decode())
 
 
-def assert_smoke_suites_pass_without_a_gpu(built: Built, tmp: Path) -> None:
+@dataclass(frozen=True)
+class Tested:
+    """`build.py test --junit FILE --report DIR` of a build's images: its result, the JUnit file, the report."""
+
+    result: subprocess.CompletedProcess[str]
+    junit: Path
+    report: Path
+
+
+def run_suites_on(built: Built, tmp: Path, report: bool = True) -> Tested:
+    """`build.py test` of every image of the build, every suite, with JUnit (and a report: SBOMs of each)."""
+    junit, folder = tmp / "smoke.xml", tmp / "report"
+    reporting = ("--report", folder) if report else ()
+    result = run_cli("test", "--matrix", built.plan.matrix_path, "--junit", junit, *reporting, "*")
+    return Tested(result, junit, folder)
+
+
+def assert_smoke_suites_pass_without_a_gpu(built: Built, tested: Tested) -> None:
     """`build.py test` on both flavors: cpu checks pass, GPU tests skip with the reason, JUnit written.
 
     The suites come from the installed package (torchimages.smoke.suites, rootdir the package), never
     from a folder of this repository.
     """
-    junit = tmp / "smoke.xml"
-    result = run_cli("test", "--matrix", built.plan.matrix_path, "--junit", junit, "*")
+    result, junit = tested.result, tested.junit
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no usable GPU" in result.stdout
     for flavor in ("devel", "runtime"):
@@ -241,8 +260,10 @@ def build_matrix(
     ca_bundle: tuple[Path, bytes],
     registry: str | None = None,
     extra: tuple[str | Path, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[Built]:
-    """Render and build a one-combination matrix; remove everything it made afterwards."""
+    """Render and build a one-combination matrix (in this environment, or `env`); remove everything it made
+    afterwards."""
     repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
     if registry:
         repository = f"{registry}/{repository}"
@@ -252,9 +273,14 @@ def build_matrix(
         render = run_cli("render", "--matrix", matrix)
         assert render.returncode == 0, render.stderr
         options: tuple[str | Path, ...] = ("--log-dir", tmp / "logs", "--ca-cert", ca_bundle[0], *extra)
-        result = run_cli("build", "--matrix", matrix, *options, "*")
+        result = run_cli("build", "--matrix", matrix, *options, "*", env=env)
         output = result.stdout + result.stderr
-        yield Built(plan.load(matrix), result.returncode, output, tmp / "logs")
+        planned = plan.load(matrix)
+        ids = {}
+        for _, image in planned.images():
+            with contextlib.suppress(docker_errors.ImageNotFound):  # not built: status and output say why
+                ids[image.flavor] = client.images.get(image.reference).id
+        yield Built(planned, result.returncode, output, tmp / "logs", ids)
     finally:
         remove_repository(client, repository)
 
@@ -322,3 +348,67 @@ def fail_install(m: Matrix, torch: str) -> Combination:
     numpy = '    && "$uv" pip install --python /opt/venv/bin/python "numpy==0.0.1" \\\n'
     dockerfile.write_text(text.replace(install, numpy + install, 1))
     return failing
+
+
+# --- what the whole run shares: build once, assert many times ---------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def session_registry_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the run's registry stores (docker-registry's filesystem layout under data/)."""
+    return tmp_path_factory.mktemp("session-registry")
+
+
+@pytest.fixture(scope="session")
+def session_registry(session_registry_root: Path) -> Iterator[str]:
+    """A loopback registry for the whole run (the shared CPU build pushes to it)."""
+    yield from start_registry(session_registry_root)
+
+
+@pytest.fixture(scope="session")
+def cpu_built(
+    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes], session_registry: str
+) -> Iterator[Built]:
+    """The CPU combination (CPU, both flavors), built once for the whole run as a release builds it: every
+    check of the gate, `--report`, `--progress plain` (a heartbeat every 2 s), pushed to the run's registry.
+    The modules about what a build makes (test_build_cpu, test_report, test_progress, test_push, test_clusters,
+    test_any_image) assert on it; tests that change it (a `--no-cache` rebuild) are marked `rebuilds_shared`
+    and run after every other test."""
+    tmp = tmp_path_factory.mktemp("cpu")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHIMAGES_PROGRESS"}
+    env["TORCHIMAGES_HEARTBEAT_S"] = "2"  # the smoke suites alone run longer than that
+    extra = ("--push", "--report", tmp / "report", "--progress", "plain")
+    yield from build_matrix(docker_client, tmp, CPU, ca_bundle, registry=session_registry, extra=extra, env=env)
+
+
+@pytest.fixture(scope="session")
+def cpu_tested(cpu_built: Built, tmp_path_factory: pytest.TempPathFactory) -> Tested:
+    """The run's one `build.py test --junit --report` of the shared CPU build (both flavors, every suite)."""
+    assert cpu_built.status == 0, cpu_built.output
+    return run_suites_on(cpu_built, tmp_path_factory.mktemp("cpu-tested"))
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """The shared CPU build built again with `--no-cache --push`: each flavor's layers before, the result."""
+
+    before: Mapping[str, tuple[str, ...]]
+    result: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="session")
+def cpu_rebuilt(cpu_built: Built, docker_client: Any) -> Rebuilt:
+    """The weekly security rebuild of the shared build (`--no-cache`, every check, pushed); only tests marked
+    `rebuilds_shared` ask for it (the tags then name the rebuilt images)."""
+    assert cpu_built.status == 0, cpu_built.output
+    before = {
+        flavor: tuple(docker_client.images.get(cpu_built.image(flavor).reference).attrs["RootFS"]["Layers"])
+        for flavor in ("runtime", "devel")
+    }
+    options = ("--log-dir", cpu_built.logs, "--no-cache", "--push")
+    return Rebuilt(before, run_cli("build", "--matrix", cpu_built.plan.matrix_path, *options, "*"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `rebuilds_shared` (they change the run's shared images) go after every other test."""
+    items.sort(key=lambda item: item.get_closest_marker("rebuilds_shared") is not None)

@@ -20,19 +20,17 @@ import pytest
 
 from torchimages import engine
 
-from .conftest import ROOT, Built, build_matrix, run_cli
+from .conftest import ROOT, Built, run_cli
 
 pytestmark = pytest.mark.e2e
-ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
 FOREIGN = "torchimages/bootstrap-debian:12"  # built by the module's build (the debian12 base): no torch labels
 NULLS = dict.fromkeys(("image", "flavor", "torchvision", "torchaudio", "cuda", "cudnn", "nccl", "min_driver", "user"))
 
 
 @pytest.fixture(scope="module")
-def built(
-    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
-) -> Iterator[Built]:
-    yield from build_matrix(docker_client, tmp_path_factory.mktemp("any"), ENTRY, ca_bundle)
+def built(cpu_built: Built) -> Built:
+    """The run's one build of the CPU combination (conftest.cpu_built); this module uses its runtime."""
+    return cpu_built
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,11 @@
-"""A CPU-only torch image (devel + runtime) on the bootstrapped debian12 base, built for real."""
+"""A CPU-only torch image (devel + runtime) on the bootstrapped debian12 base, built for real: the run's one build
+of it (conftest.cpu_built), which other modules assert on too."""
 
 from __future__ import annotations
 
 import datetime
 import email.utils
-from collections.abc import Iterator
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,16 @@ import pytest
 from torchimages.building import bootstrap
 
 from .conftest import (
+    CPU,
+    NO_LAYER_SCAN,
     Built,
+    Rebuilt,
+    Tested,
     assert_images_are_training_bases,
     assert_smoke_suites_pass_without_a_gpu,
     assert_torch_compile_works_on_cpu,
     build_a_lie,
-    build_matrix,
+    remove_repository,
     run_cli,
     sh,
     temporary_images,
@@ -27,14 +32,12 @@ from .conftest import (
 pytestmark = pytest.mark.e2e
 FLAVORS = ("runtime", "devel")
 OS_PACKAGES_LAYER = 1  # the base is layer 0
-ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
 
 
 @pytest.fixture(scope="module")
-def built(
-    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
-) -> Iterator[Built]:
-    yield from build_matrix(docker_client, tmp_path_factory.mktemp("cpu"), ENTRY, ca_bundle)
+def built(cpu_built: Built) -> Built:
+    """The run's one build of the CPU combination (conftest.cpu_built)."""
+    return cpu_built
 
 
 def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
@@ -109,15 +112,15 @@ def test_unchanged_rebuild_is_skipped(built: Built) -> None:
     assert "2 skipped" in again.stdout and "up to date" in again.stdout
 
 
+@pytest.mark.rebuilds_shared
 def test_a_no_cache_rebuild_builds_runtime_once_and_devel_on_it_and_the_same_layers(
-    built: Built, docker_client: Any
+    built: Built, cpu_rebuilt: Rebuilt, docker_client: Any
 ) -> None:
     """Issue 19: `--no-cache` (a weekly security rebuild) builds runtime first and devel on exactly that image
     (a named build context), so runtime's layers are devel's first and the two are stored once: stored bytes
     of both / devel alone is 1.00, whatever the build cache held. And the layers are reproducible: the same
     inputs built again from nothing give the same layer digests (SOURCE_DATE_EPOCH, clamped file times)."""
-    before = {f: docker_client.images.get(built.image(f).reference).attrs["RootFS"]["Layers"] for f in FLAVORS}
-    rebuilt = run_cli("build", "--matrix", built.plan.matrix_path, "--log-dir", built.logs, "--no-cache", "*")
+    before, rebuilt = cpu_rebuilt.before, cpu_rebuilt.result
     assert rebuilt.returncode == 0 and "2 built" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
     devel_log = (built.logs / f"{built.image('devel').tag}.log").read_text()
     assert "--build-context runtime=docker-image://torchimages-tmp/" in devel_log.split("\n", 1)[0]
@@ -147,8 +150,8 @@ def test_a_lying_tag_fails_and_leaves_no_tag(built: Built, docker_client: Any) -
     assert temporary_images(docker_client) - before == set()
 
 
-def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:
-    assert_smoke_suites_pass_without_a_gpu(built, tmp_path)
+def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built, cpu_tested: Tested) -> None:
+    assert_smoke_suites_pass_without_a_gpu(built, cpu_tested)
 
 
 def test_require_gpu_without_a_gpu_fails(built: Built) -> None:
@@ -159,18 +162,29 @@ def test_require_gpu_without_a_gpu_fails(built: Built) -> None:
     assert "FAILED" in result.stdout
 
 
-def test_lock_pins_every_package_and_the_rebuild_installs_exactly_those(built: Built, docker_client: Any) -> None:
-    """Runs last in this module: locking changes the combination's Dockerfile and digest."""
-    matrix = built.plan.matrix_path
-    locked = run_cli("lock", "--matrix", matrix, "*")
-    assert locked.returncode == 0, locked.stdout + locked.stderr
-    name = built.combination.folder
-    lock_file = built.plan.images_dir / name / "requirements.lock"
-    pins = {line for line in lock_file.read_text().splitlines() if not line.startswith("#")}
-    assert {"torch==2.13.0+cpu", "numpy==2.4.6"} <= pins
-    assert "--constraint /tmp/requirements.lock" in (built.plan.images_dir / name / "Dockerfile").read_text()
-    assert run_cli("render", "--check", "--matrix", matrix).returncode == 0
-    rebuilt = run_cli("build", "--matrix", matrix, "--log-dir", built.logs, "*")
-    assert rebuilt.returncode == 0 and "2 built" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
-    frozen = sh(docker_client, built.image("runtime").reference, "python -m pip freeze --all | grep -v '^pip=='")
-    assert set(frozen.split()) <= pins
+def test_lock_pins_every_package_and_the_rebuild_installs_exactly_those(
+    built: Built, docker_client: Any, tmp_path: Path
+) -> None:
+    """On a copy of the shared matrix under its own repository: locking changes the combination's Dockerfile
+    and digest. The locked rebuild is verified (what it installs is checked); its smoke suites and layer scan
+    are not this test's subject."""
+    repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(f"repository: {repository}\nmatrix:\n  include:\n    - {CPU}\n")
+    try:
+        assert run_cli("render", "--matrix", matrix).returncode == 0
+        locked = run_cli("lock", "--matrix", matrix, "*")
+        assert locked.returncode == 0, locked.stdout + locked.stderr
+        name = built.combination.folder
+        lock_file = tmp_path / "images" / name / "requirements.lock"
+        pins = {line for line in lock_file.read_text().splitlines() if not line.startswith("#")}
+        assert {"torch==2.13.0+cpu", "numpy==2.4.6"} <= pins
+        assert "--constraint /tmp/requirements.lock" in (tmp_path / "images" / name / "Dockerfile").read_text()
+        assert run_cli("render", "--check", "--matrix", matrix).returncode == 0
+        options = ("--log-dir", tmp_path / "logs", "--test", "none", *NO_LAYER_SCAN)
+        rebuilt = run_cli("build", "--matrix", matrix, *options, "*")
+        assert rebuilt.returncode == 0 and "2 built" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr
+        frozen = sh(docker_client, f"{repository}:2.13.0-cpu-runtime", "python -m pip freeze --all | grep -v '^pip=='")
+        assert set(frozen.split()) <= pins
+    finally:
+        remove_repository(docker_client, repository)

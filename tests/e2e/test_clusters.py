@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -19,17 +18,15 @@ import pytest
 
 from torchimages.smoke import cluster, platform
 
-from .conftest import ROOT, Built, build_matrix, run_cli
+from .conftest import ROOT, Built, run_cli
 
 pytestmark = pytest.mark.e2e
-ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
 
 
 @pytest.fixture(scope="module")
-def built(
-    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
-) -> Iterator[Built]:
-    yield from build_matrix(docker_client, tmp_path_factory.mktemp("clusters"), ENTRY, ca_bundle)
+def built(cpu_built: Built) -> Built:
+    """The run's one build of the CPU combination (conftest.cpu_built); this module uses its runtime."""
+    return cpu_built
 
 
 def run_args(options: tuple[str, ...]) -> list[str]:
@@ -45,7 +42,8 @@ def run_args(options: tuple[str, ...]) -> list[str]:
 def suites(built: Built, tmp: Path, *extra: str, names: str = "cpu,multi_node") -> tuple[int, str, dict[str, str]]:
     """`build.py test` of the runtime image: its exit status, output and each test's outcome (JUnit)."""
     junit = tmp / "smoke.xml"
-    result = run_cli("test", "--matrix", built.plan.matrix_path, "--suites", names, "--junit", junit, *extra, "*")
+    tag = built.image("runtime").tag
+    result = run_cli("test", "--matrix", built.plan.matrix_path, "--suites", names, "--junit", junit, *extra, tag)
     outcomes = {}
     if junit.exists():
         for case in ElementTree.parse(junit).getroot().iter("testcase"):
@@ -109,7 +107,7 @@ def test_a_noexec_tmp_fails_naming_the_fix_not_only_inductors_traceback(built: B
 
 def test_an_interrupted_multi_node_run_leaves_no_container_or_network(built: Built, docker_client: Any) -> None:
     command = [sys.executable, str(ROOT / "build.py"), "test", "--matrix", str(built.plan.matrix_path)]
-    command += ["--suites", "multi_node", "*"]
+    command += ["--suites", "multi_node", built.image("runtime").tag]
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True, text=True, stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120

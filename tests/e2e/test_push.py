@@ -16,12 +16,13 @@ import pytest
 
 from torchimages.engine.zstd_push import zstd_problem
 
-from .conftest import NO_LAYER_SCAN, Built, build_matrix, require, run_cli, start_registry
+from .conftest import NO_LAYER_SCAN, Built, Rebuilt, build_matrix, require, run_cli, start_registry
 from .flaky import connection_dropper
 
 pytestmark = pytest.mark.e2e
 
 
+FLAVORS = ("runtime", "devel")
 CPU_RUNTIME = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
 
 
@@ -31,18 +32,14 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def built(
-    docker_client: Any, registry: str, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
-) -> Iterator[Built]:
-    tmp = tmp_path_factory.mktemp("push")
-    yield from build_matrix(
-        docker_client,
-        tmp,
-        CPU_RUNTIME,
-        ca_bundle,
-        registry=registry,
-        extra=("--push", "--report", tmp / "report", *NO_LAYER_SCAN),
-    )
+def built(cpu_built: Built) -> Built:
+    """The run's one build of the CPU combination (conftest.cpu_built), pushed to the run's registry."""
+    return cpu_built
+
+
+# The builds of this module's own tests: their subject is the push, so the smoke suites and the layer scan
+# (each proven on the shared build) are left out.
+PUSH_ONLY = ("--push", "--test", "none", *NO_LAYER_SCAN)
 
 
 def pushed_tags(registry: str, repository: str) -> set[str]:
@@ -51,10 +48,11 @@ def pushed_tags(registry: str, repository: str) -> set[str]:
         return set(json.load(answer)["tags"])
 
 
-def test_verified_images_are_pushed_with_their_aliases(built: Built, registry: str) -> None:
+def test_verified_images_are_pushed_with_their_aliases(built: Built, session_registry: str) -> None:
     assert built.status == 0, built.output
-    image = built.image("runtime")
-    assert pushed_tags(registry, image.repository) == {image.tag, *image.aliases}
+    for flavor in ("runtime", "devel"):
+        image = built.image(flavor)
+        assert pushed_tags(session_registry, image.repository) == {image.tag, *image.aliases}
 
 
 def test_a_push_whose_connections_are_dropped_is_retried_and_lands(
@@ -63,7 +61,7 @@ def test_a_push_whose_connections_are_dropped_is_retried_and_lands(
     """The registry's network resets every connection of the first push attempt (a real TCP relay)."""
     with connection_dropper(registry, window_s=1.0) as flaky:
         for built in build_matrix(
-            docker_client, tmp_path, CPU_RUNTIME, ca_bundle, registry=flaky.address, extra=("--push", *NO_LAYER_SCAN)
+            docker_client, tmp_path, CPU_RUNTIME, ca_bundle, registry=flaky.address, extra=PUSH_ONLY
         ):
             assert built.status == 0, built.output
             assert flaky.dropped > 0 and flaky.relayed > 0, (flaky.dropped, flaky.relayed)
@@ -85,7 +83,7 @@ def test_a_push_the_registry_refuses_for_good_is_not_retried(
             CPU_RUNTIME,
             ca_bundle,
             registry=read_only,
-            extra=("--push", *NO_LAYER_SCAN),
+            extra=PUSH_ONLY,
         ):
             assert built.status == 1, built.output
             # 20.10 says `405`, 26 `unknown: Method not allowed` (after its own retries of each layer)
@@ -95,8 +93,9 @@ def test_a_push_the_registry_refuses_for_good_is_not_retried(
 
 
 def test_the_report_has_the_repository_digest_and_the_compressed_size(built: Built, docker_client: Any) -> None:
-    (image,) = json.loads((built.logs.parent / "report" / "manifest.json").read_text())["images"]
-    stored = docker_client.images.get(built.image("runtime").reference)
+    images = json.loads((built.logs.parent / "report" / "manifest.json").read_text())["images"]
+    (image,) = [i for i in images if i["reference"] == built.image("runtime").reference]
+    stored = docker_client.images.get(built.ids["runtime"])  # as built (a later --no-cache rebuild moves the tag)
     assert image["repo_digests"] == stored.attrs["RepoDigests"] and image["repo_digests"]
     assert 0 < image["size"]["compressed"] < image["size"]["uncompressed"] == stored.attrs["Size"], image["size"]
 
@@ -145,28 +144,21 @@ def stored_blobs(root: Path) -> set[str]:
     return {path.name for path in (root / "data").glob("docker/registry/v2/blobs/sha256/*/*")}
 
 
+@pytest.mark.rebuilds_shared
 def test_a_re_push_of_an_unchanged_no_cache_rebuild_uploads_nothing(
-    docker_client: Any, tmp_path: Path, ca_bundle: tuple[Path, bytes]
+    built: Built, cpu_rebuilt: Rebuilt, session_registry: str, session_registry_root: Path
 ) -> None:
     """Issue 19: a weekly security rebuild (`--no-cache`) of unchanged inputs gives the same layers
-    (SOURCE_DATE_EPOCH, clamped file times): pushed again, the registry stores no new blob and the tag keeps
-    its manifest. Both builds run without the cache, so the second cannot reuse the first's layers."""
-    for address in start_registry(tmp_path / "registry"):
-        (tmp_path / "build").mkdir()
-        for built in build_matrix(
-            docker_client,
-            tmp_path / "build",
-            CPU_RUNTIME,
-            ca_bundle,
-            registry=address,
-            extra=("--no-cache", "--push", *NO_LAYER_SCAN),
-        ):
-            assert built.status == 0, built.output
-            image = built.image("runtime")
-            first, _ = registry_manifest(address, image.repository, image.tag)
-            blobs = stored_blobs(tmp_path / "registry")
-            options = ("--log-dir", built.logs, "--ca-cert", ca_bundle[0], "--no-cache", "--push")
-            again = run_cli("build", "--matrix", built.plan.matrix_path, *options, "*")
-            assert again.returncode == 0 and "1 built" in again.stdout, again.stdout + again.stderr
-            assert stored_blobs(tmp_path / "registry") == blobs, "the re-push uploaded new blobs"
-            assert registry_manifest(address, image.repository, image.tag)[0] == first
+    (SOURCE_DATE_EPOCH, clamped file times): pushed again, the registry stores no new blob and the tags keep
+    their manifests. The shared build's `--no-cache` rebuild (cpu_rebuilt) pushed first; this one builds again
+    without the cache, so it cannot reuse that one's layers."""
+    assert cpu_rebuilt.result.returncode == 0, cpu_rebuilt.result.stdout + cpu_rebuilt.result.stderr
+    first = {f: registry_manifest(session_registry, built.image(f).repository, built.image(f).tag)[0] for f in FLAVORS}
+    blobs = stored_blobs(session_registry_root)
+    options = ("--log-dir", built.logs, "--no-cache", *PUSH_ONLY)
+    again = run_cli("build", "--matrix", built.plan.matrix_path, *options, "*")
+    assert again.returncode == 0 and "2 built" in again.stdout, again.stdout + again.stderr
+    assert stored_blobs(session_registry_root) == blobs, "the re-push uploaded new blobs"
+    for flavor in FLAVORS:
+        image = built.image(flavor)
+        assert registry_manifest(session_registry, image.repository, image.tag)[0] == first[flavor], flavor

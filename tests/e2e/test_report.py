@@ -17,18 +17,16 @@ import pytest
 from torchimages.building import bootstrap
 from torchimages.reporting import writer as reporting
 
-from .conftest import Built, build_matrix, own_temporary, run_cli, temporary_images
+from .conftest import Built, Tested, build_matrix, own_temporary, temporary_images
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]"
 
 
 @pytest.fixture(scope="module")
-def built(
-    docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
-) -> Iterator[Built]:
-    tmp = tmp_path_factory.mktemp("report")
-    yield from build_matrix(docker_client, tmp, ENTRY + "}", ca_bundle, extra=("--report", tmp / "report"))
+def built(cpu_built: Built) -> Built:
+    """The run's one build of the CPU combination (conftest.cpu_built: `--report`, both flavors, pushed)."""
+    return cpu_built
 
 
 def report_dir(built: Built) -> Path:
@@ -42,6 +40,12 @@ def manifest_of(folder: Path) -> dict[str, Any]:
     return manifest
 
 
+def runtime_entry(manifest: dict[str, Any], built: Built) -> dict[str, Any]:
+    """The runtime image's entry of a manifest of both flavors."""
+    (entry,) = [i for i in manifest["images"] if i["reference"] == built.image("runtime").reference]
+    return dict(entry)
+
+
 def installed(built: Built) -> dict[str, str]:
     """What the build recorded the image holds: `name` -> version, OS (`gcc=...`) and venv (`torch==...`)."""
     text = (built.logs / f"{built.image('runtime').tag}.installed.txt").read_text()
@@ -51,10 +55,11 @@ def installed(built: Built) -> dict[str, str]:
 def test_the_manifest_says_what_was_built_from_what(built: Built, docker_client: Any) -> None:
     assert built.status == 0, built.output
     manifest = manifest_of(report_dir(built))
-    assert (manifest["command"], manifest["result"], manifest["counts"]) == ("build", "passed", {"built": 1})
-    (image,) = manifest["images"]
+    assert (manifest["command"], manifest["result"], manifest["counts"]) == ("build", "passed", {"built": 2})
+    assert len(manifest["images"]) == 2
+    image = runtime_entry(manifest, built)
     planned = built.image("runtime")
-    stored = docker_client.images.get(planned.reference)
+    stored = docker_client.images.get(built.ids["runtime"])  # as built (a later --no-cache rebuild moves the tag)
     assert (image["reference"], image["input_digest"]) == (planned.reference, planned.input_digest)
     assert image["image_id"] == stored.id and image["size"]["uncompressed"] == stored.attrs["Size"]
     assert image["versions"] == {
@@ -84,16 +89,20 @@ def test_the_manifest_says_what_was_built_from_what(built: Built, docker_client:
 def test_the_summary_and_the_merged_junit(built: Built) -> None:
     folder, tag = report_dir(built), built.image("runtime").tag
     summary = (folder / "summary.md").read_text()
-    assert summary.startswith("### torchimages build: 1 built\n"), summary
+    assert summary.startswith("### torchimages build: 2 built\n"), summary
     assert f"| `{built.image('runtime').reference}` | ✅ built (" in summary and " GB |" in summary, summary
     root = ElementTree.parse(folder / "junit.xml").getroot()
-    (suite,) = root.findall("testsuite")
-    image = manifest_of(folder)["images"][0]
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {tag, built.image("devel").tag}, set(suites)
+    suite = suites[tag]
+    manifest = manifest_of(folder)
+    image = runtime_entry(manifest, built)
     smoke, gate = image["smoke"], image["security"]
     # the smoke suites' cases, then one torchimages.security case per check of the gate
     assert [c["check"] for c in gate] == ["secrets", "os-updates", "python"]
     total = smoke["tests"] + len(gate)
-    assert suite.get("name") == tag and int(suite.get("tests", "0")) == total == int(root.get("tests", "0"))
+    every = sum(i["smoke"]["tests"] + len(i["security"]) for i in manifest["images"])
+    assert int(suite.get("tests", "0")) == total and int(root.get("tests", "0")) == every
     unscanned = sum(c["status"] in ("not scanned", "skipped") for c in gate)  # the python check here
     assert suite.get("failures") == "0" and int(suite.get("skipped", "0")) == smoke["skipped"] + unscanned
     cases = {c.get("name"): c for c in suite.iter("testcase") if c.get("classname") == "torchimages.security"}
@@ -103,7 +112,7 @@ def test_the_summary_and_the_merged_junit(built: Built) -> None:
 
 def test_the_sbom_lists_os_packages_the_venv_and_the_interpreter(built: Built) -> None:
     folder = report_dir(built)
-    (image,) = manifest_of(folder)["images"]
+    image = runtime_entry(manifest_of(folder), built)
     sbom = json.loads((folder / image["sbom"]).read_text())
     assert sbom["bomFormat"] == "CycloneDX"
     assert sbom["metadata"]["component"]["version"] == built.image("runtime").tag
@@ -123,14 +132,15 @@ def test_the_sbom_lists_os_packages_the_venv_and_the_interpreter(built: Built) -
     assert not list(folder.glob("sbom/.sbom-*")), "the saved image archive is removed"
 
 
-def test_build_py_test_writes_a_report_too(built: Built, tmp_path: Path) -> None:
-    result = run_cli("test", "--matrix", built.plan.matrix_path, "--suites", "cpu", "--report", tmp_path, "*")
+def test_build_py_test_writes_a_report_too(built: Built, cpu_tested: Tested) -> None:
+    """On the run's one `build.py test --junit --report` of the shared build (conftest.cpu_tested)."""
+    result, folder = cpu_tested.result, cpu_tested.report
     assert result.returncode == 0, result.stdout + result.stderr
-    manifest = manifest_of(tmp_path)
-    (image,) = manifest["images"]
+    manifest = manifest_of(folder)
+    image = runtime_entry(manifest, built)
     assert (manifest["command"], image["result"], image["durations"]["build_seconds"]) == ("test", "passed", None)
-    assert image["smoke"]["passed"] >= 10 and image["sbom"] and (tmp_path / image["sbom"]).is_file()
-    assert "✅ passed" in (tmp_path / "summary.md").read_text()
+    assert image["smoke"]["passed"] >= 10 and image["sbom"] and (folder / image["sbom"]).is_file()
+    assert "✅ passed" in (folder / "summary.md").read_text()
 
 
 @pytest.fixture(scope="module")

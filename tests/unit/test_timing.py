@@ -34,4 +34,3 @@ def test_the_table_ends_with_the_whole_run() -> None:
     assert lines[0] == "slowest 1 tests (setup + call + teardown):"
     assert lines[1] == "     300.0 s  tests/e2e/test_build_cpu.py::test_build"
     assert lines[-1] == "     424.0 s      5 tests  in all; the run took 500 s"
-
