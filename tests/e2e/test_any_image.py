@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +106,24 @@ def test_a_bad_spec_file_or_a_missing_image_is_a_usage_error(runtime: str, tmp_p
     assert "Traceback" not in bad.stderr + missing.stderr
 
 
-def test_run_args_reach_docker_run(runtime: str) -> None:
+@dataclass(frozen=True)
+class Run:
+    """A `build.py test` run and the image's containers before it."""
+
+    result: subprocess.CompletedProcess[str]
+    containers_before: set[str]
+
+
+@pytest.fixture(scope="module")
+def as_root(runtime: str, docker_client: Any) -> Run:
+    """The module's one run whose suites fail: `--run-arg=--user=0 --ipc=host` (the not-root check fails)."""
+    before = containers_of(docker_client, runtime)
+    return Run(run_cli("test", "--image", runtime, "--suites", "cpu", "--run-arg=--user=0 --ipc=host"), before)
+
+
+def test_run_args_reach_docker_run(as_root: Run) -> None:
     """--user=0 makes the suite's not-root check fail naming uid 0: the option was applied."""
-    result = run_cli("test", "--image", runtime, "--suites", "cpu", "--run-arg=--user=0 --ipc=host")
+    result = as_root.result
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "the image runs as root (uid 0, root)" in output
@@ -137,10 +153,11 @@ def test_run_args_that_take_the_container_are_refused_before_any_starts(
     assert containers_of(docker_client, runtime) == before
 
 
-def test_the_container_goes_when_the_suites_fail_or_the_run_is_interrupted(runtime: str, docker_client: Any) -> None:
-    before = containers_of(docker_client, runtime)
-    failed = run_cli("test", "--image", runtime, "--suites", "cpu", "--run-arg=--user=0")
-    assert failed.returncode == 1, failed.stdout + failed.stderr
+def test_the_container_goes_when_the_suites_fail_or_the_run_is_interrupted(
+    runtime: str, docker_client: Any, as_root: Run
+) -> None:
+    before = as_root.containers_before
+    assert as_root.result.returncode == 1, as_root.result.stdout + as_root.result.stderr
     assert containers_of(docker_client, runtime) == before, "a failed suite left its container"
     command = [sys.executable, str(ROOT / "build.py"), "test", "--image", runtime, "--suites", "cpu"]
     running = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -86,6 +86,18 @@ def test_the_manifest_says_what_was_built_from_what(built: Built, docker_client:
     assert base["built_from"]["suite"] == "bookworm" and base["built_from"]["release_date"] != "unknown"
 
 
+def test_devel_s_layer_scan_reads_only_its_own_layers(built: Built, docker_client: Any) -> None:
+    """Issue 30: the layer scan keeps each layer's result by digest; devel (runtime's layers, then its own)
+    takes runtime's from the cache, runtime (built first) may take only what an earlier run left there."""
+    manifest = manifest_of(report_dir(built))
+    (devel,) = [i for i in manifest["images"] if i["reference"] == built.image("devel").reference]
+    (secrets,) = [c for c in devel["security"] if c["check"] == "secrets"]
+    runtime_layers = len(docker_client.images.get(built.ids["runtime"]).attrs["RootFS"]["Layers"])
+    found = re.search(r"^(\d+) layers, \d+ entries \((\d+) from the cache\)", secrets["note"])
+    assert secrets["status"] == "passed" and found, secrets
+    assert int(found.group(2)) >= runtime_layers and int(found.group(1)) > runtime_layers, secrets
+
+
 def test_the_summary_and_the_merged_junit(built: Built) -> None:
     folder, tag = report_dir(built), built.image("runtime").tag
     summary = (folder / "summary.md").read_text()
