@@ -383,9 +383,9 @@ def cpu_built(
 
 @pytest.fixture(scope="session")
 def cpu_tested(cpu_built: Built, tmp_path_factory: pytest.TempPathFactory) -> Tested:
-    """The run's one `build.py test --junit --report` of the shared CPU build (both flavors, every suite)."""
+    """The run's one `build.py test --junit` of the shared CPU build (both flavors, every suite)."""
     assert cpu_built.status == 0, cpu_built.output
-    return run_suites_on(cpu_built, tmp_path_factory.mktemp("cpu-tested"))
+    return run_suites_on(cpu_built, tmp_path_factory.mktemp("cpu-tested"), report=False)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import pytest
 from torchimages.building import bootstrap
 from torchimages.reporting import writer as reporting
 
-from .conftest import Built, Tested, build_matrix, own_temporary, temporary_images
+from .conftest import Built, build_matrix, own_temporary, run_cli, temporary_images
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]"
@@ -144,9 +144,9 @@ def test_the_sbom_lists_os_packages_the_venv_and_the_interpreter(built: Built) -
     assert not list(folder.glob("sbom/.sbom-*")), "the saved image archive is removed"
 
 
-def test_build_py_test_writes_a_report_too(built: Built, cpu_tested: Tested) -> None:
-    """On the run's one `build.py test --junit --report` of the shared build (conftest.cpu_tested)."""
-    result, folder = cpu_tested.result, cpu_tested.report
+def test_build_py_test_writes_a_report_too(built: Built, tmp_path: Path) -> None:
+    folder, tag = tmp_path, built.image("runtime").tag
+    result = run_cli("test", "--matrix", built.plan.matrix_path, "--suites", "cpu", "--report", folder, tag)
     assert result.returncode == 0, result.stdout + result.stderr
     manifest = manifest_of(folder)
     image = runtime_entry(manifest, built)
