@@ -86,19 +86,16 @@ def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:
 
 @dataclass(frozen=True)
 class Tested:
-    """`build.py test --junit FILE --report DIR` of a build's images: its result, the JUnit file, the report."""
+    """`build.py test --junit FILE` of a build's images: its result and the JUnit file."""
 
     result: subprocess.CompletedProcess[str]
     junit: Path
-    report: Path
 
 
-def run_suites_on(built: Built, tmp: Path, report: bool = True) -> Tested:
-    """`build.py test` of every image of the build, every suite, with JUnit (and a report: SBOMs of each)."""
-    junit, folder = tmp / "smoke.xml", tmp / "report"
-    reporting = ("--report", folder) if report else ()
-    result = run_cli("test", "--matrix", built.plan.matrix_path, "--junit", junit, *reporting, "*")
-    return Tested(result, junit, folder)
+def run_suites_on(built: Built, tmp: Path) -> Tested:
+    """`build.py test` of every image of the build, every suite, with JUnit."""
+    junit = tmp / "smoke.xml"
+    return Tested(run_cli("test", "--matrix", built.plan.matrix_path, "--junit", junit, "*"), junit)
 
 
 def assert_smoke_suites_pass_without_a_gpu(built: Built, tested: Tested) -> None:
@@ -385,7 +382,7 @@ def cpu_built(
 def cpu_tested(cpu_built: Built, tmp_path_factory: pytest.TempPathFactory) -> Tested:
     """The run's one `build.py test --junit` of the shared CPU build (both flavors, every suite)."""
     assert cpu_built.status == 0, cpu_built.output
-    return run_suites_on(cpu_built, tmp_path_factory.mktemp("cpu-tested"), report=False)
+    return run_suites_on(cpu_built, tmp_path_factory.mktemp("cpu-tested"))
 
 
 @dataclass(frozen=True)

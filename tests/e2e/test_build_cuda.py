@@ -142,7 +142,7 @@ def test_a_wrong_cudnn_fails_verification_and_leaves_no_tag(built: Built, docker
 
 
 def test_smoke_suites_pass_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:
-    assert_smoke_suites_pass_without_a_gpu(built, run_suites_on(built, tmp_path, report=False))
+    assert_smoke_suites_pass_without_a_gpu(built, run_suites_on(built, tmp_path))
 
 
 def test_the_sbom_lists_the_nvidia_packages_torch_and_the_interpreter(built: Built, tmp_path: Path) -> None:
