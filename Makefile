@@ -11,6 +11,8 @@ TEST_ARGS ?=
 DOCTOR_ARGS ?=
 # pytest's options for test and test-unit: one line per test as it finishes, and the 15 slowest at the end.
 PYTEST_ARGS ?= -v --durations=15
+# `make test` runs the suite's groups (tests/scheduling.py) on this many workers at once; 0: in one process.
+TEST_WORKERS ?= 2
 # Hand this machine's pip setup (local wheel folders, file:// indexes, CA bundle) to builds: 1 or 0.
 HOST_PIP ?= 1
 # `make engine EMULATION=1` also runs `make emulation` (QEMU for the other platform's containers): 1 or 0.
@@ -71,7 +73,7 @@ test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests (real 
 	@EXTRA_PACKAGES="docker-registry skopeo zstd cosign" scripts/start-docker.sh >/dev/null
 	@scripts/setup-emulation.sh || echo "make test: no emulation (above): tests/e2e/test_arm64.py will skip, or fail with REQUIRE_DOCKER=1" >&2
 	$(MAKE) --no-print-directory lint check-render
-	$(WITH_SOURCES) $(PY) -m pytest $(PYTEST_ARGS)
+	$(WITH_SOURCES) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-unit: $(VENV)/.installed ## unit tests only (no Docker)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -16,8 +16,17 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 import pytest
 
-from tests import timing
+from tests import scheduling, timing
 
 
 def pytest_configure(config: pytest.Config) -> None:
     timing.register(config)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    scheduling.arrange(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> scheduling.GroupScheduling:
+    """With `-n N`: one group of tests (tests/scheduling.py) to a worker at a time."""
+    return scheduling.GroupScheduling(config, log)

@@ -27,8 +27,8 @@ from xml.etree import ElementTree
 import pytest
 from docker import errors as docker_errors
 
-from torchimages import engine
-from torchimages.building import builder, references
+from torchimages import compat, engine
+from torchimages.building import bootstrap, builder, references
 from torchimages.building.outcome import Outcome
 from torchimages.building.requests import BuildOptions
 from torchimages.building.wheels import WheelSources
@@ -88,6 +88,7 @@ def sh(client: Any, image: str, script: str, **kwargs: Any) -> str:
 class Tested:
     """`build.py test --junit FILE` of a build's images: its result and the JUnit file."""
 
+    __test__ = False  # not a test class, though its name starts so
     result: subprocess.CompletedProcess[str]
     junit: Path
 
@@ -351,6 +352,20 @@ def fail_install(m: Matrix, torch: str) -> Combination:
 
 
 @pytest.fixture(scope="session")
+def debian_base(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The bootstrapped debian12 base (the distribution mirror builds default to), made here unless a build
+    made it first; tests that start from it (not from a build) ask for it. Under the bootstrap's lock: a
+    build on another worker that needs it at the same time waits for this one, or this one for it."""
+    debian = compat.load().os["debian12"]
+    log = tmp_path_factory.mktemp("debian-base") / "bootstrap.log"
+    try:
+        bootstrap.ensure(engine.DockerEngine(), debian, None, log)
+    except engine.EngineError as exc:
+        pytest.fail(f"cannot bootstrap {debian.image}: {exc}")
+    return debian.image
+
+
+@pytest.fixture(scope="session")
 def session_registry_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the run's registry stores (docker-registry's filesystem layout under data/)."""
     return tmp_path_factory.mktemp("session-registry")
@@ -404,8 +419,3 @@ def cpu_rebuilt(cpu_built: Built, docker_client: Any) -> Rebuilt:
     }
     options = ("--log-dir", cpu_built.logs, "--no-cache", "--push")
     return Rebuilt(before, run_cli("build", "--matrix", cpu_built.plan.matrix_path, *options, "*"))
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `rebuilds_shared` (they change the run's shared images) go after every other test."""
-    items.sort(key=lambda item: item.get_closest_marker("rebuilds_shared") is not None)

@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from torchimages import compat, engine
-from torchimages.building import bootstrap
 from torchimages.planning import bases
 
 from .conftest import free_port, run_cli
@@ -63,14 +61,11 @@ def tiny_image(client: Any, name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def mirror(docker_client: Any, registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:  # noqa: F811
+def mirror(docker_client: Any, registry: str, debian_base: str) -> Iterator[dict[str, str]]:  # noqa: F811
     """The loopback registry holding the Debian base as ubuntu:24.04 and as an nvidia/cuda devel image."""
-    debian = compat.load().os["debian12"]
-    log = tmp_path_factory.mktemp("bootstrap") / "bootstrap.log"
-    bootstrap.ensure(engine.DockerEngine(), debian, None, log)  # usually present already: a label check
     names = {UBUNTU: f"{registry}/library/{UBUNTU}", TOOLKIT: f"{registry}/{TOOLKIT}"}
     try:
-        yield {name: push(docker_client, debian.image, pushed) for name, pushed in names.items()}
+        yield {name: push(docker_client, debian_base, pushed) for name, pushed in names.items()}
     finally:
         for pushed in names.values():
             docker_client.images.remove(pushed)

@@ -53,13 +53,35 @@ def suites(built: Built, tmp: Path, *extra: str, names: str = "cpu,multi_node") 
     return result.returncode, result.stdout + result.stderr, outcomes
 
 
-def left_by_multi_node(client: Any) -> list[str]:
-    """Containers and networks the multi_node suite labels, still there. The list is sparse: a full one inspects
-    each container after listing it, and one removed between the two (as the reaper does) raises NotFound."""
-    label = {"label": cluster.RUN_LABEL}
+def labelled(client: Any, run_id: str | None = None) -> dict[str, str]:
+    """Containers and networks the multi_node suite labels (of one run, or of any), by id: their names. The
+    container list is sparse: a full one inspects each after listing it, and one removed between the two (as the
+    reaper does) raises NotFound."""
+    label = {"label": cluster.RUN_LABEL if run_id is None else f"{cluster.RUN_LABEL}={run_id}"}
     listed = client.containers.list(all=True, filters=label, sparse=True)
-    containers = [str((c.attrs.get("Names") or [c.id])[0]).lstrip("/") for c in listed]
-    return containers + [n.name for n in client.networks.list(filters=label)]
+    found = {c.id: str((c.attrs.get("Names") or [c.id])[0]).lstrip("/") for c in listed}
+    return found | {n.id: n.name for n in client.networks.list(filters=label)}
+
+
+def left_behind(client: Any, within_s: float, run_id: str | None = None) -> list[str]:
+    """What carries the label now (of `run_id`, or of any run) and is still there `within_s` later. Without a
+    run id this also sees another test's run (another worker's, at the same time): what that run holds goes
+    when it ends, what ours left stays."""
+    seen, deadline = labelled(client, run_id), time.monotonic() + within_s
+    while seen and time.monotonic() < deadline:
+        time.sleep(0.5)
+        seen = {k: v for k, v in labelled(client, run_id).items() if k in seen}
+    return sorted(seen.values())
+
+
+def our_nodes(client: Any, image: str) -> dict[str, str]:
+    """The labelled containers of `image` (this run's own reference), running or not: name, run id."""
+    listed = client.containers.list(all=True, filters={"label": cluster.RUN_LABEL}, sparse=True)
+    return {
+        str((c.attrs.get("Names") or [c.id])[0]).lstrip("/"): (c.attrs.get("Labels") or {})[cluster.RUN_LABEL]
+        for c in listed
+        if c.attrs.get("Image") == image
+    }
 
 
 def test_the_image_is_built(built: Built) -> None:
@@ -79,7 +101,7 @@ def test_the_suites_pass_as_an_arbitrary_uid_of_group_0(built: Built, tmp_path: 
     ):
         assert outcomes.get(test) == "passed", (test, outcomes.get(test), output[-3000:])
     assert outcomes["test_default_user_name"] == "skipped" and "runs as uid 123456" in output
-    assert left_by_multi_node(docker_client) == []
+    assert left_behind(docker_client, 300) == []
 
 
 def test_the_suites_pass_on_a_read_only_root_with_the_recipe(built: Built, tmp_path: Path) -> None:
@@ -106,12 +128,13 @@ def test_a_noexec_tmp_fails_naming_the_fix_not_only_inductors_traceback(built: B
 
 
 def test_an_interrupted_multi_node_run_leaves_no_container_or_network(built: Built, docker_client: Any) -> None:
+    image = built.image("runtime").reference
     command = [sys.executable, str(ROOT / "build.py"), "test", "--matrix", str(built.plan.matrix_path)]
     command += ["--suites", "multi_node", built.image("runtime").tag]
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True, text=True, stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
-        while not docker_client.containers.list(filters={"label": cluster.RUN_LABEL}, sparse=True):
+        while not (nodes := our_nodes(docker_client, image)):
             assert process.poll() is None and time.monotonic() < deadline, "the nodes never started"
             time.sleep(0.2)
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
@@ -121,11 +144,10 @@ def test_an_interrupted_multi_node_run_leaves_no_container_or_network(built: Bui
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode != 0
     # build.py kills the suites' pytest soon after the same Ctrl-C: the reaper removes the nodes then
-    deadline = time.monotonic() + 60
-    while left_by_multi_node(docker_client) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert left_by_multi_node(docker_client) == []
-    print(f"nothing left {60 - (deadline - time.monotonic()):.1f} s after build.py ended")
+    (run_id,) = set(nodes.values())
+    ended = time.monotonic()
+    assert left_behind(docker_client, 60, run_id) == []
+    print(f"nothing left of run {run_id} {time.monotonic() - ended:.1f} s after build.py ended")
 
 
 def test_a_killed_multi_node_run_is_cleaned_up_by_its_reaper(built: Built, docker_client: Any) -> None:
@@ -135,13 +157,11 @@ def test_a_killed_multi_node_run_is_cleaned_up_by_its_reaper(built: Built, docke
     process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
         deadline = time.monotonic() + 120
-        while len(docker_client.containers.list(filters={"label": cluster.RUN_LABEL}, sparse=True)) < 2:
+        while len(nodes := our_nodes(docker_client, image)) < 2:
             assert process.poll() is None and time.monotonic() < deadline, "the nodes never started"
             time.sleep(0.2)
     finally:
         process.kill()
         process.wait()
-    deadline = time.monotonic() + 60
-    while left_by_multi_node(docker_client) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert left_by_multi_node(docker_client) == []
+    (run_id,) = set(nodes.values())
+    assert left_behind(docker_client, 60, run_id) == []

@@ -161,7 +161,7 @@ class PrivateEngine:
 
 
 @pytest.fixture(scope="module")
-def base_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def base_archive(tmp_path_factory: pytest.TempPathFactory, debian_base: str) -> Path:
     """The bootstrap base, saved from the shared engine (read-only use) once per module."""
     if os.geteuid() != 0:
         require("the fault tests start their own dockerd and mount a tmpfs: they need root")

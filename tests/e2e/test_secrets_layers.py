@@ -16,21 +16,13 @@ import pytest
 from torchimages import engine
 from torchimages.security import layers
 
-from .conftest import require
-
 pytestmark = pytest.mark.e2e
 BASE = "torchimages/bootstrap-debian:12"
 
 
 @pytest.fixture(scope="module")
-def leaky(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def leaky(docker_client: Any, tmp_path_factory: pytest.TempPathFactory, debian_base: str) -> Iterator[tuple[str, Path]]:
     """The image's tag, and the secret file whose content it copied."""
-    import docker.errors
-
-    try:
-        docker_client.images.get(BASE)
-    except docker.errors.ImageNotFound:
-        require(f"no {BASE} here (`build.py build` bootstraps it)")
     marker = uuid.uuid4().hex
     folder = tmp_path_factory.mktemp("leaky")
     secret = folder / "pip.conf"

@@ -3,7 +3,9 @@
 `mmdebstrap --variant=minbase SUITE ROOTFS.tar`, then `docker import`, once, and again only when what
 shapes it changes (recorded in a label). The image records what it was built from (suite, sources, the
 archive's Release date) in labels. apt inside mmdebstrap retries downloads; a bootstrap that failed on the
-network is run again (at most BOOTSTRAP_TRIES times, with backoff); an interrupt stops it at once.
+network is run again (at most BOOTSTRAP_TRIES times, with backoff); an interrupt stops it at once. Two
+processes on one machine that need the same base take turns (machine_lock): the second waits for the first
+one's bootstrap and finds the base made.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchimages import platforms
+from torchimages import platforms, settings
+from torchimages.building import machine_lock
 from torchimages.combination import LABEL_PREFIX, Combination
 from torchimages.compat import OsRelease
 from torchimages.engine import Engine, EngineError, run_cancellable
+from torchimages.security import layer_cache
 
 DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
 SUITE_LABEL = f"{LABEL_PREFIX}.bootstrap.suite"
@@ -186,6 +190,11 @@ def up_to_date(engine: Engine, os: OsRelease, mirror: str | None, base: Base | N
     )
 
 
+def lock_name(reference: str) -> str:
+    """What a bootstrap of the base `reference` takes its turn under: that base on this engine (DOCKER_HOST)."""
+    return f"the bootstrap of base {reference} for engine {settings.text('DOCKER_HOST') or 'default'}"
+
+
 def ensure(
     engine: Engine,
     os: OsRelease,
@@ -215,6 +224,25 @@ def ensure(
             "(apt-get install mmdebstrap)"
         )
     tell = say or (lambda _: None)
+    with machine_lock.held(lock_name(name), layer_cache.tool_folder(), waiting=tell, cancelled=cancelled):
+        if cancelled is not None and cancelled.is_set():
+            return f"base {name}: bootstrap interrupted, nothing imported"
+        if up_to_date(engine, os, mirror, base):
+            return f"base {name} is up to date (another process bootstrapped it meanwhile)"
+        return _bootstrap(engine, base, mirror, log, tell, cancelled, sleep)
+
+
+def _bootstrap(
+    engine: Engine,
+    base: Base,
+    mirror: str | None,
+    log: Path,
+    tell: Callable[[str], None],
+    cancelled: threading.Event | None,
+    sleep: Callable[[float], None],
+) -> str:
+    """mmdebstrap and import, tried again after a network failure (see `ensure`)."""
+    os, name = base.os, base.reference
     log.parent.mkdir(parents=True, exist_ok=True)
     tell(f"base {name}: bootstrapping from the {os.suite} archive for {base.platform} (log: {log})")
     log.write_bytes(b"")  # every attempt's output, in turn

@@ -143,8 +143,8 @@ def inherited(engine: TargetEngine, info: ImageInfo) -> str:
     for other in engine.images_labelled(INPUT_DIGEST_LABEL, digest):
         derived = len(other.layers) < len(info.layers) and info.layers[: len(other.layers)] == other.layers
         if other.id != info.id and derived:
-            name = next(iter(other.tags), other.id[:19])
-            return f" (inherited from its base {name}: it was built FROM one of ours)"
+            named = f"{min(other.tags)}, " if other.tags else ""  # an image of several tags: the first by name
+            return f" (inherited from its base {named}{other.id[:19]}: it was built FROM one of ours)"
     return ""
 
 

@@ -16,9 +16,10 @@ import pytest
 
 from tests.fakes import FakeEngine
 from torchimages import compat
-from torchimages.building import bootstrap
+from torchimages.building import bootstrap, machine_lock
 from torchimages.engine import EngineError
 from torchimages.engine.process import CANCEL_GRACE_S
+from torchimages.security import layer_cache
 
 DEBIAN = compat.load().os["debian12"]
 
@@ -215,3 +216,46 @@ def test_the_linux_amd64_base_of_a_two_platform_dockerfile_is_the_base_under_its
     )
     assert engine.imported == [] and engine.tagged == [f"{DEBIAN.image}-amd64"]
     assert not (tmp_path / "count").exists()  # no mmdebstrap
+
+
+def test_a_base_another_process_is_bootstrapping_is_waited_for_and_not_made_twice(
+    tmp_path: Path, fake_mmdebstrap: Path
+) -> None:
+    """While another process holds the base's lock (it bootstraps), ensure waits, says so, then finds the
+    base made by that process: no mmdebstrap run of its own, no import."""
+    fake_mmdebstrap.write_text("ok\n")
+    engine, said = importing_engine(), list[str]()
+    folder = layer_cache.tool_folder()
+    job = bootstrap.lock_name(DEBIAN.image)
+    holding = threading.Event()
+
+    def other_process() -> None:
+        with machine_lock.held(job, folder):
+            holding.set()
+            time.sleep(0.6)
+            engine.images[DEBIAN.image] = {bootstrap.DIGEST_LABEL: bootstrap.digest(DEBIAN, None)}
+
+    threading.Thread(target=other_process).start()
+    holding.wait(5)
+    result = bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log", said.append)
+    assert result == f"base {DEBIAN.image} is up to date (another process bootstrapped it meanwhile)"
+    assert any("another process is at it; waiting" in line for line in said), said
+    assert engine.imported == [] and not (tmp_path / "count").exists()
+
+
+def test_a_base_is_bootstrapped_under_its_lock(tmp_path: Path, fake_mmdebstrap: Path) -> None:
+    fake_mmdebstrap.write_text("ok\n")
+    engine, folder = importing_engine(), layer_cache.tool_folder()
+    job = bootstrap.lock_name(DEBIAN.image)
+    seen: list[bool] = []
+    original = engine.import_rootfs
+
+    def importing(*args: object, **kwargs: object) -> int:
+        with machine_lock.held(job, folder, wait_s=0) as free:  # EngineError: the lock is held (by ensure)
+            seen.append(free)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    engine.import_rootfs = importing  # type: ignore[method-assign]
+    with pytest.raises(EngineError, match="has held its lock"):
+        bootstrap.ensure(engine, DEBIAN, None, tmp_path / "b.log")
+    assert seen == []

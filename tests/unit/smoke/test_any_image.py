@@ -110,7 +110,16 @@ def test_a_derived_image_says_its_labels_are_inherited(capsys: pytest.CaptureFix
     team = info("team/train:1", CUDA_LABELS, ("l1", "l2", "l3"), user="app")
     ((_, doc),) = specs(FakeEngine(images=[base, team]), "team/train:1")
     assert doc["user"] == "app"
-    assert "labels (inherited from its base ours:1: it was built FROM one of ours)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "labels (inherited from its base ours:1, sha256:ours:1: it was built FROM one of ours)" in out
+
+
+def test_a_base_of_several_tags_is_named_by_its_first_tag_and_its_id(capsys: pytest.CaptureFixture[str]) -> None:
+    """Identical builds under two repositories are one image of two tags: the note names it the same each time."""
+    digest = "sha256:" + "ab" * 32
+    base = ImageInfo("zz/ours:1", digest, CUDA_LABELS, {}, "torch", ("l1",), ("zz/ours:1", "aa/ours:1"))
+    specs(FakeEngine(images=[base, info("team/train:1", CUDA_LABELS, ("l1", "l2"))]), "team/train:1")
+    assert f"(inherited from its base aa/ours:1, {digest[:19]}: it was built" in capsys.readouterr().out
 
 
 def test_an_image_without_labels_or_spec_is_refused_naming_both_ways() -> None:
