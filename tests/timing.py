@@ -3,7 +3,7 @@
 Each test's time is its setup, call and teardown together, so a module's shared build (a module- or
 session-scoped fixture) counts once, in the first test that needed it; the total of a module is the sum of its
 tests. Printed: the slowest tests, then one line per module of tests/e2e (and one for all of tests/unit), the
-largest first, and the run's whole time.
+largest first, the run's whole time, and with pytest-xdist each worker's busy time.
 """
 
 from __future__ import annotations
@@ -47,13 +47,18 @@ def slowest(times: Mapping[str, float], count: int) -> list[Row]:
     return [Row(n, s) for n, s in sorted(times.items(), key=lambda item: (-item[1], item[0]))[:count]]
 
 
-def table(times: Mapping[str, float], whole: float, count: int = SLOWEST) -> list[str]:
-    """The lines printed at the end of a run."""
+def table(
+    times: Mapping[str, float], whole: float, count: int = SLOWEST, workers: Mapping[str, float] | None = None
+) -> list[str]:
+    """The lines printed at the end of a run; `workers`: each xdist worker's busy seconds, when it ran some."""
     lines = [f"slowest {min(count, len(times))} tests (setup + call + teardown):"]
     lines += [f"  {row.seconds:8.1f} s  {row.name}" for row in slowest(times, count)]
     lines.append("time per module (tests/unit as one):")
     lines += [f"  {row.seconds:8.1f} s  {row.tests:5d} tests  {row.name}" for row in by_group(times)]
     lines.append(f"  {sum(times.values()):8.1f} s  {len(times):5d} tests  in all; the run took {whole:.0f} s")
+    if workers:
+        lines.append("time per worker (busy, of the run's time):")
+        lines += [f"  {workers[name]:8.1f} s  {name}" for name in sorted(workers)]
     return lines
 
 
@@ -62,16 +67,20 @@ class Timing:
 
     def __init__(self) -> None:
         self.times: dict[str, float] = defaultdict(float)
+        self.workers: dict[str, float] = defaultdict(float)
         self.started = time.monotonic()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.times[report.nodeid] += report.duration
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)  # xdist's, if any
+        if isinstance(worker, str):
+            self.workers[worker] += report.duration
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.times:
             return
         terminalreporter.section("where the time went")
-        for line in table(self.times, time.monotonic() - self.started):
+        for line in table(self.times, time.monotonic() - self.started, workers=self.workers):
             terminalreporter.write_line(line)
 
 

@@ -18,9 +18,8 @@ from .conftest import (
     NO_LAYER_SCAN,
     Built,
     Rebuilt,
-    Tested,
     assert_images_are_training_bases,
-    assert_smoke_suites_pass_without_a_gpu,
+    assert_suites_passed_without_a_gpu,
     assert_torch_compile_works_on_cpu,
     build_a_lie,
     own_temporary,
@@ -151,8 +150,8 @@ def test_a_lying_tag_fails_and_leaves_no_tag(built: Built, docker_client: Any) -
     assert own_temporary(built.logs) and not own_temporary(built.logs) & temporary_images(docker_client)
 
 
-def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built, cpu_tested: Tested) -> None:
-    assert_smoke_suites_pass_without_a_gpu(built, cpu_tested)
+def test_smoke_suites_pass_in_the_images_and_gpu_tests_skip_visibly(built: Built) -> None:
+    assert_suites_passed_without_a_gpu(built)
 
 
 def test_require_gpu_without_a_gpu_fails(built: Built) -> None:

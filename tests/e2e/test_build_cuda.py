@@ -17,13 +17,12 @@ from torchimages.probes import probe_source
 from .conftest import (
     Built,
     assert_images_are_training_bases,
-    assert_smoke_suites_pass_without_a_gpu,
+    assert_suites_passed_without_a_gpu,
     assert_torch_compile_works_on_cpu,
     build_a_lie,
     build_matrix,
     need_free_disk,
-    run_cli,
-    run_suites_on,
+    report_dir,
     sh,
 )
 from .test_report import installed, manifest_of
@@ -40,8 +39,10 @@ def built(
     docker_client: Any, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
 ) -> Iterator[Built]:
     # Both flavors (6.6 GB stored) and the SBOM's `docker save` (6 GB): 15 GB at the most, measured in a .ci/run.
-    need_free_disk(docker_client, 16, "the CUDA combination's build and its SBOM")
-    yield from build_matrix(docker_client, tmp_path_factory.mktemp("cuda"), ENTRY, ca_bundle)
+    need_free_disk(docker_client, 16, "the CUDA combination's build and its SBOMs")
+    tmp = tmp_path_factory.mktemp("cuda")
+    # every smoke suite (`--test gpu`: the GPU tests skip here) and the report (each flavor's SBOM)
+    yield from build_matrix(docker_client, tmp, ENTRY, ca_bundle, extra=("--test", "gpu", "--report", tmp / "report"))
 
 
 def test_build_verifies_and_tags_both_flavors(built: Built) -> None:
@@ -141,20 +142,16 @@ def test_a_wrong_cudnn_fails_verification_and_leaves_no_tag(built: Built, docker
     assert docker_client.images.list(name=f"{built.image('runtime').repository}:wrong-cudnn-runtime") == []
 
 
-def test_smoke_suites_pass_and_gpu_tests_skip_visibly(built: Built, tmp_path: Path) -> None:
-    assert_smoke_suites_pass_without_a_gpu(built, run_suites_on(built, tmp_path))
+def test_smoke_suites_pass_and_gpu_tests_skip_visibly(built: Built) -> None:
+    assert_suites_passed_without_a_gpu(built)
 
 
-def test_the_sbom_lists_the_nvidia_packages_torch_and_the_interpreter(built: Built, tmp_path: Path) -> None:
-    """`build.py test --report` on the CUDA runtime image: its CycloneDX SBOM (syft) names torch, every
+def test_the_sbom_lists_the_nvidia_packages_torch_and_the_interpreter(built: Built) -> None:
+    """The build's `--report` of the CUDA runtime image: its CycloneDX SBOM (syft) names torch, every
     nvidia-* wheel of the venv and the interpreter, each with the version the image really holds."""
-    runtime = built.image("runtime")
-    result = run_cli(
-        "test", "--matrix", built.plan.matrix_path, "--suites", "cpu", "--report", tmp_path, runtime.tag
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    (image,) = manifest_of(tmp_path)["images"]
-    sbom = json.loads((tmp_path / image["sbom"]).read_text())
+    assert built.status == 0, built.output[-4000:]
+    (image,) = [i for i in manifest_of(report_dir(built))["images"] if i["flavor"] == "runtime"]
+    sbom = json.loads((report_dir(built) / image["sbom"]).read_text())
     found: dict[str, str] = {}
     for component in sbom["components"]:
         found.setdefault(component["name"], component.get("version", ""))

@@ -10,12 +10,15 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
 
+from torchimages import engine
 from torchimages.smoke import cluster, platform
 
 from .conftest import ROOT, Built, run_cli
@@ -75,13 +78,32 @@ def left_behind(client: Any, within_s: float, run_id: str | None = None) -> list
 
 
 def our_nodes(client: Any, image: str) -> dict[str, str]:
-    """The labelled containers of `image` (this run's own reference), running or not: name, run id."""
+    """The labelled containers of `image` (a reference or an id only this test uses), running or not: name,
+    run id."""
     listed = client.containers.list(all=True, filters={"label": cluster.RUN_LABEL}, sparse=True)
     return {
         str((c.attrs.get("Names") or [c.id])[0]).lstrip("/"): (c.attrs.get("Labels") or {})[cluster.RUN_LABEL]
         for c in listed
-        if c.attrs.get("Image") == image
+        if image in (c.attrs.get("Image"), c.attrs.get("ImageID"))
     }
+
+
+@pytest.fixture
+def own_copy(built: Built, docker_client: Any, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The runtime image plus one label of this test: an image id no other test's build shares (the multi_node
+    suite starts its nodes by image id, and another worker's identical build may run its own meanwhile).
+    Its reference and id."""
+    (tmp_path / "Dockerfile").write_text(f"FROM {built.image('runtime').reference}\nLABEL e2e.own={tmp_path.name}\n")
+    reference = f"torchimages-e2e-own-{uuid.uuid4().hex[:8]}:1"
+    client = engine.find_build_client()
+    made = subprocess.run(
+        [*client.command, "--tag", reference, str(tmp_path)], env=client.environment(), capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    try:
+        yield reference, str(docker_client.images.get(reference).id)
+    finally:
+        docker_client.images.remove(reference)
 
 
 def test_the_image_is_built(built: Built) -> None:
@@ -127,10 +149,11 @@ def test_a_noexec_tmp_fails_naming_the_fix_not_only_inductors_traceback(built: B
     assert "Likely cause: the temporary folder" in output
 
 
-def test_an_interrupted_multi_node_run_leaves_no_container_or_network(built: Built, docker_client: Any) -> None:
-    image = built.image("runtime").reference
-    command = [sys.executable, str(ROOT / "build.py"), "test", "--matrix", str(built.plan.matrix_path)]
-    command += ["--suites", "multi_node", built.image("runtime").tag]
+def test_an_interrupted_multi_node_run_leaves_no_container_or_network(
+    own_copy: tuple[str, str], docker_client: Any
+) -> None:
+    reference, image = own_copy  # its spec from the labels it inherits
+    command = [sys.executable, str(ROOT / "build.py"), "test", "--image", reference, "--suites", "multi_node"]
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True, text=True, stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120

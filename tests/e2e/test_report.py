@@ -17,7 +17,7 @@ import pytest
 from torchimages.building import bootstrap
 from torchimages.reporting import writer as reporting
 
-from .conftest import Built, build_matrix, own_temporary, run_cli, temporary_images
+from .conftest import Built, build_matrix, own_temporary, report_dir, run_cli, temporary_images
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]"
@@ -27,10 +27,6 @@ ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio:
 def built(cpu_built: Built) -> Built:
     """The run's one build of the CPU combination (conftest.cpu_built: `--report`, both flavors, pushed)."""
     return cpu_built
-
-
-def report_dir(built: Built) -> Path:
-    return built.logs.parent / "report"
 
 
 def manifest_of(folder: Path) -> dict[str, Any]:

@@ -34,3 +34,9 @@ def test_the_table_ends_with_the_whole_run() -> None:
     assert lines[0] == "slowest 1 tests (setup + call + teardown):"
     assert lines[1] == "     300.0 s  tests/e2e/test_build_cpu.py::test_build"
     assert lines[-1] == "     424.0 s      5 tests  in all; the run took 500 s"
+
+
+def test_with_workers_each_one_s_busy_time_ends_the_table() -> None:
+    lines = timing.table(TIMES, 500.4, count=1, workers={"gw1": 120.0, "gw0": 304.0})
+    assert lines[-3:] == ["time per worker (busy, of the run's time):", "     304.0 s  gw0", "     120.0 s  gw1"]
+    assert timing.table(TIMES, 500.4, count=1, workers={})[-1].endswith("the run took 500 s")

@@ -280,3 +280,19 @@ def _cpu_image() -> tuple[Combination, Image]:
 
     loaded = plan.load(ROOT / "matrix.yaml")
     return next((c, i) for c, i in loaded.images() if c.cuda is None)
+
+
+@pytest.mark.parametrize(
+    ("given", "several", "tag", "written"),
+    [
+        ("smoke.xml", False, "2.13-cpu-runtime", "smoke.xml"),
+        ("smoke.xml", True, "2.13-cpu-runtime", "smoke-2.13-cpu-runtime.xml"),
+        ("out/junit", True, "2.13-cpu-devel", "out/junit-2.13-cpu-devel.xml"),
+    ],
+)
+def test_build_py_test_writes_the_junit_file_given_or_one_per_image(
+    given: str, several: bool, tag: str, written: str
+) -> None:
+    """`build.py test --junit FILE`: FILE for one image, FILE-<tag>.xml for each of several."""
+    assert runner.junit_path(Path(given), tag, several) == Path(written)
+    assert runner.junit_path(None, tag, several) is None
