@@ -69,7 +69,7 @@ lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshne
 	$(PY) -m torchimages.cli.reference --check
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 
-test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests (real Docker builds; the linux/arm64 one under QEMU)
+test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests on TEST_WORKERS=2 workers (real Docker builds; the linux/arm64 one under QEMU)
 	@EXTRA_PACKAGES="docker-registry skopeo zstd cosign" scripts/start-docker.sh >/dev/null
 	@scripts/setup-emulation.sh || echo "make test: no emulation (above): tests/e2e/test_arm64.py will skip, or fail with REQUIRE_DOCKER=1" >&2
 	$(MAKE) --no-print-directory lint check-render
