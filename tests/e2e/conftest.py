@@ -386,8 +386,8 @@ def cpu_built(
     check of the gate, every smoke suite (`--test gpu`), `--report`, `--progress plain` (a heartbeat every
     2 s), pushed to the run's registry.
     The modules about what a build makes (test_build_cpu, test_report, test_progress, test_push, test_clusters,
-    test_any_image) assert on it; tests that change it (a `--no-cache` rebuild) are marked `rebuilds_shared`
-    and run after every other test."""
+    test_any_image: tests/scheduling.py SHARED_MODULES, one worker) assert on it; tests that change it (a
+    `--no-cache` rebuild) are marked `rebuilds_shared` and run after the others of that group."""
     tmp = tmp_path_factory.mktemp("cpu")
     env = {k: v for k, v in os.environ.items() if k != "TORCHIMAGES_PROGRESS"}
     env["TORCHIMAGES_HEARTBEAT_S"] = "2"  # the smoke suites alone run longer than that
