@@ -18,7 +18,9 @@ import torch
 import torch.nn.functional as F
 
 MARK = "SMOKE_JSON:"
-BOUND = 1e-5
+# A wrong compile is wrong by an order of magnitude; float32 rounding is not. Inductor's vectorized erf, sin and
+# sum differ from eager's by CPU: 2.4e-07 on one AMD EPYC, 7.2e-05 on another machine of the same kind (2026-12).
+BOUND = 1e-3
 
 
 def small_function(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
