@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -395,23 +396,48 @@ def cpu_built(
     yield from build_matrix(docker_client, tmp, CPU, ca_bundle, registry=session_registry, extra=extra, env=env)
 
 
+def registry_manifest(registry: str, repository: str, tag: str) -> tuple[str, dict[str, Any]]:
+    """The registry's manifest of a tag: its digest and its content."""
+    path = repository.removeprefix(registry + "/")
+    accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+    request = urllib.request.Request(f"http://{registry}/v2/{path}/manifests/{tag}", headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return str(answer.headers["Docker-Content-Digest"]), dict(json.load(answer))
+
+
+def stored_blobs(root: Path) -> frozenset[str]:
+    """The digests of every blob a registry under `root` stores (docker-registry's filesystem layout)."""
+    return frozenset(path.name for path in (root / "data").glob("docker/registry/v2/blobs/sha256/*/*"))
+
+
 @dataclass(frozen=True)
 class Rebuilt:
-    """The shared CPU build built again with `--no-cache --push`: each flavor's layers before, the result."""
+    """The shared CPU build built again with `--no-cache --push`: what was there before it (each flavor's
+    layers, the digest of each flavor's tag in the run's registry, the blobs the registry stored), the result."""
 
     before: Mapping[str, tuple[str, ...]]
+    manifests_before: Mapping[str, str]
+    blobs_before: frozenset[str]
     result: subprocess.CompletedProcess[str]
 
 
 @pytest.fixture(scope="session")
-def cpu_rebuilt(cpu_built: Built, docker_client: Any) -> Rebuilt:
-    """The weekly security rebuild of the shared build (`--no-cache`, every check of the gate, pushed; the
-    smoke suites left out: its tests are about the layers, and the suites ran on the shared build); only tests
-    marked `rebuilds_shared` ask for it (the tags then name the rebuilt images)."""
+def cpu_rebuilt(cpu_built: Built, docker_client: Any, session_registry: str, session_registry_root: Path) -> Rebuilt:
+    """The weekly security rebuild of the shared build (`--no-cache`, every check of the gate, pushed again to
+    the run's registry; the smoke suites left out: its tests are about the layers and the push, and the suites
+    ran on the shared build); only tests marked `rebuilds_shared` ask for it (the tags then name the rebuilt
+    images)."""
     assert cpu_built.status == 0, cpu_built.output
+    flavors = ("runtime", "devel")
     before = {
         flavor: tuple(docker_client.images.get(cpu_built.image(flavor).reference).attrs["RootFS"]["Layers"])
-        for flavor in ("runtime", "devel")
+        for flavor in flavors
     }
+    manifests = {
+        flavor: registry_manifest(session_registry, cpu_built.image(flavor).repository, cpu_built.image(flavor).tag)[0]
+        for flavor in flavors
+    }
+    blobs = stored_blobs(session_registry_root)
     options = ("--log-dir", cpu_built.logs, "--no-cache", "--push", "--test", "none")
-    return Rebuilt(before, run_cli("build", "--matrix", cpu_built.plan.matrix_path, *options, "*"))
+    result = run_cli("build", "--matrix", cpu_built.plan.matrix_path, *options, "*")
+    return Rebuilt(before, manifests, blobs, result)
