@@ -61,7 +61,7 @@ def tiny_image(client: Any, name: str) -> str:
 
 def failed_checks(doctor_output: str) -> set[str]:
     """The checks `doctor` failed, less "free disk": that one tells how full this machine's disk is (the other
-    worker's CUDA build may hold 12 GB of it), which no test here sets; tests/unit/doctor tests it."""
+    worker's CUDA build may hold 12 GB of it), which no test here sets; tests/unit/test_doctor.py tests that check."""
     summary = [line for line in doctor_output.splitlines() if line.startswith("doctor: ") and " failed (" in line]
     names = set(summary[-1].split(" failed (", 1)[1].rstrip(")").split(", ")) if summary else set()
     return names - {"free disk"}
