@@ -20,7 +20,7 @@ set -euo pipefail
 
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 DOCKERD_TIMEOUT=${DOCKERD_TIMEOUT:-60}
-PACKAGES=(docker.io mmdebstrap ${EXTRA_PACKAGES:-})
+PACKAGES=(docker.io mmdebstrap ubuntu-keyring ${EXTRA_PACKAGES:-})
 
 log() { printf '[start-docker] %s\n' "$*" >&2; }
 die() { printf '[start-docker] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -37,7 +37,7 @@ need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root to $1 (or start a Do
 APT_ETC=${APT_ETC:-/etc/apt}
 TRIXIE_SOURCE=$APT_ETC/sources.list.d/torchimages-trixie.sources
 TRIXIE_PIN=$APT_ETC/preferences.d/torchimages-trixie
-FROM_TRIXIE=(docker.io docker-cli docker-buildx cosign)
+FROM_TRIXIE=(docker.io docker-cli docker-buildx cosign ubuntu-keyring)
 export DEBIAN_FRONTEND=noninteractive
 
 here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.  # this script's folder (no dirname needed)
