@@ -140,6 +140,9 @@ class Combination:
     platform_pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
     images: tuple[Image, ...] = ()  # flavor by flavor (FLAVORS order), each for every platform in order
     warnings: tuple[Problem, ...] = ()
+    # `bootstrap`: the OS base is made here from its archive (bootstrap.py), for a registry OS mapped onto the
+    # Dockerfile's FROM at build time; not a build input (the Dockerfile is the same either way).
+    bases: str = "registry"
 
     @property
     def dockerfile(self) -> str:
@@ -182,6 +185,13 @@ class Combination:
     def devel_from(self) -> str:
         """What the devel target is built on: `runtime` (toolkit from wheels, or none) or an nvidia/cuda image."""
         return self.toolkit.image if self.toolkit.provider == "image" else "runtime"
+
+    @property
+    def pulled_bases(self) -> tuple[RegistryBase, ...]:
+        """The registry bases a build pulls: every one but the OS's when it is bootstrapped (`--bases bootstrap`)."""
+        if self.bases != "bootstrap":
+            return self.registry_bases
+        return tuple(base for base in self.registry_bases if base.reference != self.os.image)
 
     def base_of(self, flavor: str) -> RegistryBase | None:
         """The registry image a flavor's chain of stages starts FROM: the OS base for runtime and for a devel built

@@ -102,6 +102,36 @@ class CudaToolkit:
 
 
 @dataclass(frozen=True)
+class Archive:
+    """How a base is made from a distribution's archive (mmdebstrap): the local name it is imported under, the
+    suite, and the apt sources of the official image (empty: mmdebstrap's defaults, as for debian12)."""
+
+    image: str  # `torchimages/bootstrap-ubuntu:24.04`
+    suite: str  # `noble`
+    suites: tuple[str, ...] = ()  # the sources' suites (`noble`, `noble-updates`, ...)
+    components: tuple[str, ...] = ()
+    keyring: str = ""  # the keyring that verifies the archive ("": mmdebstrap's)
+    include: tuple[str, ...] = ()  # packages added to minbase
+    mirror: tuple[tuple[str, str], ...] = ()  # (architecture, URL) of the archive
+    security: tuple[tuple[str, str], ...] = ()  # (architecture, URL) the `-security` suite comes from
+
+    def sources(self, arch: str, mirror: str | None) -> tuple[str, ...]:
+        """The sources.list lines mmdebstrap is given for `arch`: `mirror` (a URL, or a whole line kept as it is)
+        replaces the archive's URLs; none at all where the archive names no suites (mmdebstrap's defaults)."""
+        if mirror and mirror.split()[0] in ("deb", "deb-src"):
+            return (mirror,)
+        if not self.suites:
+            return (mirror,) if mirror else ()
+        archive, security = dict(self.mirror).get(arch, ""), dict(self.security).get(arch, "")
+        components = " ".join(self.components)
+        lines = []
+        for suite in self.suites:
+            url = mirror or (security if suite.endswith("-security") and security else archive)
+            lines.append(f"deb {url} {suite} {components}".rstrip())
+        return tuple(lines)
+
+
+@dataclass(frozen=True)
 class OsRelease:
     """An operating system images are built on, and how its base image is obtained."""
 
@@ -115,6 +145,9 @@ class OsRelease:
     confidence: str
     sources: tuple[str, ...]
     pip: str = ""  # the pip the venv is upgraded to before installing ("" keeps the OS's)
+    # How a bootstrapped base is made: a bootstrap OS's own, or a registry OS's under `--bases bootstrap`
+    # (None: it cannot be bootstrapped). Not a build input: it never changes a rendered Dockerfile.
+    archive: Archive | None = None
 
     @property
     def family(self) -> str:
@@ -298,6 +331,33 @@ def _os(name: str, raw: dict[str, Any]) -> OsRelease:
         confidence=raw["confidence"],
         sources=_strings(raw.get("sources")),
         pip=str(raw.get("pip") or ""),
+        archive=_archive(name, raw),
+    )
+
+
+def _archive(name: str, raw: dict[str, Any]) -> Archive | None:
+    """A registry OS's `archive` mapping; a bootstrap OS's own image and suite (mmdebstrap's defaults)."""
+    found = raw.get("archive")
+    if found is None:
+        return Archive(raw["image"], raw.get("suite", "")) if raw["provider"] == "bootstrap" else None
+    if not isinstance(found, dict) or not found.get("image") or not found.get("suite"):
+        raise ValueError(f"os.{name}.archive: a mapping with at least `image` and `suite`")
+
+    def by_arch(key: str) -> tuple[tuple[str, str], ...]:
+        value = found.get(key) or {}
+        if not isinstance(value, dict):
+            raise ValueError(f"os.{name}.archive.{key}: a mapping of architecture to URL")
+        return tuple((str(k), str(v)) for k, v in value.items())
+
+    return Archive(
+        image=str(found["image"]),
+        suite=str(found["suite"]),
+        suites=_strings(found.get("suites")),
+        components=_strings(found.get("components")),
+        keyring=str(found.get("keyring") or ""),
+        include=_strings(found.get("include")),
+        mirror=by_arch("mirror"),
+        security=by_arch("security"),
     )
 
 

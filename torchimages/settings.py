@@ -69,6 +69,15 @@ SETTINGS = (
     Setting(
         "TORCHIMAGES_BASE_REGISTRY", "registry", "", "mirror to pull registry bases from (--base-registry)", MATRIX
     ),
+    Setting(
+        "TORCHIMAGES_BASES",
+        "choice",
+        "",
+        "how registry OSes' bases are obtained: registry (pulled) or bootstrap (made from the distribution's "
+        "archive); overrides the matrix's `bases` (--bases)",
+        MATRIX,
+        ("registry", "bootstrap"),
+    ),
     Setting("TORCHIMAGES_MAX_MATRIX_BYTES", "count", str(1024 * 1024), "largest matrix file read, in bytes", MATRIX),
     Setting(
         "TORCHIMAGES_MAX_FILE_BYTES",
@@ -314,6 +323,8 @@ def choice(name: str, environ: Mapping[str, str] | None = None) -> str:
     """One of the setting's choices."""
     setting = BY_NAME[name]
     found = _raw(name, environ) or setting.default
+    if not found and not setting.default:  # unset, and no default: the command's own rule decides
+        return ""
     if found not in setting.choices:
         raise _refuse(setting, found, f"must be one of {', '.join(setting.choices)}")
     return found

@@ -278,11 +278,20 @@ def size(text: str, where: str = "") -> str:
     return text
 
 
+MIRROR_FAMILIES = ("debian", "ubuntu")  # `--mirror FAMILY=MIRROR`
+
+
 def mirror(text: str, where: str = "") -> str:
     """A distribution mirror as mmdebstrap takes it: a URL (http(s) with a host, file:///path), or a whole
-    sources.list line (`deb URL SUITE COMPONENT...`) whose URL is one."""
+    sources.list line (`deb URL SUITE COMPONENT...`) whose URL is one; `FAMILY=` before it (ubuntu, debian)
+    names the one distribution it serves."""
     if not text or not text.isprintable():
         raise BadValue(where, text, "a mirror is a URL or a sources.list line, without control characters")
+    head, equals, rest = text.partition("=")
+    if equals and head.isidentifier():
+        if head not in MIRROR_FAMILIES:
+            raise BadValue(where, text, f"a mirror's family is {' or '.join(MIRROR_FAMILIES)} (FAMILY=MIRROR)")
+        return f"{head}={mirror(rest, where)}"
     words = text.split()
     if words[0] in ("deb", "deb-src"):
         source = next((w for w in words[1:] if not w.startswith("[")), "")

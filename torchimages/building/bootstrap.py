@@ -1,7 +1,10 @@
-"""The `bootstrap` OS provider: a base image made from a distribution archive, no registry needed.
+"""Bootstrapped bases: a base image made from a distribution archive, no registry needed.
 
-`mmdebstrap --variant=minbase SUITE ROOTFS.tar`, then `docker import`, once, and again only when what
-shapes it changes (recorded in a label). The image records what it was built from (suite, sources, the
+The `bootstrap` OS provider (debian12), and every registry OS with an `archive` in the knowledge base under
+`--bases bootstrap` (Ubuntu: the build maps the Dockerfile's `FROM ubuntu:24.04` to the local base through a
+named build context, so the committed Dockerfiles stay as they are).
+`mmdebstrap --variant=minbase SUITE ROOTFS.tar [SOURCES...]`, then `docker import`, once, and again only when
+what shapes it changes (recorded in a label). The image records what it was built from (suite, sources, the
 archive's Release date) in labels. apt inside mmdebstrap retries downloads; a bootstrap that failed on the
 network is run again (at most BOOTSTRAP_TRIES times, with backoff); an interrupt stops it at once. Two
 processes on one machine that need the same base take turns (machine_lock): the second waits for the first
@@ -22,13 +25,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchimages import platforms, settings
+from torchimages import platforms, settings, values
 from torchimages.building import machine_lock
 from torchimages.combination import LABEL_PREFIX, Combination
-from torchimages.compat import OsRelease
+from torchimages.compat import Archive, OsRelease
 from torchimages.engine import Engine, EngineError, run_cancellable
 from torchimages.security import layer_cache
 
+BOOTSTRAP = "bootstrap"  # `--bases bootstrap`
+IMAGE_CONTEXT = "docker-image://"  # a named build context that is an image of the engine
+FAMILIES = values.MIRROR_FAMILIES  # the distribution families `--mirror FAMILY=MIRROR` names
 DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
 SUITE_LABEL = f"{LABEL_PREFIX}.bootstrap.suite"
 SOURCES_LABEL = f"{LABEL_PREFIX}.bootstrap.sources"
@@ -65,7 +71,7 @@ class Provenance:
 
 @dataclass(frozen=True)
 class Base:
-    """A bootstrapped base one build needs: the OS release, the platform, and the reference its Dockerfile names
+    """A bootstrapped base one build needs: the OS release, the platform, and its local name
     (`torchimages/bootstrap-debian:12`; `...:12-arm64` where a Dockerfile is for several platforms)."""
 
     os: OsRelease
@@ -73,21 +79,57 @@ class Base:
     reference: str
 
 
+def archive_of(os: OsRelease) -> Archive:
+    """How `os`'s base is bootstrapped; EngineError where the knowledge base says no way."""
+    if os.archive is None:
+        raise EngineError(f"{os.name} has no archive in the knowledge base: its base cannot be bootstrapped")
+    return os.archive
+
+
 def reference(os: OsRelease, platform: str, multi_platform: bool) -> str:
-    """What a Dockerfile names as the base of `platform`: the base itself, or its platform's (`<image>-<arch>`:
-    TARGETARCH chooses it) in a Dockerfile for several platforms."""
-    return f"{os.image}-{platforms.arch(platform)}" if multi_platform else os.image
+    """The local name of `os`'s bootstrapped base for `platform`: the base itself, or its platform's
+    (`<image>-<arch>`: TARGETARCH chooses it) in a Dockerfile for several platforms."""
+    image = archive_of(os).image
+    return f"{image}-{platforms.arch(platform)}" if multi_platform else image
+
+
+def needed(combination: Combination) -> bool:
+    """Whether a combination's OS base is bootstrapped: a bootstrap OS, or `--bases bootstrap`."""
+    return combination.os.provider == "bootstrap" or combination.bases == BOOTSTRAP
 
 
 def bootstrapped(combinations: Iterable[Combination]) -> list[Base]:
     """The bases the combinations need bootstrapped, each once, in order (every platform of each)."""
     found = {}
     for c in combinations:
-        if c.os.provider == "bootstrap":
+        if needed(c):
             for platform in c.platforms:
                 base = Base(c.os, platform, reference(c.os, platform, c.multi_platform))
                 found[base.reference] = base
     return list(found.values())
+
+
+def contexts(combination: Combination, platform: str) -> tuple[tuple[str, str], ...]:
+    """The named build contexts that map a registry OS's `FROM` (as the Dockerfile names it) to its bootstrapped
+    base under `--bases bootstrap`; none for a bootstrap OS (its Dockerfile names the base itself)."""
+    if combination.os.provider != "registry" or combination.bases != BOOTSTRAP:
+        return ()
+    local = reference(combination.os, platform, combination.multi_platform)
+    return ((combination.os.image, IMAGE_CONTEXT + local),)
+
+
+def mirror_for(mirrors: Iterable[str], family: str) -> str | None:
+    """The mirror of one distribution family from `--mirror` values (`[FAMILY=]MIRROR`): its own, else a bare one
+    (every family's)."""
+    own = [m.split("=", 1)[1] for m in mirrors if _family(m) == family]
+    bare = [m for m in mirrors if _family(m) is None]
+    chosen = own or bare
+    return chosen[-1] if chosen else None
+
+
+def _family(mirror: str) -> str | None:
+    head = mirror.split("=", 1)[0]
+    return head if "=" in mirror and head in FAMILIES else None
 
 
 def log_file(log_dir: Path, os: OsRelease, platform: str = platforms.DEFAULT) -> Path:
@@ -132,19 +174,21 @@ def command(
     """The mmdebstrap command that writes the root filesystem to `output` (a tar file, or "-": stdout), of
     `platform`'s architecture (another than this machine's runs under emulation: binfmt_misc and QEMU).
     With `record`, a hook writes the archive's Release date and the apt sources into that folder."""
+    archive = archive_of(os)
     cmd = ["mmdebstrap", "--variant=minbase", "--quiet"]
     if platform != platforms.DEFAULT:
         cmd.append(f"--architectures={platforms.arch(platform)}")
+    if archive.keyring:
+        cmd.append(f"--keyring={archive.keyring}")
+    if archive.include:
+        cmd.append(f"--include={','.join(archive.include)}")
     cmd += [f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES]
     cmd += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
     cmd += [f'--aptopt=Acquire::Retries "{APT_RETRIES}"']
     cmd.append(f"--customize-hook={BUILD_READY_HOOK}")
     if record is not None:
-        cmd.append(f"--customize-hook={record_hook(os.suite, record)}")
-    cmd += [os.suite, output]
-    if mirror:
-        cmd.append(mirror)
-    return cmd
+        cmd.append(f"--customize-hook={record_hook(archive.suite, record)}")
+    return [*cmd, archive.suite, output, *archive.sources(platforms.arch(platform), mirror)]
 
 
 def record_hook(suite: str, record: Path) -> str:
@@ -184,7 +228,7 @@ def network_failure(log_text: str) -> bool:
 
 def up_to_date(engine: Engine, os: OsRelease, mirror: str | None, base: Base | None = None) -> bool:
     """Whether the base (default: `os` for linux/amd64, as `os.image`) is here, made by today's command."""
-    labels = engine.labels(base.reference if base else os.image)
+    labels = engine.labels(base.reference if base else archive_of(os).image)
     return labels is not None and labels.get(DIGEST_LABEL) == digest(
         os, mirror, base.platform if base else platforms.DEFAULT
     )
@@ -210,18 +254,24 @@ def ensure(
 
     `say` hears when a bootstrap starts and each retry; once `cancelled` is set, mmdebstrap is stopped and
     nothing is imported. A failure raises EngineError naming the log."""
-    base = base or Base(os, platforms.DEFAULT, os.image)
+    archive = archive_of(os)
+    base = base or Base(os, platforms.DEFAULT, archive.image)
     name = base.reference
     if up_to_date(engine, os, mirror, base):
         return f"base {name} is up to date"
-    if base.platform == platforms.DEFAULT and name != os.image and up_to_date(engine, os, mirror):
+    if base.platform == platforms.DEFAULT and name != archive.image and up_to_date(engine, os, mirror):
         repository, tag = name.rsplit(":", 1)
-        engine.tag(os.image, repository, tag)
-        return f"base {name} is {os.image}"
+        engine.tag(archive.image, repository, tag)
+        return f"base {name} is {archive.image}"
     if shutil.which("mmdebstrap") is None:
         raise EngineError(
             f"the {os.name} base image is bootstrapped with mmdebstrap, which is not installed "
             "(apt-get install mmdebstrap)"
+        )
+    if archive.keyring and not Path(archive.keyring).is_file():
+        raise EngineError(
+            f"the {os.name} base image is bootstrapped from an archive that {archive.keyring} verifies, and that "
+            f"keyring is not installed (apt-get install {os.family}-keyring; scripts/start-docker.sh does)"
         )
     tell = say or (lambda _: None)
     with machine_lock.held(lock_name(name), layer_cache.tool_folder(), waiting=tell, cancelled=cancelled):
@@ -244,14 +294,15 @@ def _bootstrap(
     """mmdebstrap and import, tried again after a network failure (see `ensure`)."""
     os, name = base.os, base.reference
     log.parent.mkdir(parents=True, exist_ok=True)
-    tell(f"base {name}: bootstrapping from the {os.suite} archive for {base.platform} (log: {log})")
+    suite = archive_of(os).suite
+    tell(f"base {name}: bootstrapping from the {suite} archive for {base.platform} (log: {log})")
     log.write_bytes(b"")  # every attempt's output, in turn
     for attempt in range(1, BOOTSTRAP_TRIES + 1):
         status = _bootstrap_once(engine, base, mirror, log, cancelled)
         if cancelled is not None and cancelled.is_set():
             return f"base {name}: bootstrap interrupted, nothing imported"
         if status is None:
-            return f"base {name} bootstrapped from the {os.suite} archive"
+            return f"base {name} bootstrapped from the {suite} archive"
         if attempt == BOOTSTRAP_TRIES or not network_failure(log.read_text(errors="replace")):
             raise EngineError(f"bootstrapping {name} failed ({status}); see {log}")
         delay = BOOTSTRAP_BACKOFF_S * 2 ** (attempt - 1)
@@ -273,7 +324,7 @@ def _bootstrap_once(
             return "interrupted"
         if strap.returncode:
             return f"mmdebstrap exit {strap.returncode}"
-        changes = import_changes(digest(os, mirror, platform), read_provenance(os.suite, record))
+        changes = import_changes(digest(os, mirror, platform), read_provenance(archive_of(os).suite, record))
         ready = Path(folder, "ready.tar")
         without(rootfs, ready, DROPPED)
         with ready.open("rb") as tar:

@@ -243,7 +243,13 @@ class Builder:
             progress.begin(base.reference, "bootstrap")
             try:
                 said = bootstrap.ensure(
-                    self.engine, base.os, self.options.mirror, log, progress.note, self.cancelled, base=base
+                    self.engine,
+                    base.os,
+                    bootstrap.mirror_for(self.options.mirrors, base.os.family),
+                    log,
+                    progress.note,
+                    self.cancelled,
+                    base=base,
                 )
             except EngineError:
                 progress.finish(base.reference, f"{base.reference}: bootstrap failed", counted=False)

@@ -12,22 +12,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchimages import platforms, values
+from torchimages.building import bootstrap
 from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
 from torchimages.building.provenance import Provenance, provenance_labels
 from torchimages.building.wheels import PYPI, Served, WheelSources, secret_file
-from torchimages.combination import Combination, Image
+from torchimages.combination import LABEL_PREFIX, Combination, Image
 from torchimages.engine import NOT_ASKED, BuildRequest, CacheSpec, Engine, SbomAttestation
 from torchimages.planning.plan import Selected
 from torchimages.problems import Problem
 from torchimages.security.signing import Signer
 
 RUNTIME_STAGE = "runtime"  # the Dockerfile stage devel is built on (FROM runtime, or COPY --from=runtime)
+BASES_LABEL = f"{LABEL_PREFIX}.bases"  # `bootstrap` where a registry OS's base was bootstrapped (--bases)
+BASE_NAME_LABEL = "org.opencontainers.image.base.name"
+BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 
 
 def image_context(reference: str) -> str:
     """A named context's value that is an image of this engine (BuildKit's docker driver finds it locally)."""
-    return f"docker-image://{reference}"
+    return bootstrap.IMAGE_CONTEXT + reference
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class BuildOptions:
     ca_cert: Path | None = None
     sources: WheelSources = field(default_factory=WheelSources)
     network: str | None = None
-    mirror: str | None = None
+    mirrors: tuple[str, ...] = ()  # `--mirror` values, `[FAMILY=]MIRROR` (bootstrap.mirror_for)
     push: bool = False
     compression: str = values.GZIP  # how a push compresses the layers (values.COMPRESSIONS)
     cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources and exports; `{tag}` in a value
@@ -90,7 +94,7 @@ def build_request(
         no_cache=options.no_cache,
         cache_from=tuple(spec.for_tag(image.tag) for spec in options.cache_from),
         cache_to=tuple(spec.for_tag(image.tag) for spec in options.cache_to),
-        contexts=((RUNTIME_STAGE, runtime),) if runtime else (),
+        contexts=(*(((RUNTIME_STAGE, runtime),) if runtime else ()), *bootstrap.contexts(combination, image.platform)),
         build_args=(("SOURCE_DATE_EPOCH", str(options.epoch(combination))),),
         platform=image.platform if combination.multi_platform else None,
         labels=build_labels(options, combination, image),
@@ -115,7 +119,27 @@ def build_labels(options: BuildOptions, combination: Combination, image: Image) 
     """Every `--label` of an image's build: those its Dockerfile's LABEL lacks (`platform_labels`), then what
     varies per commit or build (`provenance_labels`: created, revision, source), which touches its configuration
     only (no layer, no input digest)."""
-    return (*platform_labels(combination, image), *provenance_labels(options.provenance, options.epoch(combination)))
+    return (
+        *platform_labels(combination, image),
+        *bases_labels(combination, image),
+        *provenance_labels(options.provenance, options.epoch(combination)),
+    )
+
+
+def bases_labels(combination: Combination, image: Image) -> tuple[tuple[str, str], ...]:
+    """Under `--bases bootstrap`, what a registry OS's image was built on: `io.torchimages.bases` and, where the
+    image's chain of stages starts at the OS base, `base.name` naming the bootstrapped base (a lock's digest,
+    which that base does not have, emptied); the base's archive, suite and Release date are labels it inherits."""
+    mapped = bootstrap.contexts(combination, image.platform)
+    if not mapped:
+        return ()
+    labels = [(BASES_LABEL, bootstrap.BOOTSTRAP)]
+    base = combination.base_of(image.flavor)
+    if base is not None and base.reference == combination.os.image:
+        labels.append((BASE_NAME_LABEL, mapped[0][1].removeprefix(bootstrap.IMAGE_CONTEXT)))
+        if base.digest:
+            labels.append((BASE_DIGEST_LABEL, ""))
+    return tuple(labels)
 
 
 def shared_names(selected: Sequence[Selected]) -> list[Problem]:

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         say = functools.partial(print, file=sys.stderr)
         for base in bootstrap.bootstrapped(s.combination for s in chosen):
             log = bootstrap.log_file(Path("logs"), base.os, base.platform)
-            say(bootstrap.ensure(engine, base.os, args.mirror, log, say, base=base))
+            mirror = bootstrap.mirror_for(args.mirror, base.os.family)
+            say(bootstrap.ensure(engine, base.os, mirror, log, say, base=base))
     with preflight.all_or_nothing(args.secrets_dir):  # no secret (it may hold credentials) without its bake file
         entries = bake.entries(chosen, request)
         try:

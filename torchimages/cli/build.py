@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         sources=WheelSources(args.index_url, tuple(args.extra_index_url), tuple(args.find_links)),
         network=args.network,
         source_date_epoch=settings.epoch("SOURCE_DATE_EPOCH"),
-        mirror=args.mirror,
+        mirrors=tuple(args.mirror),
         push=args.push,
         compression=args.compression,
         cache_from=common.cache_specs("--cache-from", args.cache_from),

@@ -28,17 +28,19 @@ from torchimages.cli import settings as settings_command
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its name, help, options and what it runs; `common`: it takes the matrix options."""
+    """One subcommand: its name, help, options and what it runs; `common`: it takes the matrix options;
+    `bases_option`: among them `--bases` (lock's `--bases` is its own: TORCHIMAGES_BASES says it there)."""
 
     name: str
     help: str
     options: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     common: bool = True
+    bases_option: bool = True
 
 
-def _row(module: ModuleType, common: bool = True) -> Command:
-    return Command(module.NAME, module.HELP, module.options, module.run, common)
+def _row(module: ModuleType, common: bool = True, bases_option: bool = True) -> Command:
+    return Command(module.NAME, module.HELP, module.options, module.run, common, bases_option)
 
 
 COMMANDS = (
@@ -51,7 +53,7 @@ COMMANDS = (
     _row(bake),
     _row(promote),
     _row(join),
-    _row(lock),
+    _row(lock, bases_option=False),
     _row(outdated),
     _row(doctor),
     _row(verify_signature, common=False),

@@ -37,7 +37,9 @@ __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError"]
 
 def load_plan(args: argparse.Namespace) -> planning.Plan:
     """Load the plan named by the common options."""
-    return planning.load(args.matrix, args.templates, args.images_dir, base_registry=args.base_registry)
+    return planning.load(
+        args.matrix, args.templates, args.images_dir, base_registry=args.base_registry, os_bases=args.os_bases or None
+    )
 
 
 def select(args: argparse.Namespace, loaded: planning.Plan, in_full: bool = False) -> list[planning.Selected]:

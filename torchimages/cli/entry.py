@@ -42,7 +42,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if command.common:
-            options.common(p)
+            options.common(p, bases=command.bases_option)
         command.options(p)
         p.set_defaults(run=command.run)
     return top

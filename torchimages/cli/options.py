@@ -71,12 +71,16 @@ def apply_settings(args: argparse.Namespace) -> None:
         given = getattr(args, dest)
         if settings.BY_NAME[name].kind in settings.LISTS:
             setattr(args, dest, [*settings.value(name), *given])  # type: ignore[misc]
+        elif isinstance(given, list):  # a repeatable option whose setting holds one value: it comes first
+            found = settings.value(name)
+            setattr(args, dest, [found, *given] if found else given)
         elif given is None:
             setattr(args, dest, settings.value(name))
 
 
-def common(parser: argparse.ArgumentParser) -> None:
-    """The matrix every command reads, where its Dockerfiles go, and the registry bases' mirror."""
+def common(parser: argparse.ArgumentParser, bases: bool = True) -> None:
+    """The matrix every command reads, where its Dockerfiles go, the registry bases' mirror and (`bases`) whether
+    the OS bases are pulled or bootstrapped (else TORCHIMAGES_BASES alone says it)."""
     add(parser, "--matrix", type=path, default=DEFAULT_MATRIX, help="matrix file (default: matrix.yaml)")
     add(parser, "--templates", type=path, default=render.DEFAULT_TEMPLATES, help=argparse.SUPPRESS)
     add(
@@ -94,6 +98,22 @@ def common(parser: argparse.ArgumentParser) -> None:
         metavar="HOST/PREFIX",
         help="pull registry bases from this mirror (ubuntu:24.04 -> HOST/PREFIX/library/ubuntu:24.04); "
         "overrides the matrix's base_registry",
+    )
+    if not bases:
+        parser.set_defaults(os_bases=None)
+        parser.set_defaults(
+            **{SETTINGS_OF: {**(parser.get_default(SETTINGS_OF) or {}), "os_bases": "TORCHIMAGES_BASES"}}
+        )
+        return
+    add(
+        parser,
+        "--bases",
+        setting="TORCHIMAGES_BASES",
+        dest="os_bases",
+        choices=("registry", "bootstrap"),
+        help="registry: pull each OS's base (ubuntu:24.04); bootstrap: make it here from the distribution's "
+        "archive with mmdebstrap (no registry; the Dockerfiles stay as they are); overrides the matrix's "
+        "`bases` (default: the matrix's, else registry; debian12 is always bootstrapped)",
     )
 
 
@@ -156,8 +176,12 @@ def build_environment(parser: argparse.ArgumentParser) -> None:
         parser,
         "--mirror",
         type=checked(values.mirror),
+        action="append",
         setting="TORCHIMAGES_MIRROR",
-        help="distribution mirror for bootstrapped bases (default: mmdebstrap's)",
+        metavar="[FAMILY=]MIRROR",
+        help="distribution mirror for bootstrapped bases: a URL or a whole sources.list line, for one family "
+        "(ubuntu=URL, debian=URL; repeatable) or, bare, for every family (default: the knowledge base's "
+        "archive for Ubuntu, mmdebstrap's for Debian)",
     )
 
 

@@ -79,7 +79,7 @@ def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool
     for s in chosen:
         devel = any(i.flavor == "devel" for i in s.images)  # runtime alone never pulls the toolkit image
         wanted = {s.combination.os.image, *([s.combination.toolkit.image] if devel else [])}
-        for base in s.combination.registry_bases:
+        for base in s.combination.pulled_bases:
             if base.reference in wanted:
                 bases.setdefault(base.reference, base)
     bootstrapped = sorted(base.reference for base in bootstrap.bootstrapped(s.combination for s in chosen))

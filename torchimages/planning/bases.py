@@ -145,7 +145,7 @@ def apply(combination: Combination, settings: BaseSettings) -> tuple[Combination
         toolkit=replace(combination.toolkit, image=toolkit_image),
         registry_bases=bases,
     )
-    unlocked = [base.name for base in bases if base.digest is None]
+    unlocked = [base.name for base in pinned.pulled_bases if base.digest is None]
     if not unlocked:
         return pinned, []
     where = "has no entry for them" if settings.lock_exists else "does not exist"
@@ -170,7 +170,7 @@ def apply(combination: Combination, settings: BaseSettings) -> tuple[Combination
 def eol_problems(kb: KnowledgeBase, combination: Combination) -> list[Problem]:
     """A warning for every registry base of the combination that its publisher removed or will remove."""
     problems = []
-    for base in combination.registry_bases:
+    for base in combination.pulled_bases:
         for eol in kb.base_image_eol:
             if fnmatch.fnmatchcase(base.name, eol.image):
                 what = "has been removed" if eol.status == "gone" else "is end-of-life and will be removed"

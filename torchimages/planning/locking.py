@@ -69,7 +69,7 @@ def lock_bases(plan: Plan, chosen: Sequence[Selected], check: bool = False) -> O
     and re-render."""
     settings = plan.bases
     assert settings is not None
-    wanted = {b.name: b for s in chosen for b in s.combination.registry_bases}
+    wanted = {b.name: b for s in chosen for b in s.combination.pulled_bases}
     if not wanted:
         return Outcome(("no registry bases in the selection (bootstrapped bases need no lock)",))
     found, failures = resolve(wanted)

@@ -25,6 +25,7 @@ from torchimages.reference import mirror_problem, repository_problem
 from torchimages.sizes import ALLOWED as SIZE_ALLOWED
 from torchimages.sizes import SizeBudget, SizeError, parse_size
 from torchimages.suggest import closest
+from torchimages.values import show
 
 COMBINATION_KEYS = (
     "torch",
@@ -38,10 +39,20 @@ COMBINATION_KEYS = (
     "flavors",
     "platforms",
     "size_budget",
+    "bases",
 )
-AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "platforms", "size_budget"))
+AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "platforms", "size_budget", "bases"))
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
-TOP_LEVEL_KEYS = ("repository", "base_registry", "require_locked_bases", "size_budget", "platforms", "matrix")
+TOP_LEVEL_KEYS = (
+    "repository",
+    "base_registry",
+    "require_locked_bases",
+    "bases",
+    "size_budget",
+    "platforms",
+    "matrix",
+)
+BASES = ("registry", "bootstrap")  # `bases:`: registry bases pulled, or made here from the archive
 DEFAULT_REPOSITORY = "torchimages/pytorch"
 WHAT = "the matrix file"  # how a refusal to read it names it
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
@@ -61,6 +72,7 @@ class Matrix:
     problems: tuple[Problem, ...] = field(default=())
     base_registry: str | None = None  # HOST[:PORT][/PREFIX] registry bases are pulled from (bases.py)
     require_locked_bases: bool = False  # a registry base without a digest in the bases lock is an error
+    bases: str | None = None  # the top-level `bases:` (a row's own wins)
 
 
 def _line(node: yaml.Node) -> int:
@@ -153,9 +165,21 @@ class _Reader:
             elif key == "size_budget":
                 if budget := self.size_budget(value_node):
                     values[key] = budget
+            elif key == "bases":
+                if chosen := self.bases(value_node):
+                    values[key] = chosen
             elif value := self.scalar(value_node, key):
                 values[key] = value
         return values
+
+    def bases(self, node: yaml.Node) -> Value | None:
+        """`bases: registry` or `bases: bootstrap`."""
+        value = self.scalar(node, "bases")
+        if value is not None and value.value not in BASES:
+            allowed = ", ".join(BASES)
+            self.problem(node, f"{show(str(value.value))} is not {' or '.join(BASES)}", "bases", allowed)
+            return None
+        return value
 
     def platforms(self, node: yaml.Node) -> Value | None:
         """`platforms: [linux/amd64, linux/arm64]`: a non-empty list of known platforms, each once (PLATFORMS order)."""
@@ -234,6 +258,8 @@ def parse(text: str, path: str) -> Matrix:
         else:
             repository = str(repo.value)
     settings = _base_settings(reader, top)
+    chosen_bases = reader.bases(top["bases"]) if "bases" in top else None
+    default_bases = str(chosen_bases.value) if chosen_bases else None
     rows: list[MatrixRow] = []
     if "matrix" not in top:
         reader.problem(root, "missing the 'matrix:' mapping", key="matrix")
@@ -254,12 +280,12 @@ def parse(text: str, path: str) -> Matrix:
                 f"set {MAX_COMBINATIONS_VARIABLE} to raise it",
                 key="matrix",
             )
-            return Matrix(path, repository, (), tuple(reader.problems), *settings)
+            return Matrix(path, repository, (), tuple(reader.problems), *settings, bases=default_bases)
         rows = expansion.expand(axes, exclude, include, _line(top["matrix"]))
         rows = expansion.with_platforms(expansion.with_budget(rows, default_budget), default_platforms)
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
-    return Matrix(path, repository, tuple(rows), tuple(reader.problems), *settings)
+    return Matrix(path, repository, tuple(rows), tuple(reader.problems), *settings, bases=default_bases)
 
 
 def _base_settings(reader: _Reader, top: dict[str, yaml.Node]) -> tuple[str | None, bool]:

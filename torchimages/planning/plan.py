@@ -50,10 +50,12 @@ def load(
     images_dir: Path | None = None,
     kb: compat.KnowledgeBase | None = None,
     base_registry: str | None = None,
+    os_bases: str | None = None,
 ) -> Plan:
     """Read, expand, resolve and tag a matrix; raise InputError with every problem found.
 
-    `base_registry` (a HOST[:PORT][/PREFIX] mirror) overrides the matrix's `base_registry`."""
+    `base_registry` (a HOST[:PORT][/PREFIX] mirror) overrides the matrix's `base_registry`; `os_bases`
+    (`registry` or `bootstrap`, `--bases`) every row's and the matrix's `bases`."""
     kb = kb or compat.load()
     parsed = matrix.read(matrix_path)
     problems = list(parsed.problems)
@@ -69,9 +71,15 @@ def load(
     images_folder = images_dir or matrix_path.parent / "images"
     _check_folder(images_folder)
     found = []
-    for r in resolved:
+    for r, row in zip(resolved, parsed.rows, strict=True):
         if r.combination:
-            locked = replace(r.combination, lock_digest=lock_digest(images_folder / r.combination.folder / LOCK_FILE))
+            chosen, refused = _bases(r.combination, os_bases or row.get("bases") or parsed.bases)
+            problems.extend(refused)
+            locked = replace(
+                r.combination,
+                lock_digest=lock_digest(images_folder / r.combination.folder / LOCK_FILE),
+                bases=chosen,
+            )
             pinned, base_problems = bases.apply(locked, settings)
             base_problems += bases.eol_problems(kb, pinned)
             problems.extend(p for p in base_problems if p.severity is Severity.ERROR)
@@ -92,6 +100,27 @@ def load(
     complete.sort(key=lambda c: (compat.version_key(c.torch), c.variant, c.os.name))
     plan_warnings = warnings(list(parsed.problems)) + bases.unused_entries(settings, complete)
     return Plan(matrix_path, images_folder, templates, tuple(complete), tuple(plan_warnings), settings)
+
+
+def _bases(combination: Combination, asked: str | None) -> tuple[str, list[Problem]]:
+    """How a combination's OS base is obtained: a bootstrap OS's always bootstrapped; a registry OS's pulled, or
+    bootstrapped where asked (`--bases`, the row's or the matrix's `bases`) and its archive is known."""
+    os = combination.os
+    if os.provider == "bootstrap":
+        return "bootstrap", []
+    if asked != "bootstrap":
+        return "registry", []
+    if os.archive is None:
+        where = combination.defined_at
+        problem = Problem(
+            f"{os.name} cannot be bootstrapped: the knowledge base names no archive for it",
+            file=where.file,
+            line=where.line,
+            key="bases",
+            suggestion="bases: registry",
+        )
+        return "registry", [problem]
+    return "bootstrap", []
 
 
 def _check_folder(folder: Path) -> None:

@@ -51,16 +51,25 @@ def describe(combination: Combination, image: Image) -> str:
         f"    platform {image.platform}, tagged {image.platform_reference}\n" if combination.multi_platform else ""
     )
     wheels = combination.index_url_for(image.platform)
+    how = combination.os.provider
+    if base == combination.os.image and combination.bases == "bootstrap" and combination.os.archive:
+        how = f"bootstrapped as {combination.os.archive.image}" if how == "registry" else how
     return (
         f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n{platform}"
-        f"    base {base} ({combination.os.provider}){toolkit}; wheels from {wheels}\n"
+        f"    base {base} ({how}){toolkit}; wheels from {wheels}\n"
         f"    aliases {', '.join(image.aliases) or '-'}"
     )
 
 
 def steps(chosen: Sequence[Selected]) -> list[str]:
     """The numbered steps of `plan`: the bootstrapped bases first, then every image."""
-    bases = sorted({s.combination.os.image for s in chosen if s.combination.os.provider == "bootstrap"})
+    bases = sorted(
+        {
+            s.combination.os.archive.image
+            for s in chosen
+            if s.combination.bases == "bootstrap" and s.combination.os.archive is not None
+        }
+    )
     lines = [f"bootstrap base {image} from the distribution archive" for image in bases]
     lines += [describe(s.combination, image) for s in chosen for image in s.images]
     return [f"{number}. {step}" for number, step in enumerate(lines, 1)]

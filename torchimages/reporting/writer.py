@@ -88,7 +88,7 @@ def _bases(engine: ReportEngine, combination: Combination) -> tuple[report.BaseI
         info = engine.inspect(combination.os.image)
         built_from = bootstrap.provenance_in(info.labels) if info else None
         bases.append(report.BaseImage(combination.os.image, False, built_from))
-    bases += [report.BaseImage(b.reference, b.digest is not None) for b in combination.registry_bases]
+    bases += [report.BaseImage(b.reference, b.digest is not None) for b in combination.pulled_bases]
     return tuple(bases)
 
 
