@@ -208,6 +208,21 @@ def need_free_disk(client: Any, gigabytes: float, what: str) -> None:
         require(f"{root} has {free:.1f} GB free; {what} needs about {gigabytes:.0f} GB")
 
 
+UBUNTU_ARCHIVE = "http://archive.ubuntu.com/ubuntu/dists/noble/InRelease"  # the knowledge base's amd64 archive
+
+
+def need_ubuntu_archive(timeout_s: float = 15.0) -> None:
+    """Fail (skip without REQUIRE_DOCKER) at once where Ubuntu's archive does not answer: Ubuntu bases are
+    bootstrapped from it (`bases: bootstrap`), as no registry answers here."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(UBUNTU_ARCHIVE, timeout=timeout_s) as answer:
+            answer.read(1)
+    except OSError as exc:
+        require(f"Ubuntu's archive does not answer ({UBUNTU_ARCHIVE}: {exc}); Ubuntu bases cannot be bootstrapped")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

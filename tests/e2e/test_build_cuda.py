@@ -1,5 +1,7 @@
-"""A CUDA torch image: torch 2.14.1 + CUDA 13.0 on debian12 (Python 3.11), devel + runtime, with
-the real wheels and their nvidia-* libraries. No GPU is needed: nothing here runs a kernel."""
+"""A CUDA torch image: torch 2.14.1 + CUDA 13.0 on Ubuntu 24.04 (Python 3.12), devel + runtime, with
+the real wheels and their nvidia-* libraries, on a base bootstrapped from Ubuntu's archive (`bases: bootstrap`:
+no registry answers here); devel is runtime plus NVIDIA's nvcc wheels. No GPU is needed: nothing here runs a
+kernel."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from .conftest import (
     build_a_lie,
     build_matrix,
     need_free_disk,
+    need_ubuntu_archive,
     report_dir,
     sh,
 )
@@ -32,7 +35,8 @@ pytestmark = pytest.mark.e2e
 # No torchaudio: the only torchaudio 2.11.1 this machine's wheel sources hold is PyPI's, a cu132 build (it
 # reports 2.11.1+cu132), and the image is pinned to torchaudio==2.11.1+cu130. torchvision 0.29.1 from PyPI
 # is a cu130 build (0.29.1+cu130): verification checks its label.
-ENTRY = "{torch: 2.14.1, cuda: '13.0', os: debian12, python: '3.11', torchaudio: none}"
+PY = "3.12"
+ENTRY = "{torch: 2.14.1, cuda: '13.0', os: ubuntu24.04, torchaudio: none, bases: bootstrap}"
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +45,7 @@ def built(
 ) -> Iterator[Built]:
     # Both flavors (6.6 GB stored) and the SBOM's `docker save` (6 GB): 15 GB at the most, measured in a .ci/run.
     need_free_disk(docker_client, 16, "the CUDA combination's build and its SBOMs")
+    need_ubuntu_archive()
     tmp = tmp_path_factory.mktemp("cuda")
     # every smoke suite (`--test gpu`: the GPU tests skip here) and the report (each flavor's SBOM)
     yield from build_matrix(docker_client, tmp, ENTRY, ca_bundle, extra=("--test", "gpu", "--report", tmp / "report"))
@@ -85,7 +90,7 @@ def test_torch_loads_the_pinned_wheels_libraries(built: Built) -> None:
     mapped are the wheels' files in the venv, cuDNN's lazily opened ones loaded by path; nothing vacuous."""
     facts = verify.read_facts(engine.DockerEngine(), built.image("runtime").reference)
     assert verify.check_libraries(built.combination.expected_facts(), facts) == []
-    site = "/opt/venv/lib/python3.11/site-packages/nvidia"
+    site = f"/opt/venv/lib/python{PY}/site-packages/nvidia"
     loaded = {entry["path"]: entry for entry in facts.raw["libraries"]["loaded"]}
     for path, distribution, how in [
         (f"{site}/cudnn/lib/libcudnn.so.9", "nvidia-cudnn-cu13 9.24.0.43", "import"),
@@ -151,7 +156,7 @@ def test_a_wrong_cudnn_fails_verification_and_leaves_no_tag(built: Built, docker
     assert "cudnn: the tag claims 9.23.0.1, the image has 9.24.0" in outcome.detail
     # The libraries check reads the same lie off the file torch loaded, and names it.
     assert (
-        "libcudnn: /opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9 belongs to" in outcome.detail
+        f"libcudnn: /opt/venv/lib/python{PY}/site-packages/nvidia/cudnn/lib/libcudnn.so.9 belongs to" in outcome.detail
     )
     assert "nvidia-cudnn-cu13 9.24.0.43; expected the file of the wheel torch pins (cuDNN 9.23.0.1" in outcome.detail
     assert docker_client.images.list(name=f"{built.image('runtime').repository}:wrong-cudnn-runtime") == []
@@ -176,4 +181,23 @@ def test_the_sbom_lists_the_nvidia_packages_torch_and_the_interpreter(built: Bui
     for name in ("torch", *nvidia):
         assert found.get(name) == holds[name], (name, found.get(name), holds[name])
     assert holds["torch"] == "2.14.1"  # the default variant from PyPI: no local label
-    assert found["python3.11"] == holds["python3.11"] and found["python3.11"].startswith("3.11.")
+    interpreter = f"python{PY}"
+    assert found[interpreter] == holds[interpreter] and found[interpreter].startswith(f"{PY}.")
+
+
+def test_the_ubuntu_base_is_bootstrapped_and_devel_stores_runtimes_layers_once(
+    built: Built, docker_client: Any
+) -> None:
+    """`bases: bootstrap`: the Dockerfile's `FROM ubuntu:24.04` became the base made from Ubuntu's archive (the
+    image says so in its labels, inherited and its own), and devel is runtime plus a delta: runtime's layers are
+    devel's first layers, stored once."""
+    assert built.status == 0, built.output[-4000:]
+    runtime, devel = (docker_client.images.get(built.ids[flavor]) for flavor in ("runtime", "devel"))
+    labels = runtime.labels
+    assert labels["io.torchimages.bases"] == "bootstrap"
+    assert labels["io.torchimages.bootstrap.suite"] == "noble"
+    assert "archive.ubuntu.com/ubuntu noble-updates" in labels["io.torchimages.bootstrap.sources"]
+    assert labels["org.opencontainers.image.base.name"] == "torchimages/bootstrap-ubuntu:24.04"
+    assert 'VERSION_ID="24.04"' in sh(docker_client, built.image("runtime").reference, "cat /etc/os-release")
+    ours, theirs = runtime.attrs["RootFS"]["Layers"], devel.attrs["RootFS"]["Layers"]
+    assert theirs[: len(ours)] == ours and len(theirs) > len(ours)

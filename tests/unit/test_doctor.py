@@ -28,7 +28,7 @@ CPU = ImageNeed("2.13.0-cpu-runtime-debian12", None, None, None, 2 * doctor.GB)
 UBUNTU = RegistryBase("ubuntu:24.04", "ubuntu:24.04")
 
 
-def need(*images: ImageNeed, bases: tuple[RegistryBase, ...] = (), **kwargs: bool) -> Needs:
+def need(*images: ImageNeed, bases: tuple[RegistryBase, ...] = (), **kwargs: Any) -> Needs:
     return Needs(images, bases, (), **kwargs)
 
 
@@ -151,6 +151,27 @@ def test_bootstrapped_bases_need_mmdebstrap_unless_present(present: bool, mmdebs
     base = "torchimages/bootstrap-debian:12"
     facts = HostFacts(present_images=frozenset({base} if present else ()), mmdebstrap=mmdebstrap)
     assert doctor.check_bootstrap(facts, Needs((CPU,), (), (base,))).status == status
+
+
+def test_a_bootstrapped_ubuntu_base_needs_its_archives_keyring() -> None:
+    base, keyring = "torchimages/bootstrap-ubuntu:24.04", "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
+    needs = Needs((CUDA13,), (), (base,), keyrings=(keyring,))
+    missing = doctor.check_bootstrap(HostFacts(mmdebstrap=True, missing_keyrings=(keyring,)), needs)
+    assert missing.status == FAIL and keyring in missing.message and "ubuntu-keyring" in (missing.fix or "")
+    assert doctor.check_bootstrap(HostFacts(mmdebstrap=True), needs).status == OK
+    present = HostFacts(present_images=frozenset({base}), missing_keyrings=(keyring,))
+    assert doctor.check_bootstrap(present, needs).status == OK  # made already: nothing to verify
+
+
+def test_under_bootstrap_the_ubuntu_base_is_made_not_pulled(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(
+        "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04, flavors: [runtime]}\n"
+    )
+    made = doctor.needs(plan.select(plan.load(path, os_bases="bootstrap"), ["2.14.1"]))
+    assert made.registry_bases == () and made.bootstrapped_bases == ("torchimages/bootstrap-ubuntu:24.04",)
+    assert made.keyrings == ("/usr/share/keyrings/ubuntu-archive-keyring.gpg",)
+    pulled = doctor.needs(plan.select(plan.load(path), ["2.14.1"]))
+    assert [b.name for b in pulled.registry_bases] == ["ubuntu:24.04"] and pulled.bootstrapped_bases == ()
 
 
 def test_doctor_without_the_docker_sdk_says_so_and_still_checks_the_driver(

@@ -125,6 +125,14 @@ def check_bootstrap(facts: HostFacts, need: Needs) -> Check:
     absent = [b for b in need.bootstrapped_bases if b not in facts.present_images]
     if not absent:
         return Check(name, OK, f"present: {', '.join(need.bootstrapped_bases)}")
+    if facts.mmdebstrap and facts.missing_keyrings:
+        return Check(
+            name,
+            FAIL,
+            f"{', '.join(absent)} must be bootstrapped from an archive that {', '.join(facts.missing_keyrings)} "
+            "verifies, and it is not installed",
+            "apt-get install ubuntu-keyring (scripts/start-docker.sh installs it)",
+        )
     if facts.mmdebstrap:
         return Check(name, OK, f"{', '.join(absent)} will be made with mmdebstrap from the distribution archive")
     return Check(

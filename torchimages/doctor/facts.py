@@ -239,4 +239,5 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         present_images=found.present,
         base_errors=_base_errors(unpresent),
         mmdebstrap=shutil.which("mmdebstrap") is not None,
+        missing_keyrings=tuple(k for k in need.keyrings if not os.path.isfile(k)),
     )

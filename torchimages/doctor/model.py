@@ -57,6 +57,7 @@ class Needs:
     host_only: bool = False  # run on this machine without Docker: no engine, disk or registry checks
     require_gpu: bool = False  # no usable GPU is a failure, not a skip
     rdma: bool = False  # InfiniBand/RoCE across nodes: /dev/infiniband and the locked-memory limit are checked
+    keyrings: tuple[str, ...] = ()  # the keyrings that verify the archives of the bootstrapped bases (Ubuntu's)
 
     @property
     def cuda_images(self) -> tuple[ImageNeed, ...]:
@@ -106,6 +107,7 @@ class HostFacts:
     present_images: frozenset[str] = frozenset()
     base_errors: tuple[tuple[str, str | None], ...] = ()  # (reference, why it does not answer, or None)
     mmdebstrap: bool = False
+    missing_keyrings: tuple[str, ...] = ()  # of Needs.keyrings, those not on this machine
     gpus: tuple[str, ...] = ()
     driver: str | None = None
     nvidia_smi_error: str | None = None

@@ -82,5 +82,7 @@ def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool
         for base in s.combination.pulled_bases:
             if base.reference in wanted:
                 bases.setdefault(base.reference, base)
-    bootstrapped = sorted(base.reference for base in bootstrap.bootstrapped(s.combination for s in chosen))
-    return Needs(images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu, rdma)
+    made = bootstrap.bootstrapped(s.combination for s in chosen)
+    bootstrapped = sorted(base.reference for base in made)
+    keyrings = sorted({base.os.archive.keyring for base in made if base.os.archive and base.os.archive.keyring})
+    return Needs(images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu, rdma, tuple(keyrings))
