@@ -40,12 +40,14 @@ class SourceLocation:
 @dataclass(frozen=True)
 class Toolkit:
     """Where a devel image's nvcc comes from: `provider` is `image` (an nvidia/cuda devel image),
-    `wheels` (NVIDIA's pip wheels, installed into the venv) or `none` (no CUDA)."""
+    `wheels` (NVIDIA's pip wheels, installed into the venv) or `none` (no CUDA); `reason` says why (the devel
+    stage's comment)."""
 
     provider: str
     image: str = ""
     requirements: tuple[str, ...] = ()
     arch_list: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ class CudaToolkit:
     minor_compat_min_driver: str
     ubuntu: tuple[str, ...]
     arch_list: str
+    nvcc_wheels: bool  # NVIDIA's nvcc wheels of this CUDA hold nvcc and cicc (else only ptxas)
     confidence: str
 
 
@@ -372,10 +373,7 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
     """Build the knowledge base from its YAML document."""
     return KnowledgeBase(
         torch={minor: _release(minor, r, raw["sources"]) for minor, r in raw["torch"].items()},
-        cuda={
-            version: CudaToolkit(version=version, ubuntu=_strings(c.pop("ubuntu")), **c)
-            for version, c in raw["cuda"].items()
-        },
+        cuda={str(version): _cuda(str(version), c) for version, c in raw["cuda"].items()},
         os={name: _os(name, o) for name, o in raw["os"].items()},
         sources=dict(raw["sources"]),
         index_url_template=raw["index_url_template"],
@@ -387,6 +385,19 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         source_date=str(raw["source_date"]),
         throughput={str(m): _throughput(str(m), e, raw["sources"]) for m, e in (raw.get("throughput") or {}).items()},
     )
+
+
+def _cuda(version: str, raw: dict[str, Any]) -> CudaToolkit:
+    """One CUDA minor's facts; `nvcc_wheels` must say, as true or false, whether its nvcc wheels hold nvcc."""
+    nvcc_wheels = raw.get("nvcc_wheels")
+    if not isinstance(nvcc_wheels, bool):
+        found = "missing" if nvcc_wheels is None else f"{nvcc_wheels!r} is not true or false"
+        raise ValueError(
+            f"cuda.{version}.nvcc_wheels: {found}: say whether NVIDIA's nvcc wheels of CUDA {version} hold nvcc "
+            "(true) or only ptxas (false)"
+        )
+    facts = {k: v for k, v in raw.items() if k not in ("ubuntu", "nvcc_wheels")}
+    return CudaToolkit(version=version, ubuntu=_strings(raw["ubuntu"]), nvcc_wheels=nvcc_wheels, **facts)
 
 
 def _throughput(model: str, raw: dict[str, Any], sources: dict[str, str]) -> GpuThroughput:

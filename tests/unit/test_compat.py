@@ -116,3 +116,39 @@ def test_a_loose_platform_entry_is_refused() -> None:
     ):
         with pytest.raises(ValueError, match=says):
             compat._platform_wheels("2.9", bad, variants, sources)  # type: ignore[arg-type]
+
+
+def test_nvcc_wheels_as_listed_on_pypi() -> None:
+    """NVIDIA's nvcc wheels of CUDA 11.8 and 12.x hold only bin/ptxas; 13.x's hold bin/nvcc, and nvidia-nvvm cicc
+    (NVWHL, listed 2026-12-04)."""
+    held = {version: facts.nvcc_wheels for version, facts in KB.cuda.items()}
+    assert held == {
+        "11.8": False,
+        "12.1": False,
+        "12.4": False,
+        "12.6": False,
+        "12.8": False,
+        "12.9": False,
+        "13.0": True,
+        "13.2": True,
+    }
+    assert "NVWHL" in KB.sources and "2026-12-04" in KB.sources["NVWHL"]
+
+
+def test_a_cuda_line_must_say_whether_its_wheels_hold_nvcc() -> None:
+    good = {
+        "image_release": "13.0.3",
+        "min_driver": "580.65.06",
+        "minor_compat_min_driver": "580.65.06",
+        "ubuntu": ["24.04"],
+        "arch_list": "9.0",
+        "nvcc_wheels": True,
+        "confidence": "V",
+    }
+    facts = compat._cuda("13.0", good)
+    assert (facts.nvcc_wheels, facts.ubuntu, facts.image_release) == (True, ("24.04",), "13.0.3")
+    missing = {k: v for k, v in good.items() if k != "nvcc_wheels"}
+    with pytest.raises(ValueError, match=r"cuda\.13\.0\.nvcc_wheels: missing: say whether NVIDIA's nvcc wheels"):
+        compat._cuda("13.0", missing)
+    with pytest.raises(ValueError, match=r"cuda\.13\.0\.nvcc_wheels: 'yes' is not true or false"):
+        compat._cuda("13.0", {**good, "nvcc_wheels": "yes"})

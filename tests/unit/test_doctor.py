@@ -131,14 +131,17 @@ def test_the_report_puts_each_fix_under_its_failure() -> None:
 
 def test_needs_follow_the_selection(write_matrix: Callable[[str], Path]) -> None:
     path = write_matrix(
-        "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}\n"
+        "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '12.6', os: ubuntu24.04}\n"
+        "    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}\n"
         "    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}\n"
     )
     loaded = plan.load(path)
-    runtime = doctor.needs(plan.select(loaded, ["2.14.1-cuda13.0-cudnn9-runtime"]))
+    runtime = doctor.needs(plan.select(loaded, ["2.14.1-cuda12.6-cudnn9-runtime"]))
     assert [b.name for b in runtime.registry_bases] == ["ubuntu:24.04"]  # runtime alone needs no toolkit image
-    both = doctor.needs(plan.select(loaded, ["2.14.1"]))
-    assert [b.name for b in both.registry_bases] == ["ubuntu:24.04", "nvidia/cuda:13.0.3-devel-ubuntu24.04"]
+    both = doctor.needs(plan.select(loaded, ["2.14.1-cuda12.6"]))
+    assert [b.name for b in both.registry_bases] == ["ubuntu:24.04", "nvidia/cuda:12.6.3-devel-ubuntu24.04"]
+    wheels = doctor.needs(plan.select(loaded, ["2.14.1-cuda13.0-cudnn9-devel"]))  # nvcc from CUDA 13.0's wheels
+    assert [b.name for b in wheels.registry_bases] == ["ubuntu:24.04"]
     cpu = doctor.needs(plan.select(loaded, ["2.13.0"]))
     assert cpu.registry_bases == () and cpu.bootstrapped_bases == ("torchimages/bootstrap-debian:12",)
     assert cpu.cuda_images == ()

@@ -20,6 +20,7 @@ matrix:
     - {torch: 2.14.1, cuda: '13.0', os: debian12}
     - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}
     - {torch: 2.15.0, cuda: '13.2', flavors: [runtime]}
+    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}
 """
 
 

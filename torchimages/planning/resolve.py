@@ -215,6 +215,9 @@ def _platforms(
 
 
 def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[str, ...], check: _Checker) -> Toolkit:
+    """Where devel's nvcc comes from: NVIDIA's wheels (devel is runtime plus them) wherever the CUDA line's nvcc
+    wheels hold nvcc and the variant pins cuda-toolkit, on every OS; else the nvidia/cuda devel image, which
+    only a registry OS has (a bootstrapped one is refused devel)."""
     cuda = variant.cuda
     tools = tuple(f"{name}=={version}" for name, version in sorted(kb.devel_pip.items()))
     if "devel" not in flavors:
@@ -222,6 +225,11 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
     if cuda is None:
         return Toolkit(provider="none", requirements=tools)
     facts = kb.cuda[cuda]
+    if facts.nvcc_wheels and variant.cuda_toolkit is not None:
+        extras = ",".join(WHEEL_TOOLKIT_PARTS)
+        toolkit = f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}"
+        reason = f"NVIDIA's nvcc wheels for CUDA {cuda} hold nvcc: devel is runtime plus the toolkit's wheels."
+        return Toolkit("wheels", requirements=(toolkit, *tools), arch_list=facts.arch_list, reason=reason)
     if os.provider == "registry":
         if os.version not in facts.ubuntu:
             where = ", ".join(f"{os.family}{v}" for v in facts.ubuntu)
@@ -232,18 +240,23 @@ def _toolkit(kb: KnowledgeBase, variant: Variant, os: OsRelease, flavors: tuple[
                 "or use flavors: [runtime]",
             )
         image = f"nvidia/cuda:{facts.image_release}-devel-{os.name}"
-        return Toolkit("image", image, requirements=tools, arch_list=facts.arch_list)
-    if variant.cuda_toolkit is None:
-        check.error(
-            "flavors",
-            f"a devel image on {os.name} takes nvcc from NVIDIA's wheels, and the knowledge base "
-            f"has no cuda-toolkit pin for {variant.name} builds of this torch",
-            suggestion="use flavors: [runtime] or an ubuntu OS",
+        why = (
+            f"torch's {variant.name} build pins no cuda-toolkit (nvcc's wheels)"
+            if facts.nvcc_wheels
+            else f"NVIDIA's nvcc wheels for CUDA {cuda} hold only ptxas"
         )
-        return Toolkit(provider="wheels")
-    extras = ",".join(WHEEL_TOOLKIT_PARTS)
-    toolkit = f"cuda-toolkit[{extras}]=={variant.cuda_toolkit}"
-    return Toolkit("wheels", requirements=(toolkit, *tools), arch_list=facts.arch_list)
+        reason = f"{why}: devel starts from the toolkit image."
+        return Toolkit("image", image, requirements=tools, arch_list=facts.arch_list, reason=reason)
+    if not facts.nvcc_wheels:
+        why = f"NVIDIA's nvcc wheels of CUDA {cuda} hold only ptxas, not nvcc"
+    else:
+        why = f"the knowledge base has no cuda-toolkit pin for {variant.name} builds of this torch"
+    check.error(
+        "flavors",
+        f"a devel image on {os.name} takes nvcc from NVIDIA's wheels, and {why}",
+        suggestion="use flavors: [runtime] or an ubuntu OS",
+    )
+    return Toolkit(provider="none")
 
 
 def variant_pin(release: TorchRelease, variant: str, version: str) -> str:

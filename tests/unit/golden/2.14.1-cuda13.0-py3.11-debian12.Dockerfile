@@ -169,7 +169,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:2c8eab1d01d9040082815c3367e9d117fc9b9a8d0da9aacae41f487092c82384" \
+      io.torchimages.input-digest="sha256:3dc3a79db30569c9259a383473644f18b822d44973ea6dda9972a605cb49c392" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -185,6 +185,7 @@ WORKDIR /home/torch
 CMD ["python"]
 
 # devel: nvcc of the same CUDA as the wheels and extension build tools.
+# NVIDIA's nvcc wheels for CUDA 13.0 hold nvcc: devel is runtime plus the toolkit's wheels.
 FROM runtime AS devel
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
@@ -244,7 +245,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:111a734cd68284b2c0aaf74f574177ef6327a01690d270977518dce3c372a6d2" \
+      io.torchimages.input-digest="sha256:0a6d494a5d1a0113bc50db1bd4bece9cc5ee13c4872691a91c467096bef9dcbb" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

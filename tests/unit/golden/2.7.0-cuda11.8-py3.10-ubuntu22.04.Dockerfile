@@ -170,7 +170,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:f8e9ccc02ae5c4b70c5da00d9b565c4bee5b3064d3fbfd45b282b3b76160db8d" \
+      io.torchimages.input-digest="sha256:132767444638bf72ffd9bbd28de1895897819daf0d61b35e9e78d18723f81313" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -187,7 +187,7 @@ WORKDIR /home/torch
 CMD ["python"]
 
 # devel: nvcc of the same CUDA as the wheels and extension build tools.
-# NVIDIA's nvcc wheels for this CUDA hold only ptxas: devel starts from the toolkit image.
+# NVIDIA's nvcc wheels for CUDA 11.8 hold only ptxas: devel starts from the toolkit image.
 FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
@@ -271,7 +271,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:4fd08932389d5f64a8c0285752597fb87c089ffea3c23392b1dd87a7a3ca6555" \
+      io.torchimages.input-digest="sha256:3b9d250906d6dd252d0467016b20b53f29f5200ab9fd267eb663321fc7884bab" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \

@@ -12,11 +12,12 @@ from torchimages.planning import bases, plan
 from torchimages.problems import InputError
 
 Cli = Callable[..., tuple[int, str, str]]
-UBUNTU = "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}\n"
+# CUDA 12.6: its nvcc wheels hold only ptxas, so devel starts from an nvidia/cuda image, a second registry base.
+UBUNTU = "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '12.6', os: ubuntu24.04}\n"
 DEBIAN = "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n"
 OS_DIGEST = "sha256:" + "a" * 64
 TOOLKIT_DIGEST = "sha256:" + "b" * 64
-TOOLKIT = "nvidia/cuda:13.0.3-devel-ubuntu24.04"
+TOOLKIT = "nvidia/cuda:12.6.3-devel-ubuntu24.04"
 
 
 def write_lock(matrix: Path, entries: dict[str, str]) -> Path:
@@ -279,12 +280,12 @@ def test_each_image_names_its_registry_base_and_its_locked_digest(write_matrix: 
         "docker.io/library/ubuntu:24.04",
         False,
     )
-    assert unlocked["devel"][BASE_NAME] == "docker.io/nvidia/cuda:13.0.3-devel-ubuntu24.04"
+    assert unlocked["devel"][BASE_NAME] == f"docker.io/{TOOLKIT}"
     write_lock(path, {"ubuntu:24.04": OS_DIGEST, TOOLKIT: TOOLKIT_DIGEST})
     (combination,) = plan.load(path).combinations
     runtime, devel = combination.image("runtime").label_map(), combination.image("devel").label_map()
     assert (runtime[BASE_NAME], runtime[BASE_DIGEST]) == ("docker.io/library/ubuntu:24.04", OS_DIGEST)
-    assert (devel[BASE_NAME], devel[BASE_DIGEST]) == ("docker.io/nvidia/cuda:13.0.3-devel-ubuntu24.04", TOOLKIT_DIGEST)
+    assert (devel[BASE_NAME], devel[BASE_DIGEST]) == (f"docker.io/{TOOLKIT}", TOOLKIT_DIGEST)
     text = dockerfile(plan.load(path))
     assert f'org.opencontainers.image.base.digest="{OS_DIGEST}"' in text
     assert f'org.opencontainers.image.base.digest="{TOOLKIT_DIGEST}"' in text

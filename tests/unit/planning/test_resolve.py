@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from torchimages import compat
 from torchimages.combination import Combination
 from torchimages.planning import plan
 from torchimages.problems import InputError, Severity
@@ -105,9 +107,84 @@ def test_bootstrap_devel_takes_the_toolkit_torch_pins(write_matrix: Callable[[st
     )
 
 
-def test_bootstrap_devel_without_a_toolkit_pin_is_refused(write_matrix: Callable[[str], Path]) -> None:
+def test_bootstrap_devel_where_the_wheels_hold_only_ptxas_is_refused(write_matrix: Callable[[str], Path]) -> None:
     (error,) = problems_of(write_matrix, "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '12.6', os: debian12}\n")
-    assert "nvcc from NVIDIA's wheels" in error and "flavors: [runtime]" in error
+    assert "flavors: a devel image on debian12 takes nvcc from NVIDIA's wheels" in error
+    assert "NVIDIA's nvcc wheels of CUDA 12.6 hold only ptxas, not nvcc" in error
+    assert "use flavors: [runtime] or an ubuntu OS" in error
+
+
+def test_bootstrap_runtime_where_the_wheels_hold_only_ptxas_is_fine(write_matrix: Callable[[str], Path]) -> None:
+    combination = one_combination(write_matrix, "{torch: 2.7.0, cuda: '12.6', os: debian12, flavors: [runtime]}")
+    assert combination.toolkit.provider == "none"
+
+
+@pytest.mark.parametrize("os", ["ubuntu24.04", "ubuntu22.04", "debian12"])
+def test_cuda_13_devel_takes_nvcc_from_the_wheels_on_every_os(write_matrix: Callable[[str], Path], os: str) -> None:
+    combination = one_combination(write_matrix, f"{{torch: 2.14.1, cuda: '13.0', os: {os}}}")
+    assert (combination.toolkit.provider, combination.toolkit.image, combination.devel_from) == (
+        "wheels",
+        "",
+        "runtime",
+    )
+    assert combination.toolkit.requirements[0] == "cuda-toolkit[nvcc,nvvm,cudart,cccl,crt,nvrtc]==13.0.3"
+    assert combination.toolkit.reason == (
+        "NVIDIA's nvcc wheels for CUDA 13.0 hold nvcc: devel is runtime plus the toolkit's wheels."
+    )
+
+
+def test_cuda_12_devel_on_ubuntu_starts_from_the_toolkit_image(write_matrix: Callable[[str], Path]) -> None:
+    combination = one_combination(write_matrix, "{torch: 2.14.1, cuda: '12.6', os: ubuntu24.04}")
+    assert (combination.toolkit.provider, combination.devel_from) == ("image", "nvidia/cuda:12.6.3-devel-ubuntu24.04")
+    assert combination.toolkit.requirements == ("ninja==1.13.2",)
+    assert combination.toolkit.reason == (
+        "NVIDIA's nvcc wheels for CUDA 12.6 hold only ptxas: devel starts from the toolkit image."
+    )
+
+
+def _nvcc_wheels(held: dict[str, bool]) -> compat.KnowledgeBase:
+    """The shipped knowledge base with `nvcc_wheels` of some CUDA lines set as given."""
+    kb = compat.load()
+    cuda = {v: dataclasses.replace(facts, nvcc_wheels=held.get(v, facts.nvcc_wheels)) for v, facts in kb.cuda.items()}
+    return dataclasses.replace(kb, cuda=cuda)
+
+
+def test_the_knowledge_base_decides_where_nvcc_comes_from(write_matrix: Callable[[str], Path]) -> None:
+    """Flipped facts flip the choice: the rule reads `nvcc_wheels`, it does not know CUDA versions."""
+    path = write_matrix(
+        "matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}\n"
+        "    - {torch: 2.14.1, cuda: '12.6', os: ubuntu24.04}\n"
+    )
+    flipped = {c.cuda: c.toolkit for c in plan.load(path, kb=_nvcc_wheels({"13.0": False, "12.6": True})).combinations}
+    assert (flipped["13.0"].provider, flipped["13.0"].image) == ("image", "nvidia/cuda:13.0.3-devel-ubuntu24.04")
+    assert (
+        flipped["13.0"].reason
+        == "NVIDIA's nvcc wheels for CUDA 13.0 hold only ptxas: devel starts from the toolkit image."
+    )
+    # Wheels with nvcc, but torch's cu126 build pins no cuda-toolkit: still the toolkit image.
+    assert (flipped["12.6"].provider, flipped["12.6"].image) == ("image", "nvidia/cuda:12.6.3-devel-ubuntu24.04")
+    assert flipped["12.6"].reason == (
+        "torch's cu126 build pins no cuda-toolkit (nvcc's wheels): devel starts from the toolkit image."
+    )
+    held = {c.cuda: c.toolkit.provider for c in plan.load(path, kb=_nvcc_wheels({"13.0": True})).combinations}
+    assert held == {"13.0": "wheels", "12.6": "image"}
+
+
+def test_bootstrap_devel_with_nvcc_wheels_but_no_toolkit_pin_is_refused(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix("matrix:\n  include:\n    - {torch: 2.7.0, cuda: '12.6', os: debian12}\n")
+    with pytest.raises(InputError) as caught:
+        plan.load(path, kb=_nvcc_wheels({"12.6": True}))
+    (error,) = [str(p) for p in caught.value.problems if p.severity is Severity.ERROR]
+    assert "the knowledge base has no cuda-toolkit pin for cu126 builds of this torch" in error
+    assert "use flavors: [runtime] or an ubuntu OS" in error
+
+
+def test_an_uncertain_toolkit_pin_warns_on_every_os(write_matrix: Callable[[str], Path]) -> None:
+    for os in ("ubuntu24.04", "debian12"):
+        combination = one_combination(write_matrix, f"{{torch: 2.13.0, cuda: '13.2', os: {os}, torchaudio: none}}")
+        assert combination.toolkit.provider == "wheels"
+        wanted = "the cuda-toolkit pin of torch 2.13.0+cu132 (nvcc for devel) is uncertain in the knowledge base"
+        assert any(wanted in p.message for p in combination.warnings), os
 
 
 def test_uncertain_facts_warn(write_matrix: Callable[[str], Path]) -> None:
