@@ -32,6 +32,8 @@ def image_json(combination: Combination, image: Image) -> dict[str, object]:
         "toolkit": combination.toolkit.provider if image.flavor == "devel" else "none",
         "devel_from": combination.devel_from if image.flavor == "devel" else None,
         "min_driver": combination.min_driver,
+        "wheel_index": combination.index_url_for(image.platform),
+        "pypi_only": combination.pypi_only,
         "input_digest": image.input_digest,
     }
 
@@ -51,9 +53,10 @@ def describe(combination: Combination, image: Image) -> str:
         f"    platform {image.platform}, tagged {image.platform_reference}\n" if combination.multi_platform else ""
     )
     wheels = combination.index_url_for(image.platform)
+    pypi = "yes" if combination.pypi_only else "no"
     return (
         f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n{platform}"
-        f"    base {base} ({combination.os.provider}){toolkit}; wheels from {wheels}\n"
+        f"    base {base} ({combination.os.provider}){toolkit}; wheels from {wheels} (PyPI-only build: {pypi})\n"
         f"    aliases {', '.join(image.aliases) or '-'}"
     )
 
