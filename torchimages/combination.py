@@ -140,6 +140,8 @@ class Combination:
     platform_index_urls: tuple[tuple[str, str], ...] = ()
     # (platform, pins) for each platform whose index serves other versions' names (PyPI: `torch==2.9.1`, no `+cpu`)
     platform_pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # the platforms whose every pinned wheel PyPI serves (resolve.served_by_pypi); not a build input
+    pypi_platforms: tuple[str, ...] = ()
     images: tuple[Image, ...] = ()  # flavor by flavor (FLAVORS order), each for every platform in order
     warnings: tuple[Problem, ...] = ()
     # `bootstrap`: the OS base is made here from its archive (bootstrap.py), for a registry OS mapped onto the
@@ -177,6 +179,18 @@ class Combination:
     def pins_for(self, platform: str) -> tuple[str, ...]:
         """The venv's pinned requirements on `platform`, torch first."""
         return dict(self.platform_pins).get(platform, self.pins)
+
+    @property
+    def pypi_only(self) -> bool:
+        """Whether PyPI serves every wheel its pins name (torch and its companions) on every platform it is built
+        for, so a build whose only wheel source is PyPI or a mirror of it (`--index-url`) never needs PyTorch's
+        index."""
+        return all(platform in self.pypi_platforms for platform in self.platforms)
+
+    @property
+    def wheel_indexes(self) -> tuple[str, ...]:
+        """The indexes its wheels come from where no `--index-url` replaces them (its Dockerfile's), each once."""
+        return tuple(dict.fromkeys(self.index_url_for(platform) for platform in self.platforms))
 
     @property
     def cudnn_major(self) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchimages import platforms as platform_names
 from torchimages.combination import FLAVORS, Combination, SourceLocation, Toolkit
@@ -306,6 +306,31 @@ def _platform_pins(
     return tuple((p, pypi_pins(pinned)) for p, url in indexes if url == PYPI_INDEX_URL and pypi_pins(pinned) != pinned)
 
 
+# A pin naming a local label (`torch==2.13.0+cu126`): PyPI serves no such version.
+LOCAL_LABEL_PIN = re.compile(r"==[^,+]+\+")
+
+
+def served_by_pypi(release: TorchRelease, variant: str, platform: str, index_url: str, pinned: tuple[str, ...]) -> bool:
+    """Whether PyPI serves every wheel `pinned` names on `platform`, whose wheels come from `index_url` by default.
+
+    PyPI holds one build of a version per platform, under its plain version: on linux/amd64 the release's
+    `pypi_default`, elsewhere the build the knowledge base lists with `index: pypi` (the platform's index is then
+    PyPI). A pin naming a local label is PyTorch's index's alone: another build (`torch==2.13.0+cu126`), or a
+    companion of an older line pinned by its label (`torchaudio==2.11.1+cu130`, see `pins`).
+    """
+    build = variant == release.pypi_default if platform == platform_names.DEFAULT else index_url == PYPI_INDEX_URL
+    return build and not any(LOCAL_LABEL_PIN.search(pin) for pin in pinned)
+
+
+def pypi_platforms(release: TorchRelease, combination: Combination) -> tuple[str, ...]:
+    """The platforms of a combination whose every pinned wheel PyPI serves (see served_by_pypi)."""
+    return tuple(
+        p
+        for p in combination.platforms
+        if served_by_pypi(release, combination.variant, p, combination.index_url_for(p), combination.pins_for(p))
+    )
+
+
 def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> Resolved:
     """One matrix row -> its Combination (images are added by the plan, once tags are known), or the problems."""
     check = _Checker(combo, path)
@@ -367,4 +392,5 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         platform_pins=_platform_pins(pinned, platform_index_urls),
         warnings=tuple(check.problems),
     )
+    combination = replace(combination, pypi_platforms=pypi_platforms(release, combination))
     return Resolved(combination, flavors, tuple(check.problems))

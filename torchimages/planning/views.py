@@ -32,6 +32,8 @@ def image_json(combination: Combination, image: Image) -> dict[str, object]:
         "toolkit": combination.toolkit.provider if image.flavor == "devel" else "none",
         "devel_from": combination.devel_from if image.flavor == "devel" else None,
         "min_driver": combination.min_driver,
+        "wheel_index": combination.index_url_for(image.platform),
+        "pypi_only": combination.pypi_only,
         "input_digest": image.input_digest,
     }
 
@@ -54,9 +56,10 @@ def describe(combination: Combination, image: Image) -> str:
     how = combination.os.provider
     if base == combination.os.image and combination.bases == "bootstrap" and combination.os.archive:
         how = f"bootstrapped as {combination.os.archive.image}" if how == "registry" else how
+    pypi = "yes" if combination.pypi_only else "no"
     return (
         f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n{platform}"
-        f"    base {base} ({how}){toolkit}; wheels from {wheels}\n"
+        f"    base {base} ({how}){toolkit}; wheels from {wheels} (PyPI-only build: {pypi})\n"
         f"    aliases {', '.join(image.aliases) or '-'}"
     )
 
