@@ -28,6 +28,7 @@ ORDER = (
     SHARED,
     "test_build_cuda",
     "test_arm64",
+    "test_ubuntu_jammy",
     "test_cache",
     "test_faults",
     "test_release_gate",

@@ -35,8 +35,8 @@ def test_the_readme_sets_up_with_exactly_two_make_targets_that_exist() -> None:
 
 
 def test_the_tags_the_readme_promises_are_what_its_first_command_selects(cli: Cli) -> None:
-    selector = re.fullmatch(r"make build TAG='([^']+)'", setup_block()[0])
-    assert selector, setup_block()[0]
+    selector = re.fullmatch(r"make build TAG='([^']+)' BUILD_ARGS='--bases bootstrap'", setup_block()[0])
+    assert selector, setup_block()[0]  # registry-free, said in the command (never a silent fallback)
     section = README.read_text().split("### What the first command makes", 1)[1].split("###", 1)[0]
     block = section.split("```\n", 1)[1].split("```", 1)[0]
     promised = {line.split()[0].split(":", 1)[1]: line.split("alias ", 1)[1].strip() for line in block.splitlines()}
@@ -44,6 +44,7 @@ def test_the_tags_the_readme_promises_are_what_its_first_command_selects(cli: Cl
     assert code == 0, err
     listed = {item["tag"]: item["aliases"] for item in json.loads(out)}
     assert set(listed) == set(promised)
+    assert all(item["pypi_only"] for item in json.loads(out))  # what a machine reaching PyPI alone builds
     for tag, alias in promised.items():
         assert alias in listed[tag], (tag, listed[tag])
 

@@ -13,7 +13,7 @@ from torchimages.planning.plan import Plan, Selected, select
 from torchimages.problems import InputError
 
 # What a bare `doctor` checks where the matrix has it: the README's first build.
-FIRST_BUILD = "2.14.1-cuda13.0-*-debian12"
+FIRST_BUILD = "2.11.0-cuda13.0"
 # Disk an image takes in the engine's store, per flavor. Measured (docs/benchmarks.md, 2026-11-30:
 # torch 2.14.1+cu130 and 2.13.0+cpu): a CUDA runtime 6.24 GB, devel FROM runtime +0.31 GB; a CPU
 # runtime 1.41 GB, devel +0.03 GB. A devel image on an nvidia/cuda devel image is not measured here
