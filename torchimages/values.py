@@ -291,6 +291,8 @@ def mirror(text: str, where: str = "") -> str:
     if equals and head.isidentifier():
         if head not in MIRROR_FAMILIES:
             raise BadValue(where, text, f"a mirror's family is {' or '.join(MIRROR_FAMILIES)} (FAMILY=MIRROR)")
+        if rest.partition("=")[0] in MIRROR_FAMILIES:
+            raise BadValue(where, text, "a mirror names one family (FAMILY=MIRROR), once")
         return f"{head}={mirror(rest, where)}"
     words = text.split()
     if words[0] in ("deb", "deb-src"):

@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.fakes import FakeEngine
 from torchimages import compat, render, values
@@ -90,7 +92,17 @@ def test_a_familys_own_mirror_wins_over_a_bare_one(mirrors: tuple[str, ...], fam
 
 
 @pytest.mark.parametrize(
-    "bad", ["fedora=http://x.example/", "ubuntu=", "ubuntu=ftp://x.example/", "ubuntu=http://x.example/\n", "="]
+    "bad",
+    [
+        "fedora=http://x.example/",
+        "ubuntu=",
+        "ubuntu=ftp://x.example/",
+        "ubuntu=http://x.example/\n",
+        "=",
+        "ubuntu=ubuntu=http://x.example/",
+        "ubuntu=debian=http://x.example/",
+        "\udcff",
+    ],
 )
 def test_a_mirror_of_an_unknown_family_or_a_bad_url_is_refused(bad: str) -> None:
     with pytest.raises(values.BadValue):
@@ -205,3 +217,16 @@ def test_the_settings_bases_is_checked_and_reaches_the_plan(monkeypatch: pytest.
     monkeypatch.setenv("TORCHIMAGES_BASES", "pulled")
     with pytest.raises(ValueError, match="registry, bootstrap"):
         options.apply_settings(parser.parse_args([]))
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_any_mirror_value_is_taken_whole_or_refused_and_never_breaks_the_choice(text: str) -> None:
+    try:
+        taken = values.mirror(text, "--mirror")
+    except values.BadValue:
+        return
+    assert taken == text and taken.isprintable()
+    for family in values.MIRROR_FAMILIES:
+        chosen = bootstrap.mirror_for([taken], family)
+        assert chosen is None or chosen in taken
