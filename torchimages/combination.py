@@ -22,6 +22,9 @@ FLAVORS = ("devel", "runtime")
 # pip constraints pinning every package of a combination (written by `build.py lock`).
 LOCK_FILE = "requirements.lock"
 LABEL_PREFIX = "io.torchimages"
+BASES_LABEL = f"{LABEL_PREFIX}.bases"  # `bootstrap` where a registry OS's base was bootstrapped (--bases)
+BASE_NAME_LABEL = "org.opencontainers.image.base.name"
+BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 INPUT_DIGEST_LABEL = f"{LABEL_PREFIX}.input-digest"
 PLATFORM_LABEL = f"{LABEL_PREFIX}.platform"  # on an image of any platform but linux/amd64
 
@@ -219,14 +222,39 @@ class Combination:
         found = next((base for base in self.registry_bases if base.reference == image), None)
         return found or RegistryBase(image, image)  # a plan names every base (bases.apply); a bare combination not
 
+    def bootstrapped_base(self, platform: str) -> str | None:
+        """The local base a registry OS's `FROM` is mapped to under `--bases bootstrap` (its archive's image;
+        `<image>-<arch>` in a combination of several platforms); None where the OS base is pulled or is a
+        bootstrap OS's own (its Dockerfile names it)."""
+        if self.os.provider != "registry" or self.bases != "bootstrap" or self.os.archive is None:
+            return None
+        image = self.os.archive.image
+        return f"{image}-{platform_names.arch(platform)}" if self.multi_platform else image
+
+    def bases_labels(self, flavor: str, platform: str) -> dict[str, str]:
+        """Under `--bases bootstrap`, the labels a build adds (`--label`) to say what the image was built on:
+        `io.torchimages.bases` and, where its chain of stages starts at the OS base, `base.name` naming the
+        bootstrapped base (a lock's digest, which that base does not have, emptied). The base's archive, suite and
+        Release date are labels the image inherits from it."""
+        local = self.bootstrapped_base(platform)
+        if local is None:
+            return {}
+        labels = {BASES_LABEL: "bootstrap"}
+        base = self.base_of(flavor)
+        if base is not None and base.reference == self.os.image:
+            labels[BASE_NAME_LABEL] = local
+            if base.digest:
+                labels[BASE_DIGEST_LABEL] = ""
+        return labels
+
     def base_labels(self, flavor: str) -> dict[str, str]:
         """`org.opencontainers.image.base.name` (the base's full name, as the knowledge base names it, not its
         mirror's) and `base.digest` (the digest the bases lock pins, where it does) of a flavor's image."""
         base = self.base_of(flavor)
         if base is None:
             return {}
-        labels = {"org.opencontainers.image.base.name": registry.full_name(base.name)}
-        return labels | ({"org.opencontainers.image.base.digest": base.digest} if base.digest else {})
+        labels = {BASE_NAME_LABEL: registry.full_name(base.name)}
+        return labels | ({BASE_DIGEST_LABEL: base.digest} if base.digest else {})
 
     def nvidia_environment(self) -> dict[str, str]:
         """Variables for the NVIDIA container toolkit (see `nvidia_environment`)."""

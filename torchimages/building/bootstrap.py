@@ -112,10 +112,8 @@ def bootstrapped(combinations: Iterable[Combination]) -> list[Base]:
 def contexts(combination: Combination, platform: str) -> tuple[tuple[str, str], ...]:
     """The named build contexts that map a registry OS's `FROM` (as the Dockerfile names it) to its bootstrapped
     base under `--bases bootstrap`; none for a bootstrap OS (its Dockerfile names the base itself)."""
-    if combination.os.provider != "registry" or combination.bases != BOOTSTRAP:
-        return ()
-    local = reference(combination.os, platform, combination.multi_platform)
-    return ((combination.os.image, IMAGE_CONTEXT + local),)
+    local = combination.bootstrapped_base(platform)
+    return ((combination.os.image, IMAGE_CONTEXT + local),) if local else ()
 
 
 def mirror_for(mirrors: Iterable[str], family: str) -> str | None:

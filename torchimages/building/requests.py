@@ -17,16 +17,13 @@ from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
 from torchimages.building.provenance import Provenance, provenance_labels
 from torchimages.building.wheels import PYPI, Served, WheelSources, secret_file
-from torchimages.combination import LABEL_PREFIX, Combination, Image
+from torchimages.combination import Combination, Image
 from torchimages.engine import NOT_ASKED, BuildRequest, CacheSpec, Engine, SbomAttestation
 from torchimages.planning.plan import Selected
 from torchimages.problems import Problem
 from torchimages.security.signing import Signer
 
 RUNTIME_STAGE = "runtime"  # the Dockerfile stage devel is built on (FROM runtime, or COPY --from=runtime)
-BASES_LABEL = f"{LABEL_PREFIX}.bases"  # `bootstrap` where a registry OS's base was bootstrapped (--bases)
-BASE_NAME_LABEL = "org.opencontainers.image.base.name"
-BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 
 
 def image_context(reference: str) -> str:
@@ -127,19 +124,9 @@ def build_labels(options: BuildOptions, combination: Combination, image: Image) 
 
 
 def bases_labels(combination: Combination, image: Image) -> tuple[tuple[str, str], ...]:
-    """Under `--bases bootstrap`, what a registry OS's image was built on: `io.torchimages.bases` and, where the
-    image's chain of stages starts at the OS base, `base.name` naming the bootstrapped base (a lock's digest,
-    which that base does not have, emptied); the base's archive, suite and Release date are labels it inherits."""
-    mapped = bootstrap.contexts(combination, image.platform)
-    if not mapped:
-        return ()
-    labels = [(BASES_LABEL, bootstrap.BOOTSTRAP)]
-    base = combination.base_of(image.flavor)
-    if base is not None and base.reference == combination.os.image:
-        labels.append((BASE_NAME_LABEL, mapped[0][1].removeprefix(bootstrap.IMAGE_CONTEXT)))
-        if base.digest:
-            labels.append((BASE_DIGEST_LABEL, ""))
-    return tuple(labels)
+    """The labels saying what a registry OS's image was built on under `--bases bootstrap` (see
+    Combination.bases_labels)."""
+    return tuple(combination.bases_labels(image.flavor, image.platform).items())
 
 
 def shared_names(selected: Sequence[Selected]) -> list[Problem]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
+from torchimages import values
+from torchimages.combination import BASES_LABEL, INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine
 from torchimages.security import allowlist, gate
 from torchimages.security.gate import GateOptions
@@ -61,6 +62,7 @@ def check(
     reasons: list[str] = []
     if info.labels.get(INPUT_DIGEST_LABEL) != image.input_digest:
         reasons.append("built from other inputs than the matrix and templates now give (its input digest differs)")
+    reasons += bases_changed(combination, info.labels)
     reasons += base_moved(combination, image.flavor, info.labels)
     unchecked: list[str] = []
     for check in (OS_UPDATES, PYTHON):
@@ -78,10 +80,25 @@ def check(
     return Staleness(reference, tuple(reasons), tuple(unchecked))
 
 
+def bases_changed(combination: Combination, labels: dict[str, str]) -> list[str]:
+    """Why an image of a registry OS was built on other bases than asked now (`--bases`, the matrix's `bases`):
+    bootstrapped from the archive (its `io.torchimages.bases` label) or pulled (no such label)."""
+    if combination.os.provider != "registry":
+        return []
+    built = labels.get(BASES_LABEL) or "registry"
+    if built == combination.bases:
+        return []
+    how = {"bootstrap": "a base bootstrapped from the distribution's archive", "registry": "the registry's base"}
+    return [f"built on {how.get(built, values.show(built))}; the selection asks for {how[combination.bases]} now"]
+
+
 def base_moved(combination: Combination, flavor: str, labels: dict[str, str]) -> list[str]:
     """Why the registry base an image was built on is not its combination's now: the digest the bases lock pins
     today differs from the image's `base.digest` label, or the image was built before the base was locked. A
     bootstrapped base carries no such label: its staleness shows as pending security updates."""
+    base = combination.base_of(flavor)
+    if combination.bases == "bootstrap" and base is not None and base.reference == combination.os.image:
+        return []  # bootstrapped: no registry digest to move (bases_changed says a change of bases)
     now = combination.base_labels(flavor)
     locked, built_on = now.get(BASE_DIGEST_LABEL), labels.get(BASE_DIGEST_LABEL)
     if not locked or locked == built_on:

@@ -149,7 +149,7 @@ def image_document(combination: Combination, image: Image, reference: str) -> di
         "os": combination.os.name,
         "min_driver": combination.min_driver,
         "user": IMAGE_USER,
-        "labels": image.label_map(),
+        "labels": {**image.label_map(), **combination.bases_labels(image.flavor, image.platform)},
         "env": combination.nvidia_environment(),
     }
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeEngine
-from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, RegistryBase
+from torchimages.combination import BASES_LABEL, INPUT_DIGEST_LABEL, Combination, Image, RegistryBase
 from torchimages.engine import ImageInfo
 from torchimages.planning import plan
 from torchimages.security import allowlist, staleness
@@ -67,6 +67,7 @@ def test_a_registry_base_the_lock_moved_makes_it_stale(runtime: tuple[Combinatio
         combination,
         os=dataclasses.replace(combination.os, provider="registry", image=ubuntu.reference),
         registry_bases=(ubuntu,),
+        bases="registry",
     )
     built = {**labels(image), staleness.BASE_NAME_LABEL: "docker.io/library/ubuntu:24.04"}
     found = staleness.check(holding(image, built), on_ubuntu, image, CURRENT)
@@ -77,6 +78,30 @@ def test_a_registry_base_the_lock_moved_makes_it_stale(runtime: tuple[Combinatio
     assert "built on it unlocked" in staleness.check(holding(image, unlocked), on_ubuntu, image, CURRENT).reasons[0]
     same = {**built, staleness.BASE_DIGEST_LABEL: NOW}
     assert not staleness.check(holding(image, same), on_ubuntu, image, CURRENT).stale
+
+
+def test_an_image_on_other_bases_than_asked_is_stale_and_a_bootstrapped_one_ignores_the_lock(
+    runtime: tuple[Combination, Image],
+) -> None:
+    combination, image = runtime
+    ubuntu = RegistryBase("ubuntu:24.04", "ubuntu:24.04", NOW)
+    on_ubuntu = dataclasses.replace(
+        combination,
+        os=dataclasses.replace(combination.os, provider="registry", image=ubuntu.reference),
+        registry_bases=(ubuntu,),
+        bases="registry",
+    )
+    pulled = {**labels(image), staleness.BASE_DIGEST_LABEL: NOW}
+    bootstrapped = {**labels(image), BASES_LABEL: "bootstrap", staleness.BASE_DIGEST_LABEL: ""}
+    made = dataclasses.replace(on_ubuntu, bases="bootstrap")
+    assert not staleness.check(holding(image, bootstrapped), made, image, CURRENT).stale  # the lock is no matter
+    assert staleness.check(holding(image, pulled), made, image, CURRENT).reasons == (
+        "built on the registry's base; the selection asks for a base bootstrapped from the distribution's archive now",
+    )
+    assert staleness.check(holding(image, bootstrapped), on_ubuntu, image, CURRENT).reasons == (
+        "built on a base bootstrapped from the distribution's archive; the selection asks for the registry's base now",
+    )
+    assert not staleness.check(holding(image, labels(image)), combination, image, CURRENT).stale  # debian12: n/a
 
 
 def test_an_expired_entry_makes_it_stale(runtime: tuple[Combination, Image], tmp_path: Path) -> None:
