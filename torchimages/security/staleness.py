@@ -97,8 +97,9 @@ def base_moved(combination: Combination, flavor: str, labels: dict[str, str]) ->
     today differs from the image's `base.digest` label, or the image was built before the base was locked. A
     bootstrapped base carries no such label: its staleness shows as pending security updates."""
     base = combination.base_of(flavor)
-    if combination.bases == "bootstrap" and base is not None and base.reference == combination.os.image:
-        return []  # bootstrapped: no registry digest to move (bases_changed says a change of bases)
+    bootstrapped = "bootstrap" in (combination.bases, labels.get(BASES_LABEL))
+    if bootstrapped and base is not None and base.reference == combination.os.image:
+        return []  # a bootstrapped base has no registry digest to move (bases_changed says a change of bases)
     now = combination.base_labels(flavor)
     locked, built_on = now.get(BASE_DIGEST_LABEL), labels.get(BASE_DIGEST_LABEL)
     if not locked or locked == built_on:
