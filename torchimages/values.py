@@ -295,6 +295,8 @@ def mirror(text: str, where: str = "") -> str:
             raise BadValue(where, text, "a mirror names one family (FAMILY=MIRROR), once")
         return f"{head}={mirror(rest, where)}"
     words = text.split()
+    if not words:
+        raise BadValue(where, text, "a mirror is a URL or a sources.list line, not blanks")
     if words[0] in ("deb", "deb-src"):
         source = next((w for w in words[1:] if not w.startswith("[")), "")
         if len(words) < 3:

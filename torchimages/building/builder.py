@@ -48,10 +48,14 @@ from torchimages.building.wheels import Served, serve
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine, EngineError
 from torchimages.planning.plan import Selected
-from torchimages.problems import InputError
+from torchimages.problems import InputError, Problem
 from torchimages.security.gate import Verdict
 from torchimages.security.model import CheckResult
 
+NO_BOOTSTRAP_CONTEXTS = (
+    "--bases bootstrap maps the Dockerfile's FROM to the bootstrapped base with a named build context, and this "
+    "engine's builds take none (buildx on Docker 23 or later does; 20.10 does not)"
+)
 NO_NAMED_CONTEXTS = (
     "this engine's builds take no named build contexts (buildx on Docker 23 or later does; 20.10 does not): "
     "each devel image builds its runtime stage again instead of starting from the runtime image just built, "
@@ -121,6 +125,11 @@ class Builder:
         clashes = shared_names(selected)
         if clashes:
             raise InputError(clashes)
+        mapped = [s.combination.folder for s in selected if bootstrap.contexts(s.combination, s.images[0].platform)]
+        if mapped and not self.cancelled.is_set() and not self.engine.named_contexts():
+            raise InputError(
+                [Problem(f"{mapped[0]}: {NO_BOOTSTRAP_CONTEXTS}", key="--bases", suggestion="--bases registry")]
+            )
         self.options.log_dir.mkdir(parents=True, exist_ok=True)
         with Progress(self.renderer, sum(len(s.images) for s in selected)) as progress:
             if not self.cancelled.is_set():

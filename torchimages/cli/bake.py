@@ -86,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
         named_contexts=not args.no_named_contexts,
     )
     bake.check_sources(sources)
+    if args.no_named_contexts and (
+        mapped := [s.combination.folder for s in chosen if bootstrap.contexts(s.combination, s.images[0].platform)]
+    ):
+        raise UsageError(
+            f"{mapped[0]}: --bases bootstrap maps the Dockerfile's FROM to the bootstrapped base with a named build "
+            "context, which --no-named-contexts leaves out: use --bases registry, or a builder that takes them"
+        )
     common.check_file("--ca-cert", args.ca_cert)
     # Everything is checked before anything is written or started: a refusal leaves the disk as it was.
     preflight.file("--output", args.output)

@@ -230,3 +230,26 @@ def test_any_mirror_value_is_taken_whole_or_refused_and_never_breaks_the_choice(
     for family in values.MIRROR_FAMILIES:
         chosen = bootstrap.mirror_for([taken], family)
         assert chosen is None or chosen in taken
+
+
+def test_a_bake_without_named_contexts_refuses_bootstrap_and_writes_nothing(
+    cli: Callable[..., tuple[int, str, str]], write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "bake.json"
+    code, _, err = cli(
+        "bake",
+        "--matrix",
+        str(write_matrix(MATRIX)),
+        "--bases",
+        "bootstrap",
+        "--no-named-contexts",
+        "--output",
+        str(out),
+        "2.13.0",
+    )
+    assert code == 2 and "--no-named-contexts leaves out" in err and not out.exists()
+    code, _, err = cli(
+        "bake", "--matrix", str(write_matrix(MATRIX)), "--bases", "bootstrap", "--output", str(out), "2.13.0"
+    )
+    assert code == 0, err
+    assert '"ubuntu:24.04": "docker-image://torchimages/bootstrap-ubuntu:24.04"' in out.read_text()

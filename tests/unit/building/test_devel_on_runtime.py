@@ -139,3 +139,42 @@ def test_a_devel_from_a_cache_of_another_runtime_is_built_again_without_the_cach
     assert (devel.status, runtime.status) == ("built", "built")
     assert [(r.target, r.no_cache) for r in engine.built] == [("runtime", False), ("devel", False), ("devel", True)]
     assert engine.layers[devel.image.reference][:1] == engine.layers[runtime.image.reference]
+
+
+def bootstrapped_selection(write_matrix: Callable[[str], Path]) -> tuple[list[plan.Selected], FakeEngine]:
+    """MATRIX's first combination (Ubuntu 22.04) under `--bases bootstrap`, on an engine that holds its base."""
+    from torchimages.building import bootstrap
+
+    selected = plan.select(plan.load(write_matrix(MATRIX), os_bases="bootstrap"), [])[:1]
+    os = selected[0].combination.os
+    engine = FakeEngine(true_facts(selected[0].combination))
+    engine.images["torchimages/bootstrap-ubuntu:22.04"] = {bootstrap.DIGEST_LABEL: bootstrap.digest(os, None)}
+    return selected, engine
+
+
+def test_under_bootstrap_every_build_maps_the_os_base_and_says_so(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    selected, engine = bootstrapped_selection(write_matrix)
+    outcomes = run(engine, selected, tmp_path)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    mapped = {"ubuntu:22.04": "docker-image://torchimages/bootstrap-ubuntu:22.04"}
+    runtime, devel = engine.built
+    assert contexts(runtime) == mapped and contexts(devel) == {**mapped, "runtime": f"docker-image://{engine.held[0]}"}
+    assert ("io.torchimages.bases", "bootstrap") in runtime.labels
+    assert ("org.opencontainers.image.base.name", "torchimages/bootstrap-ubuntu:22.04") in runtime.labels
+    assert ("io.torchimages.bases", "bootstrap") in devel.labels  # on the nvidia/cuda image: base.name is that
+    assert not any(key == "org.opencontainers.image.base.name" for key, _ in devel.labels)
+
+
+def test_under_bootstrap_an_engine_without_named_contexts_builds_nothing(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from torchimages.problems import InputError
+
+    selected, engine = bootstrapped_selection(write_matrix)
+    engine.takes_contexts = False
+    opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    with pytest.raises(InputError, match="--bases bootstrap maps the Dockerfile's FROM"):
+        Builder(engine, opts, out=lambda _: None).build(selected)
+    assert engine.built == [] and not (tmp_path / "logs").exists()
