@@ -126,6 +126,14 @@ PACKAGE_STATE = "/var/cache/apt /var/lib/apt/lists /root/.cache /home/torch/.cac
 OS_PACKAGES = "/usr/share/torchimages/os-packages.txt"
 
 
+# NCCL's RDMA userspace as each OS names its packages (noble: librdmacm1t64, the 64-bit time_t transition).
+RDMA_PACKAGES = {
+    "debian12": ("libibverbs1", "ibverbs-providers", "librdmacm1"),
+    "ubuntu22.04": ("libibverbs1", "ibverbs-providers", "librdmacm1"),
+    "ubuntu24.04": ("libibverbs1", "ibverbs-providers", "librdmacm1t64"),
+}
+
+
 def assert_images_are_training_bases(built: Built, client: Any) -> None:
     """What issue 9 asks of both flavors: a compiler in runtime (no nvcc), no package-manager state
     in any layer, one venv owned by uid 1000 and group 0 (group-writable), runtime's layers a prefix of devel's,
@@ -141,7 +149,7 @@ def assert_images_are_training_bases(built: Built, client: Any) -> None:
         assert shut == "", f"{image}: not group-writable like their owner: {shut}"
         listed = sh(client, image, f"cat {OS_PACKAGES}").splitlines()
         assert any(line.startswith("gcc=") for line in listed) and any(line.startswith("g++=") for line in listed)
-        for package in ("libibverbs1", "ibverbs-providers", "librdmacm1"):  # NCCL's RDMA userspace (issue 21)
+        for package in RDMA_PACKAGES[built.plan.combinations[0].os.name]:  # NCCL's RDMA userspace (issue 21)
             assert any(line.startswith(f"{package}=") for line in listed), (image, package)
     assert sh(client, runtime, "for c in gcc g++ nvcc; do command -v $c; done; true").split() == [
         "/usr/bin/gcc",

@@ -158,7 +158,8 @@ def test_every_runtime_serves_any_uid_of_group_0_and_carries_the_verbs_userspace
     """Both OS families (bootstrapped debian12, Ubuntu from the registry): issue 21."""
     for name, text in rendered.items():
         runtime = text.split("# devel:")[0]
-        for package in ("libibverbs1", "ibverbs-providers", "librdmacm1"):
+        rdmacm = "librdmacm1t64" if "ubuntu24.04" in name else "librdmacm1"  # noble's name (64-bit time_t)
+        for package in ("libibverbs1", "ibverbs-providers", rdmacm):
             assert f"        {package} \\\n" in runtime, (name, package)
         assert "useradd --create-home --uid 1000 --gid 0 " in runtime, name
         assert "ENV HOME=/home/torch \\\n    USER=torch\n" in runtime and "USER 1000:1000" not in text, name

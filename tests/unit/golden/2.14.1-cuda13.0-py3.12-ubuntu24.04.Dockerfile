@@ -27,7 +27,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         g++ \
         libibverbs1 \
         ibverbs-providers \
-        librdmacm1 \
+        librdmacm1t64 \
     && retry apt-get update --error-on=any -o Acquire::Retries=3 \
     && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
     && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
@@ -154,7 +154,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:6315082e023b81455771eba70bf7a0c0d1c17b5f8ce13e66cc24e90aa8f62ada" \
+      io.torchimages.input-digest="sha256:cf5106390381ea4b4ac50d1b212d72c5a0e5cfe8283cdab5d4ffa9e911adc823" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \
@@ -231,7 +231,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:13b043483a0f3750eacd5c4726a98114a934902eaeebe47fdd23a01c5f8acf48" \
+      io.torchimages.input-digest="sha256:51c3efa99262755d223cdce10143b58ffdc769315312f3b0b44a2f7c2e9bb0af" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

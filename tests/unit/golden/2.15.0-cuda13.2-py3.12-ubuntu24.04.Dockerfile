@@ -27,7 +27,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         g++ \
         libibverbs1 \
         ibverbs-providers \
-        librdmacm1 \
+        librdmacm1t64 \
     && retry apt-get update --error-on=any -o Acquire::Retries=3 \
     && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \
     && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \
@@ -153,7 +153,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:78085f0575adb531c9393a63b96ecd304171acc709cce3eea60771c8cdfee470" \
+      io.torchimages.input-digest="sha256:29af0dbdd993e72c78929ba349c5a067086515be9c68fe57d71faf0d3fe49820" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \
