@@ -29,9 +29,9 @@ uv: {version: "0.13.8", sha256: ["%s"], sources: [T]}
 numpy: {"3.12": "2.3.5"}
 cuda:
   "12.6": {image_release: "12.6.3", min_driver: "560.28.03", minor_compat_min_driver: "525.60.13",
-           ubuntu: ["24.04"], arch_list: "8.0", confidence: V}
+           ubuntu: ["24.04"], arch_list: "8.0", nvcc_wheels: false, confidence: V}
   "13.0": {image_release: "13.0.2", min_driver: "580.65.06", minor_compat_min_driver: "580.65.06",
-           ubuntu: ["24.04"], arch_list: "8.0", confidence: V}
+           ubuntu: ["24.04"], arch_list: "8.0", nvcc_wheels: true, confidence: V}
 os:
   ubuntu24.04: {provider: registry, image: "ubuntu:24.04", python: "3.12", confidence: V, sources: [T]}
 torch:
