@@ -23,7 +23,7 @@ from .test_push import registry  # noqa: F401  (the registry fixture)
 pytestmark = pytest.mark.e2e
 
 UBUNTU = "ubuntu:24.04"
-TOOLKIT = "nvidia/cuda:13.0.3-devel-ubuntu24.04"
+TOOLKIT = "nvidia/cuda:12.6.3-devel-ubuntu24.04"  # CUDA 12.6's nvcc wheels hold only ptxas: devel needs it
 SELECTION = "2.14.1-cuda13.0-cudnn9"
 # What the doctor says of the GPU depends on the machine: these assertions hold where nvidia-smi is absent.
 NO_GPU_HERE = shutil.which("nvidia-smi") is None
@@ -32,6 +32,7 @@ MATRIX = """\
       include:
         - {torch: 2.14.1, cuda: "13.0", os: ubuntu24.04}
         - {torch: 2.14.1, cuda: "13.0", os: debian12}
+        - {torch: 2.14.1, cuda: "12.6", os: ubuntu24.04, flavors: [devel]}
     """
 
 
@@ -98,7 +99,8 @@ def test_lock_bases_pins_every_registry_base_through_the_mirror(
     dockerfiles = {p.parent.name: p.read_text() for p in (matrix.parent / "images").glob("*/Dockerfile")}
     ubuntu = dockerfiles["2.14.1-cuda13.0-py3.12-ubuntu24.04"]
     assert f"FROM {registry}/library/{UBUNTU}@{mirror[UBUNTU]} AS runtime" in ubuntu
-    assert f"FROM {registry}/{TOOLKIT}@{mirror[TOOLKIT]} AS devel" in ubuntu
+    assert "FROM runtime AS devel" in ubuntu  # CUDA 13's nvcc comes from the wheels: no toolkit image
+    assert f"FROM {registry}/{TOOLKIT}@{mirror[TOOLKIT]} AS devel" in dockerfiles["2.14.1-cuda12.6-py3.12-ubuntu24.04"]
     assert "FROM torchimages/bootstrap-debian:12 AS runtime" in dockerfiles["2.14.1-cuda13.0-py3.11-debian12"]
     pinned = f"{registry}/library/ubuntu@{lock['bases'][UBUNTU]}"
     pulled = docker_client.images.pull(pinned)  # the engine pulls exactly what FROM names

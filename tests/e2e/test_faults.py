@@ -66,6 +66,20 @@ def _mentioning(text: str) -> list[int]:
     return found
 
 
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `pid` is `ancestor` or one of its descendants (another worker's bootstrap is neither)."""
+    seen = 0
+    while pid > 1 and seen < 64:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        seen += 1
+    return False
+
+
 @dataclass
 class PrivateEngine:
     """A dockerd of our own under `folder`; `data_root` may be elsewhere (a small tmpfs)."""
@@ -343,7 +357,8 @@ def test_an_interrupt_during_the_bootstrap_stops_it_and_imports_nothing(
     output = tmp_path / "build.out"
     process = build(bare_engine, matrix, tmp_path / "logs", output)
     deadline = time.monotonic() + 60
-    while not (straps := [pid for pid in _mentioning("mmdebstrap") if _alive(pid)]):
+    # this build's mmdebstrap only: another worker may be bootstrapping a base of its own meanwhile
+    while not (straps := [p for p in _mentioning("mmdebstrap") if _alive(p) and _descends_from(p, process.pid)]):
         assert process.poll() is None, f"build.py ended before bootstrapping: {output.read_text(errors='replace')}"
         assert time.monotonic() < deadline, "no mmdebstrap after 60 s"
         time.sleep(0.2)
