@@ -73,15 +73,14 @@ def load(
     found = []
     for r, row in zip(resolved, parsed.rows, strict=True):
         if r.combination:
-            chosen, refused = _bases(r.combination, os_bases or row.get("bases") or parsed.bases)
-            problems.extend(refused)
+            chosen, said = _bases(r.combination, os_bases or row.get("bases") or parsed.bases, r.flavors)
             locked = replace(
                 r.combination,
                 lock_digest=lock_digest(images_folder / r.combination.folder / LOCK_FILE),
                 bases=chosen,
             )
             pinned, base_problems = bases.apply(locked, settings)
-            base_problems += bases.eol_problems(kb, pinned)
+            base_problems += said + bases.eol_problems(kb, pinned)
             problems.extend(p for p in base_problems if p.severity is Severity.ERROR)
             pinned = replace(pinned, warnings=(*pinned.warnings, *warnings(base_problems)))
             found.append((pinned, r.flavors))
@@ -102,9 +101,10 @@ def load(
     return Plan(matrix_path, images_folder, templates, tuple(complete), tuple(plan_warnings), settings)
 
 
-def _bases(combination: Combination, asked: str | None) -> tuple[str, list[Problem]]:
+def _bases(combination: Combination, asked: str | None, flavors: tuple[str, ...]) -> tuple[str, list[Problem]]:
     """How a combination's OS base is obtained: a bootstrap OS's always bootstrapped; a registry OS's pulled, or
-    bootstrapped where asked (`--bases`, the row's or the matrix's `bases`) and its archive is known."""
+    bootstrapped where asked (`--bases`, the row's or the matrix's `bases`) and its archive is known (a warning
+    where its devel still starts from a registry's toolkit image)."""
     os = combination.os
     if os.provider == "bootstrap":
         return "bootstrap", []
@@ -120,6 +120,18 @@ def _bases(combination: Combination, asked: str | None) -> tuple[str, list[Probl
             suggestion="bases: registry",
         )
         return "registry", [problem]
+    if "devel" in flavors and combination.toolkit.provider == "image":
+        where = combination.defined_at
+        warning = Problem(
+            f"devel starts from {combination.toolkit.image}, which a registry must serve: --bases bootstrap makes "
+            f"the {os.name} base alone (NVIDIA's nvcc wheels of CUDA {combination.cuda} hold no nvcc)",
+            file=where.file,
+            line=where.line,
+            key="bases",
+            suggestion="flavors: [runtime] where no registry answers",
+            severity=Severity.WARNING,
+        )
+        return "bootstrap", [warning]
     return "bootstrap", []
 
 

@@ -253,3 +253,16 @@ def test_a_bake_without_named_contexts_refuses_bootstrap_and_writes_nothing(
     )
     assert code == 0, err
     assert '"ubuntu:24.04": "docker-image://torchimages/bootstrap-ubuntu:24.04"' in out.read_text()
+
+
+def test_a_devel_that_still_needs_a_registrys_toolkit_image_is_warned_of(write_matrix: Callable[[str], Path]) -> None:
+    both = "matrix:\n  include:\n    - {torch: 2.7.1, cuda: '12.6', os: ubuntu24.04}\n"
+    (c,) = combination(write_matrix, both, os_bases="bootstrap").combinations
+    assert c.bases == "bootstrap" and c.toolkit.provider == "image"
+    (warning,) = [w for w in c.warnings if w.key == "bases"]
+    assert "devel starts from nvidia/cuda:12.6.3-devel-ubuntu24.04, which a registry must serve" in warning.message
+    runtime = both.replace("ubuntu24.04}", "ubuntu24.04, flavors: [runtime]}")
+    (alone,) = combination(write_matrix, runtime, os_bases="bootstrap").combinations
+    assert not [w for w in alone.warnings if w.key == "bases"]
+    (pulled,) = combination(write_matrix, both).combinations
+    assert not [w for w in pulled.warnings if w.key == "bases"]
