@@ -22,6 +22,7 @@ FLAVORS = ("devel", "runtime")
 # pip constraints pinning every package of a combination (written by `build.py lock`).
 LOCK_FILE = "requirements.lock"
 LABEL_PREFIX = "io.torchimages"
+BOOTSTRAP = "bootstrap"  # `bases: bootstrap` (`--bases`): the OS base is made here from its archive
 BASES_LABEL = f"{LABEL_PREFIX}.bases"  # `bootstrap` where a registry OS's base was bootstrapped (--bases)
 BASE_NAME_LABEL = "org.opencontainers.image.base.name"
 BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
@@ -208,7 +209,7 @@ class Combination:
     @property
     def pulled_bases(self) -> tuple[RegistryBase, ...]:
         """The registry bases a build pulls: every one but the OS's when it is bootstrapped (`--bases bootstrap`)."""
-        if self.bases != "bootstrap":
+        if self.bases != BOOTSTRAP:
             return self.registry_bases
         return tuple(base for base in self.registry_bases if base.reference != self.os.image)
 
@@ -226,10 +227,9 @@ class Combination:
         """The local base a registry OS's `FROM` is mapped to under `--bases bootstrap` (its archive's image;
         `<image>-<arch>` in a combination of several platforms); None where the OS base is pulled or is a
         bootstrap OS's own (its Dockerfile names it)."""
-        if self.os.provider != "registry" or self.bases != "bootstrap" or self.os.archive is None:
+        if self.os.provider != "registry" or self.bases != BOOTSTRAP or self.os.archive is None:
             return None
-        image = self.os.archive.image
-        return f"{image}-{platform_names.arch(platform)}" if self.multi_platform else image
+        return self.os.archive.reference(platform_names.arch(platform), self.multi_platform)
 
     def bases_labels(self, flavor: str, platform: str) -> dict[str, str]:
         """Under `--bases bootstrap`, the labels a build adds (`--label`) to say what the image was built on:
@@ -239,7 +239,7 @@ class Combination:
         local = self.bootstrapped_base(platform)
         if local is None:
             return {}
-        labels = {BASES_LABEL: "bootstrap"}
+        labels = {BASES_LABEL: BOOTSTRAP}
         base = self.base_of(flavor)
         if base is not None and base.reference == self.os.image:
             labels[BASE_NAME_LABEL] = local

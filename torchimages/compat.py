@@ -116,6 +116,11 @@ class Archive:
     mirror: tuple[tuple[str, str], ...] = ()  # (architecture, URL) of the archive
     security: tuple[tuple[str, str], ...] = ()  # (architecture, URL) the `-security` suite comes from
 
+    def reference(self, arch: str, multi_platform: bool) -> str:
+        """The local name of the base for `arch`: the image itself, or its architecture's (`<image>-<arch>`:
+        TARGETARCH chooses it) where a Dockerfile is for several platforms."""
+        return f"{self.image}-{arch}" if multi_platform else self.image
+
     def sources(self, arch: str, mirror: str | None) -> tuple[str, ...]:
         """The sources.list lines mmdebstrap is given for `arch`: `mirror` (a URL, or a whole line kept as it is)
         replaces the archive's URLs; none at all where the archive names no suites (mmdebstrap's defaults)."""

@@ -281,19 +281,26 @@ def size(text: str, where: str = "") -> str:
 MIRROR_FAMILIES = ("debian", "ubuntu")  # `--mirror FAMILY=MIRROR`
 
 
+def mirror_family(text: str) -> tuple[str | None, str]:
+    """A `--mirror` value split into the family it names (`ubuntu=URL` -> `ubuntu`; None for a bare mirror) and
+    the mirror itself."""
+    head, equals, rest = text.partition("=")
+    return (head, rest) if equals and head.isidentifier() else (None, text)
+
+
 def mirror(text: str, where: str = "") -> str:
     """A distribution mirror as mmdebstrap takes it: a URL (http(s) with a host, file:///path), or a whole
     sources.list line (`deb URL SUITE COMPONENT...`) whose URL is one; `FAMILY=` before it (ubuntu, debian)
     names the one distribution it serves."""
     if not text or not text.isprintable():
         raise BadValue(where, text, "a mirror is a URL or a sources.list line, without control characters")
-    head, equals, rest = text.partition("=")
-    if equals and head.isidentifier():
-        if head not in MIRROR_FAMILIES:
+    family, rest = mirror_family(text)
+    if family is not None:
+        if family not in MIRROR_FAMILIES:
             raise BadValue(where, text, f"a mirror's family is {' or '.join(MIRROR_FAMILIES)} (FAMILY=MIRROR)")
-        if rest.partition("=")[0] in MIRROR_FAMILIES:
+        if mirror_family(rest)[0] is not None:
             raise BadValue(where, text, "a mirror names one family (FAMILY=MIRROR), once")
-        return f"{head}={mirror(rest, where)}"
+        return f"{family}={mirror(rest, where)}"
     words = text.split()
     if not words:
         raise BadValue(where, text, "a mirror is a URL or a sources.list line, not blanks")

@@ -27,14 +27,12 @@ from pathlib import Path
 
 from torchimages import platforms, settings, values
 from torchimages.building import machine_lock
-from torchimages.combination import LABEL_PREFIX, Combination
+from torchimages.combination import BOOTSTRAP, LABEL_PREFIX, Combination
 from torchimages.compat import Archive, OsRelease
 from torchimages.engine import Engine, EngineError, run_cancellable
 from torchimages.security import layer_cache
 
-BOOTSTRAP = "bootstrap"  # `--bases bootstrap`
 IMAGE_CONTEXT = "docker-image://"  # a named build context that is an image of the engine
-FAMILIES = values.MIRROR_FAMILIES  # the distribution families `--mirror FAMILY=MIRROR` names
 DIGEST_LABEL = f"{LABEL_PREFIX}.bootstrap-digest"
 SUITE_LABEL = f"{LABEL_PREFIX}.bootstrap.suite"
 SOURCES_LABEL = f"{LABEL_PREFIX}.bootstrap.sources"
@@ -89,8 +87,7 @@ def archive_of(os: OsRelease) -> Archive:
 def reference(os: OsRelease, platform: str, multi_platform: bool) -> str:
     """The local name of `os`'s bootstrapped base for `platform`: the base itself, or its platform's
     (`<image>-<arch>`: TARGETARCH chooses it) in a Dockerfile for several platforms."""
-    image = archive_of(os).image
-    return f"{image}-{platforms.arch(platform)}" if multi_platform else image
+    return archive_of(os).reference(platforms.arch(platform), multi_platform)
 
 
 def needed(combination: Combination) -> bool:
@@ -119,15 +116,9 @@ def contexts(combination: Combination, platform: str) -> tuple[tuple[str, str], 
 def mirror_for(mirrors: Iterable[str], family: str) -> str | None:
     """The mirror of one distribution family from `--mirror` values (`[FAMILY=]MIRROR`): its own, else a bare one
     (every family's)."""
-    own = [m.split("=", 1)[1] for m in mirrors if _family(m) == family]
-    bare = [m for m in mirrors if _family(m) is None]
-    chosen = own or bare
+    split = [values.mirror_family(m) for m in mirrors]
+    chosen = [m for f, m in split if f == family] or [m for f, m in split if f is None]
     return chosen[-1] if chosen else None
-
-
-def _family(mirror: str) -> str | None:
-    head = mirror.split("=", 1)[0]
-    return head if "=" in mirror and head in FAMILIES else None
 
 
 def log_file(log_dir: Path, os: OsRelease, platform: str = platforms.DEFAULT) -> Path:

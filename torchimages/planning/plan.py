@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from torchimages import compat, reference, render, textfile
-from torchimages.combination import LOCK_FILE, Combination, Image, make_image
+from torchimages.combination import BOOTSTRAP, LOCK_FILE, Combination, Image, make_image
 from torchimages.planning import bases, matrix, tags
 from torchimages.planning.resolve import resolve
 from torchimages.problems import InputError, Problem, Severity, errors, warnings
@@ -107,8 +107,8 @@ def _bases(combination: Combination, asked: str | None, flavors: tuple[str, ...]
     where its devel still starts from a registry's toolkit image)."""
     os = combination.os
     if os.provider == "bootstrap":
-        return "bootstrap", []
-    if asked != "bootstrap":
+        return BOOTSTRAP, []
+    if asked != BOOTSTRAP:
         return "registry", []
     if os.archive is None:
         where = combination.defined_at
@@ -131,8 +131,8 @@ def _bases(combination: Combination, asked: str | None, flavors: tuple[str, ...]
             suggestion="flavors: [runtime] where no registry answers",
             severity=Severity.WARNING,
         )
-        return "bootstrap", [warning]
-    return "bootstrap", []
+        return BOOTSTRAP, [warning]
+    return BOOTSTRAP, []
 
 
 def _check_folder(folder: Path) -> None:

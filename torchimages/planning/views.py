@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torchimages.combination import Combination, Image
+from torchimages.combination import BOOTSTRAP, Combination, Image
 from torchimages.planning.plan import Selected
 
 
@@ -53,9 +53,8 @@ def describe(combination: Combination, image: Image) -> str:
         f"    platform {image.platform}, tagged {image.platform_reference}\n" if combination.multi_platform else ""
     )
     wheels = combination.index_url_for(image.platform)
-    how = combination.os.provider
-    if base == combination.os.image and combination.bases == "bootstrap" and combination.os.archive:
-        how = f"bootstrapped as {combination.os.archive.image}" if how == "registry" else how
+    local = combination.bootstrapped_base(image.platform)
+    how = f"bootstrapped as {local}" if local and base == combination.os.image else combination.os.provider
     pypi = "yes" if combination.pypi_only else "no"
     return (
         f"{image.reference}\n    dockerfile {combination.dockerfile} --target {image.flavor}\n{platform}"
@@ -70,7 +69,7 @@ def steps(chosen: Sequence[Selected]) -> list[str]:
         {
             s.combination.os.archive.image
             for s in chosen
-            if s.combination.bases == "bootstrap" and s.combination.os.archive is not None
+            if s.combination.bases == BOOTSTRAP and s.combination.os.archive is not None
         }
     )
     lines = [f"bootstrap base {image} from the distribution archive" for image in bases]

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 
 from torchimages import values
-from torchimages.combination import BASES_LABEL, INPUT_DIGEST_LABEL, Combination, Image
+from torchimages.combination import BASES_LABEL, BOOTSTRAP, INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine
 from torchimages.security import allowlist, gate
 from torchimages.security.gate import GateOptions
@@ -88,7 +88,7 @@ def bases_changed(combination: Combination, labels: dict[str, str]) -> list[str]
     built = labels.get(BASES_LABEL) or "registry"
     if built == combination.bases:
         return []
-    how = {"bootstrap": "a base bootstrapped from the distribution's archive", "registry": "the registry's base"}
+    how = {BOOTSTRAP: "a base bootstrapped from the distribution's archive", "registry": "the registry's base"}
     return [f"built on {how.get(built, values.show(built))}; the selection asks for {how[combination.bases]} now"]
 
 
@@ -97,7 +97,7 @@ def base_moved(combination: Combination, flavor: str, labels: dict[str, str]) ->
     today differs from the image's `base.digest` label, or the image was built before the base was locked. A
     bootstrapped base carries no such label: its staleness shows as pending security updates."""
     base = combination.base_of(flavor)
-    bootstrapped = "bootstrap" in (combination.bases, labels.get(BASES_LABEL))
+    bootstrapped = BOOTSTRAP in (combination.bases, labels.get(BASES_LABEL))
     if bootstrapped and base is not None and base.reference == combination.os.image:
         return []  # a bootstrapped base has no registry digest to move (bases_changed says a change of bases)
     now = combination.base_labels(flavor)
