@@ -186,12 +186,14 @@ def check_sources(sources: WheelSources) -> None:
 
 
 def check_docker(docker_cli: str | None) -> None:
-    """UsageError when `--docker` names a program that cannot be run (before anything is written)."""
+    """UsageError when `--docker` (else $DOCKER) names a program that cannot be run (before anything is
+    written): what `build`, `promote` and `outdated` check alike."""
     from torchimages.engine.discovery import client_problem
 
-    problem = client_problem(docker_cli) if docker_cli is not None else None
+    named, where = (docker_cli, "--docker") if docker_cli is not None else (settings.text("DOCKER"), "DOCKER")
+    problem = client_problem(named) if named else None
     if problem:
-        raise UsageError(f"--docker: {problem}")
+        raise UsageError(f"{where}: {problem}")
 
 
 def check_compression(compression: str, push: bool) -> None:

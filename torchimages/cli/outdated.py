@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     chosen = common.select(args, common.load_plan(args))
     common.check_emulation(chosen)  # another platform's image runs the checks under emulation
+    common.check_docker(args.docker)
     checks = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
     stale = 0

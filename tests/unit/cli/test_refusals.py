@@ -69,6 +69,10 @@ REFUSED = [
     (["bake", "--output", "bake.json", "--ca-cert", "no-such-file"], "cannot read the --ca-cert file"),
     (["promote", "--from", "meta.json", "--log-dir", "a-file", "*"], "--log-dir a-file"),
     (["promote", "--from", "meta.json", "--docker", "no-such-docker-client", "*"], "--docker"),
+    (["outdated", "--docker", "no-such-docker-client", "*"], "--docker: the docker client 'no-such-docker-client'"),
+    (["outdated", "--docker", "a-folder/docker", "*"], "--docker: the docker client 'a-folder/docker' was not found"),
+    (["outdated", "--docker", "./a-folder", "*"], "--docker: the docker client './a-folder' is a folder"),
+    (["outdated", "--docker", "./a-file", "*"], "--docker: the docker client './a-file' is not executable"),
     (["test", "--image", "a/b:1", "--image", "a_b:1", "--report", "R"], "one file name"),
     (["test", "--image", "x:1", "--report", "a-file"], "--report a-file"),
     (["test", "--image", "x:1", "--junit", "a-folder"], "--junit a-folder"),
@@ -85,6 +89,16 @@ def test_a_refusal_writes_nothing(cli: Cli, here: Path, args: list[str], said: s
     assert code == 2 and said in err, err
     assert "Traceback" not in err
     assert listing(here) == before, "a refused command wrote"
+
+
+@pytest.mark.parametrize("command", [["outdated", "*"], ["build", "--report", "R", "*"]])
+def test_a_docker_variable_naming_no_client_is_refused_like_the_option(
+    cli: Cli, here: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    monkeypatch.setenv("DOCKER", "no-such-docker-client")
+    code, _, err = cli(*command)
+    assert code == 2 and "DOCKER: the docker client 'no-such-docker-client' was not found on PATH" in err, err
+    assert listing(here) == ["a-file", "a-folder", "matrix.yaml", "meta.json"]
 
 
 def test_a_bake_whose_file_cannot_be_written_leaves_no_secret(
