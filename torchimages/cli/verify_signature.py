@@ -1,12 +1,13 @@
 """`verify-signature`: whether an image in a registry carries a cosign signature that holds with a public key
 (what `--sign-key` made); the digest verified. Exit 0 verified, 1 not verified (no signature, another key's,
-no such image, no answer), 2 bad input (no key file, a bad reference, no cosign)."""
+no such image, no answer), 2 bad input (no key file, one that is no public key cosign can load: empty, not
+text, no PEM block, a private key; a bad reference; no cosign)."""
 
 from __future__ import annotations
 
 import argparse
 
-from torchimages import values
+from torchimages import textfile, values
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
@@ -35,10 +36,15 @@ def options(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from torchimages.security import signing
 
-    common.check_file("--key", args.key)
+    key = textfile.read_bytes(args.key, "the --key file")  # none, a folder, a device: InputError, exit 2
     problem = signing.cosign_problem()
     if problem:
         raise UsageError(problem)
+    unloadable = signing.public_key_problem(key)
+    if unloadable:
+        raise UsageError(f"--key {args.key}: {unloadable}")
     found = signing.verify(args.reference, args.key)
+    if found.bad_input:  # cosign could not load the key (or take the reference): no verdict, bad input
+        raise UsageError(found.message)
     print(found.message)
     return EXIT_OK if found.verified else EXIT_FAILED

@@ -42,6 +42,12 @@ HOW_TO_GET_COSIGN = (
 )
 # cosign verify's exit statuses for an answer about the signatures (any other: it could not look)
 NO_SIGNATURES, NO_IMAGE, NO_MATCHING = 10, 11, 12
+# How cosign 2.x's `Error:` line starts when the input itself is bad, before any registry is asked (exit 1):
+# the --key file is no public key it can load ("loading public key: pem to public key: PEM decoding failed",
+# "... unknown Public key PEM file type: ENCRYPTED SIGSTORE PRIVATE KEY", "open x.pub: no such file or
+# directory", "read x: is a directory"), or the reference is none it takes ("parsing reference: ...").
+BAD_KEY, BAD_REFERENCE = "loading public key", "parsing reference"
+PEM_BEGIN = b"-----BEGIN "
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class Verified:
     verified: bool
     digest: str | None
     message: str
+    bad_input: bool = False  # cosign refused the key file or the reference itself: no verdict on a signature
 
 
 def find_cosign() -> str | None:
@@ -223,6 +230,20 @@ class Signer:
         return "sha256:" + hashlib.sha256(result.stdout).hexdigest()
 
 
+def public_key_problem(data: bytes) -> str | None:
+    """Why a public key file's bytes are none cosign can load (empty, not text, no PEM block), or None: the
+    check before cosign runs, so that a wrong file is bad input, never "not verified"."""
+    if not data.strip():
+        return "it is empty, not a public key (cosign.pub of `cosign generate-key-pair`)"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "it is not UTF-8 text: a public key is a PEM file (-----BEGIN PUBLIC KEY-----)"
+    if PEM_BEGIN not in data:
+        return "it holds no PEM block (-----BEGIN PUBLIC KEY-----): not a public key"
+    return None
+
+
 def signed_digest(output: bytes) -> str | None:
     """The one digest cosign verify's JSON says its signatures are for (None when none, or several)."""
     try:
@@ -248,7 +269,12 @@ def verify(
     if isinstance(result, str):
         return Verified(False, None, f"{reference}: not verified: cosign verify {result}")
     if result.returncode != 0:
-        return Verified(False, None, f"{reference}: not verified: {_said(result)}")
+        said = _said(result)
+        if result.returncode not in (NO_SIGNATURES, NO_IMAGE, NO_MATCHING) and said.startswith(BAD_KEY):
+            return Verified(False, None, f"--key {public_key}: cosign cannot load it: {said}", bad_input=True)
+        if result.returncode not in (NO_SIGNATURES, NO_IMAGE, NO_MATCHING) and said.startswith(BAD_REFERENCE):
+            return Verified(False, None, f"{reference}: cosign takes no such reference: {said}", bad_input=True)
+        return Verified(False, None, f"{reference}: not verified: {said}")
     digest = signed_digest(result.stdout)
     if digest is None:
         return Verified(False, None, f"{reference}: not verified: cosign named no single signed digest")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -345,3 +346,97 @@ def test_verify_signature_refuses_bad_input_with_exit_2(
     with pytest.raises(SystemExit) as exited:
         cli("verify-signature", "no such reference", "--key", "cosign.pub")
     assert exited.value.code == 2 and "not an image reference" in capsys.readouterr().err
+
+
+PEM_LIKE = b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"  # PEM, but no key cosign can load
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"", "it is empty"),
+        (b" \n\t\n", "it is empty"),
+        (b"\xff\xfe\x00 not text", "not UTF-8 text"),
+        (b"garbage\n", "holds no PEM block"),
+    ],
+)
+def test_a_key_file_that_is_no_pem_is_a_problem(data: bytes, said: str) -> None:
+    assert said in (signing.public_key_problem(data) or "")
+
+
+def test_a_pem_key_file_is_left_to_cosign() -> None:
+    assert signing.public_key_problem(PEM_LIKE) is None
+    assert signing.public_key_problem(b"# a comment \xc3\xa9\n" + PEM_LIKE) is None  # UTF-8 beside the block
+
+
+@pytest.mark.parametrize(
+    "why",
+    [
+        "loading public key: pem to public key: PEM decoding failed",
+        "loading public key: pem to public key: unknown Public key PEM file type: ENCRYPTED SIGSTORE PRIVATE KEY.",
+        "loading public key: open k.pub: no such file or directory",
+    ],
+)
+def test_a_key_cosign_cannot_load_is_bad_input_not_unverified(tmp_path: Path, why: str) -> None:
+    cosign, _ = recorder(tmp_path, 1, f"WARNING: Skipping tlog verification\\nError: {why}")
+    found = signing.verify("a/b:1", Path("k.pub"), str(cosign))
+    assert found == signing.Verified(False, None, f"--key k.pub: cosign cannot load it: {why}", bad_input=True)
+
+
+@pytest.mark.parametrize("status", [signing.NO_SIGNATURES, signing.NO_IMAGE, signing.NO_MATCHING])
+def test_a_signature_cosign_rejects_is_not_verified_whatever_it_says(tmp_path: Path, status: int) -> None:
+    """cosign's statuses for an answer about the signatures are a verdict, never bad input."""
+    cosign, _ = recorder(tmp_path, status, "Error: loading public key: x")
+    assert not signing.verify("a/b:1", Path("k.pub"), str(cosign)).bad_input
+
+
+def test_a_reference_cosign_cannot_parse_is_bad_input(tmp_path: Path) -> None:
+    cosign, _ = recorder(tmp_path, 1, "Error: parsing reference: could not parse reference: localhost:5000/x:1")
+    assert signing.verify("localhost:5000/x:1", Path("k.pub"), str(cosign)).bad_input
+
+
+BAD_KEYS = {  # file: what it holds, and what the refusal says of it
+    "empty.pub": (b"", "it is empty"),
+    "garbage.pub": (b"garbage\n", "holds no PEM block"),
+    "not-utf8.pub": (b"\xff\xfe\x00\x80", "not UTF-8 text"),
+    "pem-like.pub": (PEM_LIKE, "cosign cannot load it: loading public key: pem to public key: PEM decoding failed"),
+}
+UNREADABLE = {
+    "missing.pub": "cannot read the --key file: No such file or directory",
+    "a-folder": "must be a regular file, not a directory",
+    "/dev/null": "must be a regular file, not a character device",
+}
+
+
+@pytest.mark.parametrize("name", [*BAD_KEYS, *UNREADABLE])
+def test_verify_signature_refuses_a_key_cosign_cannot_load_with_exit_2(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Whatever the file: exit 2 naming it and why, never "not verified" (exit 1). A file that is no PEM text is
+    refused before cosign runs; the fake cosign answers as cosign 2.5 does for a PEM block holding no key."""
+    script = "echo 'Error: loading public key: pem to public key: PEM decoding failed' >&2; exit 1\n"
+    monkeypatch.setenv("PATH", f"{programs(tmp_path / 'bin', cosign=script)}:/usr/bin:/bin")
+    for file, (data, _) in BAD_KEYS.items():
+        (tmp_path / file).write_bytes(data)
+    (tmp_path / "a-folder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("verify-signature", "127.0.0.1:5000/a/b:1", "--key", name)
+    said = BAD_KEYS[name][1] if name in BAD_KEYS else UNREADABLE[name]
+    assert code == 2 and name in err and said in err and "not verified" not in out + err, out + err
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(shutil.which("cosign") is None, reason="cosign is not installed")
+@pytest.mark.parametrize(
+    "data",
+    [PEM_LIKE, b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n"],
+)
+def test_the_real_cosign_refusing_a_key_is_bad_input(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes
+) -> None:
+    """cosign loads the key before it asks any registry: its words for a key it cannot load are what
+    `verify` reads as bad input (a closed port: nothing is asked of the network)."""
+    (tmp_path / "k.pub").write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("verify-signature", "127.0.0.1:9/a/b:1", "--key", "k.pub")
+    assert code == 2 and "--key k.pub: cosign cannot load it: loading public key" in err, err
