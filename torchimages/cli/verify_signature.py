@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 
 from torchimages import textfile, values
-from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 
