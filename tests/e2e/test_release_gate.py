@@ -12,6 +12,7 @@ newer ones; the image's Dockerfile (rendered, then its FROM pointed at that base
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -27,13 +28,15 @@ import pytest
 
 from torchimages import compat, engine
 from torchimages.building import bootstrap
-from torchimages.security import signing
+from torchimages.security import allowlist, signing
 
 from .conftest import CPU, remove_repository, require, run_cli, start_registry
 
 pytestmark = pytest.mark.e2e
 
 PASSWORD = "e2e-gate-password"
+# The allowlist's entries last a month: within its horizon (allowlist.MAX_DAYS_AHEAD) whenever the test runs.
+EXPIRES = (allowlist.utc_today() + datetime.timedelta(days=30)).isoformat()
 OLD_PACKAGES = ("unzip", "zip")  # no package the image installs depends on them: they stay old
 OLD_BASE = """\
 FROM {base} AS old
@@ -157,7 +160,7 @@ def test_pending_security_updates_are_refused_then_pass_allowlisted_signed_and_o
 
         allow = setup.tmp / "allow.yaml"
         entries = "".join(
-            f"  - {{check: os-updates, id: {p}, reason: e2e, expires: 2099-12-31}}\n" for p in sorted(pending)
+            f"  - {{check: os-updates, id: {p}, reason: e2e, expires: {EXPIRES}}}\n" for p in sorted(pending)
         )
         allow.write_text("entries:\n" + entries)
         report = setup.tmp / "report"
@@ -170,7 +173,7 @@ def test_pending_security_updates_are_refused_then_pass_allowlisted_signed_and_o
     assert checks["secrets"]["status"] == "passed"
     assert checks["os-updates"]["status"] == "passed"
     assert {a["key"] for a in checks["os-updates"]["allowed"]} == set(pending)
-    assert all(a["reason"] == "e2e" and a["expires"] == "2099-12-31" for a in checks["os-updates"]["allowed"])
+    assert all(a["reason"] == "e2e" and a["expires"] == EXPIRES for a in checks["os-updates"]["allowed"])
     assert checks["python"]["status"] == "not scanned", checks["python"]  # pip-audit's service: not here
     assert checks["python"]["note"]
 

@@ -147,10 +147,11 @@ def security_options(args: argparse.Namespace, network: str | None = None) -> Ga
     from torchimages.security.model import CHECKS
 
     path = args.allowlist or args.matrix.parent / allowlist.DEFAULT_FILE
-    entries = allowlist.read(path, required=args.allowlist is not None)
+    today = allowlist.utc_today()  # one day for reading the entries and judging them
+    entries = allowlist.read(path, required=args.allowlist is not None, today=today)
     skipped = getattr(args, "skip_check", [])
     skip = frozenset(CHECKS) if "all" in skipped else frozenset(skipped)
-    return GateOptions(entries, skip, args.require_scan, network, cache=layer_cache.from_settings())
+    return GateOptions(entries, skip, args.require_scan, network, today=today, cache=layer_cache.from_settings())
 
 
 def told(finished: Finished) -> bool:

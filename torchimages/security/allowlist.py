@@ -7,8 +7,12 @@ gate, for a reason, until a date; an expired entry fails every image it covers u
         id: libssl3                # a path (secrets), a package (os-updates), a vulnerability id or alias (python)
         package: ""                # python only, optional: the vulnerable package
         reason: no fix for bookworm yet; not reachable from torch
-        expires: 2027-01-31        # the last day it holds (ISO date)
+        expires: 2027-01-31        # the last day it holds: YYYY-MM-DD, at most MAX_DAYS_AHEAD days ahead
         images: ["2.9.1-*"]        # optional: tag globs (default: every image)
+
+`expires` is a day written YYYY-MM-DD alone (not a time, not YAML's other date forms, not 2027-1-31), within
+a year of the day the file is read (MAX_DAYS_AHEAD), UTC: an entry is renewed, with its reason, at least
+yearly. A day already past is read, and is an expired entry.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ WHAT = "the security allowlist"
 KEYS = ("check", "id", "package", "reason", "expires", "images")
 REQUIRED = ("check", "id", "reason", "expires")
 MAX_TEXT = 500  # characters of an id, package, reason or glob
+MAX_DAYS_AHEAD = 366  # the latest `expires` is this many days after today (a year, a leap year's too)
+DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # YYYY-MM-DD, ASCII digits: the one form `expires` takes
+
+
+def utc_today() -> datetime.date:
+    """Today in UTC: the day entries expire against, wherever the machine's clock is set."""
+    return datetime.datetime.now(datetime.UTC).date()
 
 
 @dataclass(frozen=True)
@@ -62,10 +73,11 @@ class Entry:
         return f"{self.check} {self.id}" + (f" ({self.package})" if self.package else "")
 
 
-def read(path: Path, required: bool = False) -> tuple[Entry, ...]:
-    """The entries of an allowlist file, every one checked (InputError lists each problem, located); no file
-    means no entries unless `required` (the user named it)."""
+def read(path: Path, required: bool = False, today: datetime.date | None = None) -> tuple[Entry, ...]:
+    """The entries of an allowlist file, every one checked against `today` (default: utc_today) (InputError
+    lists each problem, located); no file means no entries unless `required` (the user named it)."""
     source = str(path)
+    today = today or utc_today()
     try:
         text = textfile.read_text(path, WHAT)
     except textfile.Missing:
@@ -96,7 +108,7 @@ def read(path: Path, required: bool = False) -> tuple[Entry, ...]:
         raise InputError([Problem("`entries:` is a list of entries", file=source, line=_line(body), suggestion=fix)])
     entries, problems = [], []
     for node in body.value:
-        entry, found = _entry(node, source)
+        entry, found = _entry(node, source, today)
         problems += found
         if entry:
             entries.append(entry)
@@ -113,7 +125,24 @@ def read(path: Path, required: bool = False) -> tuple[Entry, ...]:
     return tuple(entries)
 
 
-def _entry(node: yaml.Node, source: str) -> tuple[Entry | None, list[Problem]]:
+def expiry(text: str, today: datetime.date) -> datetime.date | str:
+    """An `expires` value: the day it names, or why it is none (see the module)."""
+    try:
+        day = datetime.date.fromisoformat(text) if DAY.fullmatch(text) else None
+    except ValueError:  # 2027-02-30
+        day = None
+    if day is None:
+        return f"expires {values.show(text)} is not a day written YYYY-MM-DD (e.g. 2027-01-31)"
+    latest = today + datetime.timedelta(days=MAX_DAYS_AHEAD)
+    if day > latest:
+        return (
+            f"expires {text} is more than {MAX_DAYS_AHEAD} days ahead (the latest is {latest.isoformat()}): "
+            "an entry is renewed, with its reason, at least yearly"
+        )
+    return day
+
+
+def _entry(node: yaml.Node, source: str, today: datetime.date) -> tuple[Entry | None, list[Problem]]:
     line = _line(node)
     if not isinstance(node, yaml.MappingNode):
         return None, [Problem("an entry is a mapping (check, id, reason, expires)", file=source, line=line)]
@@ -159,16 +188,11 @@ def _entry(node: yaml.Node, source: str) -> tuple[Entry | None, list[Problem]]:
         problems.append(Problem("`package` is for python entries only", file=source, line=_line(fields["package"])))
     expires = None
     if "expires" in text:
-        try:
-            expires = datetime.date.fromisoformat(text["expires"])
-        except ValueError:
-            problems.append(
-                Problem(
-                    f"expires {values.show(text['expires'])} is not a date (YYYY-MM-DD)",
-                    file=source,
-                    line=_line(fields["expires"]),
-                )
-            )
+        day = expiry(text["expires"], today)
+        if isinstance(day, str):
+            problems.append(Problem(day, file=source, line=_line(fields["expires"])))
+        else:
+            expires = day
     images: list[str] = []
     if "images" in fields:
         value = fields["images"]

@@ -32,7 +32,7 @@ class GateOptions:
     skip: frozenset[str] = frozenset()
     require_scan: bool = False
     network: str | None = None
-    today: datetime.date = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).date())
+    today: datetime.date = field(default_factory=allowlist.utc_today)
     cache: LayerCache | None = None
 
 

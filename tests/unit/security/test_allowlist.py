@@ -40,7 +40,7 @@ entries:
 def read(tmp_path: Path, text: str) -> tuple[allowlist.Entry, ...]:
     path = tmp_path / "security-allowlist.yaml"
     path.write_text(text)
-    return allowlist.read(path)
+    return allowlist.read(path, today=TODAY)
 
 
 def test_a_good_file_reads_every_field(tmp_path: Path) -> None:
@@ -63,13 +63,72 @@ def test_no_file_is_no_entries_unless_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "written",
+    [
+        "2027-01-31T00:00:00",  # a YAML timestamp, and datetime's ISO forms
+        "2027-01-31 10:00:00",
+        "2027-01-31t00:00:00z",
+        "20270131",  # date.fromisoformat's other forms
+        "2027-W05-2",
+        "2027-1-31",  # no padding
+        "2027-01-1",
+        "27-01-31",
+        "2027/01/31",
+        "31.01.2027",
+        "'\uff12\uff10\uff12\uff17-01-31'",  # digits that are not ASCII (fullwidth, Arabic-Indic)
+        "'\u0662\u0660\u0662\u0667-01-31'",
+        "2027-02-30",  # no such day
+        "2027-13-01",
+        "2027-01-31 # today",  # a comment is no part of the value (YAML): this one is the next case
+        "'2027-01-31 # today'",
+    ],
+)
+def test_expires_takes_yyyy_mm_dd_alone(tmp_path: Path, written: str) -> None:
+    text = f"entries:\n  - check: python\n    id: X\n    reason: r\n    expires: {written}\n"
+    if written == "2027-01-31 # today":
+        assert read(tmp_path, text)[0].expires == datetime.date(2027, 1, 31)
+        return
+    with pytest.raises(InputError) as refused:
+        read(tmp_path, text)
+    (problem,) = refused.value.problems
+    assert problem.line == 5 and "written YYYY-MM-DD" in problem.message, problem
+
+
+def test_expires_is_within_a_year_of_today_and_a_past_day_is_an_expired_entry(tmp_path: Path) -> None:
+    latest = TODAY + datetime.timedelta(days=allowlist.MAX_DAYS_AHEAD)
+    entry = "entries:\n  - {{check: python, id: X, reason: r, expires: {}}}\n"
+    assert read(tmp_path, entry.format(latest.isoformat()))[0].expires == latest
+    for late in (latest + datetime.timedelta(days=1), datetime.date(9999, 12, 31)):
+        with pytest.raises(InputError) as refused:
+            read(tmp_path, entry.format(late.isoformat()))
+        (problem,) = refused.value.problems
+        assert f"more than 366 days ahead (the latest is {latest.isoformat()})" in problem.message, problem
+    (past,) = read(tmp_path, entry.format("2000-01-01"))  # read, and expired: it fails what it covers
+    assert past.expired(TODAY) and allowlist.expired([past], "any", TODAY) == [past]
+    (last,) = read(tmp_path, entry.format(TODAY.isoformat()))  # its last day is today: it still holds
+    assert not last.expired(TODAY) and last.expired(TODAY + datetime.timedelta(days=1))
+
+
+def test_the_horizon_counts_from_the_day_read_in_utc(tmp_path: Path) -> None:
+    """The default day is UTC's, whatever the machine's zone: the same file reads the same everywhere."""
+    today = allowlist.utc_today()
+    assert today == datetime.datetime.now(datetime.UTC).date()
+    entry = "entries:\n  - {{check: python, id: X, reason: r, expires: {}}}\n"
+    (tmp_path / "a.yaml").write_text(entry.format((today + datetime.timedelta(days=366)).isoformat()))
+    assert allowlist.read(tmp_path / "a.yaml")
+    (tmp_path / "a.yaml").write_text(entry.format((today + datetime.timedelta(days=367)).isoformat()))
+    with pytest.raises(InputError):
+        allowlist.read(tmp_path / "a.yaml")
+
+
+@pytest.mark.parametrize(
     ("text", "said", "line"),
     [
         ("- check: python\n", "a mapping with one key, `entries:`", 1),
         ("entries: {}\n", "`entries:` is a list", 1),
         ("entries:\n  - check: python\n    id: X\n    reason: r\n", "needs expires", 2),
         ("entries:\n  - {check: pip, id: X, reason: r, expires: 2027-01-01}\n", "is none of secrets", 2),
-        ("entries:\n  - {check: python, id: X, reason: r, expires: soon}\n", "is not a date", 2),
+        ("entries:\n  - {check: python, id: X, reason: r, expires: soon}\n", "is not a day written YYYY-MM-DD", 2),
         ("entries:\n  - {check: python, id: X, reason: '', expires: 2027-01-01}\n", "`reason` is a non-empty", 2),
         ("entries:\n  - {check: python, id: X, reason: r, expires: 2027-01-01, why: x}\n", "unknown key", 2),
         ("entries:\n  - {check: secrets, id: X, package: p, reason: r, expires: 2027-01-01}\n", "python entries", 2),

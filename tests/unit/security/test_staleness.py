@@ -110,7 +110,7 @@ def test_an_expired_entry_makes_it_stale(runtime: tuple[Combination, Image], tmp
     path.write_text(
         "entries:\n  - {check: secrets, id: /root/.bashrc, reason: the distribution's, expires: 2026-11-30}\n"
     )
-    options = GateOptions(allowlist.read(path), today=TODAY)
+    options = GateOptions(allowlist.read(path, today=TODAY), today=TODAY)
     found = staleness.check(holding(image, labels(image)), combination, image, options)
     assert found.reasons == ("allowlist entry secrets /root/.bashrc (line 2) expired on 2026-11-30",)
 
