@@ -50,7 +50,7 @@ from torchimages.engine import Engine, EngineError
 from torchimages.planning.plan import Selected
 from torchimages.problems import InputError, Problem
 from torchimages.security.gate import Verdict
-from torchimages.security.model import CheckResult
+from torchimages.security.model import NOT_SCANNED, CheckResult
 
 NO_BOOTSTRAP_CONTEXTS = (
     "--bases bootstrap maps the Dockerfile's FROM to the bootstrapped base with a named build context, and this "
@@ -510,6 +510,8 @@ class Builder:
             progress.update(image.own_tag, "security")
             verdict = self.security_gate(image, reference, secrets)
             measures.security = verdict.results
+            for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
+                progress.note(line)
             if verdict.problems:
                 return list(verdict.problems)
         if self.cancelled.is_set():
@@ -564,6 +566,15 @@ def _split(reference: str) -> tuple[str, str]:
     """`repository:tag` as (repository, tag)."""
     repository, tag = reference.rsplit(":", 1)
     return repository, tag
+
+
+def not_scanned(tag: str, results: Sequence[CheckResult]) -> list[str]:
+    """What `build` and `promote` print for each check of the gate that could not look: not a pass."""
+    return [
+        f"{tag}: {r.check} not scanned ({r.note or 'no reason given'}): not read as clean; --require-scan fails it"
+        for r in results
+        if r.status == NOT_SCANNED
+    ]
 
 
 def _listed(what: str, problems: list[str]) -> str:

@@ -26,7 +26,7 @@ BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 
 @dataclass(frozen=True)
 class Staleness:
-    """One image's answer: why it is stale (none: it is not), and what could not be checked."""
+    """One image's answer: why it is stale (none: it is not), and the checks that could not look (not scanned)."""
 
     reference: str
     reasons: tuple[str, ...]
@@ -39,7 +39,7 @@ class Staleness:
     def lines(self) -> list[str]:
         """What `outdated` prints for it: a first line, then one per reason and unchecked part."""
         head = f"{self.reference}: " + ("stale" if self.stale else "current")
-        return [head, *(f"    {r}" for r in self.reasons), *(f"    not checked: {u}" for u in self.unchecked)]
+        return [head, *(f"    {r}" for r in self.reasons), *(f"    not scanned: {u}" for u in self.unchecked)]
 
 
 def check(

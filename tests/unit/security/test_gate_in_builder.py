@@ -94,3 +94,28 @@ def test_promote_runs_the_security_gate_on_the_baked_image(first: list[plan.Sele
     outcomes = Builder(engine, opts, out=lambda _: None, security_gate=gate).promote(first, baked)
     assert [o.status for o in outcomes] == ["failed", "failed"] and len(gate.asked) == 2
     assert engine.tagged == []
+
+
+NOT_SCANNED_LINE = "python not scanned (no service): not read as clean; --require-scan fails it"
+
+
+def test_build_and_promote_each_say_a_check_not_scanned(first: list[plan.Selected], tmp_path: Path) -> None:
+    """A check that could not look is printed by both commands that run the gate, per image, as it happens
+    (not only in --report): "not scanned" is never passed in silence."""
+    combination = first[0].combination
+    said: list[str] = []
+    engine = FakeEngine(true_facts(combination))
+    opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    Builder(engine, opts, out=said.append, security_gate=Gate(PASSING)).build(first)
+    tags = [i.own_tag for i in first[0].images]
+    assert [t for t in tags if any(line.endswith(f"{t}: {NOT_SCANNED_LINE}") for line in said)] == tags, said
+    said.clear()
+    engine = FakeEngine(true_facts(combination))
+    baked = {i: bake_into(engine, combination, i, true_facts(combination)) for i in first[0].images}
+    Builder(engine, opts, out=said.append, security_gate=Gate(PASSING)).promote(first, baked)
+    assert [t for t in tags if any(line.endswith(f"{t}: {NOT_SCANNED_LINE}") for line in said)] == tags, said
+    said.clear()
+    engine = FakeEngine(true_facts(combination))
+    scanned = Verdict((CheckResult("secrets", "passed"), CheckResult("python", "passed")), ())
+    Builder(engine, opts, out=said.append, security_gate=Gate(scanned)).build(first)
+    assert not any("not scanned" in line for line in said), said

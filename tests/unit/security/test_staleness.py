@@ -46,6 +46,7 @@ def test_an_image_built_from_todays_inputs_on_its_base_is_current(runtime: tuple
     found = staleness.check(holding(image, labels(image)), combination, image, CURRENT)
     assert not found.stale, found.lines()
     assert any(u.startswith("python:") for u in found.unchecked)  # said, not passed in silence
+    assert any(line.startswith("    not scanned: python: ") for line in found.lines()), found.lines()
 
 
 def test_an_image_not_there_is_stale(runtime: tuple[Combination, Image]) -> None:
