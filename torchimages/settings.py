@@ -1,4 +1,6 @@
 """Every environment variable the tool reads, in one table: its name, kind, default, meaning and readers.
+tests/unit/test_settings.py finds every read of the environment in the package's code and checks that the
+variable it names is a row here. A `secret` (COSIGN_PASSWORD) is never shown: only whether it is set (`***`).
 
 The code reads each one through this module (`text`, `words`, `path`, `count`, `seconds`, `choice`, and
 the validated `registry`, `hosts`, `wheel_source`, `wheel_sources`): one parse and one check per kind, and a bad value
@@ -32,12 +34,14 @@ Kind = Literal[
     "wheel-sources",
     "network",
     "mirror",
+    "secret",
 ]
 LISTS = ("words", "hosts", "wheel-sources")  # the kinds that are space-separated lists
 Source = Literal["environment", "default"]
 
 MATRIX = ("validate", "list", "render", "plan", "build", "test", "bake", "promote", "lock", "doctor")
-ENGINE = ("build", "test", "bake", "promote", "lock", "doctor")
+ENGINE = ("build", "test", "bake", "promote", "lock", "doctor", "join", "outdated")
+SIGNING = ("build", "promote", "join")  # the commands that sign with --sign-key
 BUILDS = ("build", "bake")
 GATE = ("build", "promote", "outdated")  # the commands that run the release gate (its layer scan's cache)
 
@@ -202,9 +206,27 @@ SETTINGS = (
         "DOCKER_HOST",
         "text",
         "unix:///var/run/docker.sock",
-        "the engine the SDK and the client talk to (the SDK also reads DOCKER_TLS_VERIFY and DOCKER_CERT_PATH)",
+        "the engine the SDK and the client talk to",
         ENGINE,
     ),
+    Setting("DOCKER_TLS_VERIFY", "text", "", "verify the engine's TLS certificate (read by the docker SDK)", ENGINE),
+    Setting("DOCKER_CERT_PATH", "path", "", "the TLS certificates for DOCKER_HOST (read by the docker SDK)", ENGINE),
+    Setting(
+        "COSIGN_PASSWORD",
+        "secret",
+        "",
+        "the password of the --sign-key file (empty for a key without one); cosign reads it, never from a command "
+        "line; shown only as *** (set) or unset",
+        SIGNING,
+    ),
+    Setting(
+        "PATH",
+        "text",
+        "",
+        "where the programs the tool runs are found (docker, cosign, syft, skopeo, zstd)",
+        (*ENGINE, "verify-signature"),
+    ),
+    Setting("TERM", "text", "", "dumb: --progress auto draws no live lines", ("build", "promote")),
 )
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
@@ -216,8 +238,23 @@ def _raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def source(name: str, environ: Mapping[str, str] | None = None) -> Source:
-    """Where the effective value of `name` comes from."""
+    """Where the effective value of `name` comes from (a secret: from the environment when set, even empty)."""
+    if BY_NAME[name].kind == "secret":
+        return "environment" if is_set(name, environ) else "default"
     return "default" if _raw(name, environ) is None else "environment"
+
+
+def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the variable is in the environment at all (an empty COSIGN_PASSWORD is a password: none)."""
+    return BY_NAME[name].name in (os.environ if environ is None else environ)
+
+
+HIDDEN = "***"
+
+
+def secret(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """What may be shown of a secret: HIDDEN when it is set (even empty), None when not; never its value."""
+    return HIDDEN if is_set(name, environ) else None
 
 
 def _refuse(setting: Setting, text: str, requirement: str) -> SettingError:
@@ -340,6 +377,7 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> object:
         "seconds": seconds,
         "choice": choice,
         "epoch": epoch,
+        "secret": secret,
         **{kind: checked for kind in _VALIDATORS},
         **{kind: checked_words for kind in _LIST_VALIDATORS},
     }

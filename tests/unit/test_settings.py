@@ -4,6 +4,7 @@ kind with a message naming it (exit 2, no traceback), only the commands that rea
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable
@@ -35,6 +36,117 @@ def test_every_variable_the_code_names_is_a_row_and_only_settings_reads_the_envi
     assert "TORCHIMAGES_PYTHON" in script and "TORCHIMAGES_PYTHON" in settings.BY_NAME
     assert {"DOCKER", "DOCKER_HOST"} <= set(settings.BY_NAME)
     assert len({s.name for s in settings.SETTINGS}) == len(settings.SETTINGS)
+
+
+def _dotted(node: ast.expr) -> str:
+    """`os.environ` for the expression os.environ, `environ` for a bare name; "" for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}".lstrip(".")
+    return ""
+
+
+def _environ(node: ast.expr) -> bool:
+    found = _dotted(node)
+    return found in ("environ", "os.environ", "os.environb")
+
+
+def environment_reads(tree: ast.Module) -> list[ast.expr]:
+    """The key of every read of the environment by name in a module: os.environ[K], os.environ.get(K),
+    os.environ.pop(K), os.environ.setdefault(K), K in os.environ, os.getenv(K), os.environb too."""
+    keys: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _environ(node.value):
+            keys.append(node.slice)
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            reads = (
+                isinstance(func, ast.Attribute) and func.attr in ("get", "pop", "setdefault") and _environ(func.value)
+            )
+            if reads or _dotted(func) in ("os.getenv", "getenv", "os.getenvb"):
+                keys.append(node.args[0])
+        elif isinstance(node, ast.Compare) and any(_environ(c) for c in node.comparators):
+            keys.append(node.left)  # `K in os.environ` (an environ compared otherwise reads no name either)
+    return keys
+
+
+def constants(tree: ast.Module) -> dict[str, str]:
+    """A module's top-level `NAME = "text"` assignments (a key may be named by one: PASSWORD)."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            found |= {t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)}
+    return found
+
+
+def read_variables() -> tuple[dict[str, list[str]], list[str]]:
+    """Every variable the package's code reads from the environment (name -> where), and the reads whose name
+    cannot be told from the code (outside settings.py, which reads by its table's names)."""
+    named: dict[str, list[str]] = {}
+    unknown: list[str] = []
+    for path, text in sources().items():
+        tree = ast.parse(text)
+        known = constants(tree)
+        for key in environment_reads(tree):
+            where = f"{path.relative_to(ROOT)}:{key.lineno}"
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                named.setdefault(key.value, []).append(where)
+            elif isinstance(key, ast.Name) and key.id in known:
+                named.setdefault(known[key.id], []).append(where)
+            elif path.name != "settings.py":
+                unknown.append(where)
+    return named, unknown
+
+
+def test_every_environment_read_in_the_code_names_a_row_of_the_settings_table() -> None:
+    """A variable the code reads by name (os.environ[...], .get, `in`, getenv: the AST, not a regex) is a row of
+    the table, so `build.py settings` and docs/reference/settings.md list it; a read whose name is computed is
+    refused (settings.py alone reads by its rows' names)."""
+    named, unknown = read_variables()
+    assert not unknown, f"environment reads whose variable cannot be told from the code: {unknown}"
+    missing = {name: where for name, where in named.items() if name not in settings.BY_NAME}
+    assert not missing, f"read but not in torchimages/settings.py's SETTINGS: {missing}"
+    assert {"PATH", "TERM"} <= set(named), named  # the scan finds what is there
+
+
+def test_the_scan_finds_each_form_of_environment_read() -> None:
+    forms = [
+        "import os\nos.environ['A']",
+        "import os\nos.environ.get('A')",
+        "import os\nos.environ.get('A', 'x')",
+        "import os\nos.getenv('A')",
+        "import os\n'A' in os.environ",
+        "import os\n'A' not in os.environ",
+        "from os import environ\nenviron['A']",
+        "from os import getenv\ngetenv('A')",
+        "import os\nos.environ.pop('A', None)",
+    ]
+    for text in forms:
+        (key,) = environment_reads(ast.parse(text))
+        assert isinstance(key, ast.Constant) and key.value == "A", text
+    tree = ast.parse("import os\nNAME = 'B'\nos.environ.get(NAME)\nenv = {**os.environ}\ndict(os.environ)\n")
+    (key,) = environment_reads(tree)
+    assert isinstance(key, ast.Name) and constants(tree)[key.id] == "B"
+
+
+def test_a_secret_is_never_shown(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """COSIGN_PASSWORD: `***` when set (an empty one too: a key without a password), unset otherwise; its value
+    is in no output of `settings`."""
+    monkeypatch.setenv("COSIGN_PASSWORD", "s3cret-words")
+    code, out, _ = cli("settings")
+    assert code == 0 and "s3cret" not in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert rows["COSIGN_PASSWORD"] == ["environment", settings.HIDDEN]
+    code, out, _ = cli("settings", "--json")
+    row = {r["name"]: r for r in json.loads(out)}["COSIGN_PASSWORD"]
+    assert "s3cret" not in out and (row["value"], row["source"]) == (settings.HIDDEN, "environment")
+    monkeypatch.setenv("COSIGN_PASSWORD", "")
+    assert settings.value("COSIGN_PASSWORD") == settings.HIDDEN and settings.source("COSIGN_PASSWORD") == "environment"
+    monkeypatch.delenv("COSIGN_PASSWORD")
+    assert settings.value("COSIGN_PASSWORD") is None and settings.source("COSIGN_PASSWORD") == "default"
+    code, out, _ = cli("settings")
+    assert {line.split()[0]: line.split()[1:] for line in out.splitlines()}["COSIGN_PASSWORD"] == ["default", "-"]
 
 
 def test_each_kind_is_parsed_and_a_bad_value_names_the_variable() -> None:

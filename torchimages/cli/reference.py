@@ -61,8 +61,10 @@ def settings_page() -> str:
     """docs/reference/settings.md: every environment variable the tool reads."""
     lines = [
         HEADER + "# Settings\n",
-        "Every environment variable the tool reads (torchimages/settings.py). An empty value counts as unset. "
-        "`torchimages settings` (or `build.py settings`) prints each one's effective value and where it came from.\n",
+        "Every environment variable the tool reads (torchimages/settings.py). An empty value counts as unset, "
+        "but for a secret (an empty COSIGN_PASSWORD is a key without a password). `torchimages settings` (or "
+        "`build.py settings`) prints each one's effective value and where it came from; a secret's value never: "
+        "`***` when it is set.\n",
         "| variable | kind | default | meaning | read by |\n|---|---|---|---|---|",
     ]
     for s in settings.SETTINGS:

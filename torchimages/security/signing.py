@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchimages import settings
 from torchimages.engine.docker_engine import index_platforms
 from torchimages.engine.process import run_cancellable
 
@@ -173,7 +174,7 @@ def _said(result: subprocess.CompletedProcess[bytes]) -> str:
 def key_problem(key: Path, cosign: str | None = None, timeout_s: float = 60.0) -> str | None:
     """Why the key file cannot sign (before anything is built): no COSIGN_PASSWORD in the environment, no
     cosign, or cosign cannot open it with that password; None when it can."""
-    if PASSWORD not in os.environ:
+    if not settings.is_set(PASSWORD):
         return f"--sign-key {key}: set {PASSWORD} to its password (empty for a key without one): cosign reads it there"
     cosign = cosign or find_cosign()
     if cosign is None:
