@@ -53,6 +53,24 @@ TOP_LEVEL_KEYS = (
     "matrix",
 )
 BASES = ("registry", "bootstrap")  # `bases:`: registry bases pulled, or made here from the archive
+# A value each key takes, for the refusal of one that is no single value (a list, a mapping, a blank).
+EXAMPLES = {
+    "torch": "2.7.0",
+    "cuda": "12.8",
+    "python": "3.12",
+    "os": "ubuntu24.04",
+    "cudnn": "9",
+    "nccl": "2.26.2",
+    "torchvision": "0.22.0",
+    "torchaudio": "2.7.0",
+    "flavors": "runtime",
+    "platforms": "linux/arm64",
+    "bases": "bootstrap",
+    "repository": "torchimages/pytorch",
+    "base_registry": "mirror.example.com/hub",
+    "require_locked_bases": "true",
+    "size_budget": "9GB",
+}
 DEFAULT_REPOSITORY = "torchimages/pytorch"
 WHAT = "the matrix file"  # how a refusal to read it names it
 # Limits on what a (possibly hostile) matrix file may ask for; each but the last is raised by its variable.
@@ -135,7 +153,8 @@ class _Reader:
                 self.problem(node, f"{text!r} has spaces around it; write {text.strip()!r}", key=key)
                 return None
             return Value(text, _line(node))
-        self.problem(node, "must be a single value such as '2.7.0'", key=key)
+        example = f" such as '{EXAMPLES[key]}'" if key in EXAMPLES else ""
+        self.problem(node, f"must be a single value{example}", key=key)
         return None
 
     def scalars(self, node: yaml.Node, key: str) -> list[Value]:
@@ -143,7 +162,8 @@ class _Reader:
             one = self.scalar(node, key)
             return [one] if one else []
         if not isinstance(node, yaml.SequenceNode) or not node.value:
-            self.problem(node, "must be a non-empty list of values", key=key)
+            example = f" such as [{EXAMPLES[key]}]" if key in EXAMPLES else ""
+            self.problem(node, f"must be a non-empty list of values{example}", key=key)
             return []
         values = []
         for item in node.value:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from torchimages.planning import matrix
+from torchimages.planning import matrix, plan
 from torchimages.problems import InputError
 
 
@@ -83,3 +85,30 @@ def test_empty_file_and_empty_matrix() -> None:
 def test_axis_must_be_a_non_empty_list() -> None:
     m = matrix.parse("matrix:\n  torch: []\n", "m.yaml")
     assert any(p.key == "torch" and "non-empty" in p.message for p in m.problems)
+
+
+@pytest.mark.parametrize("key", [k for k in matrix.COMBINATION_KEYS if k != "size_budget"])  # its own words
+def test_a_value_that_is_no_single_value_is_refused_with_an_example_of_its_key(key: str) -> None:
+    """The example said is one that key takes (a platform for `platforms`, a flavor for `flavors`), never
+    another key's."""
+    entry = {"torch": "2.13.0", "cuda": "cpu", key: "[[x]]"}
+    text = "matrix:\n  include:\n    - {" + ", ".join(f"{k}: {v}" for k, v in entry.items()) + "}\n"
+    said = [p.message for p in matrix.parse(text, "m.yaml").problems if p.key == key]
+    assert said and any(f"such as '{matrix.EXAMPLES[key]}'" in m for m in said), said
+
+
+def test_the_examples_are_values_their_keys_take(tmp_path: Path) -> None:
+    """Every example, written together, is a matrix the tool accepts: each is a value its key takes."""
+    e = matrix.EXAMPLES
+    keys = [k for k in matrix.COMBINATION_KEYS if k != "size_budget"]
+    entry = ", ".join(f"{k}: [{e[k]}]" if k in ("flavors", "platforms") else f"{k}: '{e[k]}'" for k in keys)
+    text = (
+        f"repository: {e['repository']}\nbase_registry: {e['base_registry']}\n"
+        f"require_locked_bases: {e['require_locked_bases']}\nsize_budget: {e['size_budget']}\n"
+        f"matrix:\n  include:\n    - {{{entry}}}\n"
+    )
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    loaded = plan.load(path)  # InputError, naming the example refused, otherwise
+    assert len(plan.select(loaded, [])) == 1
+    assert set(matrix.COMBINATION_KEYS) | {"repository", "base_registry", "require_locked_bases"} <= set(e)

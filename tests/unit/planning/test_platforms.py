@@ -132,8 +132,8 @@ def test_an_include_merges_platforms_into_the_rows_it_matches() -> None:
         ("[]", "an empty list builds nothing", "leave it out"),
         ("[arm64]", "unknown platform 'arm64'", "did you mean linux/arm64?"),
         ("[linux/amd64, linux/amd64]", "linux/amd64 is listed twice", "list each platform once"),
-        ("[linux/arm64, [linux/amd64]]", "must be a single value", ""),
-        ("{linux: arm64}", "must be a non-empty list of values", ""),
+        ("[linux/arm64, [linux/amd64]]", "must be a single value such as 'linux/arm64'", ""),  # a platform
+        ("{linux: arm64}", "must be a non-empty list of values such as [linux/arm64]", ""),
         ("64", "unknown platform '64'", ""),
         ("[' linux/arm64']", "has spaces around it", ""),
         ("~", "unknown platform '~'", ""),
