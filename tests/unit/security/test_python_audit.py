@@ -11,6 +11,10 @@ pip_audit/_format/json.py), not recorded from a live run, for requests 2.19.0, w
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from tests.fakes import FakeEngine
 from torchimages.engine import ImageInfo
@@ -80,6 +84,53 @@ def test_what_the_image_prints_never_becomes_a_requirements_option() -> None:
         "--index-url http://evil.example==1\n-r /etc/shadow==1\nok-pkg==1.0\nbad==1.0; rm -rf /\nx==not-a-version\n"
     )
     assert python.parse_packages(hostile) == [("ok-pkg", "1.0")]
+
+
+OPTION_LINES = [
+    "--index-url https://evil.example/simple",
+    "--index-url=https://evil.example/simple==1",
+    "-i https://evil.example/simple==1",
+    "--extra-index-url https://evil.example==1.0",
+    "-e git+https://evil.example/x.git#egg=x==1.0",
+    "-e .==1.0",
+    "--editable=./x==1.0",
+    "x==1.0 --hash=sha256:" + "0" * 64,
+    "x==1.0 \\",
+    "--hash=sha256:00==1.0",
+    "-r other.txt",
+    "-r other.txt==1.0",
+    "--requirement=other.txt==1.0",
+    "-c constraints.txt==1.0",
+    "pkg==1.0 --install-option=--prefix=/tmp",
+    "pkg==1.0 --config-settings=x=y",
+    "pkg==1.0 ; python_version>'3'",
+    "pkg==1.0\t--trusted-host evil.example",
+    "--trusted-host==1.0",
+    "-f https://evil.example/wheels==1.0",
+    "--pre==1.0",
+    "pkg[extra]==1.0",
+    "pkg @ https://evil.example/pkg.whl==1.0",
+    "-==1.0",
+]
+
+
+def test_no_line_carrying_an_option_reaches_pip_audits_requirements_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the image prints is untrusted: of lines carrying a pip option (an index, -e, --hash, -r, `pkg --opt`),
+    none reaches the file pip-audit reads; each line written is `name==version`, the good pins alone."""
+    written: list[str] = []
+
+    def audit(cmd: list[str], cancelled: object) -> subprocess.CompletedProcess[str]:
+        written.extend(Path(cmd[cmd.index("--requirement") + 1]).read_text().splitlines())
+        return subprocess.CompletedProcess(cmd, 0, '{"dependencies": [], "fixes": []}', "")
+
+    monkeypatch.setattr(python, "_run", audit)
+    engine = FakeEngine()
+    engine.add(ImageInfo("img:1", "sha256:" + "1" * 64, {}, {}, "", ()))
+    engine.venv_packages = "\n".join([*OPTION_LINES, "six==1.16.0", "torch==2.9.1+cpu"]) + "\n"
+    python.scan(engine, "img:1")
+    assert written == ["six==1.16.0", "torch==2.9.1"], written
+    for line in OPTION_LINES:
+        assert python.parse_packages(line) == [], line
 
 
 def test_the_real_pip_audit_here_says_not_scanned() -> None:
