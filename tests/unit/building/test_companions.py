@@ -142,3 +142,47 @@ def test_the_smoke_spec_carries_and_checks_the_label(combination: Combination) -
     assert verify.compare(spec.expected_companions(), verify.decode(TRUE_IMAGE)) == []
     with pytest.raises(document.SpecError):
         document.spec_from_dict({**document.image_document(combination, image, "x"), "torchaudio": "2.11.1+"})
+
+
+# Builds whose linux/arm64 wheels come from PyTorch's index (the knowledge base's `index: pytorch`): there,
+# as on linux/amd64, torchvision and torchaudio report their build's local label (`0.24.1+cu128`).
+PYTORCH_INDEX_ARM64 = [("2.9.1", "12.6"), ("2.9.1", "12.8"), ("2.9.1", "13.0"), ("2.10.0", "13.0"), ("2.12.1", "12.6")]
+
+
+@pytest.mark.parametrize(("torch", "cuda"), PYTORCH_INDEX_ARM64)
+def test_an_arm64_image_from_pytorchs_index_promises_its_companions_local_label(
+    write_matrix: Callable[[str], Path], torch: str, cuda: str
+) -> None:
+    """Its pins, expected facts, labels and smoke spec carry `+<variant>` (2.9.1+cu128's default variant
+    too, which PyPI serves plain on linux/amd64 alone), and an arm64 image holding the plain companion fails."""
+    row = f"{{torch: {torch}, cuda: '{cuda}', os: ubuntu24.04, platforms: [linux/amd64, linux/arm64]}}"
+    (selected,) = plan.select(plan.load(write_matrix(f"matrix:\n  include:\n    - {row}\n")), [])
+    combination = selected.combination
+    arm64 = "linux/arm64"
+    assert combination.index_url_for(arm64).startswith("https://download.pytorch.org/whl/")
+    label = f"+{combination.variant}"
+    promised = combination.companion_versions(arm64)
+    assert all(v and v.endswith(label) for v in promised.values()), promised
+    assert {k: combination.expected_facts(arm64)[k] for k in promised} == promised
+    image = combination.image("runtime", arm64)
+    assert {k: image.label_map()[f"io.torchimages.{k}"] for k in promised} == promised
+    spec = document.spec_from_dict(document.image_document(combination, image, "img:tmp"))
+    assert spec.expected_companions() == promised
+    plain = promised["torchvision"].removesuffix(label)  # type: ignore[union-attr]
+    arm_image = {
+        **TRUE_IMAGE,
+        "torch": f"{torch}{label}",
+        "cuda": cuda,
+        "cudnn": None,
+        "nccl": None,
+        "python": combination.python,
+        "os": {"id": "ubuntu", "version_id": "24.04"},
+        "torchvision": {"version": plain, "error": None},
+        "torchaudio": {"version": promised["torchaudio"], "error": None},
+        "machine": {"uname": "aarch64", "files": {}},
+    }
+    found = verify.read_facts(Runner(arm_image), "img:tmp")
+    problems = [str(m) for m in verify.compare(combination.expected_facts(arm64), found)]
+    assert any(
+        p.startswith(f"torchvision: the tag claims {promised['torchvision']}, the image has {plain}") for p in problems
+    ), problems
