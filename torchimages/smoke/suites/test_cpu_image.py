@@ -18,11 +18,18 @@ pytestmark = pytest.mark.cpu
 
 # find's test for a file whose group lacks a permission its owner has (symbolic links aside).
 GROUP_LACKS = "! -type l \\( " + " -o ".join(f"\\( -perm -u={p} ! -perm -g={p} \\)" for p in "rwx") + " \\)"
+
 # apt's caches may keep their empty folders, their `lock` files and a `partial` folder.
 APT_LEFTOVERS = (
     'for d in /var/cache/apt /var/lib/apt/lists; do [ -d "$d" ] && '
     'find "$d" -mindepth 1 ! -type d ! \\( -name lock -a -type f \\) -print; done; true'
 )
+
+
+def group_unwritable(folders: str, gid: int) -> str:
+    """The shell command listing each of `folders` (itself, not what is below) that a uid of group `gid` cannot
+    write as its owner does: of another group, or whose group lacks a permission its owner has."""
+    return f"find {folders} -maxdepth 0 \\( ! -group {gid} -o {GROUP_LACKS} \\) -print"
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +99,7 @@ def test_venv_is_owned_by_the_image_user(image_host: testinfra.host.Host, spec: 
     purelib = f"$({checks.VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))')"
     folders = f"{checks.VENV} {checks.VENV}/bin {purelib}"
     root = root_host(image_host)
-    listing = root.run(f"find {folders} -maxdepth 0 \\( ! -group {checks.VENV_GID} -o {GROUP_LACKS} \\) -print").stdout
+    listing = root.run(group_unwritable(folders, checks.VENV_GID)).stdout
     assert not listing.split(), (
         f"folders of {checks.VENV} that a uid of group {checks.VENV_GID} cannot write (group, or the group's "
         f"permissions less than the owner's):\n  " + "\n  ".join(listing.split()) + "\nchgrp 0 and chmod g=u them"
