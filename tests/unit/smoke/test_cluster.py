@@ -110,3 +110,44 @@ def test_no_docker_cli_is_a_run_error_not_a_traceback(tmp_path: Path) -> None:
     missing = str(tmp_path / "no-such-docker")
     run = nodes.run_nodes("img:1", [nodes.NodeSpec("node0")], "true", docker=missing)
     assert run.nodes == () and missing in run.error and "No such file" in run.error
+
+
+# --- the verdict on the nodes' answers (the suite's check_all_reduce) -----------------------------------------
+
+EXACT = {"exact": True, "wrong": 0, "numel": 1024, "ms": 1.0, "time_us": 10.0, "algbw_GBps": 1.0}
+
+
+def answer(rank: int, world: int, hosts: list[str]) -> dict[str, object]:
+    """One node's answer, as the multi_node probe prints it: every case exact (a world of 1 sums only itself)."""
+    return {"rank": rank, "world_size": world, "backend": "gloo", "host": hosts[0], "hosts": hosts, "init_s": 0.1,
+            "cases": {"4KiB-fp32": EXACT, "64MiB-fp32": EXACT}}  # fmt: skip
+
+
+def cluster_run(*payloads: dict[str, object]) -> nodes.ClusterRun:
+    found = tuple(nodes.Node(f"c{n}", f"node{n}", 0, "ok", p) for n, p in enumerate(payloads))
+    return nodes.ClusterRun("run", "net", found)
+
+
+def test_two_ranks_of_one_world_pass() -> None:
+    from torchimages.smoke.suites import test_multi_node as suite
+
+    both = ["node0", "node1"]
+    answers = suite.check_all_reduce(cluster_run(answer(0, 2, both), answer(1, 2, both)), "gloo")
+    assert [a["rank"] for a in answers] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "payloads",
+    [
+        # each container a world of its own: both rank 0 of world size 1 (no rendezvous between them)
+        (answer(0, 1, ["node0"]), answer(0, 1, ["node1"])),
+        # ranks 0 and 1, yet each says world size 1: its all_reduce summed itself alone
+        (answer(0, 1, ["node0", "node1"]), answer(1, 1, ["node0", "node1"])),
+    ],
+)
+def test_two_ranks_each_reporting_world_size_1_fail(payloads: tuple[dict[str, object], ...]) -> None:
+    """Exact sums prove nothing in a world of 1 (the sum is the rank's own tensor): the check must fail."""
+    from torchimages.smoke.suites import test_multi_node as suite
+
+    with pytest.raises(AssertionError):
+        suite.check_all_reduce(cluster_run(*payloads), "gloo")

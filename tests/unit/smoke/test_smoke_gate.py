@@ -327,6 +327,7 @@ def test_an_nccl_run_with_a_wrong_sum_fails(
         (2, [0, 1], 4),
         (4, [0, 1, 2], 4),  # fewer ranks reported than the world size
         (4, [0, 0, 1, 1], 4),  # four ranks, two devices
+        (1, [0, 1], 2),  # two ranks, the run's world size 1: each summed its own tensor alone
     ],
 )
 def test_an_nccl_run_without_one_rank_per_visible_gpu_fails(
