@@ -3,11 +3,15 @@ files differ), the creation time from SOURCE_DATE_EPOCH; the same `--label`s in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import datetime
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from torchimages import compat, settings
 from torchimages.building import provenance, requests
 from torchimages.building.provenance import Provenance
 from torchimages.building.wheels import Served
@@ -167,3 +171,65 @@ def test_a_build_sets_created_revision_and_source_by_label(write_matrix: Callabl
     epoch = chosen.combination.source_date_epoch
     assert default.labels == (("org.opencontainers.image.created", provenance.created(epoch)),)
     assert default.build_args == (("SOURCE_DATE_EPOCH", str(epoch)),)
+
+
+@pytest.fixture
+def zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Set the process's time zone (TZ, then time.tzset); the machine's is back afterwards."""
+
+    def set_zone(name: str) -> None:
+        monkeypatch.setenv("TZ", name)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Kiritimati", "Etc/GMT+12", "<-0330>3:30"]
+
+
+@pytest.mark.parametrize("name", ZONES)
+def test_created_is_utc_whatever_the_machines_zone(zone: Callable[[str], None], name: str) -> None:
+    zone(name)
+    assert provenance.created(0) == "1970-01-01T00:00:00Z"
+    assert provenance.created(1795910400) == "2026-11-29T00:00:00Z"
+    assert provenance.created(1700000001) == "2023-11-14T22:13:21Z"
+    kb = compat.load()  # the knowledge base's source_date is a day in UTC: its midnight there, not here
+    day = datetime.date.fromisoformat(kb.source_date)
+    assert provenance.created(kb.source_date_epoch) == f"{day.isoformat()}T00:00:00Z"
+
+
+def test_a_source_date_epoch_of_0_stays_0(write_matrix: Callable[[str], Path]) -> None:
+    """0 is 1970-01-01, a time like any other, not "unset": the build's argument and `created` say it."""
+    assert settings.epoch("SOURCE_DATE_EPOCH", {"SOURCE_DATE_EPOCH": "0"}) == 0
+    (chosen,) = plan.select(plan.load(write_matrix(MATRIX)), [])
+    combination = chosen.combination
+    assert combination.source_date_epoch != 0  # else this test could not tell 0 from the default
+    options = requests.BuildOptions(Path("images"), Path("logs"), source_date_epoch=0)
+    assert options.epoch(combination) == 0
+    request = requests.build_request(
+        options, combination, combination.image("runtime"), "tmp/x:1", SERVED, Path("pip.conf"), Path("uv.toml")
+    )
+    assert request.build_args == (("SOURCE_DATE_EPOCH", "0"),)
+    assert request.labels == (("org.opencontainers.image.created", "1970-01-01T00:00:00Z"),)
+
+
+@pytest.mark.parametrize("name", ["UTC", "Asia/Kolkata", "America/Los_Angeles"])
+def test_bake_carries_a_source_date_epoch_of_0_in_any_zone(
+    cli: Callable[..., tuple[int, str, str]],
+    write_matrix: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    zone: Callable[[str], None],
+    name: str,
+) -> None:
+    """From the environment to the bake file: SOURCE_DATE_EPOCH=0 is the targets' argument and `created`."""
+    zone(name)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+    path = str(write_matrix(MATRIX))
+    code, out, err = cli("bake", "--matrix", path, "--secrets-dir", str(tmp_path / "s"))
+    assert code == 0, err
+    targets = json.loads(out)["target"].values()
+    assert targets and all(t["args"]["SOURCE_DATE_EPOCH"] == "0" for t in targets)
+    assert all(t["labels"]["org.opencontainers.image.created"] == "1970-01-01T00:00:00Z" for t in targets)
