@@ -57,6 +57,7 @@ LAYERS = "security/layers.py"
 LEAKS = "security/leaks.py"
 ALLOWLIST, GATE, PYTHON_AUDIT = "security/allowlist.py", "security/gate.py", "security/python.py"
 STALENESS = "security/staleness.py"
+SIGNING, MULTI_NODE = "security/signing.py", "smoke/suites/test_multi_node.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -588,6 +589,26 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if skipped:\n",
       "    if False:\n",
       "pip-audit's skipped packages (its service did not answer) read as scanned and clean"),
+    M("allowlist-expires-any-iso-form", ALLOWLIST,
+      "        day = datetime.date.fromisoformat(text) if DAY.fullmatch(text) else None\n",
+      "        day = datetime.date.fromisoformat(text)\n",
+      "an allowlist entry's expires may be 20270131 or a week date, not YYYY-MM-DD alone"),
+    M("allowlist-expires-no-horizon", ALLOWLIST,
+      "    if day > latest:\n",
+      "    if False:\n",
+      "an allowlist entry may hold for years (no yearly review)"),
+    M("builder-not-scanned-unsaid", BUILDER,
+      "                progress.note(line)\n",
+      "                pass\n",
+      "build and promote pass a check that could not look in silence"),
+    M("verify-bad-key-is-unverified", SIGNING,
+      "        if result.returncode not in (NO_SIGNATURES, NO_IMAGE, NO_MATCHING) and said.startswith(BAD_KEY):\n",
+      "        if False:\n",
+      "a public key cosign cannot load reads as 'not verified' (exit 1), not bad input (exit 2)"),
+    M("multi-node-world-of-one", MULTI_NODE,
+      '    assert all(a["world_size"] == NODES for a in answers), answers\n',
+      "",
+      "two ranks each in a world of their own (size 1) pass the all_reduce across nodes"),
     M("outdated-base-unchecked", STALENESS,
       "    if not locked or locked == built_on:\n",
       "    if True:\n",
@@ -624,6 +645,8 @@ RELEVANT: dict[str, tuple[str, str]] = {
     GATE: (r"security", r"security\.gate|security_gate"),
     PYTHON_AUDIT: (r"security", r"read_report|python\.scan"),
     STALENESS: (r"security", r"staleness"),
+    SIGNING: (r"signing", r"\bsigning\b"),
+    MULTI_NODE: (r"smoke|cluster", r"test_multi_node|check_all_reduce"),
 }
 
 
