@@ -61,11 +61,12 @@ validate: $(VENV)/.installed ## check the matrix against the knowledge base
 list: $(VENV)/.installed ## list image tags (TAG= narrows by prefix)
 	$(PY) build.py list --matrix $(MATRIX) $(TAG)
 
-lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, hadolint over every Dockerfile
+lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, the mutants table against the code, hadolint over every Dockerfile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) bench/mutants.py --check
 	$(PY) -m torchimages.cli.reference --check
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 

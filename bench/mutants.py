@@ -8,7 +8,7 @@ file. A mutation the tests fail on is killed; one they pass is a survivor. A sur
 `reviewed` reason (why it cannot change behaviour) is expected; any other survivor makes the exit
 status 1. A row whose original text is no longer in its file (exactly once) is stale: exit status 2.
 
-    .venv/bin/python bench/mutants.py [--jobs N] [--only ID[,ID...]] [--list]
+    .venv/bin/python bench/mutants.py [--jobs N] [--only ID[,ID...]] [--list] [--check]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ ZSTD = "engine/zstd_push.py"
 REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
-COMBINATION, REQUESTS, CLI_BUILD = "combination.py", "building/requests.py", "cli/build.py"
+COMBINATION, REQUESTS, CLI_COMMON = "combination.py", "building/requests.py", "cli/common.py"
 DOCTOR_CHECKS, DOCTOR_MODEL, DOCTOR_FACTS = "doctor/checks.py", "doctor/model.py", "doctor/facts.py"
 LAYERS = "security/layers.py"
 LEAKS = "security/leaks.py"
@@ -308,10 +308,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return labels is not None",
       "any image under the tag counts as up to date, whatever its inputs"),
     M("builder-interrupted-build-verified", BUILDER,
-      '            if self.cancelled.is_set():\n'
-      '                return self._interrupted(combination, image, start, "during the build"',
-      '            if False:\n'
-      '                return self._interrupted(combination, image, start, "during the build"',
+      '                if self.cancelled.is_set():\n'
+      '                    return self._interrupted(combination, image, start, "during the build"',
+      '                if False:\n'
+      '                    return self._interrupted(combination, image, start, "during the build"',
       "a build stopped by the interrupt is judged as a build (failed, or verified and tagged)"),
     M("builder-exit-1-ok", BUILDER,
       "            if status:\n",
@@ -417,8 +417,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if True:\n",
       "a devel image not built on its runtime (runtime's layers not its first) is tagged"),
     M("devel-before-runtime", BUILDER,
-      "            for image in sorted(selected.images, key=lambda i: i is not runtime):\n",
-      "            for image in sorted(selected.images, key=lambda i: i is runtime):\n",
+      "            for image in sorted(images, key=lambda i: i is not runtime):\n",
+      "            for image in sorted(images, key=lambda i: i is runtime):\n",
       "devel is built before the runtime image it is to start from"),
     # --- zstd pushes: engine/zstd_push.py ---------------------------------------------------------------
     M("zstd-config-unchecked", ZSTD,
@@ -479,8 +479,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if False:\n        inputs |=",
       "a linux/arm64 image has its linux/amd64 image's input digest"),
     M("digest-platform-index", COMBINATION,
-      '"platform": platform, "index_url": combination.index_url_for(platform)}',
-      '"platform": platform}',
+      '            "index_url": combination.index_url_for(platform),\n',
+      "",
       "a linux/arm64 image's wheel index is no input of its digest"),
     M("platform-tag-always", COMBINATION,
       'if combination.multi_platform else ""',
@@ -490,14 +490,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "(naming.tag, *naming.aliases, *naming.platform_tags)",
       "(naming.tag, *naming.aliases)",
       "a platform's local tag that another image has as its tag is not refused"),
-    M("build-arm64-admitted", REQUESTS,
-      "        if not other:\n            continue\n",
+    M("unsupported-platforms-admitted", REQUESTS,
+      "        if not s.combination.multi_platform:\n            continue\n",
       "        continue\n",
-      "a selection built for linux/arm64 is handed to the builder"),
-    M("cli-build-platforms-unchecked", CLI_BUILD,
-      "    common.check_platforms(chosen)\n",
-      "",
-      "build starts on a selection built for linux/arm64"),
+      "a command that handles linux/amd64 alone (lock) starts on a selection built for linux/arm64 too"),
+    M("arm64-venv-amd64-index", REQUESTS,
+      "served.uv_toml(combination.index_url_for(platform))",
+      "served.uv_toml(combination.index_url)",
+      "a linux/arm64 build's venv installs from the linux/amd64 wheel index (no arm64 CUDA wheels there)"),
+    M("check-platforms-ignored", CLI_COMMON,
+      "    refused = unsupported(chosen, command, suggestion)\n    if refused:\n",
+      "    refused = unsupported(chosen, command, suggestion)\n    if False:\n",
+      "lock starts on a selection built for linux/arm64 (its packages read from images it cannot run)"),
     M("platforms-machine-wrong", PLATFORMS,
       '"aarch64": ARM64, "arm64": ARM64',
       '"aarch64": AMD64, "arm64": ARM64',
@@ -634,8 +638,8 @@ RELEVANT: dict[str, tuple[str, str]] = {
     PLATFORMS: (r"platform", r"\bplatforms\b"),
     PLATFORM_WHEELS: (r"platform", r"platform_wheels"),
     COMBINATION: (r"platform|render", r"input_digest|platform_tag"),
-    REQUESTS: (r"platform", r"unbuildable|check_platforms"),
-    CLI_BUILD: (r"platform", r"check_platforms|not supported yet"),
+    REQUESTS: (r"platform|request|wheel", r"unsupported|check_platforms|wheel_secrets|build_request"),
+    CLI_COMMON: (r"platform|lock", r"check_platforms|unsupported"),
     DOCTOR_CHECKS: (r"doctor", r"check_emulation|check_machine"),
     DOCTOR_MODEL: (r"doctor|platform", r"foreign_platforms|emulator"),
     DOCTOR_FACTS: (r"doctor", r"_binfmt|_qemu_version"),
@@ -683,6 +687,21 @@ def stale(mutation: Mutation, root: Path) -> str:
         return f"{mutation.file} does not exist"
     count = path.read_text().count(mutation.original)
     return "" if count == 1 else f"its original text is found {count} times in {mutation.file}"
+
+
+def table_problems(wanted: list[Mutation]) -> list[str]:
+    """What is wrong with the table against the code: a duplicate id, a file with no RELEVANT entry, a row whose
+    text is not found exactly once, a row that changes nothing."""
+    ids = [m.id for m in MUTATIONS]
+    problems = [f"{i}: the id is used twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    for m in wanted:
+        if m.file not in RELEVANT:
+            problems.append(f"{m.id}: {m.file} has no RELEVANT entry (which tests concern it)")
+        if m.original == m.replacement:
+            problems.append(f"{m.id}: its replacement is its original text")
+        if why := stale(m, ROOT):
+            problems.append(f"{m.id}: {why}")
+    return problems
 
 
 def relevant_tests(tree: Path, mutation: Mutation) -> list[str]:
@@ -767,18 +786,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated mutation ids")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's tests (300)")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
+    parser.add_argument(
+        "--check", action="store_true", help="only check the table against the code (seconds; `make lint` runs it)"
+    )
     args = parser.parse_args(argv)
     wanted = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
     if args.list:
         for m in wanted:
             print(f"{m.id:38} {m.file:32} {m.rule}" + (f"\n{'':38} reviewed: {m.reviewed}" if m.reviewed else ""))
         return 0
-    ids = [m.id for m in MUTATIONS]
-    assert len(set(ids)) == len(ids), "mutation ids must be unique"
-    rows_stale = [f"{m.id}: {why}" for m in wanted if (why := stale(m, ROOT))]
+    rows_stale = table_problems(wanted)
     if rows_stale:
         print("mutants: stale rows (fix the table):\n  " + "\n  ".join(rows_stale))
         return 2
+    if args.check:
+        print(f"mutants: the {len(wanted)} rows match the code")
+        return 0
     started = time.monotonic()
     results: list[Result] = []
     lock = threading.Lock()
