@@ -187,6 +187,6 @@ def test_pending_security_updates_are_refused_then_pass_allowlisted_signed_and_o
     assert "stale" in stale.stdout and all(f"os-updates: {p} " in stale.stdout for p in pending)
     current = run_cli("outdated", "--matrix", setup.matrix, "--allowlist", allow, setup.tag)
     assert current.returncode == 0, current.stdout + current.stderr
-    assert "not checked: python:" in current.stdout  # said, never passed in silence
+    assert "not scanned: python:" in current.stdout  # said, never passed in silence
     strict = run_cli("outdated", "--matrix", setup.matrix, "--allowlist", allow, "--require-scan", setup.tag)
     assert strict.returncode == 1, strict.stdout
