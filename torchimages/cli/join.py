@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no selected image is built for several platforms (or another than linux/amd64): no index")
     sign_key = common.check_sign_key(args.sign_key)  # join always writes to the registry: no --push to ask for
     engine = common.connect(args.docker)
-    signer = common.signer(sign_key, engine, chosen)
+    signer = common.signer(sign_key)
     shown = progress.Progress(renderers.PlainRenderer(print))  # says each signature
     failed = False
     for s in chosen:

@@ -5,7 +5,6 @@ saying its tags were pushed), and the refusals before anything starts. cosign an
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections.abc import Callable
@@ -172,27 +171,6 @@ def test_no_matching_signature_is_not_verified(tmp_path: Path) -> None:
 )
 def test_output_naming_no_single_digest_names_none(output: bytes) -> None:
     assert signing.signed_digest(output) is None
-
-
-INDEX = {
-    "mediaType": "application/vnd.oci.image.index.v1+json",
-    "manifests": [
-        {"digest": "sha256:" + "1" * 64, "platform": {"os": "linux", "architecture": "amd64"}},
-        {"digest": "sha256:" + "2" * 64, "platform": {"os": "linux", "architecture": "arm64"}},
-    ],
-}
-WANTED = {"linux/amd64": "sha256:" + "1" * 64, "linux/arm64": "sha256:" + "2" * 64}
-
-
-def test_an_index_is_named_by_the_digest_of_the_bytes_checked(tmp_path: Path) -> None:
-    raw = json.dumps(INDEX)
-    docker = programs(tmp_path / "bin", docker=f"printf '%s' '{raw}'\n") / "docker"
-    signer = Signer(Path("k"), docker=str(docker))
-    assert signer.index_digest("r/a:1", WANTED) == "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
-    refused = signer.index_digest("r/a:1", {"linux/amd64": WANTED["linux/amd64"]})
-    assert isinstance(refused, list)
-    (problem,) = refused
-    assert problem.startswith("r/a:1: not signed: the registry's index names"), problem
 
 
 @dataclass(frozen=True)
