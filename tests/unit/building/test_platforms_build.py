@@ -195,10 +195,17 @@ def test_a_refused_index_fails_both_and_says_why(selection: list[plan.Selected],
     assert "index not written:\n    unknown: Method not allowed" in outcomes[1].detail
 
 
-def in_registry(engine: FakeEngine, image: Image, labels: dict[str, str] | None = None, as_index: bool = False) -> str:
+def in_registry(
+    engine: FakeEngine,
+    image: Image,
+    labels: dict[str, str] | None = None,
+    as_index: bool = False,
+    image_id: str = "",
+) -> str:
     """`image` as a build elsewhere pushed it under its own tag: in the registry, pullable by digest; its image
-    manifest's digest. `as_index`: pushed as BuildKit pushes an image with its attestation, an index of both."""
-    image_id = "sha256:" + hashlib.sha256(image.platform.encode()).hexdigest()
+    manifest's digest. `as_index`: pushed as BuildKit pushes an image with its attestation, an index of both;
+    `image_id`: its id (default: one of its platform)."""
+    image_id = image_id or "sha256:" + hashlib.sha256(image.platform.encode()).hexdigest()
     raw = image_manifest(image_id, image.platform_reference)
     digest = engine.serve(image.repository, raw, () if as_index else (image.platform_tag,))
     if as_index:
