@@ -13,7 +13,7 @@ from torchimages.engine import Engine
 from torchimages.security.signing import Signer
 
 PUSHED_NOT_SIGNED = "pushed, not signed: the registry holds its tags without a signature"
-INDEX_NOT_SIGNED = "the index is not signed, so no public tag names it"
+INDEX_NOT_SIGNED = "the index is not signed"
 
 
 def sign_pushed(

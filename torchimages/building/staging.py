@@ -44,12 +44,17 @@ def publish(
 ) -> list[str]:
     """Make `repository:name` for each of `names` (the tag, then its aliases) name one index of exactly `wanted`
     (platform -> its image manifest's digest, each in `repository`), `annotations` on it: staged, checked,
-    signed by `sign` (its digest -> problems), then moved. The problems (none: every name names it); `note`
-    hears where the temporary tag is left on success."""
+    signed by `sign` (its digest -> problems), then moved. Where every name names such an index already, it is
+    only signed. The problems (none: every name names it); `note` hears where the temporary tag is left."""
     try:
         before = {name: _digest_at(engine, f"{repository}:{name}") for name in names}
     except EngineError as exc:
         return [f"what the public tags name now could not be read ({exc}): nothing was written"]
+    current = set(before.values())
+    if len(current) == 1 and None not in current:  # every name names one index already: this one?
+        (digest,) = current
+        if not _checked(engine, repository, f"{repository}@{digest}", wanted)[1]:
+            return _kept(f"{repository}:{names[0]}", digest, sign, note)
     staged = f"{repository}:{staging_tag(names[0])}"
     sources = [f"{repository}@{digest}" for digest in wanted.values()]
     problems = engine.create_index(repository, [staged.rsplit(":", 1)[1]], sources, annotations)
@@ -67,6 +72,18 @@ def publish(
         return [*problems, left(staged)]
     if note is not None:
         note(left(staged))
+    return []
+
+
+def _kept(
+    reference: str, digest: str, sign: Callable[[str], list[str]] | None, note: Callable[[str], None] | None
+) -> list[str]:
+    """`reference` and its aliases name the index wanted already (`digest`): it is only signed; the problems."""
+    problems = sign(digest) if sign is not None else []
+    if problems:
+        return [*problems, "the public tags were left as they were"]
+    if note is not None:
+        note(f"{reference} and its aliases name this index already ({digest}): left as they are")
     return []
 
 

@@ -200,7 +200,8 @@ def test_a_refused_signature_leaves_the_old_index(joined: tuple[FakeEngine, list
     engine, images, old = joined
     signer = RecordingSigner(Path("cosign.key"), refusal="cosign sign failed: x")
     problems = index.join(engine, images, signer)
-    assert f"{images[0].reference}: the index is not signed, so no public tag names it" in problems, problems
+    assert f"{images[0].reference}: the index is not signed" in problems, problems
+    assert "the public tags were left as they were" in problems
     (staged,) = [n for n in staged_tags(engine) if engine.tags_served[n] != old]
     assert signer.signed == [f"{REPOSITORY}@{engine.tags_served[staged]}"]  # the checked index, by its digest
     assert named(engine, images[0]) == [old, old]
@@ -240,6 +241,23 @@ def test_every_check_comes_before_the_public_tag_moves_and_the_tag_before_its_al
     entries = [f"{REPOSITORY}@{d}" for d in engine.indexes[staged].values()]
     assert staged in reads and all(e in reads for e in entries)  # read back, and each manifest it names
     assert [a for c, a in calls if c == "point_tag"] == [(REPOSITORY, n, new) for n in images[0].names]
+
+
+def test_a_join_of_the_images_the_public_tags_name_already_writes_nothing(
+    joined: tuple[FakeEngine, list[Image], str],
+) -> None:
+    """Run again over the same images: the tag and alias name exactly their index already, so no temporary tag
+    is written; signed all the same where asked."""
+    engine, images, old = joined
+    in_registry(engine, images[1])  # the arm64 image of the first join, under its own tag again
+    before = (len([c for c, _ in engine.calls if c == "create_index"]), set(engine.tags_served))
+    signer = RecordingSigner(Path("cosign.key"))
+    assert index.join(engine, images, signer) == []
+    assert (len([c for c, _ in engine.calls if c == "create_index"]), set(engine.tags_served)) == before
+    assert named(engine, images[0]) == [old, old] and signer.signed == [f"{REPOSITORY}@{old}"]
+    engine.tags_served[f"{REPOSITORY}:{images[0].aliases[0]}"] = engine.tags_served[images[1].platform_reference]
+    assert index.join(engine, images) == []  # the alias names something else: written again, both moved
+    assert named(engine, images[0]) == [old, old] and len(staged_tags(engine)) == 2
 
 
 def test_a_first_join_whose_alias_does_not_move_says_the_tag_it_moved_cannot_be_removed(
