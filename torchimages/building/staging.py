@@ -50,11 +50,13 @@ def publish(
         before = {name: _digest_at(engine, f"{repository}:{name}") for name in names}
     except EngineError as exc:
         return [f"what the public tags name now could not be read ({exc}): nothing was written"]
-    current = set(before.values())
-    if len(current) == 1 and None not in current:  # every name names one index already: this one?
-        (digest,) = current
-        if not _checked(engine, repository, f"{repository}@{digest}", wanted)[1]:
-            return _kept(f"{repository}:{names[0]}", digest, sign, note)
+    now = before[names[0]]
+    if (
+        now is not None
+        and set(before.values()) == {now}  # every name names one index already
+        and not _checked(engine, repository, f"{repository}@{now}", wanted)[1]  # the one wanted
+    ):
+        return _kept(f"{repository}:{names[0]}", now, sign, note)
     staged = f"{repository}:{staging_tag(names[0])}"
     sources = [f"{repository}@{digest}" for digest in wanted.values()]
     problems = engine.create_index(repository, [staged.rsplit(":", 1)[1]], sources, annotations)

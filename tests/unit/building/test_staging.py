@@ -428,3 +428,16 @@ def test_the_fake_registry_serves_what_it_was_given() -> None:
     raw = image_manifest("sha256:" + "1" * 64, "r:a")
     digest = engine.serve("r", raw, ["a"])
     assert engine.manifest("r:a") == raw == engine.manifest(f"r@{digest}") and engine.manifest("r:b") is None
+
+
+def test_join_refuses_a_bad_registry_deadline_before_the_engine(
+    cli: Callable[..., tuple[int, str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "matrix.yaml").write_text(f"repository: {REPOSITORY}\nmatrix:\n  include:\n    - {ENTRY}\n")
+    monkeypatch.chdir(tmp_path)
+    engine = FakeEngine()
+    monkeypatch.setattr(engine_package, "DockerEngine", lambda docker_cli=None: engine)
+    monkeypatch.setenv("TORCHIMAGES_REGISTRY_DEADLINE_S", "0")
+    code, out, err = cli("join", "*")
+    assert code == 2 and out == "" and err.startswith("error: TORCHIMAGES_REGISTRY_DEADLINE_S='0' must be"), err
+    assert engine.calls == []
