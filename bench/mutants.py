@@ -58,6 +58,9 @@ LEAKS = "security/leaks.py"
 ALLOWLIST, GATE, PYTHON_AUDIT = "security/allowlist.py", "security/gate.py", "security/python.py"
 STALENESS = "security/staleness.py"
 SIGNING, MULTI_NODE = "security/signing.py", "smoke/suites/test_multi_node.py"
+STAGING, INDEX, MANIFESTS = "building/staging.py", "building/index.py", "engine/manifests.py"
+SIGNATURES, CLI_JOIN, REGISTRY = "building/signatures.py", "cli/join.py", "registry.py"
+DOCKER_ENGINE = "engine/docker_engine.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -617,6 +620,62 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if not locked or locked == built_on:\n",
       "    if True:\n",
       "an image on a registry base whose locked digest moved is current"),
+    M("staging-unchecked", STAGING,
+      "        digest, problems = _checked(engine, repository, staged, wanted)\n",
+      "        digest, _ = _checked(engine, repository, staged, wanted)\n",
+      "an index the registry does not serve as checked gets the public tags"),
+    M("staging-public-first", STAGING,
+      'problems = engine.create_index(repository, [staged.rsplit(":", 1)[1]], sources, annotations)',
+      "problems = engine.create_index(repository, list(names), sources, annotations)",
+      "the index is written under the public tags before it is checked"),
+    M("staging-no-move-back", STAGING,
+      "            return [*problems, *_restored(engine, repository, moved, before)]\n",
+      "            return problems\n",
+      "a tag moved before a later refusal keeps naming the refused index"),
+    M("staging-alias-first", STAGING,
+      "    for name in names:\n        moved.append(name)\n",
+      "    for name in reversed(names):\n        moved.append(name)\n",
+      "an alias is moved before the public tag"),
+    M("staging-sign-skipped", STAGING,
+      "    if not problems and sign is not None:\n",
+      "    if False:\n",
+      "an index is made public without its signature"),
+    M("staging-rewrites-the-same", STAGING,
+      "        and set(before.values()) == {now}  # every name names one index already\n",
+      "        and False\n",
+      "a re-run over the images the public tags name already writes (and leaves) another temporary tag"),
+    M("index-nested", INDEX,
+      "    if not document.is_index:\n        return document.digest\n",
+      "    if True:\n        return document.digest\n",
+      "join writes an index inside the index for a platform image pushed as an index"),
+    M("manifests-size-unchecked", MANIFESTS,
+      "    if len(raw) != entry.size:\n",
+      "    if False:\n",
+      "an index whose entry's size is not its manifest's is made public"),
+    M("manifests-digest-unchecked", MANIFESTS,
+      "    if digest_of(raw) != entry.digest:\n",
+      "    if False:\n",
+      "an index entry whose manifest the registry serves as other bytes is made public"),
+    M("join-exit-last-flavor", CLI_JOIN,
+      "            failed = failed or bool(problems)\n",
+      "            failed = bool(problems)\n",
+      "join exits 0 when an earlier flavor's index failed and a later one's was written"),
+    M("signed-without-digest-silent", SIGNATURES,
+      '        return [f"{image.platform_reference}: {PUSHED_NOT_SIGNED} (the engine recorded no digest of it)"]\n',
+      "        return []\n",
+      "a pushed image with no recorded digest is reported as if signed"),
+    M("registry-answer-cut-short", REGISTRY,
+      "    if len(body) > MAX_MANIFEST_BYTES:\n",
+      "    if False:\n",
+      "a registry's answer over 4 MiB is cut short and hashed as if whole"),
+    M("engine-manifest-unbounded", DOCKER_ENGINE,
+      "        if result.over:\n",
+      "        if False:\n",
+      "a manifest of megabytes is taken (cut short) instead of refused"),
+    M("builder-index-of-one-platform", BUILDER,
+      "        elif missing:\n",
+      "        elif False:\n",
+      "build --push of one platform of two writes an index of that platform alone"),
 )
 # fmt: on
 
@@ -651,6 +710,13 @@ RELEVANT: dict[str, tuple[str, str]] = {
     STALENESS: (r"security", r"staleness"),
     SIGNING: (r"signing", r"\bsigning\b"),
     MULTI_NODE: (r"smoke|cluster", r"test_multi_node|check_all_reduce"),
+    STAGING: (r"staging|platforms_build", r"\bstaging\b"),
+    INDEX: (r"staging|platforms_build", r"\bindex\.join\b"),
+    MANIFESTS: (r"staging|manifests", r"\bmanifests\b"),
+    SIGNATURES: (r"signing|staging", r"sign_key|RecordingSigner"),
+    CLI_JOIN: (r"staging", r'cli\("join"'),
+    REGISTRY: (r"registry", r"resolve_digest"),
+    DOCKER_ENGINE: (r"manifests", r"DockerEngine"),
 }
 
 

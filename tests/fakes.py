@@ -38,6 +38,26 @@ Raw = dict[str, Any]
 FAKE_ADDRESS = "unix:///fake/docker.sock"
 FAKE_CONTAINER = "smoke-fake"
 NO_ID = "sha256:" + "0" * 64
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+
+def image_manifest(config: str, name: str) -> bytes:
+    """An image manifest as a registry serves one: its configuration `config` (the image id), no layers here,
+    `name` in an annotation so that each push's manifest is its own."""
+    document = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 1},
+        "layers": [],
+        "annotations": {"fake.name": name},
+    }
+    return json.dumps(document).encode()
+
+
+def platform_words(platform: Any) -> str:
+    """`linux/arm64` of an index entry's platform object."""
+    return "/".join(str(platform[k]) for k in ("os", "architecture", "variant") if platform.get(k)) if platform else ""
 
 
 def machine_answer(uname: str, *files: tuple[str, str]) -> Raw:
@@ -189,8 +209,12 @@ class FakeEngine:
         self.registry: dict[str, tuple[Raw, str]] = {}  # pullable: reference -> (what it holds, id)
         self.push_errors: dict[str, list[list[str]]] = {}  # repository:tag -> the errors of each push, in turn
         self.manifests: dict[str, str] = {}  # repository:tag pushed -> its manifest digest in the registry
-        self.indexes: dict[str, dict[str, str]] = {}  # repository:tag -> the index there (platform -> digest)
+        # The registry: what it serves (repository@digest -> the bytes) and what each tag names (repository:tag ->
+        # digest); `serve` puts a manifest there, push and create_index write there as a registry would.
+        self.served: dict[str, bytes] = {}
+        self.tags_served: dict[str, str] = {}
         self.index_errors: list[str] = []  # create_index's errors
+        self.point_errors: dict[str, list[str]] = {}  # repository:tag -> point_tag's errors for it (it is not moved)
         self.index_annotations: list[tuple[tuple[str, str], ...]] = []  # each create_index's annotations
         self.sbom = SbomAttestation(False, "a fake engine keeps no attestations")
         self.platform_of: dict[str, str] = {}  # manifest digest -> its image's platform (by the build that made it)
@@ -233,6 +257,24 @@ class FakeEngine:
         self.layers[info.reference] = info.layers
         if holds is not None:
             self.truth[info.reference] = holds
+
+    def serve(self, repository: str, raw: bytes, tags: Iterable[str] = ()) -> str:
+        """The registry serves `raw` in `repository`, by its digest and under each of `tags`; its digest."""
+        digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        self.served[f"{repository}@{digest}"] = raw
+        for tag in tags:
+            self.tags_served[f"{repository}:{tag}"] = digest
+        return digest
+
+    @property
+    def indexes(self) -> dict[str, dict[str, str]]:
+        """repository:tag -> the index the registry serves there (platform -> digest), for each tag naming one."""
+        found = {}
+        for name, digest in self.tags_served.items():
+            document = json.loads(self.served[f"{name.rsplit(':', 1)[0]}@{digest}"])
+            if "manifests" in document:
+                found[name] = {platform_words(m.get("platform")): m["digest"] for m in document["manifests"]}
+        return found
 
     def temporary(self) -> list[str]:
         """The temporary references (references.TEMP_REPOSITORY) still here."""
@@ -381,7 +423,7 @@ class FakeEngine:
             refused = queued.pop(0) if queued else []
             if not refused:
                 self.pushed.append(name)
-                digest = "sha256:" + hashlib.sha256(f"{self.ids.get(name, NO_ID)} {name}".encode()).hexdigest()
+                digest = self.serve(repository, image_manifest(self.ids.get(name, NO_ID), name), [tag])
                 self.manifests[name] = digest
                 self.registry[f"{repository}@{digest}"] = (self.truth.get(name, {}), self.ids.get(name, NO_ID))
                 self.platform_of[digest] = self.platforms.get(name, "linux/amd64")
@@ -395,18 +437,49 @@ class FakeEngine:
         sources: Sequence[str],
         annotations: Sequence[tuple[str, str]] = (),
     ) -> list[str]:
+        """As buildx writes one: each source's entry (an index's entries, flattened), its platform by the build
+        that made it, an OCI index with the annotations, under each name."""
         self.calls.append(("create_index", (repository, tuple(names), tuple(sources))))
         self.index_annotations.append(tuple(annotations))
         if self.index_errors:
             return list(self.index_errors)
-        digests = [source.rsplit("@", 1)[1] for source in sources]
-        for name in names:
-            self.indexes[f"{repository}:{name}"] = {self.platform_of[d]: d for d in digests}
+        entries: list[Any] = []
+        for source in sources:
+            if source not in self.served:
+                return [f"ERROR: {source}: not found"]
+            document = json.loads(self.served[source])
+            digest = source.rsplit("@", 1)[1]
+            platform = dict(zip(("os", "architecture"), self.platform_of[digest].split("/"), strict=True))
+            entries += document.get("manifests") or [
+                {
+                    "mediaType": document["mediaType"],
+                    "digest": digest,
+                    "size": len(self.served[source]),
+                    "platform": platform,
+                }
+            ]
+        index: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
+        if annotations:
+            index["annotations"] = dict(annotations)
+        self.serve(repository, json.dumps(index, indent=3).encode(), names)
         return []
 
-    def index_manifests(self, reference: str) -> dict[str, str] | None:
-        self.calls.append(("index_manifests", reference))
-        return self.indexes.get(reference)
+    def point_tag(self, repository: str, tag: str, digest: str) -> list[str]:
+        self.calls.append(("point_tag", (repository, tag, digest)))
+        name = f"{repository}:{tag}"
+        if name in self.point_errors:
+            return list(self.point_errors[name])
+        if f"{repository}@{digest}" not in self.served:
+            return [f"ERROR: {repository}@{digest}: not found"]
+        self.tags_served[name] = digest
+        return []
+
+    def manifest(self, reference: str) -> bytes | None:
+        self.calls.append(("manifest", reference))
+        if "@" in reference:
+            return self.served.get(reference)
+        digest = self.tags_served.get(reference)
+        return None if digest is None else self.served[f"{reference.rsplit(':', 1)[0]}@{digest}"]
 
     def answers(self) -> bool:
         self.calls.append(("answers", None))

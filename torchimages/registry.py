@@ -225,7 +225,7 @@ def _token(challenge: str, deadline: Deadline) -> str:
     url = realm + "?" + urllib.parse.urlencode(fields)
     try:
         with _open(url, deadline) as answer:
-            body = json.loads(answer.read(MAX_MANIFEST_BYTES))
+            body = json.loads(_bounded(answer, f"the token from {realm}"))
     except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
         raise RegistryError(f"no token from {realm}: {_why(exc, deadline)}") from None
     if not isinstance(body, dict):
@@ -246,7 +246,19 @@ def _why(exc: BaseException, deadline: Deadline | None = None) -> str:
     return str(exc) or type(exc).__name__
 
 
-MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a manifest index is kilobytes; more is no manifest
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a manifest index is kilobytes; registries refuse more (distribution: 4 MiB)
+
+
+class _TooLarge(ValueError):
+    """An answer longer than MAX_MANIFEST_BYTES."""
+
+
+def _bounded(answer: Any, what: str) -> bytes:
+    """An answer's body, at most MAX_MANIFEST_BYTES: a longer one is refused (_TooLarge), never cut short."""
+    body: bytes = answer.read(MAX_MANIFEST_BYTES + 1)
+    if len(body) > MAX_MANIFEST_BYTES:
+        raise _TooLarge(f"{what} is larger than {MAX_MANIFEST_BYTES // 2**20} MiB, which no manifest is: refused")
+    return body
 
 
 def _request(url: str, method: str, token: str | None, deadline: Deadline) -> tuple[dict[str, str], bytes]:
@@ -255,7 +267,7 @@ def _request(url: str, method: str, token: str | None, deadline: Deadline) -> tu
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, method=method, headers=headers)
     with _open(request, deadline) as answer:
-        return dict(answer.headers.items()), answer.read(MAX_MANIFEST_BYTES) if method == "GET" else b""
+        return dict(answer.headers.items()), _bounded(answer, "the answer") if method == "GET" else b""
 
 
 def check_settings() -> None:
@@ -296,6 +308,8 @@ def _resolve(reference: str, ref: Reference, deadline: Deadline) -> str:
                 if exc.code == 404:
                     raise RegistryError(f"{reference}: {ref.api_host} has no such manifest (HTTP 404)") from None
                 raise RegistryError(f"{reference}: {ref.api_host} answered HTTP {exc.code} {exc.reason}") from None
+            except _TooLarge as exc:
+                raise RegistryError(f"{reference}: {ref.api_host}: {exc}") from None
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 raise RegistryError(f"{reference}: {ref.api_host} does not answer ({_why(exc, deadline)})") from None
             found = {k.lower(): v for k, v in headers.items()}.get("docker-content-digest", "")

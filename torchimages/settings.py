@@ -191,8 +191,9 @@ SETTINGS = (
         "TORCHIMAGES_REGISTRY_DEADLINE_S",
         "seconds",
         "30",
-        "seconds one registry question may take in all (token, HEAD, GET), however slowly the answer trickles",
-        ("lock", "doctor"),
+        "seconds one registry question may take in all (token, HEAD, GET; a manifest read or written by buildx "
+        "imagetools), however slowly the answer trickles",
+        ("lock", "doctor", "build", "promote", "join"),
     ),
     Setting(
         "TORCHIMAGES_PYTHON",

@@ -116,3 +116,29 @@ def test_a_token_realm_is_fetched_over_http_only() -> None:
         server.shutdown()
         server.server_close()
     assert "the registry's token realm 'file:///etc/hostname': a URL here is http/https://" in str(caught.value)
+
+
+class _Huge(socketserver.BaseRequestHandler):
+    """A registry that answers HEAD without a digest, and GET with a body of 4 MiB and one byte."""
+
+    def handle(self) -> None:
+        method = self.request.recv(65536).split(b" ", 1)[0]
+        size = registry.MAX_MANIFEST_BYTES + 1
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
+        with contextlib.suppress(OSError):
+            self.request.sendall(head + (b"{" * size if method == b"GET" else b""))
+
+
+def test_an_answer_of_megabytes_is_refused_not_cut_short() -> None:
+    """A body read only up to the cap would be hashed as if whole: the digest of some other bytes."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Huge)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(registry.RegistryError) as caught:
+            registry.resolve_digest(f"{host}/a:1", deadline=10)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(caught.value) == f"{host}/a:1: {host}: the answer is larger than 4 MiB, which no manifest is: refused"

@@ -204,9 +204,10 @@ class Builder:
     ) -> dict[Image, Outcome]:
         """The public tags of one flavor's images of several platforms name an index of them: written only once
         every platform's image passed (each verified under its own tag, `<tag>-<arch>`), and only in a registry
-        (an engine's image store holds one platform under a name): with `push`, under the tag and every alias,
-        read back, each image pulled back by digest and checked to be the one verified. Otherwise no public tag,
-        and the outcomes say why (a failed index fails every platform's image)."""
+        (an engine's image store holds one platform under a name): with `push`, each image pulled back by digest
+        and checked to be the one verified, the index written under a temporary tag, read back and checked, then
+        the tag and every alias moved to it (index.publish, staging.py). Otherwise no public tag moves, and the
+        outcomes say why (a failed index fails every platform's image)."""
         first = mine[0]
         failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
         missing = [p for p in combination.platforms if p not in {i.platform for i in mine}]

@@ -1,19 +1,22 @@
-"""One public tag for several platforms: the index (OCI image index, or Docker manifest list) of the
-platforms' images, written in the registry once each was verified and pushed under its own tag, then read
-back: the index names exactly those images, and each, pulled back by digest, is the image verified here.
+"""One public tag for several platforms: the index (OCI image index, or Docker manifest list) of the platforms'
+images, each verified and pushed under its own tag (`<tag>-<arch>`). staging.py writes it under a temporary tag,
+checks it as the registry serves it, and only then moves the public tag and its aliases to it.
 
-`publish` writes it after a build of every platform here; `join` after each platform was built, verified and
-pushed elsewhere (a native runner per platform: `build --push <tag>-<arch>`), from the registry's copies."""
+`publish` writes it after a build of every platform here (each image, pulled back by digest, must be the one
+verified here); `join` after each platform was built, verified and pushed elsewhere (a native runner per
+platform: `build --push <tag>-<arch>`), from the registry's copies. Either takes each platform's image manifest:
+where its own tag names an index (BuildKit pushes an image with its attestations as one), that index's entry of
+its platform, attestations (`unknown/unknown`) left out: never an index inside the index."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from torchimages.building import signatures
+from torchimages.building import signatures, staging
 from torchimages.building.progress import Progress
 from torchimages.combination import INPUT_DIGEST_LABEL, PLATFORM_LABEL, Image
-from torchimages.engine import Engine, shared_annotations
+from torchimages.engine import Engine, EngineError, ImageInfo, manifests, shared_annotations
 from torchimages.security.signing import Signer
 
 
@@ -28,6 +31,24 @@ def pushed_digest(engine: Engine, image: Image) -> str | None:
     return None
 
 
+def platform_manifest(engine: Engine, repository: str, reference: str, platform: str) -> str | None:
+    """The digest of `platform`'s image manifest that `reference` names in the registry: its own where it names
+    an image manifest; where it names an index, that index's entry of `platform` (attestations left out), the
+    registry holding it as the entry describes it. None when the registry holds nothing under `reference`;
+    EngineError or manifests.ManifestError says why else not."""
+    raw = engine.manifest(reference)
+    if raw is None:
+        return None
+    document = manifests.parse(raw, reference)
+    if not document.is_index:
+        return document.digest
+    entry = manifests.platform_entry(document, platform, reference)
+    problems = manifests.entry_problems(entry, engine.manifest(f"{repository}@{entry.digest}"), reference)
+    if problems:
+        raise manifests.ManifestError("; ".join(problems))
+    return entry.digest
+
+
 def publish(
     engine: Engine,
     first: Image,
@@ -37,41 +58,40 @@ def publish(
     cancelled: threading.Event | None = None,
 ) -> list[str]:
     """Write the index of `images` (one flavor, every platform, each pushed under its own tag) under `first`'s
-    tag and aliases, and check it; with a `signer`, sign it by its digest; the problems (none: the public tags
-    name exactly the images verified)."""
+    tag and aliases (staging.publish), each image pulled back by digest first and checked to be the one verified
+    here; with a `signer`, signed by its digest before the tags move; the problems (none: the public tags name
+    exactly the images verified)."""
     digests = {image: pushed_digest(engine, image) for image in images}
     unknown = [image.platform_reference for image, digest in digests.items() if digest is None]
     if unknown:
         return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
     progress.update(first.tag, "index")
+    wanted: dict[str, str] = {}
+    problems: list[str] = []
+    for image, pushed in digests.items():
+        reference = f"{image.repository}@{pushed}"
+        try:
+            found = platform_manifest(engine, image.repository, reference, image.platform)
+        except (EngineError, manifests.ManifestError) as exc:
+            problems.append(str(exc))
+            continue
+        if found is None:
+            problems.append(f"{reference} ({image.platform_reference}, pushed) is not in the registry")
+            continue
+        wanted[image.platform] = found
+        problems += pulled_back(engine, image, found)
+    if problems:
+        return problems
     labels = [engine.labels(image.platform_reference) for image in images]
     annotations = index_annotations([found for found in labels if found is not None])
-    problems = written(engine, first, {image: str(digest) for image, digest in digests.items()}, annotations)
-    wanted = {image.platform: str(digest) for image, digest in digests.items()}
-    return problems or signatures.sign_index(first, wanted, signer, cancelled, progress)
+    sign = _signing(first, signer, cancelled, progress)
+    return staging.publish(engine, first.repository, first.names, wanted, annotations, sign, cancelled, progress.note)
 
 
 def index_annotations(labels: Sequence[dict[str, str]]) -> tuple[tuple[str, str], ...]:
     """The index's annotations: the OCI labels (`org.opencontainers.image.*`) its images all carry alike, as
     each was built (source, revision, created, version, licenses, base.name, base.digest, title, ...)."""
     return tuple(shared_annotations(labels).items())
-
-
-def written(
-    engine: Engine, first: Image, digests: dict[Image, str], annotations: Sequence[tuple[str, str]] = ()
-) -> list[str]:
-    """Write the index of the images at `digests` (in the registry) under `first`'s names, `annotations` on it,
-    read each back and pull each image back; the problems."""
-    sources = [f"{image.repository}@{digest}" for image, digest in digests.items()]
-    problems = engine.create_index(first.repository, first.names, sources, annotations)
-    if problems:
-        return problems
-    wanted = {image.platform: str(digest) for image, digest in digests.items()}
-    for name in first.names:
-        found = engine.index_manifests(f"{first.repository}:{name}")
-        if found != wanted:
-            return [f"{first.repository}:{name} in the registry names {found or 'no index'}, not {wanted}"]
-    return [problem for image, digest in digests.items() for problem in pulled_back(engine, image, str(digest))]
 
 
 def pulled_back(engine: Engine, image: Image, digest: str) -> list[str]:
@@ -92,30 +112,53 @@ def join(
     engine: Engine, images: Sequence[Image], signer: Signer | None = None, progress: Progress | None = None
 ) -> list[str]:
     """Write the index of one flavor's images of every platform from their copies in the registry, each under its
-    own tag (`<tag>-<arch>`, which only a verified image gets): each is pulled and must carry this plan's input
-    digest and platform (the same inputs, verified where it was built); with a `signer`, sign the index by its
-    digest (`progress` says so); the problems (none: the index is there)."""
-    problems, digests, labels = [], {}, []
+    own tag (`<tag>-<arch>`, which only a verified image gets): each platform's image manifest (`platform_manifest`),
+    pulled by digest, must carry this plan's input digest and platform (the same inputs, verified where it was
+    built); then staging.publish, signed with a `signer` (`progress` says so). The problems (none: the index is
+    there)."""
+    problems, wanted, labels = [], {}, []
     for image in images:
-        errors = engine.pull(image.platform_reference)
-        info = engine.inspect(image.platform_reference) if not errors else None
-        if info is None:
-            why = "; ".join(errors) or "not found"
-            problems.append(f"{image.platform_reference} is not in the registry ({why}): build and push it first")
+        found = _registry_image(engine, image)
+        if isinstance(found, str):
+            problems.append(found)
             continue
-        wanted = {k: v for k, v in image.labels if k in (INPUT_DIGEST_LABEL, PLATFORM_LABEL)}
-        found = {k: info.labels.get(k) for k in wanted}
-        if found != wanted:
-            problems.append(f"{image.platform_reference} was built from other inputs than this plan's ({found})")
-            continue
-        digest = pushed_digest(engine, image)
-        if digest is None:
-            problems.append(f"{image.platform_reference}: the engine recorded no digest of it in {image.repository}")
-            continue
-        digests[image] = digest
+        wanted[image.platform], info = found
         labels.append(info.labels)
-    problems = problems or written(engine, images[0], digests, index_annotations(labels))
-    if problems or signer is None:
+    if problems:
         return problems
-    wanted = {image.platform: str(digest) for image, digest in digests.items()}
-    return signatures.sign_index(images[0], wanted, signer, None, progress)
+    first = images[0]
+    sign = _signing(first, signer, None, progress)
+    note = progress.note if progress else None
+    annotations = index_annotations(labels)
+    return staging.publish(engine, first.repository, first.names, wanted, annotations, sign, None, note)
+
+
+def _registry_image(engine: Engine, image: Image) -> tuple[str, ImageInfo] | str:
+    """The digest of the image manifest the registry holds under the image's own tag, and what the image pulled
+    by that digest is; else why not."""
+    reference = image.platform_reference
+    try:
+        digest = platform_manifest(engine, image.repository, reference, image.platform)
+    except (EngineError, manifests.ManifestError) as exc:
+        return str(exc)
+    if digest is None:
+        return f"{reference} is not in the registry: build and push it first"
+    pinned = f"{image.repository}@{digest}"
+    errors = engine.pull(pinned)
+    info = engine.inspect(pinned) if not errors else None
+    if info is None:
+        return f"{reference} ({pinned}) could not be pulled: {'; '.join(errors) or 'not found'}"
+    wanted = {k: v for k, v in image.labels if k in (INPUT_DIGEST_LABEL, PLATFORM_LABEL)}
+    found = {k: info.labels.get(k) for k in wanted}
+    if found != wanted:
+        return f"{reference} was built from other inputs than this plan's ({found})"
+    return digest, info
+
+
+def _signing(
+    first: Image, signer: Signer | None, cancelled: threading.Event | None, progress: Progress | None
+) -> Callable[[str], list[str]] | None:
+    """What signs the index by its digest (None without a signer)."""
+    if signer is None:
+        return None
+    return lambda digest: signatures.sign_index(first, digest, signer, cancelled, progress)

@@ -1,6 +1,7 @@
 """`--sign-key`: each pushed image signed by its digest once its tags are in the registry, and the index of a
-tag of several platforms once it is written and checked (security.signing runs cosign). A signature that
-fails fails the image: its tags were pushed, and the outcome says so."""
+tag of several platforms once it is written under its temporary tag and checked, before the public tags move to
+it (security.signing runs cosign). A signature that fails fails the image: an image's tags were pushed, and the
+outcome says so; an index's public tags were not moved."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torchimages.engine import Engine
 from torchimages.security.signing import Signer
 
 PUSHED_NOT_SIGNED = "pushed, not signed: the registry holds its tags without a signature"
+INDEX_NOT_SIGNED = "the index is not signed"
 
 
 def sign_pushed(
@@ -31,22 +33,19 @@ def sign_pushed(
 
 
 def sign_index(
-    first: Image,
-    wanted: dict[str, str],
-    signer: Signer | None,
-    cancelled: threading.Event | None,
-    progress: Progress | None,
+    first: Image, digest: str, signer: Signer, cancelled: threading.Event | None, progress: Progress | None
 ) -> list[str]:
-    """Sign the index under `first`'s names (they name one index: checked to list exactly `wanted`, read once
-    and named by the digest of what was read); the problems."""
-    if signer is None:
-        return []
+    """Sign the index `first`'s names are to name (by `digest`, read back and checked under its temporary tag)
+    before they are moved to it; the problems (then they are not moved)."""
     if progress:
         progress.update(first.tag, "sign")
-    digest = signer.index_digest(first.reference, wanted, cancelled)
-    if isinstance(digest, list):
-        return [f"{first.reference}: {PUSHED_NOT_SIGNED}", *digest]
-    return _signed(signer, f"{first.repository}@{digest}", cancelled, progress)
+    reference = f"{first.repository}@{digest}"
+    problems = signer.sign(reference, cancelled)
+    if problems:
+        return [f"{first.reference}: {INDEX_NOT_SIGNED}", *problems]
+    if progress:
+        progress.note(f"{reference}: signed with {signer.key}")
+    return []
 
 
 def _signed(signer: Signer, reference: str, cancelled: threading.Event | None, progress: Progress | None) -> list[str]:

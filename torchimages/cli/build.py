@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_report(args.report)
     common.check_docker(args.docker)
     common.check_compression(args.compression, args.push)
+    common.check_registry_deadline(args.push)
     sign_key = common.check_sign_key(args.sign_key, args.push)
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     gate = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
-    options = dataclasses.replace(options, signer=common.signer(sign_key, engine, chosen))
+    options = dataclasses.replace(options, signer=common.signer(sign_key))
     options = dataclasses.replace(options, sbom=engine.sbom_attestation())
     print(f"SBOM attestation: {options.sbom.note}", file=sys.stderr)
     junit_dir = common.start_outputs(args.log_dir, args.report)

@@ -230,16 +230,22 @@ def check_sign_key(key: Path | None, push: bool | None = None) -> Path | None:
     return key
 
 
-def signer(key: Path | None, engine: DockerEngine, chosen: Sequence[planning.Selected]) -> Signer | None:
-    """What signs with the checked `key` (None without one): cosign, and the buildx client that reads an
-    index back where a selected tag names one (found by a probe build; else the engine's docker client)."""
+def check_registry_deadline(writes: bool = True) -> None:
+    """SettingError for a bad TORCHIMAGES_REGISTRY_DEADLINE_S where the command writes an index (`--push`,
+    `join`): every registry question it asks is bounded by it."""
+    if writes:
+        from torchimages import registry
+
+        registry.deadline_s()
+
+
+def signer(key: Path | None) -> Signer | None:
+    """What signs with the checked `key` (None without one): cosign."""
     if key is None:
         return None
     from torchimages.security import signing
 
-    indexes = any(s.combination.multi_platform for s in chosen)
-    docker = engine.build_client.docker if indexes else engine.docker_cli
-    return signing.Signer(key, cosign=signing.find_cosign() or "cosign", docker=docker)
+    return signing.Signer(key, cosign=signing.find_cosign() or "cosign")
 
 
 def check_platforms(chosen: Sequence[planning.Selected], command: str, suggestion: str) -> None:

@@ -1,5 +1,7 @@
 """`join`: write the index of each selected tag of several platforms from its platforms' images in the registry
-(each built, verified and pushed on its own machine: `build --push <tag>-<arch>`)."""
+(each built, verified and pushed on its own machine: `build --push <tag>-<arch>`), under a temporary tag first,
+checked before the tag and its aliases move to it (building/staging.py). Exit 1 when any tag's index was not
+written, whatever the others did."""
 
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ def run(args: argparse.Namespace) -> int:
     if not chosen:
         raise UsageError("no selected image is built for several platforms (or another than linux/amd64): no index")
     sign_key = common.check_sign_key(args.sign_key)  # join always writes to the registry: no --push to ask for
+    common.check_registry_deadline()
     engine = common.connect(args.docker)
-    signer = common.signer(sign_key, engine, chosen)
+    signer = common.signer(sign_key)
     shown = progress.Progress(renderers.PlainRenderer(print))  # says each signature
     failed = False
     for s in chosen:

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     preflight.folder("--log-dir", args.log_dir)
     common.check_docker(args.docker)
     common.check_compression(args.compression, args.push)
+    common.check_registry_deadline(args.push)
     sign_key = common.check_sign_key(args.sign_key, args.push)
     common.check_names(promotion.chosen)
     gate = common.security_options(args)
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         log_dir=args.log_dir,
         push=args.push,
         compression=args.compression,
-        signer=common.signer(sign_key, engine, promotion.chosen),
+        signer=common.signer(sign_key),
     )
     common.start_outputs(args.log_dir, None)
     promoter = common.make_builder(args, engine, options, shown, security=gate)

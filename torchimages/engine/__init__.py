@@ -2,7 +2,9 @@
 
     types.py          the `Engine` protocol the rest of the tool uses, its requests, answers and errors
     requests.py       command lines: a BuildKit build of one target, a long-running test container, a script
-    process.py        commands in their own process group, stopped as a whole on cancel; one's output streamed
+    process.py        commands in their own process group, stopped as a whole on cancel; one's output streamed;
+                      one bounded in time and output
+    manifests.py      what a registry serves under a reference (image manifest, index), parsed and checked: pure
     push.py           push retries: transient errors only, exponential backoff
     zstd_push.py      pushes with zstd layers: docker save by id, proven, an OCI layout uploaded by skopeo
     discovery.py      a docker client that builds with BuildKit; one that runs `docker buildx`

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from torchimages import settings, values
-from torchimages.engine import zstd_push
+from torchimages import registry, settings, values
+from torchimages.engine import manifests, zstd_push
 from torchimages.engine.attestation import SbomAttestation, sbom_attestation, uses_containerd_store
 from torchimages.engine.discovery import find_build_client, takes_named_contexts
-from torchimages.engine.process import run_cancellable, streamed
+from torchimages.engine.process import bounded_run, run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
 from torchimages.engine.requests import BuildClient, build_command, index_command, run_command, shell_command
 from torchimages.engine.types import (
@@ -50,27 +50,6 @@ def stored_size(manifest: Any) -> int | None:
     return sum(int(size) for size in sizes if size is not None)
 
 
-INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
-
-
-def index_platforms(index: Any) -> dict[str, str] | None:
-    """An index's images by platform (`linux/arm64` -> manifest digest), attestations (`unknown/unknown`) left
-    out; None for anything but an index (an image manifest, an error's JSON)."""
-    if not isinstance(index, dict) or index.get("mediaType", INDEX_TYPES[0]) not in INDEX_TYPES:
-        return None
-    entries = index.get("manifests")
-    if not isinstance(entries, list):
-        return None
-    found = {}
-    for entry in entries:
-        where = entry.get("platform") if isinstance(entry, dict) else None
-        if not isinstance(where, dict) or where.get("os") == "unknown":
-            continue
-        name = "/".join(str(where[k]) for k in ("os", "architecture", "variant") if where.get(k))
-        found[name] = str(entry.get("digest"))
-    return found
-
-
 def _loopback(reference: str) -> bool:
     """Whether a reference names a registry on this machine (which Docker, too, lets speak plain HTTP)."""
     first = reference.split("/", 1)[0] if "/" in reference else ""
@@ -78,6 +57,7 @@ def _loopback(reference: str) -> bool:
     return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
 
 
+MAX_OUTPUT_BYTES = 1024 * 1024  # what `imagetools create` may print (progress lines): more is read no further
 DOCKER_RUN_FAILED = 125  # `docker run`'s status when docker itself failed (the container did not run)
 
 
@@ -493,25 +473,49 @@ class DockerEngine:
         annotations: Sequence[tuple[str, str]] = (),
     ) -> list[str]:
         """`docker buildx imagetools create`: the registry copies nothing, it only gets the index."""
-        cmd = index_command(self.build_client.docker, repository, names, sources, annotations)
+        return self._imagetools_create(index_command(self.build_client.docker, repository, names, sources, annotations))
+
+    def point_tag(self, repository: str, tag: str, digest: str) -> list[str]:
+        """`docker buildx imagetools create` of one index and no annotation: a carbon copy (the same bytes)."""
+        source = f"{repository}@{digest}"
+        return self._imagetools_create(index_command(self.build_client.docker, repository, [tag], [source]))
+
+    def _imagetools_create(self, cmd: list[str]) -> list[str]:
+        """Run `imagetools create` within the registry deadline; its errors."""
+        seconds = registry.deadline_s()
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            result = bounded_run(cmd, MAX_OUTPUT_BYTES, seconds)
+        except OSError as exc:
             return [f"`{shlex.join(cmd)}` did not run: {exc}"]
-        if result.returncode != 0:
-            why = (result.stderr.strip() or f"exit status {result.returncode}").splitlines()[-1]
+        if result.timed_out:
+            return [f"`{shlex.join(cmd)}` did not finish within {seconds:g} s ({registry.DEADLINE_VARIABLE})"]
+        if result.status != 0:
+            why = (result.errors.splitlines() or [f"exit status {result.status}"])[-1]
             hint = f" (an index is written by buildx: {HOW_TO_GET_BUILDKIT})" if "buildx" in why else ""
             return [f"`{shlex.join(cmd)}` failed: {why}{hint}"]
         return []
 
-    def index_manifests(self, reference: str) -> dict[str, str] | None:
-        """`docker buildx imagetools inspect --raw`: the index's manifests by platform."""
+    def manifest(self, reference: str) -> bytes | None:
+        """`docker buildx imagetools inspect --raw`, within the registry deadline, at most manifests.MAX_BYTES."""
         cmd = [self.build_client.docker, "buildx", "imagetools", "inspect", "--raw", reference]
+        seconds = registry.deadline_s()
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
-            return index_platforms(json.loads(result.stdout)) if result.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            return None
+            result = bounded_run(cmd, manifests.MAX_BYTES, seconds)
+        except OSError as exc:
+            raise EngineError(f"`{shlex.join(cmd)}` did not run: {exc}") from None
+        if result.over:
+            size = manifests.MAX_BYTES // 2**20
+            raise EngineError(f"{reference}: the registry serves more than {size} MiB there, which no manifest is")
+        if result.timed_out:
+            raise EngineError(
+                f"{reference}: no answer from its registry within {seconds:g} s ({registry.DEADLINE_VARIABLE})"
+            )
+        if result.status != 0:
+            why = (result.errors.splitlines() or [f"exit status {result.status}"])[-1]
+            if why.endswith(": not found") or "manifest unknown" in why:
+                return None
+            raise EngineError(f"{reference} could not be read from its registry: {why.removeprefix('ERROR: ')}")
+        return result.output
 
     def remove_image(self, reference: str) -> None:
         with self._failures(f"removing {reference}"), contextlib.suppress(self._errors.ImageNotFound):

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 from torchimages import stopping
@@ -133,3 +134,49 @@ def _kill_on_cancel(
             return
     stopped.set()
     _kill(process)
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """What a command bounded in time and output did: its exit status (None: stopped), at most `limit` bytes of
+    its stdout, the end of its stderr; `over` when it wrote more than the limit, `timed_out` when its time ran
+    out first (either way it was stopped)."""
+
+    status: int | None
+    output: bytes
+    errors: str
+    over: bool = False
+    timed_out: bool = False
+
+
+def bounded_run(cmd: Sequence[str], limit: int, timeout_s: float) -> Bounded:
+    """Run a command in its own process group, no stdin, for at most `timeout_s` seconds, reading at most `limit`
+    bytes of its stdout: past either, its whole group is killed. OSError when it cannot start."""
+    expired = threading.Event()
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, start_new_session=True
+        )
+
+        def expire() -> None:
+            expired.set()
+            _kill(process)
+
+        timer = threading.Timer(timeout_s, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            with process:
+                assert process.stdout is not None
+                output = process.stdout.read(limit + 1)
+                over = len(output) > limit
+                if over:
+                    _kill(process)
+                status = process.wait()
+        finally:
+            timer.cancel()
+            _kill(process)  # what it left behind in its group
+        errors.seek(max(0, errors.seek(0, os.SEEK_END) - 2000))
+        said = errors.read().decode(errors="replace").strip()
+    stopped = over or (expired.is_set() and status != 0)
+    return Bounded(None if stopped else status, output[:limit], said, over, expired.is_set() and not over and stopped)

@@ -267,9 +267,15 @@ class Engine(Protocol):
         the errors (none on success)."""
         ...
 
-    def index_manifests(self, reference: str) -> dict[str, str] | None:
-        """The platforms (`linux/arm64`) of the index a registry holds under `reference`, each with its
-        manifest's digest; None when the registry has no index there (a single image, nothing, no answer)."""
+    def point_tag(self, repository: str, tag: str, digest: str) -> list[str]:
+        """Make `repository:tag` name the index `repository@digest` as it is (a carbon copy: the same bytes, so
+        the same digest); the errors (none on success)."""
+        ...
+
+    def manifest(self, reference: str) -> bytes | None:
+        """The manifest or index a registry serves under `reference` (a tag or `repository@sha256:...`), its
+        bytes as served; None when the registry has none there. EngineError when it cannot be read: no answer
+        within TORCHIMAGES_REGISTRY_DEADLINE_S, more than manifests.MAX_BYTES (4 MiB), refused."""
         ...
 
     def answers(self) -> bool:

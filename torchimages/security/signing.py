@@ -18,7 +18,6 @@ the reference and cosign's own error, never a traceback.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import os
@@ -32,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from torchimages import settings
-from torchimages.engine.docker_engine import index_platforms
 from torchimages.engine.process import run_cancellable
 
 PASSWORD = "COSIGN_PASSWORD"
@@ -189,12 +187,10 @@ def key_problem(key: Path, cosign: str | None = None, timeout_s: float = 60.0) -
 
 @dataclass(frozen=True)
 class Signer:
-    """Signs pushed digests with one key file (its password in COSIGN_PASSWORD); `docker`: the client that
-    reads an index back (buildx imagetools) to name it by digest."""
+    """Signs pushed digests with one key file (its password in COSIGN_PASSWORD)."""
 
     key: Path
     cosign: str = "cosign"
-    docker: str = "docker"
     timeout_s: float = COSIGN_TIMEOUT_S
 
     def sign(self, reference: str, cancelled: threading.Event | None = None) -> list[str]:
@@ -209,26 +205,6 @@ class Signer:
         if result.returncode != 0:
             return [f"{reference}: not signed: cosign sign failed: {_said(result)}"]
         return []
-
-    def index_digest(
-        self, reference: str, wanted: Mapping[str, str], cancelled: threading.Event | None = None
-    ) -> str | list[str]:
-        """The digest of the index `reference` names now, read once (its bytes hashed), checked to name
-        exactly `wanted` (platform -> digest, as verified): what is signed is what was checked. Else the
-        problems."""
-        cmd = [self.docker, "buildx", "imagetools", "inspect", "--raw", reference]
-        result = _run(cmd, cancelled, self.timeout_s)
-        if isinstance(result, str):
-            return [f"{reference}: the index could not be read to sign it: {result}"]
-        if result.returncode != 0:
-            return [f"{reference}: the index could not be read to sign it: {_said(result)}"]
-        try:
-            found = index_platforms(json.loads(result.stdout))
-        except ValueError:
-            found = None
-        if found != dict(wanted):
-            return [f"{reference}: not signed: the registry's index names {found or 'no index'}, not {dict(wanted)}"]
-        return "sha256:" + hashlib.sha256(result.stdout).hexdigest()
 
 
 def public_key_problem(data: bytes) -> str | None:

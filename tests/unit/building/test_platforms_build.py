@@ -10,16 +10,18 @@ tag the public name locally, skip the read-back or the pull-back) and a test her
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.fakes import FakeEngine, Raw, machine_answer, probe_answer
+from tests.fakes import OCI_INDEX, OCI_MANIFEST, FakeEngine, Raw, image_manifest, machine_answer, probe_answer
 from tests.unit.building.test_builder import bake_into, promote, run
 from torchimages import compat, platforms
-from torchimages.building import bootstrap, index
+from torchimages.building import bootstrap, index, staging
 from torchimages.building.builder import Builder
 from torchimages.building.references import Baked
 from torchimages.building.requests import BuildOptions
@@ -50,6 +52,7 @@ ARM64: Raw = probe_answer(
     machine=machine_answer("aarch64", ("/usr/bin/python3.11", "aarch64"), (f"{SITE}/lib/libtorch_cpu.so", "aarch64")),
 )
 REPOSITORY = "registry.example.org/torchimages/pytorch"
+UNKNOWN = {"os": "unknown", "architecture": "unknown"}  # BuildKit's attestation manifests' platform
 
 
 @pytest.fixture
@@ -96,11 +99,15 @@ def test_the_index_is_written_once_both_platforms_passed_and_read_back(
     assert engine.tagged == [f"{REPOSITORY}:{tag}-amd64", f"{REPOSITORY}:{tag}-arm64"]
     assert engine.pushed == engine.tagged
     ((repository, names, sources),) = [args for call, args in engine.calls if call == "create_index"]
-    assert (repository, names[0]) == (REPOSITORY, tag)
+    (staged,) = names  # written under a temporary tag first, never under a public name
+    assert repository == REPOSITORY and staged.startswith(staging.PREFIX) and staged.endswith(f"-{tag}")
     wanted = {"linux/amd64": engine.manifests[engine.tagged[0]], "linux/arm64": engine.manifests[engine.tagged[1]]}
     assert sources == tuple(f"{REPOSITORY}@{digest}" for digest in wanted.values())
-    assert all(engine.indexes[f"{REPOSITORY}:{name}"] == wanted for name in names)  # the tag and each alias
-    assert [c for c, a in engine.calls if c == "index_manifests"] == ["index_manifests"] * len(names)
+    public = selection[0].combination.image("runtime").names
+    assert len(public) == 2 and all(engine.indexes[f"{REPOSITORY}:{name}"] == wanted for name in public)
+    index = engine.tags_served[f"{REPOSITORY}:{staged}"]
+    moves = [args for call, args in engine.calls if call == "point_tag"]
+    assert moves == [(REPOSITORY, name, index) for name in public]  # the tag, then its alias
     assert engine.pulled == [f"{REPOSITORY}@{digest}" for digest in wanted.values()]
     assert f"{REPOSITORY}:{tag} names the index of linux/amd64 and linux/arm64" in outcomes[0].detail
     # the index is annotated with the OCI labels both platforms' images carry alike (here: the build's `--label`s)
@@ -144,14 +151,23 @@ def test_without_push_there_is_no_public_tag_and_the_outcome_says_where_each_ima
     assert f"{REPOSITORY}:{tag} (an index) is written by --push; here: {REPOSITORY}:{tag}-amd64" in outcomes[0].detail
 
 
-def test_an_index_the_registry_does_not_hold_as_written_fails_both(
-    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_an_index_the_registry_does_not_hold_as_written_fails_both_and_no_public_tag_names_it(
+    selection: list[plan.Selected], tmp_path: Path
 ) -> None:
     engine = engine_holding()
-    monkeypatch.setattr(engine, "index_manifests", lambda reference: {"linux/amd64": "sha256:" + "1" * 64})
+    written = engine.create_index
+
+    def create_index(repository: str, names: Sequence[str], sources: Sequence[str], annotations: Any = ()) -> list[str]:
+        return written(repository, names, sources[:1], annotations)  # the registry keeps linux/amd64's alone
+
+    engine.create_index = create_index  # type: ignore[method-assign]
     outcomes = run(engine, selection, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["failed", "failed"]
-    assert all("index not written" in o.detail and "in the registry names" in o.detail for o in outcomes)
+    assert all("index not written" in o.detail and "; wanted linux/amd64" in o.detail for o in outcomes)
+    assert "the public tags were left as they were" in outcomes[0].detail
+    assert [c for c, _ in engine.calls if c == "point_tag"] == []
+    public = selection[0].combination.image("runtime").names
+    assert not [name for name in public if f"{REPOSITORY}:{name}" in engine.tags_served]
 
 
 def test_an_image_pulled_back_that_is_not_the_one_verified_fails_both(
@@ -179,25 +195,43 @@ def test_a_refused_index_fails_both_and_says_why(selection: list[plan.Selected],
     assert "index not written:\n    unknown: Method not allowed" in outcomes[1].detail
 
 
-def in_registry(engine: FakeEngine, image: Image, labels: dict[str, str] | None = None) -> str:
-    """`image` as a build elsewhere pushed it under its own tag: in the registry, pullable; its manifest digest."""
-    digest = "sha256:" + hashlib.sha256(image.platform_reference.encode()).hexdigest()
-    info = ImageInfo(
-        image.platform_reference,
-        "sha256:" + hashlib.sha256(image.platform.encode()).hexdigest(),
-        image.label_map() if labels is None else labels,
-        {},
-        "",
-        (),
-        repo_digests=(f"{image.repository}@{digest}",),
-    )
-    engine.registry[image.platform_reference] = ({}, info.id)
-    engine.registry[f"{image.repository}@{digest}"] = ({}, info.id)
+def in_registry(
+    engine: FakeEngine,
+    image: Image,
+    labels: dict[str, str] | None = None,
+    as_index: bool = False,
+    image_id: str = "",
+) -> str:
+    """`image` as a build elsewhere pushed it under its own tag: in the registry, pullable by digest; its image
+    manifest's digest. `as_index`: pushed as BuildKit pushes an image with its attestation, an index of both;
+    `image_id`: its id (default: one of its platform)."""
+    image_id = image_id or "sha256:" + hashlib.sha256(image.platform.encode()).hexdigest()
+    raw = image_manifest(image_id, image.platform_reference)
+    digest = engine.serve(image.repository, raw, () if as_index else (image.platform_tag,))
+    if as_index:
+        attestation = image_manifest("sha256:" + "a" * 64, f"attestation of {image.platform_reference}")
+        index = {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                entry(digest, len(raw), {"os": "linux", "architecture": platforms.arch(image.platform)}),
+                {
+                    **entry(engine.serve(image.repository, attestation), len(attestation), UNKNOWN),
+                    "annotations": {"vnd.docker.reference.type": "attestation-manifest"},
+                },
+            ],
+        }
+        engine.serve(image.repository, json.dumps(index).encode(), (image.platform_tag,))
+    pinned = f"{image.repository}@{digest}"
+    engine.registry[pinned] = ({}, image_id)
     engine.platform_of[digest] = image.platform
-    engine.details[image.platform_reference] = info
-    engine.images[image.platform_reference] = dict(info.labels)
-    engine.ids[image.platform_reference] = info.id
+    engine.add(ImageInfo(pinned, image_id, image.label_map() if labels is None else labels, {}, "", ()))
     return digest
+
+
+def entry(digest: str, size: int, platform: dict[str, str], media_type: str = OCI_MANIFEST) -> dict[str, Any]:
+    """One manifest of an index, as buildx and BuildKit write it."""
+    return {"mediaType": media_type, "digest": digest, "size": size, "platform": platform}
 
 
 def test_join_writes_the_index_of_the_platforms_images_the_registry_holds(selection: list[plan.Selected]) -> None:

@@ -5,7 +5,7 @@ saying its tags were pushed), and the refusals before anything starts. cosign an
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import shutil
 import threading
@@ -19,6 +19,7 @@ from tests.fakes import FakeEngine
 from torchimages import engine as engine_package
 from torchimages.building.builder import Builder
 from torchimages.building.requests import BuildOptions
+from torchimages.engine import ImageInfo
 from torchimages.planning import plan
 from torchimages.security import signing
 from torchimages.security.signing import Signer
@@ -175,27 +176,6 @@ def test_output_naming_no_single_digest_names_none(output: bytes) -> None:
     assert signing.signed_digest(output) is None
 
 
-INDEX = {
-    "mediaType": "application/vnd.oci.image.index.v1+json",
-    "manifests": [
-        {"digest": "sha256:" + "1" * 64, "platform": {"os": "linux", "architecture": "amd64"}},
-        {"digest": "sha256:" + "2" * 64, "platform": {"os": "linux", "architecture": "arm64"}},
-    ],
-}
-WANTED = {"linux/amd64": "sha256:" + "1" * 64, "linux/arm64": "sha256:" + "2" * 64}
-
-
-def test_an_index_is_named_by_the_digest_of_the_bytes_checked(tmp_path: Path) -> None:
-    raw = json.dumps(INDEX)
-    docker = programs(tmp_path / "bin", docker=f"printf '%s' '{raw}'\n") / "docker"
-    signer = Signer(Path("k"), docker=str(docker))
-    assert signer.index_digest("r/a:1", WANTED) == "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
-    refused = signer.index_digest("r/a:1", {"linux/amd64": WANTED["linux/amd64"]})
-    assert isinstance(refused, list)
-    (problem,) = refused
-    assert problem.startswith("r/a:1: not signed: the registry's index names"), problem
-
-
 @dataclass(frozen=True)
 class RecordingSigner(Signer):
     """Records what it is asked to sign; refuses with `refusal` when given."""
@@ -208,11 +188,13 @@ class RecordingSigner(Signer):
         return [f"{reference}: not signed: {self.refusal}"] if self.refusal else []
 
 
-def build(write_matrix: Callable[[str], Path], tmp_path: Path, signer: Signer) -> tuple[FakeEngine, list[str], list]:  # type: ignore[type-arg]
+def build(
+    write_matrix: Callable[[str], Path], tmp_path: Path, signer: Signer, engine: FakeEngine | None = None
+) -> tuple[FakeEngine, list[str], list]:  # type: ignore[type-arg]
     from tests.unit.building.test_builder import HOLDS
 
     selected = plan.select(plan.load(write_matrix("matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n")), [])
-    engine = FakeEngine(HOLDS["2.7.0"])
+    engine = engine or FakeEngine(HOLDS["2.7.0"])
     options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs", push=True, signer=signer)
     outcomes = Builder(engine, options, out=lambda _: None).build(selected)
     return engine, [f"{i.repository}@{engine.manifests[i.reference]}" for s in selected for i in s.images], outcomes
@@ -236,6 +218,28 @@ def test_a_failed_signature_fails_the_image_and_says_its_tags_were_pushed(
         assert "pushed, not signed: the registry holds its tags without a signature" in o.detail, o.detail
         assert "cosign sign failed: x" in o.detail
     assert engine.pushed  # the tags are there: the outcome says so rather than pretend otherwise
+
+
+class Forgetful(FakeEngine):
+    """An engine that pushes, but records no digest of what it pushed (no RepoDigests)."""
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        found = super().inspect(reference)
+        return dataclasses.replace(found, repo_digests=()) if found else None
+
+
+def test_a_pushed_image_whose_digest_the_engine_did_not_record_is_pushed_not_signed(
+    write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from tests.unit.building.test_builder import HOLDS
+
+    signer = RecordingSigner(Path("cosign.key"))
+    engine, _, outcomes = build(write_matrix, tmp_path, signer, Forgetful(HOLDS["2.7.0"]))
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    for o in outcomes:
+        said = f"{o.image.reference}: pushed, not signed: the registry holds its tags without a signature"
+        assert f"{said} (the engine recorded no digest of it)" in o.detail, o.detail
+    assert signer.signed == [] and engine.pushed  # nothing signed, and the outcome says the tags are there
 
 
 @pytest.fixture
