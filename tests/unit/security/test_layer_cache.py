@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import tarfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from torchimages.security.layer_cache import LayerCache
 from torchimages.security.layers import Layer
 from torchimages.security.leaks import Hit, Secret, secrets_of
 from torchimages.security.model import Scan
+from torchimages.security.tarstream import Source
 
 LIMIT = 1 << 20
 RUNTIME = [layer(*BASE), layer(("opt/venv/bin/python", b"ELF"), ("root/.netrc", NETRC))]
@@ -44,13 +44,13 @@ DEVEL = [*RUNTIME, layer(("usr/local/cuda/bin/nvcc", b"ELF"), ("home/u/.ssh/id_r
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """How many layer tarballs the scan parsed with tarfile (one entry per read_layer call)."""
+    """How many layer tarballs the scan parsed (one entry per read_layer call)."""
     calls: list[int] = []
     real = layers.read_layer
 
-    def counted(tar: tarfile.TarFile, secrets: Sequence[Secret]) -> Layer:
+    def counted(source: Source, secrets: Sequence[Secret]) -> Layer:
         calls.append(1)
-        return real(tar, secrets)
+        return real(source, secrets)
 
     monkeypatch.setattr(layers, "read_layer", counted)
     yield calls

@@ -4,11 +4,13 @@ stray files in any layer, a file deleted by a later layer still found in its own
 
 from __future__ import annotations
 
+import base64
 import datetime
 import gzip
 import hashlib
 import io
 import json
+import random
 import tarfile
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from torchimages.engine import EngineError
-from torchimages.security import allowlist, gate, layers, leaks
+from torchimages.security import allowlist, gate, layers
 from torchimages.security.model import FAILED, SECRETS, Finding, Scan
 
 REFERENCE = "torchimages-tmp/x:1"
@@ -240,10 +242,49 @@ def test_certificates_and_public_keys_are_no_private_keys(content: bytes) -> Non
     assert keys(scan(layer(("etc/ssl/certs/x.pem", content)))) == []
 
 
-def test_a_private_key_is_looked_for_only_in_the_first_kb_of_a_small_file() -> None:
-    late = b"x" * leaks.HEAD + PEM_KEY
-    big = PEM_KEY + b"\0" * leaks.KEY_MAX
-    assert keys(scan(layer(("opt/a.key", late), ("opt/big.bin", big)))) == []
+def pem(label: str, body_bytes: int, seed: int = 0) -> bytes:
+    """A PEM block of real size: `body_bytes` of (deterministic) DER in base64, 64 characters a line."""
+    body = base64.b64encode(random.Random(seed).randbytes(body_bytes)).decode()
+    lines = "\n".join(body[at : at + 64] for at in range(0, len(body), 64))
+    return f"-----BEGIN {label}-----\n{lines}\n-----END {label}-----\n".encode()
+
+
+RSA_4096 = pem("RSA PRIVATE KEY", 2348)  # what `openssl genrsa 4096` writes: about 3.2 KB
+CHAIN = b"".join(pem("CERTIFICATE", 1400, seed) for seed in (1, 2, 3))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        RSA_4096,
+        CHAIN + RSA_4096,  # a bundle: the chain, then the key
+        CHAIN + pem("PRIVATE KEY", 1218),
+        b"x" * 5_000_000 + pem("ENCRYPTED PRIVATE KEY", 1300),  # at the end of a large file
+        bytes(range(256)) * 20_000 + pem("EC PRIVATE KEY", 121) + bytes(1000),
+        pem("PGP PRIVATE KEY BLOCK", 900).replace(b"-----\n", b"-----\nVersion: GnuPG v2\n\n", 1),
+        b"-----BEGIN DSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B2C3D\n\nMIIBuwIBAAKBgQCk",
+        b'{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0B\\n"}',
+    ],
+    ids=["rsa-4096", "after-chain", "pkcs8-after-chain", "end-of-5MB", "binary", "pgp", "encrypted-dsa", "json"],
+)
+def test_a_private_key_is_found_in_a_file_of_any_size_wherever_it_is(content: bytes) -> None:
+    result = scan(layer(("opt/app/bundle.pem", content)))
+    assert keys(result) == ["/opt/app/bundle.pem"]
+    assert "a private key (-----BEGIN " in result.findings[0].detail
+
+
+def test_a_key_split_between_two_chunks_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(layers, "CHUNK", 4096)
+    for cut in (4096 - 30, 4096 - 5, 4096 + 3):  # inside the BEGIN line, at its end, in the body
+        content = b"x" * (cut - 10) + RSA_4096
+        assert keys(scan(layer(("opt/a.bin", content)))) == ["/opt/a.bin"], cut
+
+
+def test_a_library_that_only_names_the_key_lines_holds_no_key() -> None:
+    libssh2 = b"\x7fELF" + b"\0" * 64 + b"-----BEGIN RSA PRIVATE KEY-----\0-----END RSA PRIVATE KEY-----\0"
+    source = b'_PKCS1_MARKER = ("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----")\n'
+    docs = b"-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----\n"
+    assert keys(scan(layer(("usr/lib/libssh2.so.1", libssh2), ("opt/rsa.py", source), ("opt/README", docs)))) == []
 
 
 @pytest.mark.parametrize(
@@ -288,10 +329,24 @@ def test_a_build_secret_s_content_is_found_under_another_name(tmp_path: Path) ->
     assert finding.subject.startswith("layer 2 of 2 ")
 
 
-def test_a_file_that_holds_a_secret_among_more_is_not_its_whole_content(tmp_path: Path) -> None:
-    bundle = tmp_path / "ca.pem"
-    bundle.write_bytes(CERTIFICATE)
-    assert keys(scan(layer(("etc/ssl/certs/all.pem", CERTIFICATE * 2)), secret_files=(bundle,))) == []
+def test_a_build_secret_inside_another_file_is_found(tmp_path: Path) -> None:
+    pipconf = tmp_path / "pip.conf"
+    pipconf.write_bytes(b"[global]\nindex-url = https://build:tok3n-0123456789@pypi.example.org/simple\n")
+    appended = b"# the image's own settings\n[install]\nno-cache-dir = true\n" + pipconf.read_bytes() + b"\n# end\n"
+    login_only = b"TOKEN=tok3n-0123456789\n"
+    leaked = layer(("etc/xdg/pip/pip.conf.d/all", appended), ("opt/app/.env", login_only))
+    found = {f.key: f.detail for f in scan(leaked, secret_files=(pipconf,)).findings}
+    assert found == {
+        "/etc/xdg/pip/pip.conf.d/all": "/etc/xdg/pip/pip.conf.d/all: the content of the build's secret pip.conf",
+        "/opt/app/.env": "/opt/app/.env: a login from the build's secret pip.conf",
+    }
+
+
+def test_a_short_secret_is_matched_only_as_a_whole_file(tmp_path: Path) -> None:
+    short = tmp_path / "uv.toml"
+    short.write_bytes(b"x = 1\n")  # too short to search for: it would be in many files by chance
+    found = scan(layer(("etc/a", b"x = 1\n"), ("etc/b", b"y = 2\nx = 1\n")), secret_files=(short,))
+    assert keys(found) == ["/etc/a"]
 
 
 def test_an_empty_secret_file_matches_nothing(tmp_path: Path) -> None:
