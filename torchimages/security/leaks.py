@@ -183,10 +183,29 @@ def image_path(name: str) -> str:
     return posixpath.normpath("/" + name.lstrip("/")).replace("//", "/")
 
 
+def _by_last_name(rules: Sequence[CredentialFile]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """The rules (their places in `rules`) by their last component when it is a plain name, and those whose last
+    component is a pattern: a path's name picks the few rules it can match."""
+    named: dict[str, tuple[int, ...]] = {}
+    patterned: list[int] = []
+    for at, rule in enumerate(rules):
+        last = rule.suffix[-1]
+        if any(c in last for c in "*?["):
+            patterned.append(at)
+        else:
+            named[last] = (*named.get(last, ()), at)
+    return named, tuple(patterned)
+
+
+_NAMED, _PATTERNED = _by_last_name(CREDENTIAL_FILES)
+
+
 def credential_rule(path: str) -> CredentialFile | None:
-    """The credentials file a path is, by its last components (content marks aside)."""
+    """The credentials file a path is, by its last components (content marks aside); the first rule of
+    CREDENTIAL_FILES that matches."""
     parts = path.split("/")
-    for rule in CREDENTIAL_FILES:
+    for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
+        rule = CREDENTIAL_FILES[at]
         tail = parts[-len(rule.suffix) :]
         if len(tail) != len(rule.suffix):
             continue

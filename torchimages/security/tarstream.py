@@ -39,6 +39,7 @@ ZERO = bytes(BLOCK)
 SPECIAL_MAX = 1 << 20  # bytes of a PAX header or a GNU long name or link: Go refuses more (maxSpecialFileSize)
 NAME_MAX = 4096  # bytes of a name or link target (Linux's PATH_MAX): the engine cannot create a longer one
 SKIP = 1 << 20  # bytes read at once when skipping content
+AHEAD = 64 << 10  # bytes read ahead of the reader (headers and small files come from one read of the source)
 
 HEADER_ONLY = frozenset("123456")  # hard link, symlink, char and block device, folder, FIFO: no content
 DECIMAL = re.compile(rb"[+-]?[0-9]+")  # Go's strconv.ParseInt(s, 10, 64): a sign, ASCII digits, nothing else
@@ -299,6 +300,8 @@ class TarStream:
 
     def __init__(self, source: Source) -> None:
         self.source = source
+        self.ahead = b""  # bytes read from the source; those from `at` on not consumed yet
+        self.at = 0
         self.offset = 0  # bytes of the stream consumed
         self.remaining = 0  # content bytes of the current entry not read yet
         self.padding = 0
@@ -308,7 +311,17 @@ class TarStream:
     # reading the source
 
     def _take(self, size: int) -> bytes:
-        data = read_full(self.source, size)
+        """The next `size` bytes of the stream (fewer only at its end), through the read-ahead."""
+        start = self.at
+        if size <= len(self.ahead) - start:
+            self.at += size
+            data = self.ahead[start : self.at]
+        elif size - (len(self.ahead) - start) >= AHEAD:
+            data = self.ahead[start:] + read_full(self.source, size - (len(self.ahead) - start))
+            self.ahead, self.at = b"", 0
+        else:
+            self.ahead = self.ahead[start:] + read_full(self.source, AHEAD)
+            data, self.at = self.ahead[:size], min(size, len(self.ahead))
         self.offset += len(data)
         return data
 
