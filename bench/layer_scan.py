@@ -70,13 +70,14 @@ def synthetic_layers(megabytes: int) -> list[bytes]:
     zeros as shared libraries have), a gzip'd layer of both; a netrc and a private key planted."""
     rng = random.Random(0)
     words = [rng.randbytes(rng.randint(2, 9)).hex().encode() for _ in range(2000)]
-    small, budget = [], megabytes * (1 << 20) // 3
+    small: list[tuple[str, bytes]] = []
+    budget = megabytes * (1 << 20) // 3
     while budget > 0:
         text = b" ".join(rng.choices(words, k=rng.randint(50, 2000))) + b"\n"
         small.append((f"opt/venv/lib/python3.11/site-packages/p{len(small) // 50}/m{len(small)}.py", text))
         budget -= len(text)
     small.append(("root/.netrc", b"machine example.org login u password p\n"))
-    large = []
+    large: list[tuple[str, bytes]] = []
     for at in range(max(1, megabytes // 2 // 50)):
         size = 50 << 20
         large.append((f"usr/lib/x86_64-linux-gnu/lib{at}.so", rng.randbytes(size // 2) + bytes(size // 2)))
