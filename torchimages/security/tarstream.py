@@ -305,7 +305,8 @@ class TarStream:
         self.offset = 0  # bytes of the stream consumed
         self.remaining = 0  # content bytes of the current entry not read yet
         self.padding = 0
-        self.count = 0
+        self.count = 0  # headers read
+        self.header_at = 0  # where the header being read starts
         self.current: Entry | None = None
 
     # reading the source
@@ -368,77 +369,76 @@ class TarStream:
         """Set up the content of an entry just read (Go's handleRegularFile)."""
         content = 0 if header_only else size
         if content < 0:
-            raise TarError(f"a header with a negative size at byte {self.offset - BLOCK}")
+            raise TarError("a header with a negative size")
         self.remaining, self.padding = content, -content % BLOCK
 
     # the entries
 
     def __iter__(self) -> Iterator[Entry]:
-        while (entry := self._next()) is not None:
+        while (entry := self._located()) is not None:
             self.current = entry
             yield entry
         self.current = None
         self._rest()
 
+    def _located(self) -> Entry | None:
+        """The next entry (`_next`); its TarError says where (the header's number and offset)."""
+        self.header_at = self.offset
+        try:
+            return self._next()
+        except TarError as exc:
+            raise TarError(f"entry {self.count} (at byte {self.header_at}): {exc}") from None
+
     def _next(self) -> Entry | None:
         """The next entry as Go's Reader.Next returns it, None at the end."""
-        if not self._skip():
-            return None
         records: dict[str, bytes] = {}
         long_name = long_link = b""
         while True:
-            offset = self.offset
+            if not self._skip():  # what is left of the entry before, and its padding
+                return None
+            self.header_at = self.offset
             block = self._block()
             if block is None:
                 return None
+            self.count += 1
             if block == ZERO:
                 second = self._block()
                 if second is None or second == ZERO:
                     return None
-                raise TarError(f"a zero block, then a header, at byte {offset}")
-            self.count += 1
-            try:
-                header = parse_header(block)
-            except TarError as exc:
-                raise TarError(f"entry {self.count} (at byte {offset}): {exc}") from None
+                raise TarError("a zero block, then a header")
+            header = parse_header(block)
             self._start(header.size, header.type in HEADER_ONLY)
-            where = f"entry {self.count} (at byte {offset})"
             if header.type in ("x", "g"):
-                found = pax_records(self._special(header.size, f"{where}, a PAX header,"))
+                found = pax_records(self._special(header.size, "a PAX header"))
                 if header.type == "g":  # its records apply to nothing; the engine ignores it
-                    return Entry(decoded(header.name), "", "g", 0, self.count, offset)
+                    return Entry(decoded(header.name), "", "g", 0, self.count, self.header_at)
                 records = found
                 continue
             if header.type in ("L", "K"):
-                text = cstring(self._special(header.size, f"{where}, a GNU long name,"))
+                text = cstring(self._special(header.size, "a GNU long name"))
                 long_name, long_link = (text, long_link) if header.type == "L" else (long_name, text)
                 continue
-            return self._entry(header, records, long_name, long_link, offset)
+            return self._entry(merged(header, records), records, long_name, long_link)
 
-    def _entry(self, header: Header, records: dict[str, bytes], long_name: bytes, long_link: bytes, at: int) -> Entry:
-        """A file's entry: PAX records and GNU long names applied, its type settled, its content set up."""
-        where = f"entry {self.count} (at byte {at})"
-        try:
-            header = merged(header, records)
-        except TarError as exc:
-            raise TarError(f"{where}: {exc}") from None
+    def _entry(self, header: Header, records: dict[str, bytes], long_name: bytes, long_link: bytes) -> Entry:
+        """A file's entry: GNU long names applied over its merged header, its type settled, content set up."""
         name = long_name or header.name
         link = long_link or header.link
         kind = header.type
         if kind == "\0":
             kind = "5" if name.endswith(b"/") else "0"
             if kind == "5" and header.size:
-                raise TarError(f"{where}: an old-style entry read as a folder, with {header.size} bytes of content")
+                raise TarError(f"an old-style entry read as a folder, with {header.size} bytes of content")
         if kind == "S":
-            raise TarError(f"{where}: a GNU sparse file, which the engine does not apply")
+            raise TarError("a GNU sparse file, which the engine does not apply")
         if sparse(records):
-            raise TarError(f"{where}: a sparse file (GNU's PAX sparse format), which this check does not read")
+            raise TarError("a sparse file (GNU's PAX sparse format), which this check does not read")
         self._start(header.size, kind in HEADER_ONLY)
-        return Entry(self._name(name, where), self._name(link, where), kind, self.remaining, self.count, at)
+        return Entry(self._name(name), self._name(link), kind, self.remaining, self.count, self.header_at)
 
-    def _name(self, name: bytes, where: str) -> str:
+    def _name(self, name: bytes) -> str:
         if len(name) > NAME_MAX:
-            raise TarError(f"{where}: a name of {len(name)} bytes (the engine creates at most {NAME_MAX})")
+            raise TarError(f"a name of {len(name)} bytes (the engine creates at most {NAME_MAX})")
         return decoded(name)
 
     def _rest(self) -> None:
