@@ -22,6 +22,7 @@ from torchimages.security import allowlist, gate, layers
 from torchimages.security.model import FAILED, SECRETS, Finding, Scan
 
 REFERENCE = "torchimages-tmp/x:1"
+PY_TEST_KEY = "opt/venv/lib/python3.11/site-packages/tornado/test/test.key"
 BASE = (("etc/os-release", b'ID=debian\nVERSION_ID="12"\n'), ("root/", None), ("root/.bashrc", b"# bash\n"))
 NETRC = b"machine pypi.example.org login user password s3cret\n"
 PEM_KEY = b"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
@@ -181,6 +182,23 @@ CREDENTIALS = [
     ("home/torch/.config/pip/pip.conf", b"[global]\nextra-index-url = https://token@pypi.example.org/simple\n"),
     ("opt/venv/pip.conf", b"[global]\nindex-url = https://u:p@pypi.example.org/simple\n"),
     ("etc/uv/uv.toml", b'[[index]]\nurl = "https://user:pass@pypi.example.org/simple"\n'),
+    ("home/torch/_netrc", NETRC),
+    ("root/.pgpass", b"db.example.org:5432:*:app:s3cret\n"),
+    ("root/.my.cnf", b"[client]\nuser = app\npassword = s3cret\n"),
+    ("srv/app/.git/config", b'[remote "origin"]\n\turl = https://oauth2:glpat-x@gitlab.example.org/a.git\n'),
+    ("root/.config/git/credentials", b"https://user:token@github.com\n"),
+    ("root/.s3cfg", b"[default]\naccess_key = AKIA\nsecret_key = x\n"),
+    ("root/.boto", b"[Credentials]\ngs_secret_access_key = x\n"),
+    ("home/torch/.yarnrc.yml", b"npmAuthToken: npm_x\n"),
+    ("root/.m2/settings.xml", b"<servers><server><password>x</password></server></servers>"),
+    ("root/.cargo/credentials.toml", b'[registry]\ntoken = "cio_x"\n'),
+    ("root/.gem/credentials", b"---\n:rubygems_api_key: rubygems_x\n"),
+    ("root/.terraform.d/credentials.tfrc.json", b'{"credentials": {}}'),
+    ("root/.vault-token", b"hvs.x"),
+    ("root/.gnupg/private-keys-v1.d/0123ABCD.key", b"Key: (protected-private-key (rsa"),
+    ("root/.gnupg/secring.gpg", b"\x95\x03"),
+    ("root/.config/hub", b"github.com:\n- user: me\n  oauth_token: ghp_x\n"),
+    ("home/torch/.npmrc", b"# " + b"x" * 200_000 + b"\n//registry.npmjs.org/:_authToken=npm_x\n"),  # past 64 KiB
 ]
 
 
@@ -206,6 +224,12 @@ NEAR_CREDENTIALS = [
     ("home/torch/.npmrc", b"registry=https://registry.npmjs.org/\n"),
     ("etc/pip.conf", b"[global]\nindex-url = https://pypi.example.org/simple\ncert = /etc/ssl/x.pem\n"),
     ("etc/uv/uv.toml", b'[[index]]\nurl = "https://pypi.example.org/simple"\n# user@example.org\n'),
+    ("home/torch/.my.cnf", b"[client]\nuser = app\n"),
+    ("srv/app/.git/config", b'[remote "origin"]\n\turl = https://github.com/pytorch/pytorch.git\n'),
+    ("home/torch/.yarnrc.yml", b"nodeLinker: node-modules\n"),
+    ("home/torch/.m2/settings.xml", b"<settings><mirrors/></settings>"),
+    ("home/torch/.s3cfg", b"[default]\nhost_base = s3.example.org\n"),
+    ("home/torch/.gnupg/pubring.kbx", b"KBXf"),
 ]
 
 
@@ -393,6 +417,49 @@ def test_the_distribution_s_own_files_folders_and_empty_mount_targets_are_not_st
         ("rootfs/x", b"not /root"),
     )
     assert keys(scan(clean)) == []
+
+
+def link(name: str, target: str, kind: bytes = tarfile.LNKTYPE) -> bytes:
+    """A layer of one hard link (or symlink) entry, to be joined after a layer's files (no end blocks)."""
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info.tobuf(tarfile.PAX_FORMAT)
+
+
+def _joined(files: list[File], links: tuple[bytes, ...]) -> bytes:
+    body = layer(*files)
+    body = body[: len(body) - 10240] if len(body) >= 10240 and not any(body[-10240:]) else body
+    while body.endswith(bytes(512)):
+        body = body[:-512]
+    return body + b"".join(links) + bytes(1024)
+
+
+def test_a_hard_link_holds_its_target_s_content_at_its_own_path() -> None:
+    data = b"machine x login u password p\n"
+    found = scan(
+        _joined(
+            [("root/.netrc", NETRC), ("srv/blob", data), (PY_TEST_KEY, PEM_KEY)],
+            (link("opt/innocent", "root/.netrc"), link("home/u/.netrc", "srv/blob"), link("srv/tls.key", PY_TEST_KEY)),
+        )
+    ).findings
+    assert [(f.key, f.detail.removeprefix(f.key + ": ")) for f in found] == [
+        ("/root/.netrc", "a netrc file (logins and passwords)"),
+        ("/opt/innocent", "a hard link to /root/.netrc, a netrc file (logins and passwords)"),
+        ("/home/u/.netrc", "a netrc file (logins and passwords): a hard link to /srv/blob"),
+        ("/srv/tls.key", f"a hard link to /{PY_TEST_KEY}, a private key (-----BEGIN PRIVATE KEY-----)"),
+    ]
+
+
+def test_a_link_at_a_credentials_file_s_path_is_that_file_wherever_it_points() -> None:
+    links = (
+        link("home/u/.npmrc", "/etc/npm/defaults", tarfile.SYMTYPE),  # its target in another layer
+        link("root/.docker/config.json", "../../srv/auth.json", tarfile.LNKTYPE),
+        link("opt/key.pem", "secrets/key", tarfile.SYMTYPE),  # to a key of this layer: its content
+        link("opt/readme", "/usr/share/doc/x", tarfile.SYMTYPE),  # nothing
+    )
+    found = scan(_joined([("srv/auth.json", b"{}"), ("opt/secrets/key", PEM_KEY)], links)).findings
+    assert [f.key for f in found] == ["/opt/secrets/key", "/home/u/.npmrc", "/root/.docker/config.json", "/opt/key.pem"]
+    assert found[1].detail.endswith("an .npmrc with an auth token: a symbolic link to /etc/npm/defaults")
 
 
 def test_a_stray_symlink_is_a_leftover_too() -> None:
