@@ -40,7 +40,7 @@ import posixpath
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Protocol, cast
 
@@ -112,16 +112,16 @@ class Cache(Protocol):
 class Meter:
     """Wall time since it was made and bytes counted, against a bound of each (`what` names it)."""
 
-    def __init__(self, what: str, seconds: float, most: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.what, self.seconds, self.most, self.clock = what, seconds, most, clock
-        self.start = clock()
+    def __init__(self, what: str, seconds: float, most: int) -> None:
+        self.what, self.seconds, self.most = what, seconds, most
+        self.start = time.monotonic()
         self.count = 0
 
     def add(self, size: int) -> None:
         self.count += size
         if self.count > self.most:
             raise Exceeded(f"{self.what} passed its bound of {self.most} bytes read")
-        if self.clock() - self.start > self.seconds:
+        if time.monotonic() - self.start > self.seconds:
             raise Exceeded(f"{self.what} passed its bound of {self.seconds:g} s")
 
 
