@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Protocol, cast
 
+from torchimages import settings
 from torchimages.engine import Engine
 from torchimages.security.content import Facts, Search
 from torchimages.security.leaks import (
@@ -79,6 +80,14 @@ class Limits:
     image_bytes: int = 1 << 40
     layer_seconds: float = 1800.0
     layer_bytes: int = 256 << 30
+
+    @classmethod
+    def configured(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        """The bounds the settings give (TORCHIMAGES_SCAN_SECONDS and _BYTES: the image's; a layer's are half
+        the time and a quarter of the bytes); settings.SettingError on a bad value."""
+        seconds = settings.seconds("TORCHIMAGES_SCAN_SECONDS", environ)
+        most = settings.count("TORCHIMAGES_SCAN_BYTES", environ)
+        return cls(seconds, most, seconds / 2, max(1, most // 4))
 
 
 class Exceeded(Exception):

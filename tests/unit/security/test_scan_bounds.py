@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tests.fakes import FakeEngine
 from tests.unit.security.handmade import END, gnu_long, header, member, pad, pax
 from tests.unit.security.test_layers import NETRC, REFERENCE, RSA_4096, docker_26_save, layer
+from torchimages import settings as tool_settings
 from torchimages.security import layers
 from torchimages.security.layers import Limits
 from torchimages.security.leaks import secrets_of
@@ -245,3 +246,11 @@ def test_a_gzip_bomb_meets_the_layer_s_bound() -> None:
             packed.write(bytes(1 << 20))
     result = scan(bomb.getvalue(), Limits(layer_bytes=8 << 20))
     assert not result.scanned and "the layer passed its bound of 8388608 bytes read" in result.note
+
+
+def test_the_settings_give_the_bounds() -> None:
+    assert Limits.configured({}) == Limits(3600, 1 << 40, 1800, 1 << 38)
+    mine = Limits.configured({"TORCHIMAGES_SCAN_SECONDS": "60", "TORCHIMAGES_SCAN_BYTES": "4096"})
+    assert mine == Limits(60, 4096, 30, 1024)
+    with pytest.raises(tool_settings.SettingError, match="TORCHIMAGES_SCAN_SECONDS"):
+        Limits.configured({"TORCHIMAGES_SCAN_SECONDS": "0"})
