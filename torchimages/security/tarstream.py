@@ -61,7 +61,7 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry as Go returns it: `name` and `link` decoded (UTF-8; other bytes as `\\xNN`), `type` one
+    """One entry as Go returns it: `name` and `link` decoded (`decoded`: printable), `type` one
     character ('0' regular, '1' hard link, '2' symlink, '3'/'4' devices, '5' folder, '6' FIFO, 'g' a global
     PAX header, others as found), `size` the bytes of its content (0 when it has none), `number` its place
     (from 1) and `offset` its header's."""
@@ -181,7 +181,10 @@ def is_header(block: bytes) -> bool:
 
 
 def decoded(name: bytes) -> str:
-    return name.decode("utf-8", "backslashreplace")
+    """A name as text: UTF-8, other bytes as `\\xNN`; a name with control characters (a newline, a terminal
+    escape) escaped whole, so that no report or log prints them."""
+    text = name.decode("utf-8", "backslashreplace")
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 @dataclass(frozen=True)

@@ -207,3 +207,9 @@ def test_an_octal_field_of_the_outer_archive_and_of_a_layer_is_one_reader() -> N
     assert not tarstream.is_header(b"{" + bytes(511)) and not tarstream.is_header(header(b"x")[:100])
     with pytest.raises(TarError, match="entry 1"):
         entries(bytes(BAD_CHECKSUM))
+
+
+def test_names_are_printable_whatever_bytes_they_hold() -> None:
+    data = tar(member(b"tmp/a\nb\x1b[31m", b"x"), member(b"tmp/caf\xc3\xa9 \xff", b"y"))
+    assert [name for name, _, _ in entries(data)] == ["tmp/a\\nb\\x1b[31m", "tmp/café \\xff"]
+    assert all(f.key.isprintable() for f in scan(data).findings)
