@@ -1,7 +1,9 @@
 """One file's whole content searched as it streams past (leaks.py's content rules): a private key, the build's
 secrets and their logins, a credentials file's mark. The content comes in chunks; each is searched with the
 last bytes of the one before (the overlap: at least leaks.MATCH_MAX, and the longest needle), so what is split
-between two chunks is still found, and memory stays one chunk and the overlap whatever the file's size."""
+between two chunks is still found, and memory stays one chunk and the overlap whatever the file's size. A key
+is judged with what follows it (to know a published one), so one that starts in the overlap is judged with
+the next chunk, or at the file's end."""
 
 from __future__ import annotations
 
@@ -44,8 +46,8 @@ class Search:
         if self.hashed is not None:
             self.hashed.update(chunk)
         data = self.tail + chunk if self.tail else chunk
-        if self.key is None:
-            self.key = private_key(data)
+        if self.key is None:  # a key starting in the overlap is judged with the next chunk, or at the end
+            self.key = private_key(data, len(data) - self.overlap)
         if self.mark is not None and not self.marked:
             self.marked = self.mark.search(data) is not None
         for needle, what in self.needles:
@@ -54,6 +56,8 @@ class Search:
         self.tail = data[-self.overlap :]
 
     def facts(self) -> Facts:
+        if self.key is None:
+            self.key = private_key(self.tail)
         if self.hashed is not None:
             digest = self.hashed.hexdigest()
             for secret in self.whole:

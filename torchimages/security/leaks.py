@@ -31,7 +31,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-MATCH_MAX = 4096  # bytes: the longest match of any content pattern below (the search's chunk overlap)
+MATCH_MAX = 16384  # bytes: the longest match of any content pattern below, or key block (the chunks' overlap)
+KEY_BLOCK_MAX = 8192  # bytes from a key's BEGIN line to its END line looked at to know it for a published one
 NEEDLE_MIN = 12  # bytes: a secret's content or login shorter than this is not searched for inside files
 NEEDLE_MAX = 64 * 1024  # bytes: a secret larger than this is matched as a whole file (and its logins searched)
 
@@ -50,6 +51,20 @@ PEM_KEY = re.compile(
 )
 PUTTY_KEY = re.compile(rb"(PuTTY-User-Key-File-[0-9]{1,2}): [A-Za-z0-9@.-]{3,64}\r?\nEncryption: ")
 KEY_PATTERNS = ((b"-----BEGIN ", PEM_KEY), (b"PuTTY-User-Key-File-", PUTTY_KEY))  # (a literal it starts with, it)
+NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/=]")
+# Private keys published with the software that embeds them, by the sha256 of their body (base64 characters
+# between the BEGIN and END lines, `key_digest`): not anyone's secret. GnuTLS's FIPS self-test keys
+# (lib/crypto-selftests-pk.c), in libgnutls.so.30 of Debian 12 (3.7.9), Ubuntu 22.04 (3.7.3) and 24.04 (3.8.3).
+PUBLISHED_KEYS = frozenset(
+    {
+        "bf552d2ff30b20f0b0ee2bcc357a5ab68dbe899ae09a0071b097bee2d2434332",  # PRIVATE KEY (PKCS#8)
+        "cadf1e62661d5d21a7fce2c80b3319022ee366137e4b302a7ea78b7f17d6f599",  # PRIVATE KEY (PKCS#8)
+        "6d03bbf47115fad00d6f990593a6465ca693d0f6d797721cfc94b0190349b50d",  # PRIVATE KEY (PKCS#8)
+        "24a2416c5abbb67327599619c25906553b849d79cbc413e2a061f12de6718838",  # EC PRIVATE KEY (P-256)
+        "9ab6db67523ba6071fdb948b3ce38349ec08fb726f359abbbca33a3a84238ba2",  # DSA PRIVATE KEY
+        "f287c70b1db074fe73f73bfb1f09a8b0231e0d951d5bfd30a742bcb9de9195ab",  # RSA PRIVATE KEY
+    }
+)
 KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data"})
 # https://user:password@host: a URL's userinfo (group 1)
 USERINFO = re.compile(rb"[a-z][a-z0-9+.-]{0,30}://([^\s/@\"']{1,1024})@", re.IGNORECASE)
@@ -226,15 +241,27 @@ def python_test_data(path: str) -> bool:
     return False
 
 
-def private_key(data: bytes) -> str | None:
-    """The first private key in `data`, by its mark (`-----BEGIN OPENSSH PRIVATE KEY-----`), or None."""
+def key_digest(data: bytes, found: re.Match[bytes]) -> str | None:
+    """The sha256 of a PEM key's body (its base64 characters up to its END line), or None when its END line is
+    not within KEY_BLOCK_MAX bytes of its start."""
+    end = data.find(b"-----END " + found[1] + b"-----", found.end(1), found.start() + KEY_BLOCK_MAX)
+    return hashlib.sha256(NOT_BASE64.sub(b"", data[found.end(1) + 5 : end])).hexdigest() if end >= 0 else None
+
+
+def private_key(data: bytes, before: int | None = None) -> str | None:
+    """The mark of the first private key in `data` that starts before `before` (default: anywhere) and is not
+    one of PUBLISHED_KEYS (`-----BEGIN OPENSSH PRIVATE KEY-----`), or None. A key is judged with the
+    KEY_BLOCK_MAX bytes that follow its start, which `data` must hold unless it is the file's end."""
+    limit = len(data) if before is None else before
     for literal, pattern in KEY_PATTERNS:
-        at = data.find(literal)
-        while at >= 0:
+        at = data.find(literal, 0, limit + len(literal) - 1)
+        while 0 <= at < limit:
             found = pattern.match(data, at)
-            if found:
-                return f"-----BEGIN {found[1].decode()}-----" if pattern is PEM_KEY else f"{found[1].decode()}:"
-            at = data.find(literal, at + 1)
+            if found and pattern is PUTTY_KEY:
+                return f"{found[1].decode()}:"
+            if found and key_digest(data, found) not in PUBLISHED_KEYS:
+                return f"-----BEGIN {found[1].decode()}-----"
+            at = data.find(literal, at + 1, limit + len(literal) - 1)
     return None
 
 

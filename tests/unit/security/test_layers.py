@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from torchimages.engine import EngineError
-from torchimages.security import allowlist, gate, layers
+from torchimages.security import allowlist, gate, layers, leaks
 from torchimages.security.model import FAILED, SECRETS, Finding, Scan
 
 REFERENCE = "torchimages-tmp/x:1"
@@ -302,6 +302,20 @@ def test_a_key_split_between_two_chunks_is_found(monkeypatch: pytest.MonkeyPatch
     for cut in (4096 - 30, 4096 - 5, 4096 + 3):  # inside the BEGIN line, at its end, in the body
         content = b"x" * (cut - 10) + RSA_4096
         assert keys(scan(layer(("opt/a.bin", content)))) == ["/opt/a.bin"], cut
+
+
+def test_a_published_key_a_library_embeds_is_none_and_any_other_key_beside_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GnuTLS embeds its FIPS self-test keys in libgnutls.so.30 (leaks.PUBLISHED_KEYS): known by their body."""
+    published = pem("RSA PRIVATE KEY", 600, seed=7)
+    found = leaks.PEM_KEY.match(published)
+    assert found is not None
+    monkeypatch.setattr(leaks, "PUBLISHED_KEYS", frozenset({leaks.key_digest(published, found)}))
+    library = b"\x7fELF" + bytes(5000) + published + bytes(100) + published
+    assert keys(scan(layer(("usr/lib/libgnutls.so.30", library)))) == []
+    for other in (RSA_4096, published.replace(b"\n-----END", b"X\n-----END"), published[:-30]):  # changed, cut
+        assert keys(scan(layer(("usr/lib/libgnutls.so.30", library + other)))) == ["/usr/lib/libgnutls.so.30"]
 
 
 def test_a_library_that_only_names_the_key_lines_holds_no_key() -> None:
