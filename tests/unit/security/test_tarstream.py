@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from tests.fakes import FakeEngine
 from tests.unit.security.handmade import END, gnu_long, header, member, octal, pad, pax, record, tar
-from tests.unit.security.test_layers import NETRC, RSA_4096, keys, scan
-from torchimages.security import tarstream
+from tests.unit.security.test_layers import NETRC, REFERENCE, RSA_4096, docker_26_save, keys, scan
+from torchimages.security import gate, tarstream
 from torchimages.security.model import Scan
 from torchimages.security.tarstream import TarError, TarStream
 
@@ -213,3 +214,13 @@ def test_names_are_printable_whatever_bytes_they_hold() -> None:
     data = tar(member(b"tmp/a\nb\x1b[31m", b"x"), member(b"tmp/caf\xc3\xa9 \xff", b"y"))
     assert [name for name, _, _ in entries(data)] == ["tmp/a\\nb\\x1b[31m", "tmp/café \\xff"]
     assert all(f.key.isprintable() for f in scan(data).findings)
+
+
+def test_under_require_scan_a_layer_not_read_as_the_engine_reads_it_refuses_the_tag() -> None:
+    engine = FakeEngine()
+    engine.archives[REFERENCE] = docker_26_save([tar(CLEAN, bytes(512), PLANTED)])  # a zero block, then a header
+    options = gate.GateOptions(skip=frozenset({"os-updates", "python"}), require_scan=True)
+    verdict = gate.verdict(engine, "2.13.0-cpu-runtime", REFERENCE, options)
+    (problem,) = verdict.problems
+    assert problem.startswith("secrets: not scanned (") and "a zero block, then a header" in problem
+    assert problem.endswith("and --require-scan is given")
