@@ -7,13 +7,27 @@ Prints, per image and run: seconds, layers, layers read and layers taken from th
 findings equal the uncached scan's. The cache is a temporary folder, removed at the end; the images are only
 exported (`docker save`), never changed. Needs a Docker engine holding the images.
 Run: .venv/bin/python bench/layer_scan.py IMAGE [IMAGE ...] [--no-baseline] [--docker PATH]
+
+Without Docker, `--synthetic MB` writes a `docker save` archive of about MB megabytes to a temporary file (a
+layer of many small text files as site-packages has, one of large binaries, one gzip'd, two planted
+findings) and times reading it (`layers.read_archive`, the scan's part after the export) `--runs` times, best
+and median, without and with the hashing a cache asks for. Only functions every version of layers.py has
+are called, so PYTHONPATH may name another checkout's package to time it on the same archive.
+Run: .venv/bin/python bench/layer_scan.py --synthetic 600 [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
+import io
+import json
+import random
 import re
+import statistics
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -41,13 +55,91 @@ def row(reference: str, run: str, seconds: float, found: Scan, same: bool | None
     return f"{reference:<48} {run:<9} {seconds:8.2f} s  {counts}  {agrees} {scanned}".rstrip()
 
 
+def _tar(files: list[tuple[str, bytes]]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in files:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def synthetic_layers(megabytes: int) -> list[bytes]:
+    """Three layer tarballs of about `megabytes` in all: small text files (a third), large binaries (half, part
+    zeros as shared libraries have), a gzip'd layer of both; a netrc and a private key planted."""
+    rng = random.Random(0)
+    words = [rng.randbytes(rng.randint(2, 9)).hex().encode() for _ in range(2000)]
+    small: list[tuple[str, bytes]] = []
+    budget = megabytes * (1 << 20) // 3
+    while budget > 0:
+        text = b" ".join(rng.choices(words, k=rng.randint(50, 2000))) + b"\n"
+        small.append((f"opt/venv/lib/python3.11/site-packages/p{len(small) // 50}/m{len(small)}.py", text))
+        budget -= len(text)
+    small.append(("root/.netrc", b"machine example.org login u password p\n"))
+    large: list[tuple[str, bytes]] = []
+    for at in range(max(1, megabytes // 2 // 50)):
+        size = 50 << 20
+        large.append((f"usr/lib/x86_64-linux-gnu/lib{at}.so", rng.randbytes(size // 2) + bytes(size // 2)))
+    key = b"-----BEGIN PRIVATE KEY-----\n" + b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 40 + b"\n-----END PRIVATE KEY-----\n"
+    large.append(("srv/tls/bundle.pem", rng.randbytes(1 << 20) + key))
+    packed = gzip.compress(_tar(small[: len(small) // 6]), compresslevel=1, mtime=0)
+    return [_tar(small), _tar(large), packed]
+
+
+def synthetic_archive(tarballs: list[bytes]) -> bytes:
+    """Docker 25+'s layout: the layer blobs, the configuration, manifest.json last."""
+
+    def digest(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    diff_ids = [digest(gzip.decompress(t) if t[:2] == b"\x1f\x8b" else t) for t in tarballs]
+    config = json.dumps({"rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]}}).encode()
+    names = [f"blobs/sha256/{digest(t)}" for t in tarballs]
+    manifest = json.dumps([{"Config": f"blobs/sha256/{digest(config)}", "Layers": names}]).encode()
+    return _tar(
+        [*zip(names, tarballs, strict=True), (f"blobs/sha256/{digest(config)}", config), ("manifest.json", manifest)]
+    )
+
+
+def synthetic(megabytes: int, runs: int) -> int:
+    """Time reading a synthetic archive (see the module)."""
+    archive = synthetic_archive(synthetic_layers(megabytes))
+    print(f"synthetic archive: {len(archive) / (1 << 20):.0f} MiB, 3 layers", flush=True)
+    with tempfile.NamedTemporaryFile(prefix="layer-scan-bench-") as file:
+        file.write(archive)
+        file.flush()
+        del archive
+        for label, known in (("no cache", None), ("hashed", {})):
+            times = []
+            for _ in range(runs):
+                with open(file.name, "rb") as stream:
+                    start = time.monotonic()
+                    read = layers.read_archive(stream, (), known)
+                    found, problems = layers.findings(read, layers.layer_order(read))
+                    times.append(time.monotonic() - start)
+            keys = sorted({f.key for f in found})
+            print(
+                f"{label:<9} best {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
+                f"({runs} runs)  findings {keys}  problems {problems}",
+                flush=True,
+            )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="time the layer scan of images without, then with its cache")
-    parser.add_argument("images", nargs="+", metavar="IMAGE", help="local image references, scanned in this order")
+    parser.add_argument("images", nargs="*", metavar="IMAGE", help="local image references, scanned in this order")
     parser.add_argument("--no-baseline", action="store_true", help="skip the scan without a cache")
     parser.add_argument("--docker", default=None, help="the docker client (default: the first on PATH)")
     parser.add_argument("--limit", type=int, default=64 << 20, help="the cache's size limit in bytes")
+    parser.add_argument("--synthetic", type=int, metavar="MB", help="time a synthetic archive instead (no Docker)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of the synthetic archive (default 3)")
     args = parser.parse_args(argv)
+    if args.synthetic:
+        return synthetic(args.synthetic, args.runs)
+    if not args.images:
+        parser.error("name an IMAGE, or --synthetic MB")
     engine = DockerEngine(args.docker)
     with tempfile.TemporaryDirectory(prefix="layer-scan-bench-") as folder:
         cache = LayerCache(Path(folder) / "layer-scans", args.limit)

@@ -181,6 +181,22 @@ SETTINGS = (
         (*GATE, "cache"),
     ),
     Setting(
+        "TORCHIMAGES_SCAN_SECONDS",
+        "seconds",
+        "3600",
+        "most wall time the release gate's layer scan spends on one image, its export included (one layer: half "
+        "of it); past it the image or layer is not scanned",
+        GATE,
+    ),
+    Setting(
+        "TORCHIMAGES_SCAN_BYTES",
+        "count",
+        str(1 << 40),
+        "most bytes of one image's export the layer scan reads (one layer's uncompressed tar: a quarter of it); "
+        "past it the image or layer is not scanned",
+        GATE,
+    ),
+    Setting(
         "TORCHIMAGES_INSECURE_REGISTRIES",
         "hosts",
         "",

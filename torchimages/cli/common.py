@@ -140,9 +140,9 @@ def make_builder(
 
 def security_options(args: argparse.Namespace, network: str | None = None) -> GateOptions:
     """The security gate's options from `--allowlist`, `--skip-check` and `--require-scan`, and the layer scan's
-    cache from the settings; the allowlist is read and checked here, before anything is written or started
-    (InputError: each problem, located)."""
-    from torchimages.security import allowlist, layer_cache
+    cache and bounds from the settings; the allowlist is read and checked here, before anything is written or
+    started (InputError: each problem, located)."""
+    from torchimages.security import allowlist, layer_cache, layers
     from torchimages.security.gate import GateOptions
     from torchimages.security.model import CHECKS
 
@@ -151,7 +151,8 @@ def security_options(args: argparse.Namespace, network: str | None = None) -> Ga
     entries = allowlist.read(path, required=args.allowlist is not None, today=today)
     skipped = getattr(args, "skip_check", [])
     skip = frozenset(CHECKS) if "all" in skipped else frozenset(skipped)
-    return GateOptions(entries, skip, args.require_scan, network, today=today, cache=layer_cache.from_settings())
+    cache, limits = layer_cache.from_settings(), layers.Limits.configured()
+    return GateOptions(entries, skip, args.require_scan, network, today=today, cache=cache, limits=limits)
 
 
 def told(finished: Finished) -> bool:

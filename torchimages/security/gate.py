@@ -26,7 +26,7 @@ from torchimages.security.model import (
 class GateOptions:
     """How the gate runs: the allowlist's entries, the checks skipped (`--skip-check`, said in the report),
     whether a check that could not look fails the image (`--require-scan`), the network a check that reads
-    the image's sources uses, and the layer scan's cache (None: every layer is read every time)."""
+    the image's sources uses, the layer scan's cache (None: every layer is read every time) and bounds."""
 
     entries: tuple[allowlist.Entry, ...] = ()
     skip: frozenset[str] = frozenset()
@@ -34,6 +34,7 @@ class GateOptions:
     network: str | None = None
     today: datetime.date = field(default_factory=allowlist.utc_today)
     cache: LayerCache | None = None
+    limits: layers.Limits = field(default_factory=layers.Limits)
 
 
 def run(
@@ -72,7 +73,7 @@ def scan(
     """One check's raw answer; a check that cannot run (the engine failing) is not scanned, saying why."""
     try:
         if check == SECRETS:
-            return layers.scan(engine, reference, secrets, cancelled, options.cache)
+            return layers.scan(engine, reference, secrets, cancelled, options.cache, options.limits)
         if check == OS_UPDATES:
             return os_updates.scan(engine, reference, options.network)
         return python.scan(engine, reference, cancelled)

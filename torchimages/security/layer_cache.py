@@ -2,8 +2,9 @@
 entries), kept by the layer's digest so that a layer is read once, whichever image holds it.
 
 An entry's key is the layer's diff_id (the sha256 of its uncompressed tar, which the scan verifies before it
-keeps or reuses an entry), the rules' digest (leaks.py, layers.py, this format and the Python version: any
-change to the rules makes every entry a miss) and the secrets' digest (the build's secrets: a hit names one).
+keeps or reuses an entry), the rules' digest (RULES: leaks.py, content.py, tarstream.py and layers.py, this
+format and the Python version: any change to the rules or to how a layer is read makes every entry a miss)
+and the secrets' digest (the build's secrets: a hit names one).
 A layer that could not be read (`problem`) is never kept.
 
 Each entry is one small JSON file in `<cache folder>/layer-scans/` (made 0700; a folder another user may
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchimages import settings
-from torchimages.security import layers, leaks
+from torchimages.security import content, layers, leaks, tarstream
 from torchimages.security.layers import Layer
 from torchimages.security.leaks import Hit, Secret
 
@@ -106,13 +107,17 @@ def from_settings(environ: Mapping[str, str] | None = None) -> LayerCache | None
 # --- keys and entries ---------------------------------------------------------------------------------------
 
 
+RULES = (leaks, content, tarstream, layers)  # the modules whose source decides a layer's result
+
+
 @functools.cache
 def rules_digest() -> str | None:
-    """sha256 of what decides a layer's result: this format, the Python version (tarfile) and the source of
-    leaks.py and layers.py; None when their source cannot be read (then nothing is cached)."""
+    """sha256 of what decides a layer's result: this format, the Python version (re, gzip) and the source of
+    each module of RULES; None when their source cannot be read (then nothing is cached)."""
     hashed = hashlib.sha256(f"torchimages layer scan {FORMAT} {platform.python_version()}\n".encode())
     try:
-        for module in (leaks, layers):
+        for module in RULES:
+            hashed.update(module.__name__.encode() + b"\0")
             hashed.update(Path(module.__file__ or "").read_bytes())
     except OSError:
         return None

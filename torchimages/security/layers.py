@@ -8,13 +8,21 @@ folder's findings are grouped under the entry directly in /tmp, /var/tmp or /roo
 whiteout removes it from the final filesystem (it is still in the pushed image); `detail` the path and what
 it is (`/root/.netrc: a netrc file (logins and passwords)`).
 
-The rules are leaks.py's (what no layer may hold, on one entry); here, reading the layers.
+The rules are leaks.py's (what no layer may hold, on one entry); content.py searches each regular file's
+whole content; here, reading the layers. Both the archive and each layer are read by tarstream.py, the way
+the engine's Go reader reads them: an entry it cannot read so (an odd or broken header, a sparse file, a type
+the engine does not apply, data after the end) makes that layer "not scanned" saying which, never a silent
+end of the layer and never clean; what was found before it is still said.
 
 Archives: Docker 25+'s OCI layout (blobs/sha256/...) and the older `<id>/layer.tar`, both through
 manifest.json's `Layers` (read wherever it comes in the stream: each blob's hits are kept, and put in order at
 the end). Layers are the uncompressed tars `docker save` writes; gzip ones (an engine on the containerd image
 store may keep them so) are read too; a zstd layer, or one not read, makes the scan "not scanned" saying which,
 never clean.
+
+Bounds (Limits: wall time and bytes, per image and per layer; docs/security.md): past one, the layer (or the
+image) is "not scanned" saying which. Memory is bounded whatever the layers hold: one chunk of content and its
+overlap, one header (tarstream), the paths a layer's result keeps (RETAINED_MAX), the small members kept.
 
 With a cache (layer_cache.LayerCache, through `Cache`), each layer's result is kept by its diff_id and read
 back instead of the layer: the image's layers are asked of the engine first, and when every one is kept
@@ -29,40 +37,68 @@ import gzip
 import hashlib
 import json
 import posixpath
-import tarfile
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Protocol, cast
 
+from torchimages import settings
 from torchimages.engine import Engine
+from torchimages.security.content import Facts, Search
 from torchimages.security.leaks import (
-    HEAD,
-    MARK_MAX,
     Hit,
     Secret,
     credential_rule,
     image_path,
-    key_candidate,
-    private_key,
+    python_test_data,
     secrets_of,
     stray_hits,
     stray_place,
 )
 from torchimages.security.model import SECRETS, Finding, Scan
+from torchimages.security.tarstream import BLOCK, Entry, Source, TarError, TarStream, is_header
 
 KEPT = 1 << 20  # archive members up to this size that are not layers are kept (manifest.json, configurations)
-CHUNK = 1 << 20
+KEPT_MAX = 16 << 20  # bytes of such members kept in all
+CHUNK = 1 << 20  # bytes of a file's content searched at once
+RETAINED_MAX = 16 << 20  # bytes of paths one layer's result may keep (whiteouts, findings, files with facts)
+HITS_MAX = 10_000  # findings one layer may have
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
+APPLIED = frozenset("0123456g")  # the entry types the engine applies (others: it refuses the layer)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The scan's bounds: wall time and bytes read, for the whole image (from the start of its export; bytes
+    of the `docker save` stream) and for each layer (bytes of its uncompressed tar)."""
+
+    image_seconds: float = 3600.0
+    image_bytes: int = 1 << 40
+    layer_seconds: float = 1800.0
+    layer_bytes: int = 256 << 30
+
+    @classmethod
+    def configured(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        """The bounds the settings give (TORCHIMAGES_SCAN_SECONDS and _BYTES: the image's; a layer's are half
+        the time and a quarter of the bytes); settings.SettingError on a bad value."""
+        seconds = settings.seconds("TORCHIMAGES_SCAN_SECONDS", environ)
+        most = settings.count("TORCHIMAGES_SCAN_BYTES", environ)
+        return cls(seconds, most, seconds / 2, max(1, most // 4))
+
+
+class Exceeded(Exception):
+    """A bound passed; the message says which."""
 
 
 @dataclass(frozen=True)
 class Layer:
     """One layer tarball read: its hits, the paths its whiteouts delete from the layers below, the folders it
-    makes opaque (their lower contents gone), how many entries it has; `problem` why it was not read."""
+    makes opaque (their lower contents gone), how many entries it has; `problem` why it was not read (whole:
+    its hits are those found before)."""
 
     hits: tuple[Hit, ...] = ()
     deleted: frozenset[str] = frozenset()
@@ -79,82 +115,181 @@ class Cache(Protocol):
     def put(self, diff_id: str, secrets: Sequence[Secret], layer: Layer) -> None: ...
 
 
+# --- bounds -------------------------------------------------------------------------------------------------
+
+
+class Meter:
+    """Wall time since it was made and bytes counted, against a bound of each (`what` names it)."""
+
+    def __init__(self, what: str, seconds: float, most: int) -> None:
+        self.what, self.seconds, self.most = what, seconds, most
+        self.start = time.monotonic()
+        self.count = 0
+
+    def add(self, size: int) -> None:
+        self.count += size
+        if self.count > self.most:
+            raise Exceeded(f"{self.what} passed its bound of {self.most} bytes read")
+        if time.monotonic() - self.start > self.seconds:
+            raise Exceeded(f"{self.what} passed its bound of {self.seconds:g} s")
+
+
+class Metered:
+    """A stream whose reads count against meters (and, with `hashed`, pass through sha256)."""
+
+    def __init__(self, source: Source, meters: Sequence[Meter], hashed: bool = False) -> None:
+        self.source, self.meters = source, meters
+        self.hashed = hashlib.sha256() if hashed else None
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self.source.read(size)
+        for meter in self.meters:
+            meter.add(len(data))
+        if self.hashed is not None:
+            self.hashed.update(data)
+        return data
+
+    def digest(self) -> str:
+        """The sha256 of what was read, as a digest."""
+        return "sha256:" + (self.hashed.hexdigest() if self.hashed is not None else "")
+
+
+class Prefixed:
+    """A stream's first bytes, already read, then the rest of it."""
+
+    def __init__(self, head: bytes, rest: Source) -> None:
+        self.head, self.rest = head, rest
+
+    def read(self, size: int = -1, /) -> bytes:
+        if not self.head:
+            return self.rest.read(size)
+        cut = len(self.head) if size < 0 else size
+        data, self.head = self.head[:cut], self.head[cut:]
+        return data
+
+
 # --- one layer ----------------------------------------------------------------------------------------------
 
 
-def _read(file: IO[bytes], want: int, digest: bool) -> tuple[bytes, str | None]:
-    """A member's first `want` bytes, and the sha256 of all of it when `digest`."""
-    head = file.read(want) if want else b""
-    if not digest:
-        return head, None
-    hashed = hashlib.sha256(head)
-    while chunk := file.read(CHUNK):
-        hashed.update(chunk)
-    return head, hashed.hexdigest()
+class _Reading:
+    """What reading one layer has found so far (read_layer)."""
 
+    def __init__(self, secrets: Sequence[Secret]) -> None:
+        self.secrets = secrets
+        self.hits: list[Hit] = []
+        self.stray: dict[str, tuple[int, str]] = {}  # entry in a stray place: (paths under it, the first met)
+        self.deleted: set[str] = set()
+        self.opaque: set[str] = set()
+        self.facts: dict[str, tuple[Facts, str]] = {}  # a file with facts: them, and its credentials rule's hit
+        self.entries = 0
+        self.retained = 0
 
-def read_layer(layer: tarfile.TarFile, secrets: Sequence[Secret]) -> Layer:
-    """Every rule over one layer tarball, read as a stream (mode 'r|')."""
-    by_size: dict[int, list[Secret]] = {}
-    for secret in secrets:
-        by_size.setdefault(secret.size, []).append(secret)
-    hits: list[Hit] = []
-    stray: dict[str, list[str]] = {}
-    deleted, opaque = set(), set()
-    entries = 0
-    for member in layer:
-        entries += 1
-        path = image_path(member.name)
+    def keep(self, text: str) -> str:
+        """Count a path (or text) the result keeps, against RETAINED_MAX."""
+        self.retained += len(text) + 64
+        if self.retained > RETAINED_MAX:
+            raise Exceeded(f"the layer passed its bound of {RETAINED_MAX} bytes of paths kept")
+        return text
+
+    def add(self, hits: Iterable[Hit]) -> None:
+        for hit in hits:
+            if len(self.hits) >= HITS_MAX:
+                raise Exceeded(f"the layer passed its bound of {HITS_MAX} findings")
+            self.keep(hit.path + hit.detail)
+            self.hits.append(hit)
+
+    def entry(self, tar: TarStream, entry: Entry) -> None:
+        self.entries += 1
+        if entry.type not in APPLIED:
+            raise TarError(
+                f"{entry.where()}: {entry.name!r} is of type {entry.type!r}, which the engine does not apply"
+            )
+        if entry.type == "g":
+            return
+        path = image_path(entry.name)
         base = posixpath.basename(path)
         if base == OPAQUE:
-            opaque.add(posixpath.dirname(path))
-            continue
+            self.opaque.add(self.keep(posixpath.dirname(path)))
+            return
         if base.startswith(WHITEOUT):
-            deleted.add(posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :]))
-            continue
-        if member.isdir():
-            continue
-        found = _file_hits(layer, member, path, by_size) if member.isfile() or member.islnk() else []
-        hits += found
+            self.deleted.add(self.keep(posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])))
+            return
+        if entry.type == "5":
+            return
+        self.facts.pop(path, None)
+        found = (
+            self.file(tar, entry, path) if entry.type == "0" else self.link(entry, path) if entry.type in "12" else []
+        )
+        self.add(found)
         where = stray_place(path)
-        if where and not found and not (member.isfile() and member.size == 0):
-            stray.setdefault(where[1], []).append(path)
-    return Layer(tuple(hits + stray_hits(stray)), frozenset(deleted), frozenset(opaque), entries)
+        if where and not found and not (entry.type == "0" and entry.size == 0):
+            top = where[1]
+            if top not in self.stray:
+                self.keep(top + path)
+            count, first = self.stray.get(top, (0, path))
+            self.stray[top] = (count + 1, first)
+
+    def file(self, tar: TarStream, entry: Entry, path: str) -> list[Hit]:
+        """The credential, private key and build secret rules on one regular file, its whole content."""
+        rule = credential_rule(path)
+        search = Search(self.secrets, rule.mark if rule is not None else None, entry.size)
+        while chunk := tar.read(CHUNK):
+            search.feed(chunk)
+        facts = search.facts()
+        named = rule.what if rule is not None and (rule.mark is None or facts.marked) else ""
+        if facts or named:
+            self.facts[self.keep(path)] = (facts, named)
+        return self.content_hits(path, facts, named)
+
+    def content_hits(self, path: str, facts: Facts, named: str, prefix: str = "") -> list[Hit]:
+        hits = [Hit(path, prefix + named)] if named else []
+        if facts.key and not python_test_data(path):
+            hits.append(Hit(path, f"{prefix}a private key ({facts.key})"))
+        hits += [Hit(path, prefix + what) for what in facts.secrets]
+        return hits
+
+    def link(self, entry: Entry, path: str) -> list[Hit]:
+        """A hard link or symlink: at a credentials file's path, that file (what it points to may be in another
+        layer); to a file of this layer with facts, that file's content at this path too."""
+        hard = entry.type == "1"
+        target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
+        kind = "a hard link" if hard else "a symbolic link"
+        rule = credential_rule(path)
+        hits = [Hit(path, f"{rule.what}: {kind} to {target}")] if rule is not None else []
+        known = self.facts.get(target)
+        if known is not None:
+            facts, named = known
+            hits += self.content_hits(path, facts, named, f"{kind} to {target}, ")
+            self.facts[self.keep(path)] = known
+        return hits
+
+    def layer(self, problem: str = "") -> Layer:
+        hits = tuple(self.hits + stray_hits(self.stray))
+        return Layer(hits, frozenset(self.deleted), frozenset(self.opaque), self.entries, problem)
 
 
-def _file_hits(
-    layer: tarfile.TarFile, member: tarfile.TarInfo, path: str, by_size: Mapping[int, list[Secret]]
-) -> list[Hit]:
-    """The credential, private key and build secret rules on one file (a hard link: by its path only)."""
-    rule = credential_rule(path)
-    regular = member.isfile()
-    want = 0
-    if regular and rule is not None and rule.mark is not None:
-        want = MARK_MAX
-    elif regular and key_candidate(path, member.size):
-        want = HEAD
-    matching = by_size.get(member.size, []) if regular else []
-    if not want and not matching:
-        return [Hit(path, rule.what)] if rule is not None and rule.mark is None else []
-    file = layer.extractfile(member)
-    assert file is not None
-    head, digest = _read(file, want, bool(matching))
-    hits = []
-    if rule is not None and (rule.mark is None or rule.mark.search(head)):
-        hits.append(Hit(path, rule.what))
-    key = private_key(head) if regular and key_candidate(path, member.size) else None
-    if key:
-        hits.append(Hit(path, f"a private key ({key})"))
-    hits += [Hit(path, f"the content of the build's secret {s.name}") for s in matching if s.sha256 == digest]
-    return hits
+def read_layer(source: Source, secrets: Sequence[Secret]) -> Layer:
+    """Every rule over one layer tarball, read as a stream the way the engine reads it; a layer that cannot
+    be read so, or passes a bound, has a `problem` (and the hits found before it)."""
+    reading = _Reading(secrets)
+    try:
+        tar = TarStream(source)
+        for entry in tar:
+            reading.entry(tar, entry)
+    except (TarError, Exceeded) as exc:
+        return reading.layer(f"it could not be read as the engine reads it: {exc}")
+    except (OSError, EOFError, zlib.error) as exc:
+        return reading.layer(f"it could not be read as a tar ({exc})")
+    return reading.layer()
 
 
 # --- the archive ----------------------------------------------------------------------------------------------
 
 
 def _kind(head: bytes) -> str:
-    """What an archive member is, by its first bytes: a tar (or an empty one: zero blocks), gzip, zstd."""
-    if head[257:262] == b"ustar" or (len(head) >= 512 and not any(head[:512])):
+    """What an archive member is, by its first bytes: a tar (a header Go reads, or an empty one: a zero
+    block), gzip, zstd."""
+    if is_header(head[:BLOCK]):
         return "tar"
     if head[:2] == b"\x1f\x8b":
         return "gzip"
@@ -163,30 +298,11 @@ def _kind(head: bytes) -> str:
     return "other"
 
 
-def _link_target(member: tarfile.TarInfo) -> str:
+def _link_target(entry: Entry) -> str:
     """Where a link in the archive points, as an archive path (a symlink is relative to its folder)."""
-    if member.islnk():
-        return image_path(member.linkname)
-    return image_path(posixpath.join(posixpath.dirname(image_path(member.name)), member.linkname))
-
-
-class _Hashed:
-    """A file read through sha256: every byte read passes the hash (`drained` reads the rest)."""
-
-    def __init__(self, file: IO[bytes]) -> None:
-        self.file = file
-        self.hashed = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.file.read(size)
-        self.hashed.update(data)
-        return data
-
-    def drained(self) -> str:
-        """The rest read; the sha256 of all of it, as a digest."""
-        while self.read(CHUNK):
-            pass
-        return "sha256:" + self.hashed.hexdigest()
+    if entry.type == "1":
+        return image_path(entry.link)
+    return image_path(posixpath.join(posixpath.dirname(image_path(entry.name)), entry.link))
 
 
 def _blob_digest(name: str) -> str | None:
@@ -217,55 +333,75 @@ class Archive:
         return name
 
 
-def read_archive(stream: IO[bytes], secrets: Sequence[Secret], known: Mapping[str, Layer] | None = None) -> Archive:
+def _drained(source: Metered) -> str:
+    while source.read(CHUNK):
+        pass
+    return source.digest()
+
+
+def _read_blob(
+    data: Source, kind: str, secrets: Sequence[Secret], limits: Limits, hashed: bool
+) -> tuple[Layer, str | None]:
+    """One layer blob read (gzip'd or not), with the digest of its uncompressed bytes when `hashed`."""
+    meter = Meter("the layer", limits.layer_seconds, limits.layer_bytes)
+    try:
+        unpacked = gzip.GzipFile(fileobj=cast("IO[bytes]", data), mode="rb") if kind == "gzip" else data  # read only
+        source = Metered(unpacked, (meter,), hashed)
+    except OSError as exc:
+        return Layer(problem=f"it could not be read as a tar ({exc})"), None
+    layer = read_layer(source, secrets)
+    return layer, (source.digest() if hashed and not layer.problem else None)
+
+
+def read_archive(
+    stream: Source,
+    secrets: Sequence[Secret],
+    known: Mapping[str, Layer] | None = None,
+    limits: Limits | None = None,
+) -> Archive:
     """Read a `docker save` archive as a stream: every member that is a tar (or gzip'd tar) is read as a
-    layer; small other members are kept (manifest.json and the configuration). tarfile.TarError when the
-    archive itself breaks off. With `known` (a cache's layers by diff_id; {}: a cache that holds none of
-    them) each layer's bytes are hashed, and a tar blob named by a known digest is only hashed, not read."""
+    layer; small other members are kept (manifest.json and the configuration). TarError when the archive
+    itself is not read as the engine writes it (or breaks off), Exceeded past the image's bounds. With
+    `known` (a cache's layers by diff_id; {}: a cache that holds none of them) each layer's bytes are hashed,
+    and a tar blob named by a known digest is only hashed, not read."""
+    limits = limits or Limits()
+    image = Meter("the image", limits.image_seconds, limits.image_bytes)
     layers: dict[str, Layer] = {}
     kept: dict[str, bytes] = {}
     links: dict[str, str] = {}
     digests: dict[str, str] = {}
     cached: set[str] = set()
-    with tarfile.open(fileobj=stream, mode="r|") as saved:
-        for member in saved:
-            name = image_path(member.name)
-            if member.issym() or member.islnk():
-                links[name] = _link_target(member)
-                continue
-            if not member.isfile():
-                continue
-            file = saved.extractfile(member)
-            assert file is not None
-            kind = _kind(file.peek(512)[:512])  # type: ignore[attr-defined]  # an io.BufferedReader
-            named = _blob_digest(name)
-            if kind == "tar" and known is not None and named is not None and named in known:
-                digests[name] = _Hashed(file).drained()
-                if digests[name] == named:
-                    layers[name] = known[named]
-                    cached.add(name)
-                else:
-                    layers[name] = Layer(problem="its content does not match its digest")
-            elif kind == "zstd":
-                layers[name] = Layer(problem="it is zstd-compressed, which this check does not read")
-            elif kind in ("tar", "gzip") and known is None:
-                try:
-                    with tarfile.open(fileobj=file, mode="r|gz" if kind == "gzip" else "r|") as layer:
-                        layers[name] = read_layer(layer, secrets)
-                except (tarfile.TarError, EOFError, OSError) as exc:
-                    layers[name] = Layer(problem=f"it could not be read as a tar ({exc})")
-            elif kind in ("tar", "gzip"):
-                try:
-                    source = gzip.GzipFile(fileobj=file, mode="rb") if kind == "gzip" else file
-                    hashed = _Hashed(cast(IO[bytes], source))
-                    with tarfile.open(fileobj=cast(IO[bytes], hashed), mode="r|") as layer:
-                        read = read_layer(layer, secrets)
-                    digests[name] = hashed.drained()
-                    layers[name] = read
-                except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-                    layers[name] = Layer(problem=f"it could not be read as a tar ({exc})")
-            elif member.size <= KEPT:
-                kept[name] = file.read()
+    kept_bytes = 0
+    saved = TarStream(Metered(stream, (image,)))
+    for entry in saved:
+        name = image_path(entry.name)
+        if entry.type in ("1", "2"):
+            links[name] = _link_target(entry)
+            continue
+        if entry.type != "0":
+            continue
+        head = saved.read(BLOCK)
+        data = Prefixed(head, saved)
+        kind = _kind(head)
+        named = _blob_digest(name)
+        if kind == "tar" and known is not None and named is not None and named in known:
+            digests[name] = _drained(Metered(data, (), hashed=True))
+            if digests[name] == named:
+                layers[name] = known[named]
+                cached.add(name)
+            else:
+                layers[name] = Layer(problem="its content does not match its digest")
+        elif kind == "zstd":
+            layers[name] = Layer(problem="it is zstd-compressed, which this check does not read")
+        elif kind in ("tar", "gzip"):
+            layers[name], digest = _read_blob(data, kind, secrets, limits, hashed=known is not None)
+            if digest is not None:
+                digests[name] = digest
+        else:
+            layers[name] = Layer(problem="it is no tar, gzip or zstd stream")
+            if entry.size <= KEPT and kept_bytes + entry.size <= KEPT_MAX:
+                kept[name] = head + saved.read(entry.size)
+                kept_bytes += entry.size
     return Archive(layers, kept, links, digests, frozenset(cached))
 
 
@@ -317,8 +453,8 @@ def deleted_by(path: str, above: Iterable[tuple[int, Layer]]) -> int | None:
 
 
 def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
-    """The findings of every layer in order (subject: the layer, and where a later one deletes it), and the
-    problems of the layers not read."""
+    """The findings of every layer in order (subject: the layer, and where a later one deletes it; those of a
+    layer not read whole too), and the problems of the layers not read."""
     found, problems = [], []
     total = len(order.names)
     read = [archive.layers.get(name) for name in order.names]
@@ -326,6 +462,7 @@ def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
         where = f"layer {at + 1} of {total} ({_short(digest)})"
         if layer is None or layer.problem:
             problems.append(f"{where} not read: {layer.problem if layer else 'it is not in the archive'}")
+        if layer is None:
             continue
         above = [(n + 1, lay) for n, lay in enumerate(read) if n > at and lay is not None]
         for hit in layer.hits:
@@ -341,10 +478,12 @@ def scan(
     secrets: Sequence[tuple[str, bytes]],
     cancelled: threading.Event | None = None,
     cache: Cache | None = None,
+    limits: Limits | None = None,
 ) -> Scan:
     """What the layers of `reference` hold that no image may (see the module). EngineError when the engine
     cannot inspect or export it; not scanned (saying why) when the archive, or one of its layers, could not
-    be read. With a `cache`, layers kept there are not read again (nothing is exported when all are)."""
+    be read, or passed a bound (`limits`). With a `cache`, layers kept there are not read again (nothing is
+    exported when all are)."""
     build_secrets = secrets_of(secrets)
     known: dict[str, Layer] | None = None
     if cache is not None:
@@ -355,8 +494,8 @@ def scan(
             return _result(Archive(known, {}, {}, cached=frozenset(known)), Order(diff_ids, diff_ids))
     try:
         with engine.exported(reference, cancelled) as stream:
-            archive = read_archive(stream, build_secrets, known)
-    except tarfile.TarError as exc:
+            archive = read_archive(stream, build_secrets, known, limits)
+    except (TarError, Exceeded) as exc:
         return Scan(SECRETS, scanned=False, note=f"the exported image could not be read: {exc}")
     try:
         order = layer_order(archive)

@@ -1,17 +1,25 @@
 """What no layer of a released image may hold, as rules on one entry of a layer (layers.py reads the layers
-and applies them).
+and applies them; content.py searches a file's whole content with these patterns).
 
 The rules, each a table below:
     credentials    by path, anywhere in the image (any home): CREDENTIAL_FILES; some only with a mark in their
-                   content (an auth token in .npmrc, a password in a pip.conf URL)
-    private keys   by content: a PEM or OpenSSH private key's first line (KEY_MARK) in the first KB of a file
-                   of at most 64 KiB; not in the test data of Python packages and of Python itself
-                   (KEY_TEST_FOLDERS under site-packages, dist-packages or lib/pythonX.Y: published test keys)
-    build secrets  a file whose whole content is one of `secrets` (the build's BuildKit secrets that may hold
-                   credentials: its pip.conf and uv.toml), under any name: sizes first, then sha256
+                   content (an auth token in .npmrc, a password in a pip.conf URL), searched in the whole file
+    private keys   by content, anywhere in any file, whatever its name and size: a PEM private key (PKCS#8,
+                   encrypted, RSA, EC, DSA, OpenSSH's, PGP's private key block) whose BEGIN line is followed by
+                   its base64 body (also with JSON's escaped newlines: a service account key), or a PuTTY key;
+                   not in the test data of Python packages and of Python itself (KEY_TEST_FOLDERS under
+                   site-packages, dist-packages or lib/pythonX.Y: published test keys)
+    build secrets  the build's BuildKit secrets that may hold credentials (its pip.conf and uv.toml): a file
+                   holding one's whole content anywhere in it, or a login from one (an index URL's userinfo,
+                   its password), under any name; a secret too short to search for is matched as a whole file
     stray files    anything in /tmp, /var/tmp and /root but what the distribution puts there (STRAY_PLACES);
                    not folders, whiteouts, nor empty files (BuildKit leaves one at each file mount's target,
                    e.g. /tmp/requirements.lock: it holds nothing)
+A hard link or symlink at a credentials file's path is that file (its target's content is not always in the
+same layer); one to a file of the same layer holds that file's content, judged at the link's path too.
+
+Every content pattern matches at most MATCH_MAX bytes, so that a search in chunks overlapping by that much
+finds whatever a search of the whole file would.
 """
 
 from __future__ import annotations
@@ -21,23 +29,51 @@ import hashlib
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-HEAD = 1024  # bytes of a file read for a private key's mark
-KEY_MAX = 64 * 1024  # bytes: a file larger than this is no private key (a 16384-bit RSA PEM is ~12 KB)
-MARK_MAX = 64 * 1024  # bytes of a credentials file read for its mark
+MATCH_MAX = 16384  # bytes: the longest match of any content pattern below, or key block (the chunks' overlap)
+KEY_BLOCK_MAX = 8192  # bytes from a key's BEGIN line to its END line looked at to know it for a published one
+NEEDLE_MIN = 12  # bytes: a secret's content or login shorter than this is not searched for inside files
+NEEDLE_MAX = 64 * 1024  # bytes: a secret larger than this is matched as a whole file (and its logins searched)
 
-# PEM private keys (RFC 7468: PRIVATE KEY, ENCRYPTED PRIVATE KEY; OpenSSL's RSA, EC, DSA; OpenSSH's own) and
-# PuTTY's key files.
-KEY_MARK = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----|PuTTY-User-Key-File-\d+:")
+_NL = rb"(?:\r?\n|\\r\\n|\\n)"  # a newline, or one escaped in a JSON string (a service account's key file)
+# RFC 7468's PRIVATE KEY and ENCRYPTED PRIVATE KEY, OpenSSL's RSA, EC and DSA, OpenSSH's own, RFC 4880's PGP
+# PRIVATE KEY BLOCK: the BEGIN line, optional headers (Proc-Type, DEK-Info, Version, Comment), a blank line,
+# then the body's first 16 base64 characters (a library that only names the line, e.g. libssh2, is no key).
+PEM_KEY = re.compile(
+    rb"-----BEGIN ((?:[A-Z0-9]{1,16} ){0,4}PRIVATE KEY(?: BLOCK)?)-----[ \t]{0,8}"
+    + _NL
+    + rb"(?:[A-Za-z0-9-]{1,40}:[^\r\n\\]{0,200}"
+    + _NL
+    + rb"){0,8}(?:[ \t]{0,8}"
+    + _NL
+    + rb"){0,2}[ \t]{0,16}[A-Za-z0-9+/]{16}"
+)
+PUTTY_KEY = re.compile(rb"(PuTTY-User-Key-File-[0-9]{1,2}): [A-Za-z0-9@.-]{3,64}\r?\nEncryption: ")
+KEY_PATTERNS = ((b"-----BEGIN ", PEM_KEY), (b"PuTTY-User-Key-File-", PUTTY_KEY))  # (a literal it starts with, it)
+NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/=]")
+# Private keys published with the software that embeds them, by the sha256 of their body (base64 characters
+# between the BEGIN and END lines, `key_digest`): not anyone's secret. GnuTLS's FIPS self-test keys
+# (lib/crypto-selftests-pk.c), in libgnutls.so.30 of Debian 12 (3.7.9), Ubuntu 22.04 (3.7.3) and 24.04 (3.8.3).
+PUBLISHED_KEYS = frozenset(
+    {
+        "bf552d2ff30b20f0b0ee2bcc357a5ab68dbe899ae09a0071b097bee2d2434332",  # PRIVATE KEY (PKCS#8)
+        "cadf1e62661d5d21a7fce2c80b3319022ee366137e4b302a7ea78b7f17d6f599",  # PRIVATE KEY (PKCS#8)
+        "6d03bbf47115fad00d6f990593a6465ca693d0f6d797721cfc94b0190349b50d",  # PRIVATE KEY (PKCS#8)
+        "24a2416c5abbb67327599619c25906553b849d79cbc413e2a061f12de6718838",  # EC PRIVATE KEY (P-256)
+        "9ab6db67523ba6071fdb948b3ce38349ec08fb726f359abbbca33a3a84238ba2",  # DSA PRIVATE KEY
+        "f287c70b1db074fe73f73bfb1f09a8b0231e0d951d5bfd30a742bcb9de9195ab",  # RSA PRIVATE KEY
+    }
+)
 KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data"})
-USERINFO = re.compile(rb"[a-z][a-z0-9+.-]*://[^\s/@\"']+@", re.IGNORECASE)  # https://user:password@host
+# https://user:password@host: a URL's userinfo (group 1)
+USERINFO = re.compile(rb"[a-z][a-z0-9+.-]{0,30}://([^\s/@\"']{1,1024})@", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class CredentialFile:
     """A credentials file by path: `suffix` its last path components (fnmatch patterns), found wherever it is
-    (any home, any prefix); with a `mark`, only when its first MARK_MAX bytes match it."""
+    (any home, any prefix); with a `mark`, only when its content matches it somewhere."""
 
     suffix: tuple[str, ...]
     what: str
@@ -45,20 +81,38 @@ class CredentialFile:
 
 
 CREDENTIAL_FILES = (
-    # curl, git, pip, requests and Python's netrc module read it: machine, login, password
+    # curl, git, pip, requests and Python's netrc module read it (`_netrc` too: curl, git): login, password
     CredentialFile((".netrc",), "a netrc file (logins and passwords)"),
+    CredentialFile(("_netrc",), "a netrc file (logins and passwords)"),
+    # postgresql.org/docs/current/libpq-pgpass.html: host:port:database:user:password
+    CredentialFile((".pgpass",), "a PostgreSQL password file"),
+    # dev.mysql.com/doc/refman/8.0/en/option-files.html: a [client] password
+    CredentialFile(
+        (".my.cnf",), "a MySQL option file with a password", re.compile(rb"password[ \t]{0,16}=[ \t]{0,16}[^\s#]")
+    ),
     # docs.docker.com/reference/cli/docker/login: `auths` hold base64 user:password, or identity tokens
     CredentialFile(
         (".docker", "config.json"),
         "a Docker client configuration with registry credentials",
-        re.compile(rb'"(?:auth|identitytoken|registrytoken)"\s*:\s*"[^"]'),
+        re.compile(rb'"(?:auth|identitytoken|registrytoken)"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]'),
     ),
     # packaging.python.org/specifications/pypirc: twine's upload credentials
     CredentialFile((".pypirc",), "a .pypirc (PyPI upload credentials)"),
-    # git-scm.com/docs/git-credential-store
+    # git-scm.com/docs/git-credential-store (both places); a remote's URL with a login in a repository's config
     CredentialFile((".git-credentials",), "a git credential store"),
+    CredentialFile((".config", "git", "credentials"), "a git credential store"),
+    CredentialFile((".git", "config"), "a git repository configuration with a login in a URL", USERINFO),
     # docs.aws.amazon.com/cli/latest/userguide/cli-configure-files.html
     CredentialFile((".aws", "credentials"), "AWS credentials"),
+    # s3cmd's and boto's configurations: secret keys
+    CredentialFile(
+        (".s3cfg",), "an s3cmd configuration with a secret key", re.compile(rb"secret_key[ \t]{0,16}=[ \t]{0,16}\S")
+    ),
+    CredentialFile(
+        (".boto",),
+        "a boto configuration with a secret key",
+        re.compile(rb"(?:aws_secret_access_key|gs_secret_access_key|gs_oauth2_refresh_token)[ \t]{0,16}=[ \t]{0,16}\S"),
+    ),
     # cloud.google.com/docs/authentication/application-default-credentials; gcloud's own stores
     CredentialFile((".config", "gcloud", "application_default_credentials.json"), "Google Cloud credentials"),
     CredentialFile((".config", "gcloud", "credentials.db"), "Google Cloud credentials (gcloud)"),
@@ -74,13 +128,33 @@ CREDENTIAL_FILES = (
     CredentialFile((".cache", "huggingface", "token"), "a Hugging Face token"),
     CredentialFile((".cache", "huggingface", "stored_tokens"), "Hugging Face tokens"),
     CredentialFile((".huggingface", "token"), "a Hugging Face token"),
-    # cli.github.com/manual/gh_auth_login: oauth_token in hosts.yml
-    CredentialFile((".config", "gh", "hosts.yml"), "GitHub CLI tokens", re.compile(rb"oauth_token\s*:\s*\S")),
-    # docs.npmjs.com/cli/configuring-npm/npmrc: `//registry/:_authToken=...`, _auth, _password
-    CredentialFile((".npmrc",), "an .npmrc with an auth token", re.compile(rb"_(?:authToken|auth|password)\s*=")),
+    # cli.github.com/manual/gh_auth_login: oauth_token in hosts.yml; hub's the same
+    CredentialFile(
+        (".config", "gh", "hosts.yml"), "GitHub CLI tokens", re.compile(rb"oauth_token[ \t]{0,16}:[ \t]{0,16}\S")
+    ),
+    CredentialFile((".config", "hub"), "hub's GitHub tokens", re.compile(rb"oauth_token[ \t]{0,16}:[ \t]{0,16}\S")),
+    # docs.npmjs.com/cli/configuring-npm/npmrc: `//registry/:_authToken=...`, _auth, _password; Yarn 2+'s
+    CredentialFile(
+        (".npmrc",), "an .npmrc with an auth token", re.compile(rb"_(?:authToken|auth|password)[ \t]{0,16}=")
+    ),
+    CredentialFile(
+        (".yarnrc.yml",),
+        "a .yarnrc.yml with an auth token",
+        re.compile(rb"npmAuth(?:Token|Ident)[ \t]{0,16}:[ \t]{0,16}\S"),
+    ),
     # pip.pypa.io/en/stable/topics/configuration; docs.astral.sh/uv/reference/settings: an index URL's userinfo
     CredentialFile(("pip.conf",), "a pip.conf with credentials in a URL", USERINFO),
     CredentialFile(("uv.toml",), "a uv.toml with credentials in a URL", USERINFO),
+    # Maven's settings.xml <server><password>; Cargo's, RubyGems' and Terraform's tokens; Vault's token
+    CredentialFile((".m2", "settings.xml"), "a Maven settings.xml with a password", re.compile(rb"<password>[^<\s]")),
+    CredentialFile((".cargo", "credentials"), "Cargo registry tokens"),
+    CredentialFile((".cargo", "credentials.toml"), "Cargo registry tokens"),
+    CredentialFile((".gem", "credentials"), "RubyGems API keys"),
+    CredentialFile((".terraform.d", "credentials.tfrc.json"), "Terraform tokens"),
+    CredentialFile((".vault-token",), "a Vault token"),
+    # gnupg.org/documentation/manuals/gnupg/GPG-Configuration.html: secret keys (2.1+, and 1.x's keyring)
+    CredentialFile((".gnupg", "private-keys-v1.d", "*"), "a GnuPG secret key"),
+    CredentialFile((".gnupg", "secring.gpg"), "a GnuPG secret keyring"),
 )
 
 
@@ -110,11 +184,13 @@ class Hit:
 
 @dataclass(frozen=True)
 class Secret:
-    """A file of the build's secrets: its name (for messages), size and sha256."""
+    """A file of the build's secrets: its name (for messages), size and sha256, and what is searched for
+    inside files (`needles`: its whole content, stripped; each login in it), each with what it is."""
 
     name: str
     size: int
     sha256: str
+    needles: tuple[tuple[bytes, str], ...] = field(default=(), repr=False)
 
 
 def image_path(name: str) -> str:
@@ -122,10 +198,29 @@ def image_path(name: str) -> str:
     return posixpath.normpath("/" + name.lstrip("/")).replace("//", "/")
 
 
+def _by_last_name(rules: Sequence[CredentialFile]) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """The rules (their places in `rules`) by their last component when it is a plain name, and those whose last
+    component is a pattern: a path's name picks the few rules it can match."""
+    named: dict[str, tuple[int, ...]] = {}
+    patterned: list[int] = []
+    for at, rule in enumerate(rules):
+        last = rule.suffix[-1]
+        if any(c in last for c in "*?["):
+            patterned.append(at)
+        else:
+            named[last] = (*named.get(last, ()), at)
+    return named, tuple(patterned)
+
+
+_NAMED, _PATTERNED = _by_last_name(CREDENTIAL_FILES)
+
+
 def credential_rule(path: str) -> CredentialFile | None:
-    """The credentials file a path is, by its last components (content marks aside)."""
+    """The credentials file a path is, by its last components (content marks aside); the first rule of
+    CREDENTIAL_FILES that matches."""
     parts = path.split("/")
-    for rule in CREDENTIAL_FILES:
+    for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
+        rule = CREDENTIAL_FILES[at]
         tail = parts[-len(rule.suffix) :]
         if len(tail) != len(rule.suffix):
             continue
@@ -146,14 +241,28 @@ def python_test_data(path: str) -> bool:
     return False
 
 
-def key_candidate(path: str, size: int) -> bool:
-    return 0 < size <= KEY_MAX and not python_test_data(path)
+def key_digest(data: bytes, found: re.Match[bytes]) -> str | None:
+    """The sha256 of a PEM key's body (its base64 characters up to its END line), or None when its END line is
+    not within KEY_BLOCK_MAX bytes of its start."""
+    end = data.find(b"-----END " + found[1] + b"-----", found.end(1), found.start() + KEY_BLOCK_MAX)
+    return hashlib.sha256(NOT_BASE64.sub(b"", data[found.end(1) + 5 : end])).hexdigest() if end >= 0 else None
 
 
-def private_key(head: bytes) -> str | None:
-    """The private key mark in a file's first bytes (`-----BEGIN OPENSSH PRIVATE KEY-----`), or None."""
-    found = KEY_MARK.search(head[:HEAD])
-    return found.group().decode(errors="replace") if found else None
+def private_key(data: bytes, before: int | None = None) -> str | None:
+    """The mark of the first private key in `data` that starts before `before` (default: anywhere) and is not
+    one of PUBLISHED_KEYS (`-----BEGIN OPENSSH PRIVATE KEY-----`), or None. A key is judged with the
+    KEY_BLOCK_MAX bytes that follow its start, which `data` must hold unless it is the file's end."""
+    limit = len(data) if before is None else before
+    for literal, pattern in KEY_PATTERNS:
+        at = data.find(literal, 0, limit + len(literal) - 1)
+        while 0 <= at < limit:
+            found = pattern.match(data, at)
+            if found and pattern is PUTTY_KEY:
+                return f"{found[1].decode()}:"
+            if found and key_digest(data, found) not in PUBLISHED_KEYS:
+                return f"-----BEGIN {found[1].decode()}-----"
+            at = data.find(literal, at + 1, limit + len(literal) - 1)
+    return None
 
 
 def stray_place(path: str) -> tuple[StrayPlace, str] | None:
@@ -168,18 +277,36 @@ def stray_place(path: str) -> tuple[StrayPlace, str] | None:
     return None
 
 
-def stray_hits(found: Mapping[str, list[str]]) -> list[Hit]:
-    """One hit per entry directly in a stray place, from the paths found under it."""
+def stray_hits(found: Mapping[str, tuple[int, str]]) -> list[Hit]:
+    """One hit per entry directly in a stray place, from how many paths were found under it and the first."""
     hits = []
-    for top, paths in sorted(found.items()):
+    for top, (paths, first) in sorted(found.items()):
         folder = posixpath.dirname(top)
-        count = "a stray file" if len(paths) == 1 else f"{len(paths)} stray files"
-        example = "" if paths == [top] else f" (e.g. {sorted(paths)[0]})"
+        count = "a stray file" if paths == 1 else f"{paths} stray files"
+        example = "" if (paths, first) == (1, top) else f" (e.g. {first})"
         hits.append(Hit(top, f"{count} left in {folder}{example}"))
     return hits
 
 
+def needles(data: bytes) -> tuple[tuple[bytes, str], ...]:
+    """What of a secret's content is searched for inside files: the whole content (stripped of surrounding
+    whitespace), and each URL login in it (`user:password`, and the password alone); none shorter than
+    NEEDLE_MIN, nor a content longer than NEEDLE_MAX."""
+    found = {}
+    whole = data.strip()
+    if NEEDLE_MIN <= len(whole) <= NEEDLE_MAX:
+        found[whole] = "the content of"
+    for match in USERINFO.finditer(data):
+        login = match[1]
+        for part in (login, login.partition(b":")[2]):
+            if len(part) >= NEEDLE_MIN:
+                found.setdefault(part, "a login from")
+    return tuple(found.items())
+
+
 def secrets_of(secrets: Sequence[tuple[str, bytes]]) -> tuple[Secret, ...]:
-    """The build's secrets (name, content) by size and sha256 (empty ones left out: every empty file would
-    match)."""
-    return tuple(Secret(name, len(data), hashlib.sha256(data).hexdigest()) for name, data in secrets if data)
+    """The build's secrets (name, content) by size and sha256, with what is searched for (empty ones left out:
+    every empty file would match)."""
+    return tuple(
+        Secret(name, len(data), hashlib.sha256(data).hexdigest(), needles(data)) for name, data in secrets if data
+    )

@@ -183,3 +183,13 @@ def test_an_expired_entry_fails_every_image_it_covers(tmp_path: Path) -> None:
 def test_not_scanned_stays_not_scanned(tmp_path: Path) -> None:
     result = allowlist.apply(Scan("python", scanned=False, note="no service"), read(tmp_path, GOOD), "x", TODAY)
     assert (result.status, result.note) == (NOT_SCANNED, "no service")
+
+
+def test_an_id_that_is_a_prefix_of_another_allows_nothing_of_it(tmp_path: Path) -> None:
+    text = "entries:\n  - {check: secrets, id: /root/.ne, reason: r, expires: 2027-01-01}\n"
+    netrc = Finding("secrets", "/root/.netrc", "layer 2 of 2", "/root/.netrc: a netrc file")
+    cve = Finding("python", "PYSEC-2018-2", "requests 2.19.0", "x", aliases=("CVE-2018-1807",))
+    for finding, entries in ((netrc, read(tmp_path, text)), (REQUESTS, read(tmp_path, GOOD.replace("18074", "1807")))):
+        result = allowlist.apply(Scan(finding.check, (finding,)), entries, "any", TODAY)
+        assert result.status == FAILED and result.allowed == ()
+    assert allowlist.apply(Scan("python", (cve,)), read(tmp_path, GOOD), "any", TODAY).status == FAILED

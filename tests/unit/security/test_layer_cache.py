@@ -8,9 +8,11 @@ diff_ids its inspect answers."""
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import os
-import tarfile
+import re
+import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -31,11 +33,12 @@ from tests.unit.security.test_layers import (
     tar_of,
 )
 from torchimages.engine import ImageInfo
-from torchimages.security import layer_cache, layers, leaks
+from torchimages.security import layer_cache, layers
 from torchimages.security.layer_cache import LayerCache
 from torchimages.security.layers import Layer
 from torchimages.security.leaks import Hit, Secret, secrets_of
 from torchimages.security.model import Scan
+from torchimages.security.tarstream import Source
 
 LIMIT = 1 << 20
 RUNTIME = [layer(*BASE), layer(("opt/venv/bin/python", b"ELF"), ("root/.netrc", NETRC))]
@@ -44,13 +47,13 @@ DEVEL = [*RUNTIME, layer(("usr/local/cuda/bin/nvcc", b"ELF"), ("home/u/.ssh/id_r
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """How many layer tarballs the scan parsed with tarfile (one entry per read_layer call)."""
+    """How many layer tarballs the scan parsed (one entry per read_layer call)."""
     calls: list[int] = []
     real = layers.read_layer
 
-    def counted(tar: tarfile.TarFile, secrets: Sequence[Secret]) -> Layer:
+    def counted(source: Source, secrets: Sequence[Secret]) -> Layer:
         calls.append(1)
-        return real(tar, secrets)
+        return real(source, secrets)
 
     monkeypatch.setattr(layers, "read_layer", counted)
     yield calls
@@ -182,21 +185,34 @@ def test_other_rules_invalidate_every_entry(
     assert len(reads) == 4 and exports(engine) == 2
 
 
-def test_the_rules_digest_covers_the_rules_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("module", layer_cache.RULES, ids=[m.__name__.rsplit(".", 1)[-1] for m in layer_cache.RULES])
+def test_the_rules_digest_covers_each_rules_module_s_source(
+    module: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     digest = layer_cache.rules_digest()
     assert digest is not None and len(digest) == 64
-    changed = tmp_path / "leaks.py"
-    changed.write_bytes(Path(leaks.__file__).read_bytes() + b"# one rule more\n")
-    monkeypatch.setattr(leaks, "__file__", str(changed))
+    changed = tmp_path / Path(module.__file__ or "").name
+    changed.write_bytes(Path(module.__file__ or "").read_bytes() + b"# one rule more\n")
+    monkeypatch.setattr(module, "__file__", str(changed))
     layer_cache.rules_digest.cache_clear()
     try:
         assert layer_cache.rules_digest() not in (None, digest)
-        monkeypatch.setattr(leaks, "__file__", str(tmp_path / "gone.py"))
+        monkeypatch.setattr(module, "__file__", str(tmp_path / "gone.py"))
         layer_cache.rules_digest.cache_clear()
         assert layer_cache.rules_digest() is None  # no source to hash: nothing is cached
         assert not layer_cache.store(LayerCache(tmp_path / "c", LIMIT), sha(b"x"), (), Layer())
     finally:
         layer_cache.rules_digest.cache_clear()
+
+
+def test_every_module_a_layer_is_read_through_is_in_the_rules() -> None:
+    """A change to how a layer is read (not only to the rules) makes every entry a miss."""
+    rules = {m.__name__ for m in layer_cache.RULES}
+    for module in layer_cache.RULES:
+        for line in inspect.getsource(module).splitlines():
+            found = re.match(r"from (torchimages\.security\.\w+) import", line)
+            if found and found[1] != "torchimages.security.model":  # the findings' types, no rule
+                assert found[1] in rules, (module.__name__, found[1])
 
 
 def test_other_secrets_invalidate_and_a_renamed_secret_is_named_by_its_new_name(

@@ -4,11 +4,13 @@ stray files in any layer, a file deleted by a later layer still found in its own
 
 from __future__ import annotations
 
+import base64
 import datetime
 import gzip
 import hashlib
 import io
 import json
+import random
 import tarfile
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from torchimages.security import allowlist, gate, layers, leaks
 from torchimages.security.model import FAILED, SECRETS, Finding, Scan
 
 REFERENCE = "torchimages-tmp/x:1"
+PY_TEST_KEY = "opt/venv/lib/python3.11/site-packages/tornado/test/test.key"
 BASE = (("etc/os-release", b'ID=debian\nVERSION_ID="12"\n'), ("root/", None), ("root/.bashrc", b"# bash\n"))
 NETRC = b"machine pypi.example.org login user password s3cret\n"
 PEM_KEY = b"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
@@ -179,6 +182,23 @@ CREDENTIALS = [
     ("home/torch/.config/pip/pip.conf", b"[global]\nextra-index-url = https://token@pypi.example.org/simple\n"),
     ("opt/venv/pip.conf", b"[global]\nindex-url = https://u:p@pypi.example.org/simple\n"),
     ("etc/uv/uv.toml", b'[[index]]\nurl = "https://user:pass@pypi.example.org/simple"\n'),
+    ("home/torch/_netrc", NETRC),
+    ("root/.pgpass", b"db.example.org:5432:*:app:s3cret\n"),
+    ("root/.my.cnf", b"[client]\nuser = app\npassword = s3cret\n"),
+    ("srv/app/.git/config", b'[remote "origin"]\n\turl = https://oauth2:glpat-x@gitlab.example.org/a.git\n'),
+    ("root/.config/git/credentials", b"https://user:token@github.com\n"),
+    ("root/.s3cfg", b"[default]\naccess_key = AKIA\nsecret_key = x\n"),
+    ("root/.boto", b"[Credentials]\ngs_secret_access_key = x\n"),
+    ("home/torch/.yarnrc.yml", b"npmAuthToken: npm_x\n"),
+    ("root/.m2/settings.xml", b"<servers><server><password>x</password></server></servers>"),
+    ("root/.cargo/credentials.toml", b'[registry]\ntoken = "cio_x"\n'),
+    ("root/.gem/credentials", b"---\n:rubygems_api_key: rubygems_x\n"),
+    ("root/.terraform.d/credentials.tfrc.json", b'{"credentials": {}}'),
+    ("root/.vault-token", b"hvs.x"),
+    ("root/.gnupg/private-keys-v1.d/0123ABCD.key", b"Key: (protected-private-key (rsa"),
+    ("root/.gnupg/secring.gpg", b"\x95\x03"),
+    ("root/.config/hub", b"github.com:\n- user: me\n  oauth_token: ghp_x\n"),
+    ("home/torch/.npmrc", b"# " + b"x" * 200_000 + b"\n//registry.npmjs.org/:_authToken=npm_x\n"),  # past 64 KiB
 ]
 
 
@@ -204,6 +224,12 @@ NEAR_CREDENTIALS = [
     ("home/torch/.npmrc", b"registry=https://registry.npmjs.org/\n"),
     ("etc/pip.conf", b"[global]\nindex-url = https://pypi.example.org/simple\ncert = /etc/ssl/x.pem\n"),
     ("etc/uv/uv.toml", b'[[index]]\nurl = "https://pypi.example.org/simple"\n# user@example.org\n'),
+    ("home/torch/.my.cnf", b"[client]\nuser = app\n"),
+    ("srv/app/.git/config", b'[remote "origin"]\n\turl = https://github.com/pytorch/pytorch.git\n'),
+    ("home/torch/.yarnrc.yml", b"nodeLinker: node-modules\n"),
+    ("home/torch/.m2/settings.xml", b"<settings><mirrors/></settings>"),
+    ("home/torch/.s3cfg", b"[default]\nhost_base = s3.example.org\n"),
+    ("home/torch/.gnupg/pubring.kbx", b"KBXf"),
 ]
 
 
@@ -240,10 +266,63 @@ def test_certificates_and_public_keys_are_no_private_keys(content: bytes) -> Non
     assert keys(scan(layer(("etc/ssl/certs/x.pem", content)))) == []
 
 
-def test_a_private_key_is_looked_for_only_in_the_first_kb_of_a_small_file() -> None:
-    late = b"x" * leaks.HEAD + PEM_KEY
-    big = PEM_KEY + b"\0" * leaks.KEY_MAX
-    assert keys(scan(layer(("opt/a.key", late), ("opt/big.bin", big)))) == []
+def pem(label: str, body_bytes: int, seed: int = 0) -> bytes:
+    """A PEM block of real size: `body_bytes` of (deterministic) DER in base64, 64 characters a line."""
+    body = base64.b64encode(random.Random(seed).randbytes(body_bytes)).decode()
+    lines = "\n".join(body[at : at + 64] for at in range(0, len(body), 64))
+    return f"-----BEGIN {label}-----\n{lines}\n-----END {label}-----\n".encode()
+
+
+RSA_4096 = pem("RSA PRIVATE KEY", 2348)  # what `openssl genrsa 4096` writes: about 3.2 KB
+CHAIN = b"".join(pem("CERTIFICATE", 1400, seed) for seed in (1, 2, 3))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        RSA_4096,
+        CHAIN + RSA_4096,  # a bundle: the chain, then the key
+        CHAIN + pem("PRIVATE KEY", 1218),
+        b"x" * 5_000_000 + pem("ENCRYPTED PRIVATE KEY", 1300),  # at the end of a large file
+        bytes(range(256)) * 20_000 + pem("EC PRIVATE KEY", 121) + bytes(1000),
+        pem("PGP PRIVATE KEY BLOCK", 900).replace(b"-----\n", b"-----\nVersion: GnuPG v2\n\n", 1),
+        b"-----BEGIN DSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B2C3D\n\nMIIBuwIBAAKBgQCk",
+        b'{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0B\\n"}',
+    ],
+    ids=["rsa-4096", "after-chain", "pkcs8-after-chain", "end-of-5MB", "binary", "pgp", "encrypted-dsa", "json"],
+)
+def test_a_private_key_is_found_in_a_file_of_any_size_wherever_it_is(content: bytes) -> None:
+    result = scan(layer(("opt/app/bundle.pem", content)))
+    assert keys(result) == ["/opt/app/bundle.pem"]
+    assert "a private key (-----BEGIN " in result.findings[0].detail
+
+
+def test_a_key_split_between_two_chunks_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(layers, "CHUNK", 4096)
+    for cut in (4096 - 30, 4096 - 5, 4096 + 3):  # inside the BEGIN line, at its end, in the body
+        content = b"x" * (cut - 10) + RSA_4096
+        assert keys(scan(layer(("opt/a.bin", content)))) == ["/opt/a.bin"], cut
+
+
+def test_a_published_key_a_library_embeds_is_none_and_any_other_key_beside_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GnuTLS embeds its FIPS self-test keys in libgnutls.so.30 (leaks.PUBLISHED_KEYS): known by their body."""
+    published = pem("RSA PRIVATE KEY", 600, seed=7)
+    found = leaks.PEM_KEY.match(published)
+    assert found is not None
+    monkeypatch.setattr(leaks, "PUBLISHED_KEYS", frozenset({leaks.key_digest(published, found)}))
+    library = b"\x7fELF" + bytes(5000) + published + bytes(100) + published
+    assert keys(scan(layer(("usr/lib/libgnutls.so.30", library)))) == []
+    for other in (RSA_4096, published.replace(b"\n-----END", b"X\n-----END"), published[:-30]):  # changed, cut
+        assert keys(scan(layer(("usr/lib/libgnutls.so.30", library + other)))) == ["/usr/lib/libgnutls.so.30"]
+
+
+def test_a_library_that_only_names_the_key_lines_holds_no_key() -> None:
+    libssh2 = b"\x7fELF" + b"\0" * 64 + b"-----BEGIN RSA PRIVATE KEY-----\0-----END RSA PRIVATE KEY-----\0"
+    source = b'_PKCS1_MARKER = ("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----")\n'
+    docs = b"-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----\n"
+    assert keys(scan(layer(("usr/lib/libssh2.so.1", libssh2), ("opt/rsa.py", source), ("opt/README", docs)))) == []
 
 
 @pytest.mark.parametrize(
@@ -288,10 +367,24 @@ def test_a_build_secret_s_content_is_found_under_another_name(tmp_path: Path) ->
     assert finding.subject.startswith("layer 2 of 2 ")
 
 
-def test_a_file_that_holds_a_secret_among_more_is_not_its_whole_content(tmp_path: Path) -> None:
-    bundle = tmp_path / "ca.pem"
-    bundle.write_bytes(CERTIFICATE)
-    assert keys(scan(layer(("etc/ssl/certs/all.pem", CERTIFICATE * 2)), secret_files=(bundle,))) == []
+def test_a_build_secret_inside_another_file_is_found(tmp_path: Path) -> None:
+    pipconf = tmp_path / "pip.conf"
+    pipconf.write_bytes(b"[global]\nindex-url = https://build:tok3n-0123456789@pypi.example.org/simple\n")
+    appended = b"# the image's own settings\n[install]\nno-cache-dir = true\n" + pipconf.read_bytes() + b"\n# end\n"
+    login_only = b"TOKEN=tok3n-0123456789\n"
+    leaked = layer(("etc/xdg/pip/pip.conf.d/all", appended), ("opt/app/.env", login_only))
+    found = {f.key: f.detail for f in scan(leaked, secret_files=(pipconf,)).findings}
+    assert found == {
+        "/etc/xdg/pip/pip.conf.d/all": "/etc/xdg/pip/pip.conf.d/all: the content of the build's secret pip.conf",
+        "/opt/app/.env": "/opt/app/.env: a login from the build's secret pip.conf",
+    }
+
+
+def test_a_short_secret_is_matched_only_as_a_whole_file(tmp_path: Path) -> None:
+    short = tmp_path / "uv.toml"
+    short.write_bytes(b"x = 1\n")  # too short to search for: it would be in many files by chance
+    found = scan(layer(("etc/a", b"x = 1\n"), ("etc/b", b"y = 2\nx = 1\n")), secret_files=(short,))
+    assert keys(found) == ["/etc/a"]
 
 
 def test_an_empty_secret_file_matches_nothing(tmp_path: Path) -> None:
@@ -338,6 +431,49 @@ def test_the_distribution_s_own_files_folders_and_empty_mount_targets_are_not_st
         ("rootfs/x", b"not /root"),
     )
     assert keys(scan(clean)) == []
+
+
+def link(name: str, target: str, kind: bytes = tarfile.LNKTYPE) -> bytes:
+    """A layer of one hard link (or symlink) entry, to be joined after a layer's files (no end blocks)."""
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info.tobuf(tarfile.PAX_FORMAT)
+
+
+def _joined(files: list[File], links: tuple[bytes, ...]) -> bytes:
+    body = layer(*files)
+    body = body[: len(body) - 10240] if len(body) >= 10240 and not any(body[-10240:]) else body
+    while body.endswith(bytes(512)):
+        body = body[:-512]
+    return body + b"".join(links) + bytes(1024)
+
+
+def test_a_hard_link_holds_its_target_s_content_at_its_own_path() -> None:
+    data = b"machine x login u password p\n"
+    found = scan(
+        _joined(
+            [("root/.netrc", NETRC), ("srv/blob", data), (PY_TEST_KEY, PEM_KEY)],
+            (link("opt/innocent", "root/.netrc"), link("home/u/.netrc", "srv/blob"), link("srv/tls.key", PY_TEST_KEY)),
+        )
+    ).findings
+    assert [(f.key, f.detail.removeprefix(f.key + ": ")) for f in found] == [
+        ("/root/.netrc", "a netrc file (logins and passwords)"),
+        ("/opt/innocent", "a hard link to /root/.netrc, a netrc file (logins and passwords)"),
+        ("/home/u/.netrc", "a netrc file (logins and passwords): a hard link to /srv/blob"),
+        ("/srv/tls.key", f"a hard link to /{PY_TEST_KEY}, a private key (-----BEGIN PRIVATE KEY-----)"),
+    ]
+
+
+def test_a_link_at_a_credentials_file_s_path_is_that_file_wherever_it_points() -> None:
+    links = (
+        link("home/u/.npmrc", "/etc/npm/defaults", tarfile.SYMTYPE),  # its target in another layer
+        link("root/.docker/config.json", "../../srv/auth.json", tarfile.LNKTYPE),
+        link("opt/key.pem", "secrets/key", tarfile.SYMTYPE),  # to a key of this layer: its content
+        link("opt/readme", "/usr/share/doc/x", tarfile.SYMTYPE),  # nothing
+    )
+    found = scan(_joined([("srv/auth.json", b"{}"), ("opt/secrets/key", PEM_KEY)], links)).findings
+    assert [f.key for f in found] == ["/opt/secrets/key", "/home/u/.npmrc", "/root/.docker/config.json", "/opt/key.pem"]
+    assert found[1].detail.endswith("an .npmrc with an auth token: a symbolic link to /etc/npm/defaults")
 
 
 def test_a_stray_symlink_is_a_leftover_too() -> None:

@@ -1,0 +1,70 @@
+"""One file's whole content searched as it streams past (leaks.py's content rules): a private key, the build's
+secrets and their logins, a credentials file's mark. The content comes in chunks; each is searched with the
+last bytes of the one before (the overlap: at least leaks.MATCH_MAX, and the longest needle), so what is split
+between two chunks is still found, and memory stays one chunk and the overlap whatever the file's size. A key
+is judged with what follows it (to know a published one), so one that starts in the overlap is judged with
+the next chunk, or at the file's end."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torchimages.security.leaks import MATCH_MAX, Secret, private_key
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one file's content holds: the private key's mark (whatever its path), what of the build's secrets
+    (`the content of pip.conf`, `a login from uv.toml`), whether the path's credentials mark was found."""
+
+    key: str | None = None
+    secrets: tuple[str, ...] = ()
+    marked: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.key or self.secrets or self.marked)
+
+
+class Search:
+    """Feed a file's content in order (`feed`), then ask what it holds (`facts`)."""
+
+    def __init__(self, secrets: Sequence[Secret], mark: re.Pattern[bytes] | None, size: int) -> None:
+        self.mark = mark
+        self.needles = [(needle, f"{what} the build's secret {s.name}") for s in secrets for needle, what in s.needles]
+        self.whole = [s for s in secrets if s.size == size]  # a file as large as a secret: compared whole
+        self.hashed = hashlib.sha256() if self.whole else None
+        self.overlap = max([MATCH_MAX, *(len(needle) for needle, _ in self.needles)])
+        self.tail = b""
+        self.key: str | None = None
+        self.found: dict[str, None] = {}
+        self.marked = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.hashed is not None:
+            self.hashed.update(chunk)
+        data = self.tail + chunk if self.tail else chunk
+        if self.key is None:  # a key starting in the overlap is judged with the next chunk, or at the end
+            self.key = private_key(data, len(data) - self.overlap)
+        if self.mark is not None and not self.marked:
+            self.marked = self.mark.search(data) is not None
+        for needle, what in self.needles:
+            if what not in self.found and needle in data:
+                self.found[what] = None
+        self.tail = data[-self.overlap :]
+
+    def facts(self) -> Facts:
+        if self.key is None:
+            self.key = private_key(self.tail)
+        if self.hashed is not None:
+            digest = self.hashed.hexdigest()
+            for secret in self.whole:
+                if secret.sha256 == digest:
+                    self.found.setdefault(f"the content of the build's secret {secret.name}", None)
+        whole = {what.removeprefix("the content of") for what in self.found if what.startswith("the content of")}
+        said = tuple(
+            w for w in self.found if not (w.startswith("a login from") and w.removeprefix("a login from") in whole)
+        )
+        return Facts(self.key, said, self.marked)
