@@ -225,7 +225,7 @@ def _token(challenge: str, deadline: Deadline) -> str:
     url = realm + "?" + urllib.parse.urlencode(fields)
     try:
         with _open(url, deadline) as answer:
-            body = json.loads(answer.read(MAX_MANIFEST_BYTES))
+            body = json.loads(_body(answer))
     except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
         raise RegistryError(f"no token from {realm}: {_why(exc, deadline)}") from None
     if not isinstance(body, dict):
@@ -249,13 +249,26 @@ def _why(exc: BaseException, deadline: Deadline | None = None) -> str:
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a manifest index is kilobytes; more is no manifest
 
 
+class TooLarge(ValueError):
+    """An answer longer than a manifest can be."""
+
+
+def _body(answer: Any) -> bytes:
+    """An answer's body, read no further than MAX_MANIFEST_BYTES (TooLarge past it: hashing a part of it
+    would name a digest the registry never served)."""
+    body: bytes = answer.read(MAX_MANIFEST_BYTES + 1)
+    if len(body) > MAX_MANIFEST_BYTES:
+        raise TooLarge(f"more than {MAX_MANIFEST_BYTES} bytes, which no manifest is")
+    return body
+
+
 def _request(url: str, method: str, token: str | None, deadline: Deadline) -> tuple[dict[str, str], bytes]:
     headers = {"Accept": ", ".join(MANIFEST_TYPES)}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, method=method, headers=headers)
     with _open(request, deadline) as answer:
-        return dict(answer.headers.items()), answer.read(MAX_MANIFEST_BYTES) if method == "GET" else b""
+        return dict(answer.headers.items()), _body(answer) if method == "GET" else b""
 
 
 def check_settings() -> None:
@@ -296,6 +309,8 @@ def _resolve(reference: str, ref: Reference, deadline: Deadline) -> str:
                 if exc.code == 404:
                     raise RegistryError(f"{reference}: {ref.api_host} has no such manifest (HTTP 404)") from None
                 raise RegistryError(f"{reference}: {ref.api_host} answered HTTP {exc.code} {exc.reason}") from None
+            except TooLarge as exc:
+                raise RegistryError(f"{reference}: {ref.api_host} answered {exc}") from None
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 raise RegistryError(f"{reference}: {ref.api_host} does not answer ({_why(exc, deadline)})") from None
             found = {k.lower(): v for k, v in headers.items()}.get("docker-content-digest", "")

@@ -1,7 +1,9 @@
-"""Commands in their own process group, stopped as a whole when the work is cancelled."""
+"""Commands in their own process group, stopped as a whole when the work is cancelled; what they print read
+with a bound (`MAX_OUTPUT_BYTES`): a command whose output never ends costs no more memory than that."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shlex
@@ -9,7 +11,8 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 from torchimages import stopping
@@ -20,6 +23,8 @@ from torchimages.engine.types import EngineError
 CANCEL_POLL_S = 0.2
 CANCEL_GRACE_S = 10.0
 TERM_GRACE_S = 5.0
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024  # what one pipe of a command may fill in memory (a probe says kilobytes)
+_CHUNK = 65536
 
 
 def escalation() -> tuple[tuple[signal.Signals, float | None], ...]:
@@ -31,37 +36,43 @@ def escalation() -> tuple[tuple[signal.Signals, float | None], ...]:
 
 
 def run_cancellable(
-    cmd: Sequence[str], cancelled: threading.Event | None, **kwargs: Any
+    cmd: Sequence[str], cancelled: threading.Event | None, *, limit_bytes: int | None = None, **kwargs: Any
 ) -> subprocess.CompletedProcess[Any]:
     """Run a command in its own process group (a terminal's Ctrl-C does not reach it: the caller decides);
     once `cancelled` is set, stop the whole group (SIGINT, then SIGTERM, then SIGKILL) and return at once.
-    `kwargs` go to Popen (stdout/stderr may be PIPE: the output comes back as with subprocess.run)."""
+    `kwargs` go to Popen (stdout/stderr may be PIPE: the output comes back as with subprocess.run, at most
+    `limit_bytes` (default MAX_OUTPUT_BYTES) of each: its start and its end, what lies between cut and said so)."""
+    text = bool(kwargs.pop("text", False) or kwargs.pop("universal_newlines", False))
+    piped = [name for name in ("stdout", "stderr") if kwargs.get(name) is subprocess.PIPE]
     process = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+    sinks = {name: _Sink(limit_bytes or MAX_OUTPUT_BYTES) for name in piped}
+    readers = [_reader(getattr(process, name), sinks[name]) for name in piped]
     with process:
         try:
             while True:
                 try:
-                    out, err = process.communicate(timeout=CANCEL_POLL_S)
+                    process.wait(timeout=CANCEL_POLL_S)
                     break
                 except subprocess.TimeoutExpired:
                     if cancelled is not None and cancelled.is_set():
-                        out, err = stop_group(process)
+                        stop_group(process)
                         break
         except BaseException:
             stop_group(process)
             raise
+        finally:
+            _join(readers, process)
+    out, err = (_decoded(sinks[name].value(), text) if name in sinks else None for name in ("stdout", "stderr"))
     return subprocess.CompletedProcess(list(cmd), process.returncode, out, err)
 
 
-def stop_group(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
-    """Stop a process started with start_new_session, and everything it started (`escalation`); its remaining
-    output."""
-    output: tuple[Any, Any] = (None, None)
+def stop_group(process: subprocess.Popen[Any]) -> None:
+    """Stop a process started with start_new_session, and everything it started (`escalation`)."""
     for sig, grace in escalation():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, sig)
         try:
-            output = process.communicate(timeout=grace)
+            process.wait(timeout=grace)
             break
         except subprocess.TimeoutExpired:
             continue
@@ -69,7 +80,139 @@ def stop_group(process: subprocess.Popen[Any]) -> tuple[Any, Any]:
     # cannot be reused while any member lives, and an empty group answers ProcessLookupError.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    return output
+
+
+class _Sink:
+    """What one pipe said, in at most `limit` bytes: its start, and past the limit its end (what lay between
+    dropped and counted); `on_full` is called once, when the limit is passed."""
+
+    def __init__(self, limit: int, on_full: Callable[[], None] | None = None) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.held = 0  # the bytes in `tail`
+        self.dropped = 0
+        self.on_full = on_full
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.held += len(chunk)
+        full = self.dropped
+        while self.held - len(self.tail[0]) >= self.half:
+            first = self.tail.popleft()
+            self.held -= len(first)
+            self.dropped += len(first)
+        if self.held > self.half:  # the oldest chunk only partly fits: keep its end
+            cut = self.held - self.half
+            self.tail[0] = self.tail[0][cut:]
+            self.held -= cut
+            self.dropped += cut
+        if self.dropped and not full and self.on_full is not None:
+            self.on_full()
+
+    def value(self) -> bytes:
+        cut = f"\n...[{self.dropped} bytes cut]...\n".encode() if self.dropped else b""
+        return bytes(self.head) + cut + b"".join(self.tail)
+
+
+def _reader(pipe: IO[bytes] | None, sink: _Sink) -> threading.Thread:
+    """A thread that reads `pipe` to its end into `sink` (it keeps reading past the limit: a writer never
+    blocks on a full pipe, and its end is kept)."""
+
+    def read() -> None:
+        assert pipe is not None
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := os.read(pipe.fileno(), _CHUNK):
+                sink.add(chunk)
+
+    thread = threading.Thread(target=read, name="output", daemon=True)
+    thread.start()
+    return thread
+
+
+def _join(readers: Sequence[threading.Thread], process: subprocess.Popen[Any]) -> None:
+    """Wait for the readers: at most a moment once the command is gone (a child it left holding the pipe
+    open does not hold the caller), then the pipes are closed."""
+    for thread in readers:
+        thread.join(timeout=5.0)
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _decoded(output: bytes, text: bool) -> bytes | str:
+    return output.decode(errors="replace") if text else output
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What a bounded run of a command gave: its exit status (None when it was stopped), its output (at most
+    the limit of each pipe), and whether it was stopped at its deadline or for passing the limit."""
+
+    status: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    overflowed: bool = False
+
+    @property
+    def stopped(self) -> str:
+        """Why it was stopped, in words ("" when it ended by itself)."""
+        if self.timed_out:
+            return "it ran past its time limit"
+        if self.overflowed:
+            return "its output passed the limit"
+        return ""
+
+
+def captured(
+    cmd: Sequence[str],
+    *,
+    timeout_s: float,
+    limit_bytes: int | None = None,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+) -> Captured:
+    """Run a command in its own process group, its stdout and stderr read into memory, at most `limit_bytes`
+    (default MAX_OUTPUT_BYTES) each: past `timeout_s`, or once either pipe passes the limit, the group is
+    killed (what it said until then comes back). An interrupt while it runs (Stopped, KeyboardInterrupt) kills
+    it too and goes on. OSError when it cannot start."""
+    process = subprocess.Popen(
+        cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
+    over = threading.Event()
+
+    def full() -> None:
+        over.set()
+        _kill(process)
+
+    limit = limit_bytes or MAX_OUTPUT_BYTES
+    sinks = (_Sink(limit, full), _Sink(limit, full))
+    readers = [_reader(process.stdout, sinks[0]), _reader(process.stderr, sinks[1])]
+    timed_out = False
+    with process:
+        try:
+            try:
+                process.wait(timeout=max(timeout_s, 0.0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill(process)
+                process.wait()
+        except BaseException:
+            _kill(process)
+            raise
+        finally:
+            _join(readers, process)
+    stdout, stderr = (sink.value() for sink in sinks)
+    stopped = timed_out or over.is_set()
+    return Captured(None if stopped else process.returncode, stdout, stderr, timed_out, over.is_set() and not timed_out)
 
 
 @contextlib.contextmanager
