@@ -11,9 +11,10 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from torchimages import stopping
 from torchimages.engine.types import EngineError
@@ -215,35 +216,62 @@ def captured(
     return Captured(None if stopped else process.returncode, stdout, stderr, timed_out, over.is_set() and not timed_out)
 
 
+STALL_S = 600.0  # how long a read of a streamed command may wait for its next bytes: then it is stuck
+
+
+class _Timed:
+    """A stream whose reads are timed: `since` is when the read in progress began (None between reads)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.since: float | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        self.since = time.monotonic()
+        try:
+            return self.stream.read(size)
+        finally:
+            self.since = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 @contextlib.contextmanager
-def streamed(cmd: Sequence[str], cancelled: threading.Event | None = None) -> Iterator[IO[bytes]]:
+def streamed(
+    cmd: Sequence[str], cancelled: threading.Event | None = None, stall_s: float | None = None
+) -> Iterator[IO[bytes]]:
     """A command's stdout as a stream read once, the command in its own process group, its stderr in a
     temporary file (never a full pipe). Leaving the context before the stream's end (the reader stopped, or
     raised) kills the command: that is no failure. EngineError on leaving when the command could not start,
-    when it failed (the stream ended and its status is not 0: its stderr says why), or when `cancelled` was
-    set (it is killed at once, so a reader waiting on it gets the end of the stream)."""
+    when it failed (the stream ended and its status is not 0: its stderr says why), when `cancelled` was set,
+    or when a read waited `stall_s` seconds (default STALL_S) for bytes that never came: it is killed at once,
+    so a reader waiting on it gets the end of the stream."""
     if cancelled is not None and cancelled.is_set():
         raise EngineError(f"`{shlex.join(cmd)}` was cancelled before it started")
+    stall = STALL_S if stall_s is None else stall_s
     with tempfile.TemporaryFile() as errors:
         try:
             process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, start_new_session=True)
         except OSError as exc:
             raise EngineError(f"could not run {cmd[0]}: {exc}") from None
         assert process.stdout is not None
-        stdout = process.stdout
-        done, stopped = threading.Event(), threading.Event()
-        watcher = threading.Thread(target=_kill_on_cancel, args=(process, cancelled, done, stopped), daemon=True)
+        stdout = _Timed(process.stdout)
+        done, stopped, stuck = threading.Event(), threading.Event(), threading.Event()
+        watcher = threading.Thread(
+            target=_watch, args=(process, cancelled, done, stopped, (stdout, stall, stuck)), daemon=True
+        )
         watcher.start()
         raised: BaseException | None = None
         try:
-            yield stdout
+            yield cast(IO[bytes], stdout)
         except BaseException as exc:  # re-raised below, once the command is gone
             raised = exc
-        done.set()
         # An Exception leaves the stream where the reader was; an interrupt may have come during a read that
-        # blocks, so it does not read again.
+        # blocks, so it does not read again. The watcher still watches this last read.
         at_end = isinstance(raised, Exception | None) and stdout.read(1) == b""
-        stdout.close()
+        done.set()
+        process.stdout.close()
         if not at_end:
             _kill(process)
         status = process.wait()
@@ -252,12 +280,20 @@ def streamed(cmd: Sequence[str], cancelled: threading.Event | None = None) -> It
             raise raised
         if stopped.is_set():
             raise EngineError(f"`{shlex.join(cmd)}` was cancelled") from None
+        if stuck.is_set():
+            raise EngineError(f"`{shlex.join(cmd)}` sent nothing for {stall:g} s: stopped") from None
         if at_end and status != 0:
-            errors.seek(0)
-            said = errors.read().decode(errors="replace").strip()
-            raise EngineError(f"`{shlex.join(cmd)}` failed: {said[-2000:] or f'exit status {status}'}") from None
+            said = _end_of(errors).decode(errors="replace").strip()
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {said or f'exit status {status}'}") from None
         if raised is not None:
             raise raised
+
+
+def _end_of(file: IO[bytes], size: int = 2000) -> bytes:
+    """The last `size` bytes of a file (a command's stderr: its end says why)."""
+    end = file.seek(0, os.SEEK_END)
+    file.seek(max(0, end - size))
+    return file.read(size)
 
 
 def _kill(process: subprocess.Popen[Any]) -> None:
@@ -265,14 +301,24 @@ def _kill(process: subprocess.Popen[Any]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _kill_on_cancel(
-    process: subprocess.Popen[Any], cancelled: threading.Event | None, done: threading.Event, stopped: threading.Event
+def _watch(
+    process: subprocess.Popen[Any],
+    cancelled: threading.Event | None,
+    done: threading.Event,
+    stopped: threading.Event,
+    reads: tuple[_Timed, float, threading.Event],
 ) -> None:
-    """Kill the command's group once `cancelled` is set (until `done`)."""
-    if cancelled is None:
+    """Kill the command's group once `cancelled` is set (`stopped`), or once a read has waited the stall limit
+    (`stuck`), until `done`."""
+    stream, stall, stuck = reads
+    while not done.wait(CANCEL_POLL_S):
+        if cancelled is not None and cancelled.is_set():
+            stopped.set()
+            break
+        since = stream.since
+        if since is not None and time.monotonic() - since > stall:
+            stuck.set()
+            break
+    else:
         return
-    while not cancelled.is_set():
-        if done.wait(CANCEL_POLL_S):
-            return
-    stopped.set()
     _kill(process)
