@@ -237,7 +237,7 @@ def _token(challenge: str, deadline: Deadline) -> str:
 
 
 def _why(exc: BaseException, deadline: Deadline | None = None) -> str:
-    if deadline is not None and deadline.expired:
+    if deadline is not None and (deadline.expired or time.monotonic() >= deadline.end - 0.05):  # a read ended at it
         return f"no complete answer within {deadline.seconds:g} s ({DEADLINE_VARIABLE})"
     if isinstance(exc, urllib.error.HTTPError):
         return f"HTTP {exc.code} {exc.reason}"

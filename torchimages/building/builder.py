@@ -48,7 +48,7 @@ from torchimages.building.wheels import Served, serve
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine, EngineError
 from torchimages.planning.plan import Selected
-from torchimages.problems import InputError, Problem
+from torchimages.problems import InputError, Problem, shown
 from torchimages.security.gate import Verdict
 from torchimages.security.model import CheckResult
 
@@ -542,8 +542,8 @@ class Builder:
         self, combination: Combination, image: Image, status: str, start: float, detail: str, progress: Progress
     ) -> Outcome:
         seconds = time.monotonic() - start
-        shown = f"\n    {detail}" if status not in ("built", "promoted") else ""
-        progress.finish(image.own_tag, f"{image.own_tag}: {status} in {seconds:.0f} s" + shown)
+        said = f"\n    {detail}" if status not in ("built", "promoted") else ""
+        progress.finish(image.own_tag, f"{image.own_tag}: {status} in {seconds:.0f} s" + said)
         return Outcome(combination, image, status, seconds, detail)
 
 
@@ -567,4 +567,4 @@ def _split(reference: str) -> tuple[str, str]:
 
 
 def _listed(what: str, problems: list[str]) -> str:
-    return f"{what}:\n    " + "\n    ".join(problems)
+    return f"{what}:\n    " + "\n    ".join(shown(p) for p in problems)

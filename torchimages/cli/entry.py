@@ -21,7 +21,7 @@ from torchimages import (
 from torchimages.cli import options
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError
-from torchimages.problems import InputError, distinct, shown
+from torchimages.problems import InputError, distinct, escaped, shown
 
 DESCRIPTION = "Build, verify and test PyTorch/CUDA images."
 PROG = "torchimages"  # the console script; build.py and `python -m` pass their own
@@ -48,19 +48,28 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     return top
 
 
-class _Stdout:
-    """Standard output, remembering whether writing to it failed (so that error is told from others)."""
+class _Output:
+    """A standard stream that escapes what no line of text holds (problems.escaped: an escape sequence, a
+    carriage return, a surrogate of an undecodable byte; a newline and a tab pass), whatever printed it: the
+    last guard behind `shown` at each place text from outside is printed. It remembers whether writing to it
+    failed (so that error is told from others). `unescaped` is the stream itself, for the one writer that
+    draws with escape sequences (the live progress view, which escapes its own text)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.failed = False
 
+    @property
+    def unescaped(self) -> TextIO:
+        return self.stream
+
     def write(self, text: str) -> int:
         try:
-            return self.stream.write(text)
+            self.stream.write(escaped(text, keep="\n\t"))
         except OSError:
             self.failed = True
             raise
+        return len(text)
 
     def flush(self) -> None:
         try:
@@ -136,6 +145,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     `prog`: the command as invoked (default: `torchimages`, the console script)."""
     _closed_stderr_to_devnull()
     handlers = stopping.install()
+    real_stderr = sys.stderr
+    sys.stderr = cast(TextIO, _Output(real_stderr))
     args: argparse.Namespace | None = None
     try:
         args = parser(prog).parse_args(argv)
@@ -144,6 +155,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         stop = exc if isinstance(exc, stopping.Stopped) else stopping.Stopped(signal.SIGINT)
         return _stopped(f"{args.prog} {args.command}" if args else prog or PROG, stop)
     finally:
+        sys.stderr = real_stderr
         stopping.restore(handlers)
 
 
@@ -153,7 +165,7 @@ def _main(args: argparse.Namespace) -> int:
         print("error: standard output is closed", file=sys.stderr)
         return EXIT_USAGE
     real_stdout = sys.stdout
-    stdout = _Stdout(real_stdout)
+    stdout = _Output(real_stdout)
     sys.stdout = cast(TextIO, stdout)
     try:
         return _run(args)

@@ -10,6 +10,7 @@ from torchimages import values
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from torchimages.problems import shown
 
 NAME = "verify-signature"
 HELP = "verify an image's cosign signature (made by --sign-key) with a public key; print the digest verified"
@@ -40,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         raise UsageError(problem)
     found = signing.verify(args.reference, args.key)
-    print(found.message)
+    print(shown(found.message))  # cosign's and the registry's words, one line
     return EXIT_OK if found.verified else EXIT_FAILED
