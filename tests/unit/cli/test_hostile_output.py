@@ -117,7 +117,8 @@ def test_undecodable_names_and_settings_never_raise_even_on_a_strict_stream(tmp_
 
     def run(*args: str, **extra: bytes) -> subprocess.CompletedProcess[bytes]:
         command = [sys.executable, "-m", "torchimages", *args]
-        return subprocess.run(command, cwd=tmp_path, env={**environ, **extra}, capture_output=True, check=False)
+        env = {**environ, **{name.encode(): value for name, value in extra.items()}}
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, check=False)
 
     done = run("validate", "--matrix", name)
     assert done.returncode == 0 and done.stdout.startswith(b"m\\udcff\\x1b[2J.yaml: valid"), done
