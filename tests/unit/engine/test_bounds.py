@@ -137,7 +137,7 @@ def test_an_engine_that_never_answers_is_given_up_at_the_first_contact(
         def connect() -> None:
             try:
                 engine.DockerEngine()
-            except BaseException as exc:  # noqa: BLE001 - said to the test's thread
+            except BaseException as exc:  # said to the test's thread
                 said.append(exc)
 
         thread = threading.Thread(target=connect, daemon=True)  # a hang fails the test, it does not hold it
