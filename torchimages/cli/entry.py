@@ -18,13 +18,12 @@ from torchimages import (
     stopping,  # records the signal dispositions the tool inherited (before any handler is installed)
     values,
 )
-from torchimages.cli import options
+from torchimages.cli import PROG, options
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError
 from torchimages.problems import InputError, distinct, escaped, shown
 
 DESCRIPTION = "Build, verify and test PyTorch/CUDA images."
-PROG = "torchimages"  # the console script; build.py and `python -m` pass their own
 
 
 def parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -128,15 +127,13 @@ def _stopped(command: str, stop: stopping.Stopped) -> int:
     """Say in one line on standard error what a signal stopped; 128 + N. When threads that only wait on the
     network are still running (a registry query of `lock --bases` or the doctor), the process ends at once
     rather than waiting for their answers: everything the main thread writes is whole or removed by now."""
-    stopping.quiet()
-    newline = "\n" if sys.stderr is not None and sys.stderr.isatty() else ""  # after the terminal's ^C
-    print(f"{newline}{command}: stopped by {stop.name}; nothing was left half-written", file=sys.stderr)
+    status = stopping.say(command, stop)
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        os._exit(stop.exit_status)
-    return stop.exit_status
+        os._exit(status)
+    return status
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
