@@ -57,6 +57,8 @@ LAYERS = "security/layers.py"
 LEAKS = "security/leaks.py"
 ALLOWLIST, GATE, PYTHON_AUDIT = "security/allowlist.py", "security/gate.py", "security/python.py"
 STALENESS = "security/staleness.py"
+PROCESS, ENGINE, REGISTRY = "engine/process.py", "engine/docker_engine.py", "registry.py"
+OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -356,8 +358,9 @@ MUTATIONS: tuple[Mutation, ...] = (
       "reused = None if facts is None else facts.raw",
       "the GPU-less facts of verification reused in a container with GPUs (GPU tests see no GPU, skip)"),
     M("gate-container-left", RUNNER,
-      "    finally:\n        engine.remove_container(name)\n",
-      "    finally:\n        pass\n",
+      "        with stopping.held():  # a second signal does not cut the removal short\n"
+      "            engine.remove_container(name)\n",
+      "        pass\n",
       "the smoke container outlives the run"),
     M("gate-gpus-all-unless-none", RUNNER,
       '    return gpus == "all"\n',
@@ -592,6 +595,31 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if not locked or locked == built_on:\n",
       "    if True:\n",
       "an image on a registry base whose locked digest moved is current"),
+    # --- bounds, escaping and signals: engine/process.py, registry.py, cli/entry.py, cli/__init__.py ---------
+    M("output-endless-read-on", PROCESS,
+      "    sinks = (_Sink(limit, full), _Sink(limit, full))\n",
+      "    sinks = (_Sink(limit), _Sink(limit))\n",
+      "a container whose output never ends (an endless file in the image) is read until its time limit"),
+    M("registry-manifest-cut-hashed", REGISTRY,
+      "    if len(body) > MAX_MANIFEST_BYTES:\n",
+      "    if False:\n",
+      "a manifest past its bound is hashed in part: a digest the registry never served"),
+    M("outdated-reason-raw", OUTDATED,
+      'print("\\n".join(shown(line) for line in found.lines())',
+      'print("\\n".join(found.lines())',
+      "a reason's newline (a registry's error) starts a line of its own in outdated's output"),
+    M("streams-escape-nothing", ENTRY,
+      '            self.stream.write(escaped(text, keep="\\n\\t"))\n',
+      "            self.stream.write(text)\n",
+      "an escape sequence in a file name reaches the terminal"),
+    M("probe-container-left", ENGINE,
+      "            self._remove_after_interrupt(name)\n            raise\n",
+      "            raise\n",
+      "a signal during a probe's `docker run` leaves its container behind"),
+    M("signal-while-importing", CLI,
+      "    early = stopping.install()\n",
+      "    early: dict[int, stopping.Handler] = {}\n",
+      "a signal while the command line's modules load is a traceback (or no line at all)"),
 )
 # fmt: on
 
