@@ -652,6 +652,12 @@ RELEVANT: dict[str, tuple[str, str]] = {
     GATE: (r"security", r"security\.gate|security_gate"),
     PYTHON_AUDIT: (r"security", r"read_report|python\.scan"),
     STALENESS: (r"security", r"staleness"),
+    PROCESS: (r"bounds|streamed|cancel", r"engine\.process|run_cancellable"),
+    REGISTRY: (r"registry", r"\bregistry\."),
+    OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),
+    ENTRY: (r"hostile_output|signals", r"cli\.entry"),
+    ENGINE: (r"bounds|signals|shell", r"docker_engine|DockerEngine"),
+    CLI: (r"signals", r"WHILE_IMPORTING"),
 }
 
 
