@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
             found = staleness.check(engine, s.combination, image, checks, pull=args.pull)
             # Each line one line, whatever the image and the registry said (shown); stdout of --tags holds the
             # matrix's tags alone, one per line.
-            print("\n".join(shown(line) for line in found.lines()), file=sys.stderr if args.tags else sys.stdout)
+            details = sys.stderr if args.tags else sys.stdout
+            print("\n".join(shown(line) for line in found.lines()), file=details, flush=True)
             if args.tags and found.stale:
                 print(shown(image.own_tag), flush=True)
             stale += found.stale

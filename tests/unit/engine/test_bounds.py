@@ -215,3 +215,17 @@ def test_the_installed_probe_reads_the_package_record_no_further_than_its_bound(
         [sys.executable, "-c", script], capture_output=True, timeout=60, check=False, preexec_fn=at_most(1)
     )
     assert done.returncode == 0 and len(done.stdout) < 8 * 1024 * 1024, done.stderr[-500:]
+
+
+def test_a_zstd_push_whose_docker_save_stalls_ends_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchimages.engine import zstd_push
+
+    monkeypatch.setattr(process, "STALL_S", 0.5)
+    docker = tmp_path / "docker"
+    docker.write_text("#!/bin/sh\nprintf 'not a tar'\nexec sleep 30\n")
+    docker.chmod(0o755)
+    verified = engine.ImageInfo("img:1", "sha256:" + "1" * 64, {}, {}, "", ())
+    started = time.monotonic()
+    with pytest.raises(engine.EngineError, match=r"sent nothing for 0\.5 s: stopped"):
+        zstd_push.save_layout(str(docker), verified, tmp_path / "layout")
+    assert time.monotonic() - started < 5
