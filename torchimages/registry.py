@@ -254,11 +254,15 @@ class TooLarge(ValueError):
 
 
 def _body(answer: Any) -> bytes:
-    """An answer's body, read no further than MAX_MANIFEST_BYTES (TooLarge past it: hashing a part of it
-    would name a digest the registry never served)."""
+    """An answer's body, read no further than MAX_MANIFEST_BYTES (TooLarge past it), and whole (IncompleteRead
+    when the connection ended before its Content-Length): hashing a part of it would name a digest the
+    registry never served."""
     body: bytes = answer.read(MAX_MANIFEST_BYTES + 1)
     if len(body) > MAX_MANIFEST_BYTES:
         raise TooLarge(f"more than {MAX_MANIFEST_BYTES} bytes, which no manifest is")
+    missing = getattr(answer, "length", None)  # what its Content-Length promised and the connection never sent
+    if missing:
+        raise http.client.IncompleteRead(body, missing)
     return body
 
 

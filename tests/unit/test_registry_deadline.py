@@ -175,3 +175,17 @@ def test_a_manifest_of_megabytes_is_refused_not_hashed_nor_held(monkeypatch: pyt
             registry.resolve_digest(f"{host}/a:1", deadline=20)
     assert time.monotonic() - started < 10
     assert str(caught.value) == f"{host}/a:1: {host} answered more than 1048576 bytes, which no manifest is"
+
+
+class _Truncated(socketserver.BaseRequestHandler):
+    """Promises a manifest of 1000 bytes, sends 10 and hangs up."""
+
+    def handle(self) -> None:
+        self.request.recv(65536)
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"{" * 10)
+
+
+def test_a_manifest_cut_short_is_said_not_hashed() -> None:
+    with serving(_Truncated) as host, pytest.raises(registry.RegistryError) as caught:
+        registry.resolve_digest(f"{host}/a:1", deadline=10)
+    assert str(caught.value).startswith(f"{host}/a:1: {host} does not answer (IncompleteRead(10 bytes read")
