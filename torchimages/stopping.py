@@ -76,8 +76,9 @@ def restore(previous: dict[int, Handler]) -> None:
 def say(command: str, stop: Stopped) -> int:
     """Say on standard error, in one line, that a signal stopped `command` (quiet from now on); 128 + N."""
     quiet()
-    newline = "\n" if sys.stderr is not None and sys.stderr.isatty() else ""  # after the terminal's ^C
-    print(f"{newline}{command}: stopped by {stop.name}; nothing was left half-written", file=sys.stderr)
+    if sys.stderr is not None:  # started with it closed (`2>&-`): print would write to stdout
+        newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+        print(f"{newline}{command}: stopped by {stop.name}; nothing was left half-written", file=sys.stderr)
     return stop.exit_status
 
 
