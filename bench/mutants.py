@@ -62,6 +62,8 @@ SIGNING, MULTI_NODE = "security/signing.py", "smoke/suites/test_multi_node.py"
 STAGING, INDEX, MANIFESTS = "building/staging.py", "building/index.py", "engine/manifests.py"
 SIGNATURES, CLI_JOIN, REGISTRY = "building/signatures.py", "cli/join.py", "registry.py"
 DOCKER_ENGINE = "engine/docker_engine.py"
+PROCESS = "engine/process.py"
+OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -361,8 +363,9 @@ MUTATIONS: tuple[Mutation, ...] = (
       "reused = None if facts is None else facts.raw",
       "the GPU-less facts of verification reused in a container with GPUs (GPU tests see no GPU, skip)"),
     M("gate-container-left", RUNNER,
-      "    finally:\n        engine.remove_container(name)\n",
-      "    finally:\n        pass\n",
+      "        with stopping.held():  # a second signal does not cut the removal short\n"
+      "            engine.remove_container(name)\n",
+      "        pass\n",
       "the smoke container outlives the run"),
     M("gate-gpus-all-unless-none", RUNNER,
       '    return gpus == "all"\n',
@@ -681,18 +684,39 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        return [f"{image.platform_reference}: {PUSHED_NOT_SIGNED} (the engine recorded no digest of it)"]\n',
       "        return []\n",
       "a pushed image with no recorded digest is reported as if signed"),
-    M("registry-answer-cut-short", REGISTRY,
-      "    if len(body) > MAX_MANIFEST_BYTES:\n",
-      "    if False:\n",
-      "a registry's answer over 4 MiB is cut short and hashed as if whole"),
     M("engine-manifest-unbounded", DOCKER_ENGINE,
-      "        if result.over:\n",
-      "        if False:\n",
+      "        if result.overflowed:\n            size = manifests.MAX_BYTES",
+      "        if False:\n            size = manifests.MAX_BYTES",
       "a manifest of megabytes is taken (cut short) instead of refused"),
     M("builder-index-of-one-platform", BUILDER,
       "        elif missing:\n",
       "        elif False:\n",
       "build --push of one platform of two writes an index of that platform alone"),
+    # --- bounds, escaping and signals: engine/process.py, registry.py, cli/entry.py, cli/__init__.py ---------
+    M("output-endless-read-on", PROCESS,
+      "    sinks = (_Sink(limit, full), _Sink(limit, full))\n",
+      "    sinks = (_Sink(limit), _Sink(limit))\n",
+      "a container whose output never ends (an endless file in the image) is read until its time limit"),
+    M("registry-manifest-cut-hashed", REGISTRY,
+      "    if len(body) > MAX_MANIFEST_BYTES:\n",
+      "    if False:\n",
+      "a manifest past its bound is hashed in part: a digest the registry never served"),
+    M("outdated-reason-raw", OUTDATED,
+      'print("\\n".join(shown(line) for line in found.lines())',
+      'print("\\n".join(found.lines())',
+      "a reason's newline (a registry's error) starts a line of its own in outdated's output"),
+    M("streams-escape-nothing", ENTRY,
+      '            self.stream.write(escaped(text, keep="\\n\\t"))\n',
+      "            self.stream.write(text)\n",
+      "an escape sequence in a file name reaches the terminal"),
+    M("probe-container-left", DOCKER_ENGINE,
+      "            self._remove_after_interrupt(name)\n            raise\n",
+      "            raise\n",
+      "a signal during a probe's `docker run` leaves its container behind"),
+    M("signal-while-importing", CLI,
+      "    early = stopping.install()\n",
+      "    early: dict[int, stopping.Handler] = {}\n",
+      "a signal while the command line's modules load is a traceback (or no line at all)"),
 )
 # fmt: on
 
@@ -734,8 +758,12 @@ RELEVANT: dict[str, tuple[str, str]] = {
     MANIFESTS: (r"staging|manifests", r"\bmanifests\b"),
     SIGNATURES: (r"signing|staging", r"sign_key|RecordingSigner"),
     CLI_JOIN: (r"staging", r'cli\("join"'),
-    REGISTRY: (r"registry", r"resolve_digest"),
-    DOCKER_ENGINE: (r"manifests", r"DockerEngine"),
+    PROCESS: (r"bounds|streamed|cancel", r"engine\.process|run_cancellable"),
+    REGISTRY: (r"registry", r"resolve_digest|\bregistry\."),
+    OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),
+    ENTRY: (r"hostile_output|signals", r"cli\.entry"),
+    DOCKER_ENGINE: (r"manifests|bounds|signals|shell", r"docker_engine|DockerEngine"),
+    CLI: (r"signals", r"WHILE_IMPORTING"),
 }
 
 

@@ -36,7 +36,6 @@ from torchimages.security.python import PACKAGES_PROBE
 Raw = dict[str, Any]
 
 FAKE_ADDRESS = "unix:///fake/docker.sock"
-FAKE_CONTAINER = "smoke-fake"
 NO_ID = "sha256:" + "0" * 64
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -378,10 +377,11 @@ class FakeEngine:
             raise EngineError("the fake engine was given no run_shell answer (shell_answer)")
         return self.shell_answer
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
+    def start_container(
+        self, reference: str, *, name: str, gpus: bool, shm_size: str, run_args: Sequence[str] = ()
+    ) -> None:
         self.calls.append(("start_container", (reference, gpus, shm_size, tuple(run_args))))
-        self.containers.append(FAKE_CONTAINER)
-        return FAKE_CONTAINER
+        self.containers.append(name)
 
     def remove_container(self, name: str) -> None:
         self.calls.append(("remove_container", name))

@@ -43,16 +43,32 @@ class Problem:
 MAX_SHOWN = 1000
 
 
+def escaped(text: str, keep: str = "") -> str:
+    """`text` with every character that is not printable, other than those in `keep`, as its escape: a
+    control character of C0 or C1 (an escape sequence's ESC or CSI, a newline, a carriage return), DEL, a
+    zero-width or line separator, a surrogate standing for an undecodable byte (`\\x1b`, `\\n`, `\\udcff`).
+    What reaches a terminal or a machine-read line through it cannot move the cursor, recolour, or start a
+    line of its own."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
 def shown(text: str) -> str:
-    """Text safe to print: every character that is not printable (NUL, a zero-width space, a line or
-    paragraph separator, an escape, a newline) is shown as its escape, so a message is one honest line;
-    a line longer than MAX_SHOWN keeps its start and end (a huge value is not printed whole)."""
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """Text safe to print as one line: `escaped` (a newline too), and a line longer than MAX_SHOWN keeps its
+    start and end (a huge value is not printed whole). Every text from outside (an image's labels and output,
+    a registry's or cosign's or the engine's words, a file's name) goes through it where it is printed."""
+    text = escaped(text)
     if len(text) > MAX_SHOWN:
         head, tail = MAX_SHOWN * 2 // 3, MAX_SHOWN // 4
         text = f"{text[:head]}...[{len(text) - head - tail} characters cut]...{text[-tail:]}"
     return text
+
+
+def shown_lines(text: str) -> str:
+    """A message of several lines (the tool's own line breaks, its items each `shown` already) safe to print:
+    each line `shown`, the breaks kept."""
+    return "\n".join(shown(line) for line in text.split("\n"))
 
 
 def distinct(problems: list[Problem]) -> list[Problem]:

@@ -225,7 +225,7 @@ def _token(challenge: str, deadline: Deadline) -> str:
     url = realm + "?" + urllib.parse.urlencode(fields)
     try:
         with _open(url, deadline) as answer:
-            body = json.loads(_bounded(answer, f"the token from {realm}"))
+            body = json.loads(_body(answer))
     except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
         raise RegistryError(f"no token from {realm}: {_why(exc, deadline)}") from None
     if not isinstance(body, dict):
@@ -237,7 +237,7 @@ def _token(challenge: str, deadline: Deadline) -> str:
 
 
 def _why(exc: BaseException, deadline: Deadline | None = None) -> str:
-    if deadline is not None and deadline.expired:
+    if deadline is not None and (deadline.expired or time.monotonic() >= deadline.end - 0.05):  # a read ended at it
         return f"no complete answer within {deadline.seconds:g} s ({DEADLINE_VARIABLE})"
     if isinstance(exc, urllib.error.HTTPError):
         return f"HTTP {exc.code} {exc.reason}"
@@ -249,15 +249,20 @@ def _why(exc: BaseException, deadline: Deadline | None = None) -> str:
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a manifest index is kilobytes; registries refuse more (distribution: 4 MiB)
 
 
-class _TooLarge(ValueError):
-    """An answer longer than MAX_MANIFEST_BYTES."""
+class TooLarge(ValueError):
+    """An answer longer than a manifest can be."""
 
 
-def _bounded(answer: Any, what: str) -> bytes:
-    """An answer's body, at most MAX_MANIFEST_BYTES: a longer one is refused (_TooLarge), never cut short."""
+def _body(answer: Any) -> bytes:
+    """An answer's body, read no further than MAX_MANIFEST_BYTES (TooLarge past it), and whole (IncompleteRead
+    when the connection ended before its Content-Length): hashing a part of it would name a digest the
+    registry never served."""
     body: bytes = answer.read(MAX_MANIFEST_BYTES + 1)
     if len(body) > MAX_MANIFEST_BYTES:
-        raise _TooLarge(f"{what} is larger than {MAX_MANIFEST_BYTES // 2**20} MiB, which no manifest is: refused")
+        raise TooLarge(f"more than {MAX_MANIFEST_BYTES} bytes, which no manifest is")
+    missing = getattr(answer, "length", None)  # what its Content-Length promised and the connection never sent
+    if missing:
+        raise http.client.IncompleteRead(body, missing)
     return body
 
 
@@ -267,7 +272,7 @@ def _request(url: str, method: str, token: str | None, deadline: Deadline) -> tu
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, method=method, headers=headers)
     with _open(request, deadline) as answer:
-        return dict(answer.headers.items()), _bounded(answer, "the answer") if method == "GET" else b""
+        return dict(answer.headers.items()), _body(answer) if method == "GET" else b""
 
 
 def check_settings() -> None:
@@ -308,8 +313,8 @@ def _resolve(reference: str, ref: Reference, deadline: Deadline) -> str:
                 if exc.code == 404:
                     raise RegistryError(f"{reference}: {ref.api_host} has no such manifest (HTTP 404)") from None
                 raise RegistryError(f"{reference}: {ref.api_host} answered HTTP {exc.code} {exc.reason}") from None
-            except _TooLarge as exc:
-                raise RegistryError(f"{reference}: {ref.api_host}: {exc}") from None
+            except TooLarge as exc:
+                raise RegistryError(f"{reference}: {ref.api_host} answered {exc}") from None
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 raise RegistryError(f"{reference}: {ref.api_host} does not answer ({_why(exc, deadline)})") from None
             found = {k.lower(): v for k, v in headers.items()}.get("docker-content-digest", "")

@@ -220,6 +220,14 @@ SETTINGS = (
     ),
     Setting("DOCKER", "text", "", "the docker client to run (--docker; default: the first on PATH)", ENGINE),
     Setting(
+        "TORCHIMAGES_ENGINE_TIMEOUT_S",
+        "seconds",
+        "600",
+        "seconds one request to the engine's API may wait for its next word (the first contact: a tenth, at most "
+        "30): an engine that stops answering ends the command with an error",
+        (*ENGINE, "outdated", "join"),
+    ),
+    Setting(
         "DOCKER_HOST",
         "text",
         "unix:///var/run/docker.sock",

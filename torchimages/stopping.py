@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -70,6 +71,15 @@ def restore(previous: dict[int, Handler]) -> None:
     """Put back the handlers `install` replaced."""
     for sig, handler in previous.items():
         signal.signal(sig, handler)
+
+
+def say(command: str, stop: Stopped) -> int:
+    """Say on standard error, in one line, that a signal stopped `command` (quiet from now on); 128 + N."""
+    quiet()
+    if sys.stderr is not None:  # started with it closed (`2>&-`): print would write to stdout
+        newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+        print(f"{newline}{command}: stopped by {stop.name}; nothing was left half-written", file=sys.stderr)
+    return stop.exit_status
 
 
 def quiet() -> None:

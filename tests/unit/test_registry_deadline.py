@@ -118,27 +118,74 @@ def test_a_token_realm_is_fetched_over_http_only() -> None:
     assert "the registry's token realm 'file:///etc/hostname': a URL here is http/https://" in str(caught.value)
 
 
-class _Huge(socketserver.BaseRequestHandler):
-    """A registry that answers HEAD without a digest, and GET with a body of 4 MiB and one byte."""
+class _Silent(socketserver.BaseRequestHandler):
+    """Takes the connection and the request, and never says a word (until the test ends it)."""
 
     def handle(self) -> None:
-        method = self.request.recv(65536).split(b" ", 1)[0]
-        size = registry.MAX_MANIFEST_BYTES + 1
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
+        self.request.recv(65536)
+        self.request.settimeout(TRICKLE_S)
         with contextlib.suppress(OSError):
-            self.request.sendall(head + (b"{" * size if method == b"GET" else b""))
+            self.request.recv(1)  # returns when the client goes (or TRICKLE_S passes)
 
 
-def test_an_answer_of_megabytes_is_refused_not_cut_short() -> None:
-    """A body read only up to the cap would be hashed as if whole: the digest of some other bytes."""
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Huge)
+class _Huge(socketserver.BaseRequestHandler):
+    """Answers every manifest question with 50 MB (no digest header): no manifest is that large."""
+
+    SIZE = 50 * 1024 * 1024
+
+    def handle(self) -> None:
+        self.request.recv(65536)
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {self.SIZE}\r\n\r\n"
+        with contextlib.suppress(OSError):
+            self.request.sendall(head.encode())
+            chunk = b" " * 65536
+            for _ in range(self.SIZE // len(chunk)):
+                self.request.sendall(chunk)
+
+
+@contextlib.contextmanager
+def serving(handler: type[socketserver.BaseRequestHandler]) -> Iterator[str]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    host = f"127.0.0.1:{server.server_address[1]}"
     try:
-        with pytest.raises(registry.RegistryError) as caught:
-            registry.resolve_digest(f"{host}/a:1", deadline=10)
+        yield f"127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
-    assert str(caught.value) == f"{host}/a:1: {host}: the answer is larger than 4 MiB, which no manifest is: refused"
+
+
+def test_a_registry_that_takes_the_connection_and_never_answers_ends_at_the_deadline() -> None:
+    with serving(_Silent) as host:
+        started = time.monotonic()
+        with pytest.raises(registry.RegistryError) as caught:
+            registry.resolve_digest(f"{host}/a:1", deadline=DEADLINE_S)
+        took = time.monotonic() - started
+    assert took < DEADLINE_S + 1.5, took
+    assert f"does not answer (no complete answer within {DEADLINE_S:g} s" in str(caught.value)
+
+
+def test_a_manifest_of_megabytes_is_refused_not_hashed_nor_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body past MAX_MANIFEST_BYTES is no manifest: hashing its first part would name a digest the registry
+    never served, and reading it all would hold 50 MB."""
+    monkeypatch.setattr(registry, "MAX_MANIFEST_BYTES", 1024 * 1024)
+    with serving(_Huge) as host:
+        started = time.monotonic()
+        with pytest.raises(registry.RegistryError) as caught:
+            registry.resolve_digest(f"{host}/a:1", deadline=20)
+    assert time.monotonic() - started < 10
+    assert str(caught.value) == f"{host}/a:1: {host} answered more than 1048576 bytes, which no manifest is"
+
+
+class _Truncated(socketserver.BaseRequestHandler):
+    """Promises a manifest of 1000 bytes, sends 10 and hangs up."""
+
+    def handle(self) -> None:
+        self.request.recv(65536)
+        self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"{" * 10)
+
+
+def test_a_manifest_cut_short_is_said_not_hashed() -> None:
+    with serving(_Truncated) as host, pytest.raises(registry.RegistryError) as caught:
+        registry.resolve_digest(f"{host}/a:1", deadline=10)
+    assert str(caught.value).startswith(f"{host}/a:1: {host} does not answer (IncompleteRead(10 bytes read")

@@ -48,7 +48,7 @@ from torchimages.building.wheels import Served, serve
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import Engine, EngineError
 from torchimages.planning.plan import Selected
-from torchimages.problems import InputError, Problem
+from torchimages.problems import InputError, Problem, shown
 from torchimages.security.gate import Verdict
 from torchimages.security.model import NOT_SCANNED, CheckResult
 
@@ -545,8 +545,8 @@ class Builder:
         self, combination: Combination, image: Image, status: str, start: float, detail: str, progress: Progress
     ) -> Outcome:
         seconds = time.monotonic() - start
-        shown = f"\n    {detail}" if status not in ("built", "promoted") else ""
-        progress.finish(image.own_tag, f"{image.own_tag}: {status} in {seconds:.0f} s" + shown)
+        said = f"\n    {detail}" if status not in ("built", "promoted") else ""
+        progress.finish(image.own_tag, f"{image.own_tag}: {status} in {seconds:.0f} s" + said)
         return Outcome(combination, image, status, seconds, detail)
 
 
@@ -579,4 +579,4 @@ def not_scanned(tag: str, results: Sequence[CheckResult]) -> list[str]:
 
 
 def _listed(what: str, problems: list[str]) -> str:
-    return f"{what}:\n    " + "\n    ".join(problems)
+    return f"{what}:\n    " + "\n    ".join(shown(p) for p in problems)

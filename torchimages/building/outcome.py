@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from torchimages.combination import Combination, Image
+from torchimages.problems import shown
 from torchimages.security.model import CheckResult
 from torchimages.sizes import format_size
 
@@ -41,6 +42,7 @@ def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "sk
 
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="", show_edge=False)
     for name in ("result", "total", "image", "size", "build", "test"):
@@ -48,7 +50,8 @@ def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "sk
     for o in outcomes:
         size = format_size(o.size_bytes) if o.size_bytes else "-"
         build, test = (f"{s:.0f} s" if s is not None else "-" for s in (o.build_seconds, o.test_seconds))
-        table.add_row(o.status, f"{o.seconds:.0f} s", o.image.platform_reference, size, build, test)
+        cells = (o.status, f"{o.seconds:.0f} s", o.image.platform_reference, size, build, test)
+        table.add_row(*(Text(shown(cell)) for cell in cells))  # as they are: no markup read in them
     text = io.StringIO()
     Console(file=text, width=1_000_000, color_system=None, highlight=False, emoji=False).print(table)
     header, *rows = (line.rstrip() for line in text.getvalue().splitlines())
@@ -103,4 +106,5 @@ def _reason(detail: str) -> str:
         lines = [line.strip() for line in detail.strip().splitlines()]
         # `not tagged:` then the problems: the first problem says why
         line = f"{lines[0]} {lines[1]}" if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
+    line = shown(line)
     return line if len(line) <= 200 else line[:197] + "..."

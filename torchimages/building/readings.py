@@ -13,11 +13,12 @@ from torchimages.engine import Engine, EngineError
 from torchimages.render import OS_PACKAGES_FILE
 from torchimages.sizes import format_size, layer_instruction
 
-# Prints what an image holds: its OS package record (written at build time), then the venv's packages.
+# Prints what an image holds: its OS package record (written at build time; its first 4 MiB, should the image
+# hold something endless there), then the venv's packages.
 INSTALLED_PROBE = f"""
 import importlib.metadata as m
 print("# OS packages ({OS_PACKAGES_FILE})")
-print(open("{OS_PACKAGES_FILE}").read().strip())
+print(open("{OS_PACKAGES_FILE}", errors="replace").read(4 << 20).strip())  # a record is kilobytes
 print("# Python packages (sys.prefix)")
 print("\\n".join(sorted(f"{{d.metadata['Name']}}=={{d.version}}" for d in m.distributions())))
 """

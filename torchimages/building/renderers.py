@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from torchimages.building.progress import Event, Renderer
+from torchimages.problems import shown, shown_lines
 
 if TYPE_CHECKING:  # rich itself is imported where a view is drawn
     from rich.live import Live
@@ -32,7 +33,7 @@ def format_seconds(seconds: float) -> str:
 
 def _describe(event: Event) -> str:
     return f"{event.image}: {event.stage or 'starting'} ({format_seconds(event.elapsed)})" + (
-        f"; {event.detail}" if event.detail else ""
+        f"; {shown(event.detail)}" if event.detail else ""
     )
 
 
@@ -47,7 +48,7 @@ class PlainRenderer:
         self.printed: dict[str, float] = {}  # image -> its elapsed seconds when its last line was printed
 
     def line(self, text: str, running: Sequence[Event]) -> None:
-        self.out(text)
+        self.out(shown_lines(text))
 
     def update(self, event: Event, running: Sequence[Event]) -> None:
         if event.stage and self.stages.get(event.image) != event.stage:
@@ -77,7 +78,7 @@ class LiveRenderer:
         from rich.console import Console
 
         # A terminal, or `--progress tty` forced onto something else; text is shown as it is (no markup,
-        # emoji codes or highlighting: an image tag is not markup).
+        # emoji codes or highlighting: an image tag is not markup), what is not printable escaped.
         self.console = Console(
             file=stream, force_terminal=True, width=columns() if columns else None, highlight=False, emoji=False
         )
@@ -96,7 +97,7 @@ class LiveRenderer:
             grid.add_column(no_wrap=True)
         grid.add_column(no_wrap=True, overflow="ellipsis", max_width=max(self.console.width - names - 24, 10))
         for image, stage, elapsed, detail in self.shown:  # stage and time padded: no column jumps as they change
-            grid.add_row(Text(image), Text(f"{stage:<9}"), Text(f"{elapsed:>7}"), Text(detail))
+            grid.add_row(Text(shown(image)), Text(f"{stage:<9}"), Text(f"{elapsed:>7}"), Text(shown(detail)))
         return grid
 
     def _draw(self, running: Sequence[Event], above: str | None = None) -> None:
@@ -113,7 +114,7 @@ class LiveRenderer:
         if above is None:
             self.live.refresh()
         else:  # printed above the rows, which rich then draws again below it
-            self.console.print(Text(above), soft_wrap=True)
+            self.console.print(Text(shown_lines(above)), soft_wrap=True)
 
     def line(self, text: str, running: Sequence[Event]) -> None:
         self._draw(running, above=text)
@@ -133,8 +134,8 @@ class LiveRenderer:
 def renderer(mode: str, stream: TextIO, heartbeat_s: float = HEARTBEAT_S) -> Renderer:
     """`tty`: live lines; `plain`: one line per event; `auto`: live when `stream` is a terminal (not TERM=dumb)."""
     live = mode == "tty" or (mode == "auto" and stream.isatty() and os.environ.get("TERM") != "dumb")
-    if live:
-        return LiveRenderer(stream)
+    if live:  # it draws with escape sequences: the stream itself, not the command line's escaping wrapper
+        return LiveRenderer(getattr(stream, "unescaped", stream))
 
     def out(text: str) -> None:
         stream.write(text + "\n")

@@ -16,7 +16,7 @@ from torchimages.building import progress, renderers, wheels
 from torchimages.building.wheels import WheelSources
 from torchimages.cli import preflight
 from torchimages.planning import plan as planning
-from torchimages.problems import InputError, Problem, UsageError
+from torchimages.problems import InputError, Problem, UsageError, shown
 from torchimages.smoke import SUITES
 
 if TYPE_CHECKING:
@@ -158,8 +158,8 @@ def security_options(args: argparse.Namespace, network: str | None = None) -> Ga
 def told(finished: Finished) -> bool:
     """Print a finished report's problems and where it is; whether it is complete."""
     for problem in finished.problems:
-        print(f"error: {problem}", file=sys.stderr)
-    print(f"report: {finished.where}")
+        print(shown(f"error: {problem}"), file=sys.stderr)
+    print(shown(f"report: {finished.where}"))
     return finished.complete
 
 

@@ -7,6 +7,7 @@ import argparse
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
+from torchimages.problems import shown
 
 NAME = "doctor"
 HELP = "check that this machine can build and run the selected images"
@@ -44,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
     mode = "run without Docker (--host-only)" if args.host_only else "build and run"
     print(f"doctor: can this machine {mode} {len(tags)} image{'s' * (len(tags) != 1)} ({shown_tags})?")
     checks = doctor.run_checks(doctor.gather(need, args.docker), need)
-    for line in doctor.report(checks):
-        print(line)
+    for line in doctor.report(checks):  # the engine's, a registry's, a driver's words among them
+        print(shown(line))
     failed = [c.name for c in checks if c.failed]
     print(
         f"doctor: {len(failed)} failed ({', '.join(failed)})"

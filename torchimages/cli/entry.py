@@ -18,13 +18,12 @@ from torchimages import (
     stopping,  # records the signal dispositions the tool inherited (before any handler is installed)
     values,
 )
-from torchimages.cli import options
+from torchimages.cli import PROG, options
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError
-from torchimages.problems import InputError, distinct, shown
+from torchimages.problems import InputError, distinct, escaped, shown
 
 DESCRIPTION = "Build, verify and test PyTorch/CUDA images."
-PROG = "torchimages"  # the console script; build.py and `python -m` pass their own
 
 
 def parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -48,19 +47,28 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     return top
 
 
-class _Stdout:
-    """Standard output, remembering whether writing to it failed (so that error is told from others)."""
+class _Output:
+    """A standard stream that escapes what no line of text holds (problems.escaped: an escape sequence, a
+    carriage return, a surrogate of an undecodable byte; a newline and a tab pass), whatever printed it: the
+    last guard behind `shown` at each place text from outside is printed. It remembers whether writing to it
+    failed (so that error is told from others). `unescaped` is the stream itself, for the one writer that
+    draws with escape sequences (the live progress view, which escapes its own text)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.failed = False
 
+    @property
+    def unescaped(self) -> TextIO:
+        return self.stream
+
     def write(self, text: str) -> int:
         try:
-            return self.stream.write(text)
+            self.stream.write(escaped(text, keep="\n\t"))
         except OSError:
             self.failed = True
             raise
+        return len(text)
 
     def flush(self) -> None:
         try:
@@ -119,15 +127,13 @@ def _stopped(command: str, stop: stopping.Stopped) -> int:
     """Say in one line on standard error what a signal stopped; 128 + N. When threads that only wait on the
     network are still running (a registry query of `lock --bases` or the doctor), the process ends at once
     rather than waiting for their answers: everything the main thread writes is whole or removed by now."""
-    stopping.quiet()
-    newline = "\n" if sys.stderr is not None and sys.stderr.isatty() else ""  # after the terminal's ^C
-    print(f"{newline}{command}: stopped by {stop.name}; nothing was left half-written", file=sys.stderr)
+    status = stopping.say(command, stop)
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        os._exit(stop.exit_status)
-    return stop.exit_status
+        os._exit(status)
+    return status
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -136,6 +142,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     `prog`: the command as invoked (default: `torchimages`, the console script)."""
     _closed_stderr_to_devnull()
     handlers = stopping.install()
+    real_stderr = sys.stderr
+    sys.stderr = cast(TextIO, _Output(real_stderr))
     args: argparse.Namespace | None = None
     try:
         args = parser(prog).parse_args(argv)
@@ -144,6 +152,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         stop = exc if isinstance(exc, stopping.Stopped) else stopping.Stopped(signal.SIGINT)
         return _stopped(f"{args.prog} {args.command}" if args else prog or PROG, stop)
     finally:
+        sys.stderr = real_stderr
         stopping.restore(handlers)
 
 
@@ -153,7 +162,7 @@ def _main(args: argparse.Namespace) -> int:
         print("error: standard output is closed", file=sys.stderr)
         return EXIT_USAGE
     real_stdout = sys.stdout
-    stdout = _Stdout(real_stdout)
+    stdout = _Output(real_stdout)
     sys.stdout = cast(TextIO, stdout)
     try:
         return _run(args)

@@ -10,6 +10,7 @@ import argparse
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from torchimages.problems import shown as one_line  # the engine's and cosign's words: one line each
 
 NAME = "join"
 HELP = "write the index of each selected tag from its platforms' verified images in the registry"
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             problems = index.join(engine, images, signer, shown)
             failed = failed or bool(problems)
             said = f"{images[0].reference}: " + (
-                "no index:\n    " + "\n    ".join(problems)
+                "no index:\n    " + "\n    ".join(one_line(p) for p in problems)
                 if problems
                 else "the index of " + ", ".join(i.platform_reference for i in images)
             )

@@ -8,6 +8,7 @@ import sys
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from torchimages.problems import shown
 
 NAME = "lock"
 HELP = (
@@ -42,10 +43,10 @@ def run(args: argparse.Namespace) -> int:
         else:  # every registry base of the plan
             chosen = [planning.Selected(c, c.images) for c in loaded.combinations]
         outcome = locking.lock_bases(loaded, chosen, args.check)
-        for line in outcome.err:
-            print(line, file=sys.stderr)
+        for line in outcome.err:  # a registry's words among them
+            print(shown(line), file=sys.stderr)
         for line in outcome.out:
-            print(line)
+            print(shown(line))
         return EXIT_OK if outcome.ok else EXIT_FAILED
     if args.check:
         raise UsageError("--check applies to --bases (lock files of packages are read from built images)")
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     )
     paths = locks.lock_packages(common.connect(), loaded.images_dir, [s.combination for s in chosen])
     for s, path in zip(chosen, paths, strict=True):
-        print(f"locked {s.combination.folder}: {path}")
+        print(shown(f"locked {s.combination.folder}: {path}"))
     _, changed = locking.rerender(loaded)
     print(f"{changed} Dockerfiles re-rendered to use their lock")
     return EXIT_OK

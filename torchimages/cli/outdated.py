@@ -11,6 +11,7 @@ from torchimages import values
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
+from torchimages.problems import shown
 
 NAME = "outdated"
 HELP = "say which images went stale (security updates, vulnerabilities, expired allowlist entries, base); exit 1"
@@ -49,9 +50,12 @@ def run(args: argparse.Namespace) -> int:
     for s in chosen:
         for image in s.images:
             found = staleness.check(engine, s.combination, image, checks, pull=args.pull)
-            print("\n".join(found.lines()), file=sys.stderr if args.tags else sys.stdout, flush=True)
+            # Each line one line, whatever the image and the registry said (shown); stdout of --tags holds the
+            # matrix's tags alone, one per line.
+            details = sys.stderr if args.tags else sys.stdout
+            print("\n".join(shown(line) for line in found.lines()), file=details, flush=True)
             if args.tags and found.stale:
-                print(image.own_tag, flush=True)
+                print(shown(image.own_tag), flush=True)
             stale += found.stale
     total = sum(len(s.images) for s in chosen)
     said = f"{stale} of {total} images stale" + (": rebuild them (build.py build <tag>)" if stale else "")

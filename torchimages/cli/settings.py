@@ -7,6 +7,7 @@ import json
 
 from torchimages import settings
 from torchimages.cli.common import EXIT_OK
+from torchimages.problems import shown
 
 NAME = "settings"
 HELP = "show every environment variable the tool reads: its effective value and where it came from"
@@ -16,7 +17,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def shown(value: object) -> str:
+def spelled(value: object) -> str:
     """A setting's value as the environment would spell it."""
     if value is None:
         return ""
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [
         {
             "name": s.name,
-            "value": shown(settings.value(s.name)),
+            "value": spelled(settings.value(s.name)),
             "source": settings.source(s.name),
             "default": s.default,
             "kind": s.kind,
@@ -45,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     width = max(len(s.name) for s in settings.SETTINGS)
     for row in rows:
-        print(f"{row['name']:<{width}}  {row['source']:<11}  {row['value'] or '-'}")
+        print(f"{row['name']:<{width}}  {row['source']:<11}  {shown(str(row['value']) or '-')}")
     return EXIT_OK

@@ -9,6 +9,7 @@ from torchimages import values
 from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from torchimages.problems import shown, shown_lines
 from torchimages.smoke import SUITES
 
 NAME = "test"
@@ -85,7 +86,7 @@ def _refuse_mixes(args: argparse.Namespace, local: bool) -> None:
 
 
 def _say_error(error: str) -> None:
-    print(f"error: {error}", file=sys.stderr)
+    print(shown(f"error: {error}"), file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         engine = common.connect()
         chosen = targets.image_targets(engine, args.images, spec)
         for target in chosen:
-            print(target.note)
+            print(shown(target.note))
     else:
         if not args.selectors:
             raise UsageError("name the images to test (SELECTOR... or --image REF), or use --host local")
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         chosen = targets.matrix_targets(engine, images)
     junit_dir = session.start(args.report)
     tested = targets.test_all(engine, chosen, options, junit_dir, args.junit, on_error=_say_error)
-    print(runner.summary([(str(t.spec["image"]), t.returncode) for t in tested]))
+    print(shown_lines(runner.summary([(shown(str(t.spec["image"])), t.returncode) for t in tested])))
     complete = True
     if args.report and junit_dir:
         from torchimages.reporting import writer

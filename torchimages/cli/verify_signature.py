@@ -10,6 +10,7 @@ import argparse
 from torchimages import textfile, values
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from torchimages.problems import shown
 
 NAME = "verify-signature"
 HELP = "verify an image's cosign signature (made by --sign-key) with a public key; print the digest verified"
@@ -45,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
     found = signing.verify(args.reference, args.key)
     if found.bad_input:  # cosign could not load the key (or take the reference): no verdict, bad input
         raise UsageError(found.message)
-    print(found.message)
+    print(shown(found.message))  # cosign's and the registry's words, one line
     return EXIT_OK if found.verified else EXIT_FAILED

@@ -16,6 +16,7 @@ BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
 # Builds only where named contexts work: without them, `probectx` is an image to pull (and no registry has it).
 CONTEXTS_PROBE = "FROM scratch\nCOPY --from=probectx marker /marker\n"
 CONTEXTS_PROBE_TIMEOUT_S = 60
+BUILDKIT_PROBE_TIMEOUT_S = 120  # a tiny build from scratch: seconds, where an engine answers
 
 
 def _candidates(explicit: str | None) -> list[str]:
@@ -48,12 +49,16 @@ def _builds(client: BuildClient) -> bool:
     """Whether the client really builds with BuildKit (a tiny build that pulls nothing)."""
     with tempfile.TemporaryDirectory() as context:
         Path(context, "Dockerfile").write_text(BUILDKIT_PROBE)
-        result = subprocess.run(
-            [*client.command, "--output", "type=tar,dest=" + os.devnull, context],
-            env=client.environment(),
-            capture_output=True,
-            check=False,
-        )
+        try:
+            result = subprocess.run(
+                [*client.command, "--output", "type=tar,dest=" + os.devnull, context],
+                env=client.environment(),
+                capture_output=True,
+                check=False,
+                timeout=BUILDKIT_PROBE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:  # an engine that does not answer builds nothing
+            return False
     return result.returncode == 0
 
 

@@ -11,19 +11,27 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from torchimages import registry, settings, values
+from torchimages import registry, settings, stopping, values
 from torchimages.engine import manifests, zstd_push
 from torchimages.engine.attestation import SbomAttestation, sbom_attestation, uses_containerd_store
 from torchimages.engine.discovery import find_build_client, takes_named_contexts
-from torchimages.engine.process import bounded_run, run_cancellable, streamed
+from torchimages.engine.process import MAX_OUTPUT_BYTES, Captured, captured, run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
-from torchimages.engine.requests import BuildClient, build_command, index_command, run_command, shell_command
+from torchimages.engine.requests import (
+    BuildClient,
+    build_command,
+    index_command,
+    python_command,
+    run_command,
+    shell_command,
+)
 from torchimages.engine.types import (
     HOW_TO_GET_AN_ENGINE,
     HOW_TO_GET_BUILDKIT,
@@ -57,8 +65,15 @@ def _loopback(reference: str) -> bool:
     return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
 
 
-MAX_OUTPUT_BYTES = 1024 * 1024  # what `imagetools create` may print (progress lines): more is read no further
+IMAGETOOLS_OUTPUT_BYTES = 1024 * 1024  # what `imagetools create` may print (progress lines): more is read no further
 DOCKER_RUN_FAILED = 125  # `docker run`'s status when docker itself failed (the container did not run)
+# The time limits of the docker CLI's runs (each stopped there: its container removed, if it made one).
+ASK_TIMEOUT_S = 120.0  # a question (`buildx inspect`, `manifest inspect`, `imagetools inspect`)
+PROBE_TIMEOUT_S = 600.0  # a probe: the image's python in a throwaway container
+START_TIMEOUT_S = 600.0  # `docker run --detach` of a test container (it may pull the image)
+SAVE_TIMEOUT_S = 3600.0  # `docker save --output` of a whole image
+INDEX_TIMEOUT_S = 600.0  # `docker buildx imagetools create`
+TIMEOUT_VARIABLE = "TORCHIMAGES_ENGINE_TIMEOUT_S"
 
 
 def _text(output: bytes | str | None) -> str:
@@ -66,6 +81,15 @@ def _text(output: bytes | str | None) -> str:
     if isinstance(output, bytes):
         return output.decode(errors="replace")
     return output or ""
+
+
+REMOVE_AGAIN_S = 0.5
+
+
+def container_name(purpose: str) -> str:
+    """A new container's name (`torchimages-smoke-1a2b3c4d5e`): chosen before it is made, so whoever makes it
+    can remove it by name whatever cuts the making short."""
+    return f"torchimages-{purpose}-{uuid.uuid4().hex[:10]}"
 
 
 def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
@@ -84,12 +108,21 @@ def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
     )
 
 
+def api_timeout_s() -> float:
+    """How long one request to the engine's API may wait for its next word (TORCHIMAGES_ENGINE_TIMEOUT_S); the
+    first contact (its version, a ping) waits a tenth of that, at most 30 s. SettingError for a bad value."""
+    return settings.seconds(TIMEOUT_VARIABLE)
+
+
 def _connected() -> Any:
-    """An SDK client whose engine answered a ping (the SDK's own errors when none does)."""
+    """An SDK client whose engine answered a ping (the SDK's own errors when none does): an engine that takes
+    the connection and says nothing is given up after the first contact's time, not waited on."""
     import docker  # the SDK is imported only by commands that talk to an engine
 
-    client = docker.from_env(timeout=600)
+    timeout = api_timeout_s()
+    client = docker.from_env(timeout=min(timeout / 10, 30.0))  # asks the engine its API version first
     client.ping()
+    client.api.timeout = timeout
     return client
 
 
@@ -157,6 +190,8 @@ def engine_facts(references: Sequence[str] = ()) -> EngineFacts:
                 present.add(reference)
     except (docker.errors.DockerException, *CONNECTION_ERRORS) as exc:
         return EngineFacts(address, None, f"no Docker engine answers at {address} ({_short(exc)})")
+    except settings.SettingError as exc:
+        return EngineFacts(address, None, str(exc))
     return EngineFacts(
         address,
         str(info.get("ServerVersion") or "unknown"),
@@ -214,12 +249,10 @@ class DockerEngine:
         """The driver of buildx's current builder (`docker`, `docker-container`, ...), None when it names none."""
         client = self.build_client
         try:
-            found = subprocess.run(
-                [client.docker, "buildx", "inspect"], capture_output=True, text=True, env=client.environment()
-            )
+            found = captured([client.docker, "buildx", "inspect"], timeout_s=ASK_TIMEOUT_S, env=client.environment())
         except OSError:
             return None
-        driver = re.search(r"^Driver:\s*(\S+)", found.stdout, re.MULTILINE)
+        driver = re.search(r"^Driver:\s*(\S+)", _text(found.stdout), re.MULTILINE)
         return driver.group(1) if driver else None
 
     def sbom_attestation(self) -> SbomAttestation:
@@ -297,11 +330,12 @@ class DockerEngine:
         """Write an image to a `docker save` archive (what syft reads as `docker-archive:PATH`)."""
         cmd = [self.docker_cli, "save", "--output", str(path), reference]
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            result = captured(cmd, timeout_s=SAVE_TIMEOUT_S)
         except OSError as exc:
             raise EngineError(f"could not run {cmd[0]}: {exc}") from None
-        if result.returncode != 0:
-            raise EngineError(f"`{shlex.join(cmd)}` failed: {result.stderr.strip() or result.returncode}")
+        if result.status != 0:
+            why = result.stopped or _text(result.stderr).strip()[-2000:] or f"exit status {result.status}"
+            raise EngineError(f"`{shlex.join(cmd)}` failed: {why}")
 
     def compressed_size(self, reference: str) -> int | None:
         """What the registry stores for a pushed image (`docker manifest inspect`: config and compressed
@@ -309,9 +343,9 @@ class DockerEngine:
         insecure = ["--insecure"] if _loopback(reference) else []
         cmd = [self.docker_cli, "manifest", "inspect", *insecure, reference]
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
-            return stored_size(json.loads(result.stdout)) if result.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, ValueError):
+            result = captured(cmd, timeout_s=ASK_TIMEOUT_S)
+            return stored_size(json.loads(result.stdout)) if result.status == 0 else None
+        except (OSError, ValueError, RecursionError):
             return None
 
     def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
@@ -321,65 +355,85 @@ class DockerEngine:
             return [_image_info(image.id, image.attrs) for image in found]
 
     def run_python(self, reference: str, args: list[str]) -> str:
-        name = f"torchimages-probe-{uuid.uuid4().hex[:10]}"
-        try:
-            # The SDK's remove=True removes it only after a normal end; the finally removes it whatever happens.
-            output = self.sdk.containers.run(
-                reference, ["python", *args], name=name, remove=True, stdout=True, stderr=False, network_disabled=True
-            )
-        except self._errors.ContainerError as exc:
-            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
-            raise ProbeError(f"python exited with status {exc.exit_status} in {reference}: {stderr[-2000:]}") from None
-        except (self._errors.DockerException, *CONNECTION_ERRORS) as exc:
-            raise ProbeError(f"could not run a container of {reference}: {exc}") from None
-        finally:
-            with contextlib.suppress(self._errors.DockerException, *CONNECTION_ERRORS):
-                self.sdk.containers.get(name).remove(force=True)
-        return output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+        """Through the docker CLI (`docker run --rm`), bounded: stopped at PROBE_TIMEOUT_S or once its output
+        passes MAX_OUTPUT_BYTES (an image whose files are endless), its container removed whatever happens."""
+        name = container_name("probe")
+        result = self._contained(name, python_command(self.docker_cli, reference, name, args), PROBE_TIMEOUT_S)
+        stderr = _text(result.stderr).strip()
+        if result.timed_out:
+            raise ProbeError(f"python did not finish within {PROBE_TIMEOUT_S:g} s in {reference}: stopped")
+        if result.overflowed:
+            raise ProbeError(f"python in {reference} wrote more than {MAX_OUTPUT_BYTES} bytes: stopped")
+        if result.status == DOCKER_RUN_FAILED:
+            raise ProbeError(f"could not run a container of {reference}: {stderr[-2000:] or 'exit 125'}")
+        if result.status != 0:
+            raise ProbeError(f"python exited with status {result.status} in {reference}: {stderr[-2000:]}")
+        return _text(result.stdout)
 
     def run_shell(
         self, reference: str, script: str, *, user: str = "", network: str | None = None, timeout_s: float = 600.0
     ) -> ShellResult:
-        """Through the docker CLI (`docker run --rm`); at the time limit the client is killed and the container
-        removed. Exit status 125 is docker's own failure (no such image, a network that is not there)."""
-        name = f"torchimages-shell-{uuid.uuid4().hex[:10]}"
+        """Through the docker CLI (`docker run --rm`); at the time limit, or once its output passes
+        MAX_OUTPUT_BYTES, the client is killed and the container removed. Exit status 125 is docker's own
+        failure (no such image, a network that is not there)."""
+        name = container_name("shell")
         cmd = shell_command(self.docker_cli, reference, name, script, user=user, network=network)
-        try:
-            result = subprocess.run(cmd, capture_output=True, check=False, timeout=timeout_s)
-        except OSError as exc:
-            raise EngineError(f"could not run {cmd[0]}: {exc}") from None
-        except subprocess.TimeoutExpired as exc:
-            self.remove_container(name)
-            return ShellResult(-1, _text(exc.stdout), _text(exc.stderr), timed_out=True)
-        except BaseException:  # interrupted: the container may be running still
-            self.remove_container(name)
-            raise
+        result = self._contained(name, cmd, timeout_s)
         stderr = _text(result.stderr)
-        if result.returncode == DOCKER_RUN_FAILED:
+        if result.stopped:
+            return ShellResult(-1, _text(result.stdout), stderr, result.timed_out, result.overflowed)
+        if result.status == DOCKER_RUN_FAILED:
             self.remove_container(name)
             raise EngineError(f"could not run a container of {reference}: {stderr.strip()[-2000:] or 'exit 125'}")
-        return ShellResult(result.returncode, _text(result.stdout), stderr)
+        return ShellResult(result.status or 0, _text(result.stdout), stderr)
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
-        """Through the docker CLI (the SDK takes no CLI options, and `run_args` are CLI options)."""
-        name = f"torchimages-smoke-{uuid.uuid4().hex[:10]}"
-        cmd = run_command(self.docker_cli, reference, name, gpus=gpus, shm_size=shm_size, run_args=run_args)
+    def _contained(self, name: str, cmd: list[str], timeout_s: float) -> Captured:
+        """A `docker run` of a container named `name`, bounded (process.captured); the container is removed
+        when the run is stopped (time, output) or interrupted (removal held against a second signal)."""
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            result = captured(cmd, timeout_s=timeout_s)
         except OSError as exc:
             raise EngineError(f"could not run {cmd[0]}: {exc}") from None
-        except BaseException:  # interrupted while `docker run` starts it: the container may be there already
-            self.remove_container(name)
+        except BaseException:  # interrupted: the container may be running still, or about to be
+            self._remove_after_interrupt(name)
             raise
-        if result.returncode != 0:
+        if result.stopped:
+            self.remove_container(name)
+        return result
+
+    def _remove_after_interrupt(self, name: str) -> None:
+        """Remove a container whose `docker run` was cut short: a create still on its way to the engine may
+        land after a first look finds nothing, so an empty look is made again a moment later. A second signal
+        waits for the end (stopping.held)."""
+        with stopping.held(), contextlib.suppress(EngineError):
+            for attempt in range(2):
+                if self._removed(name) or attempt:
+                    return
+                time.sleep(REMOVE_AGAIN_S)
+
+    def _removed(self, name: str) -> bool:
+        """Remove a container; whether there was one."""
+        with self._failures(f"removing container {name}"):
+            try:
+                self.sdk.containers.get(name).remove(force=True)
+            except self._errors.NotFound:
+                return False
+            return True
+
+    def start_container(
+        self, reference: str, *, name: str, gpus: bool, shm_size: str, run_args: Sequence[str] = ()
+    ) -> None:
+        """Through the docker CLI (the SDK takes no CLI options, and `run_args` are CLI options), bounded by
+        START_TIMEOUT_S; the caller names it (container_name) and removes it by that name whatever happens."""
+        cmd = run_command(self.docker_cli, reference, name, gpus=gpus, shm_size=shm_size, run_args=run_args)
+        result = self._contained(name, cmd, START_TIMEOUT_S)
+        if result.status != 0:
             self.remove_container(name)  # `docker run` may leave a created container behind
-            stderr = result.stderr.strip() or f"exit status {result.returncode}"
+            stderr = result.stopped or _text(result.stderr).strip()[-2000:] or f"exit status {result.status}"
             raise EngineError(f"`{shlex.join(cmd)}` failed: {stderr}")
-        return name
 
     def remove_container(self, name: str) -> None:
-        with self._failures(f"removing container {name}"), contextlib.suppress(self._errors.NotFound):
-            self.sdk.containers.get(name).remove(force=True)
+        self._removed(name)
 
     def gpu_runtime_available(self) -> bool:
         with self._failures("asking the engine for its runtimes"):
@@ -484,13 +538,15 @@ class DockerEngine:
         """Run `imagetools create` within the registry deadline; its errors."""
         seconds = registry.deadline_s()
         try:
-            result = bounded_run(cmd, MAX_OUTPUT_BYTES, seconds)
+            result = captured(cmd, timeout_s=seconds, limit_bytes=IMAGETOOLS_OUTPUT_BYTES)
         except OSError as exc:
             return [f"`{shlex.join(cmd)}` did not run: {exc}"]
         if result.timed_out:
             return [f"`{shlex.join(cmd)}` did not finish within {seconds:g} s ({registry.DEADLINE_VARIABLE})"]
+        if result.stopped:
+            return [f"`{shlex.join(cmd)}` was stopped: {result.stopped}"]
         if result.status != 0:
-            why = (result.errors.splitlines() or [f"exit status {result.status}"])[-1]
+            why = (_text(result.stderr).strip() or f"exit status {result.status}").splitlines()[-1]
             hint = f" (an index is written by buildx: {HOW_TO_GET_BUILDKIT})" if "buildx" in why else ""
             return [f"`{shlex.join(cmd)}` failed: {why}{hint}"]
         return []
@@ -500,10 +556,10 @@ class DockerEngine:
         cmd = [self.build_client.docker, "buildx", "imagetools", "inspect", "--raw", reference]
         seconds = registry.deadline_s()
         try:
-            result = bounded_run(cmd, manifests.MAX_BYTES, seconds)
+            result = captured(cmd, timeout_s=seconds, limit_bytes=manifests.MAX_BYTES)
         except OSError as exc:
             raise EngineError(f"`{shlex.join(cmd)}` did not run: {exc}") from None
-        if result.over:
+        if result.overflowed:
             size = manifests.MAX_BYTES // 2**20
             raise EngineError(f"{reference}: the registry serves more than {size} MiB there, which no manifest is")
         if result.timed_out:
@@ -511,11 +567,11 @@ class DockerEngine:
                 f"{reference}: no answer from its registry within {seconds:g} s ({registry.DEADLINE_VARIABLE})"
             )
         if result.status != 0:
-            why = (result.errors.splitlines() or [f"exit status {result.status}"])[-1]
+            why = (_text(result.stderr).strip() or f"exit status {result.status}").splitlines()[-1]
             if why.endswith(": not found") or "manifest unknown" in why:
                 return None
             raise EngineError(f"{reference} could not be read from its registry: {why.removeprefix('ERROR: ')}")
-        return result.output
+        return result.stdout
 
     def remove_image(self, reference: str) -> None:
         with self._failures(f"removing {reference}"), contextlib.suppress(self._errors.ImageNotFound):

@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from torchimages import settings
+from torchimages.engine.process import captured
 from torchimages.probes import parse_payload
 
 RUN_LABEL = "io.torchimages.smoke-run"
@@ -115,7 +116,17 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def _docker(docker: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([docker, *args], capture_output=True, text=True, check=False, timeout=timeout)
+    """A docker CLI run, bounded (process.captured): TimeoutExpired past `timeout`; a node's endless output
+    (`docker logs`) is cut at the limit, its status then -1."""
+    found = captured([docker, *args], timeout_s=timeout)
+    if found.timed_out:
+        raise subprocess.TimeoutExpired([docker, *args], timeout)
+    status = -1 if found.status is None else found.status
+    return subprocess.CompletedProcess([docker, *args], status, _text(found.stdout), _text(found.stderr))
+
+
+def _text(output: bytes) -> str:
+    return output.decode(errors="replace")
 
 
 def remove(docker: str, names: Sequence[str], network: str) -> None:

@@ -74,6 +74,12 @@ def run_command(
     return [*cmd, *run_args, reference, "sleep", "infinity"]
 
 
+def python_command(docker: str, reference: str, name: str, args: Sequence[str]) -> list[str]:
+    """The `docker run` of the image's `python` with `args` (through the image's entrypoint, if it has one) in a
+    throwaway container without network."""
+    return [docker, "run", "--rm", "--name", name, "--network", "none", reference, "python", *args]
+
+
 def shell_command(
     docker: str, reference: str, name: str, script: str, *, user: str = "", network: str | None = None
 ) -> list[str]:

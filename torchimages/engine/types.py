@@ -160,12 +160,14 @@ class ImageInfo:
 @dataclass(frozen=True)
 class ShellResult:
     """What a shell script in a throwaway container did: its exit status and output; `timed_out` when it was
-    stopped at its time limit (`status` is then -1 and the output what it wrote until then)."""
+    stopped at its time limit, `overflowed` when its output passed the engine's limit (`status` is then -1
+    and the output what it wrote until then, cut)."""
 
     status: int
     stdout: str
     stderr: str
     timed_out: bool = False
+    overflowed: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,8 @@ class Engine(Protocol):
         ...
 
     def run_python(self, reference: str, args: list[str]) -> str:
-        """Run the image's `python` with args in a throwaway container without network; its stdout."""
+        """Run the image's `python` with args in a throwaway container without network; its stdout. ProbeError
+        when it fails, runs past its time limit or writes more than the engine's bound."""
         ...
 
     def run_shell(
@@ -222,13 +225,17 @@ class Engine(Protocol):
     ) -> ShellResult:
         """Run `script` with the image's /bin/sh (its entrypoint overridden) in a throwaway container, as
         `user` (`0:0`; empty: the image's own USER), on `network` (a `docker run --network` value: `default`,
-        `host`, a network's name; None: no network); stopped and removed after `timeout_s` seconds. Its exit
-        status and output; EngineError when the engine could not run it (no such image, no engine)."""
+        `host`, a network's name; None: no network); stopped and removed after `timeout_s` seconds, or once its
+        output passes the engine's bound. Its exit status and output; EngineError when the engine could not run
+        it (no such image, no engine)."""
         ...
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str:
-        """Start a long-running container of the image (no network unless `run_args`, `docker run` options
-        as tokens, name one); return its name."""
+    def start_container(
+        self, reference: str, *, name: str, gpus: bool, shm_size: str, run_args: Sequence[str] = ()
+    ) -> None:
+        """Start a long-running container of the image named `name` (docker_engine.container_name: the caller
+        chose it before, and removes it by it whatever happens), no network unless `run_args` (`docker run`
+        options as tokens) name one. EngineError when it could not start."""
         ...
 
     def remove_container(self, name: str) -> None:

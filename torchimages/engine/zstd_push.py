@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from torchimages.engine.attestation import oci_annotations
+from torchimages.engine.process import captured, streamed
 from torchimages.engine.types import EngineError, ImageInfo
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -250,28 +251,14 @@ def _finish(
 
 
 def save_layout(docker: str, verified: ImageInfo, folder: Path, compress: Compressor = zstd_compress) -> Layout:
-    """`docker save` of the verified image's id, streamed into `write_layout`."""
+    """`docker save` of the verified image's id, streamed into `write_layout` (process.streamed: an export that
+    stalls ends, docker save's own failure is said)."""
     cmd = [docker, "save", verified.id]
     try:
-        saver = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    except OSError as exc:
-        raise EngineError(f"could not run {docker}: {exc}") from None
-    assert saver.stdout is not None and saver.stderr is not None
-    try:
-        layout = write_layout(saver.stdout, verified, folder, compress)
-    except (tarfile.TarError, EngineError) as exc:
-        saver.kill()
-        saver.wait()
-        error = saver.stderr.read().decode(errors="replace").strip()
-        if error or isinstance(exc, tarfile.TarError):  # the archive broke off: docker save says why
-            raise EngineError(f"`{' '.join(cmd)}` failed: {error or exc}") from None
-        raise  # the archive is not the verified image: the proof's own message
-    finally:
-        saver.stdout.close()
-    error = saver.stderr.read().decode(errors="replace").strip()
-    if saver.wait() != 0:
-        raise EngineError(f"`{' '.join(cmd)}` failed: {error or saver.returncode}")
-    return layout
+        with streamed(cmd) as stream:
+            return write_layout(stream, verified, folder, compress)
+    except tarfile.TarError as exc:  # the archive broke off, and docker save said nothing of it
+        raise EngineError(f"`{' '.join(cmd)}` failed: {exc}") from None
 
 
 def upload_command(layout: Layout, destination: str, digest_file: Path, *, tls_verify: bool) -> list[str]:
@@ -282,6 +269,7 @@ def upload_command(layout: Layout, destination: str, digest_file: Path, *, tls_v
     return [*cmd, layout.source, f"docker://{destination}"]
 
 
+UPLOAD_TIMEOUT_S = 7200.0  # one upload of a whole image (its layers: gigabytes) by skopeo
 _NOISE = re.compile(r'^time="[^"]*" level=\w+ msg="(.*)"$')
 
 
@@ -290,11 +278,14 @@ def upload(layout: Layout, destination: str, *, tls_verify: bool) -> list[str]:
     digest_file = layout.path / f"pushed-{hashlib.sha256(destination.encode()).hexdigest()[:12]}"
     cmd = upload_command(layout, destination, digest_file, tls_verify=tls_verify)
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        result = captured(cmd, timeout_s=UPLOAD_TIMEOUT_S)
     except OSError as exc:
         return [f"{destination}: could not run skopeo: {exc}"]
-    if result.returncode != 0:
-        lines = (result.stderr.strip() or f"skopeo exited with status {result.returncode}").splitlines()
+    if result.stopped:
+        return [f"{destination}: skopeo was stopped: {result.stopped} ({UPLOAD_TIMEOUT_S:g} s)"]
+    if result.status != 0:
+        stderr = result.stderr.decode(errors="replace")
+        lines = (stderr.strip() or f"skopeo exited with status {result.status}").splitlines()
         said = [_NOISE.sub(r"\1", line) for line in lines]
         return [f"{destination}: {said[-1]}"]
     pushed = digest_file.read_text().strip() if digest_file.exists() else ""

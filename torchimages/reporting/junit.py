@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.etree import ElementTree
 
+from torchimages.problems import escaped
 from torchimages.reporting.model import FAILED_RESULTS, ImageReport, SmokeResult, TestCase, headline
 
 
@@ -77,6 +78,19 @@ def _counted(suite: ElementTree.Element) -> dict[str, int]:
     }
 
 
+def _escaped(root: ElementTree.Element) -> None:
+    """Every text and attribute of the document with what XML 1.0 cannot hold (a control character, a
+    surrogate of an undecodable byte: an image's output carries them) as its escape (problems.escaped); a
+    newline and a tab stay. ElementTree would write them as they are: a document no reader takes."""
+    for element in root.iter():
+        if element.text:
+            element.text = escaped(element.text, keep="\n\t")
+        if element.tail:
+            element.tail = escaped(element.tail, keep="\n\t")
+        for key, value in element.attrib.items():
+            element.set(key, escaped(value, keep="\n\t"))
+
+
 def merge_junit(images: Sequence[tuple[ImageReport, bytes | None]]) -> bytes:
     """One JUnit XML document with a testsuite per image, named by its tag: the suites pytest wrote for it
     (properties kept), or, where none ran, one `build` testcase saying why (failed, skipped)."""
@@ -101,6 +115,7 @@ def merge_junit(images: Sequence[tuple[ImageReport, bytes | None]]) -> bytes:
     for key, value in total.items():
         root.set(key, str(value))
     root.set("time", f"{seconds:.3f}")
+    _escaped(root)
     ElementTree.indent(root)
     text: bytes = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
     return text + b"\n"

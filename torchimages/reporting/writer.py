@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -200,9 +201,7 @@ def write(
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     document = report.Report(command, created, tuple(image for image, _ in images))
     try:
-        textfile.write_atomically(
-            directory / MANIFEST, json.dumps(manifest(document), indent=2, ensure_ascii=False) + "\n"
-        )
+        textfile.write_atomically(directory / MANIFEST, json_text(manifest(document)))
         textfile.write_atomically(directory / SUMMARY, summary_markdown(document))
         textfile.write_atomically(directory / JUNIT, merge_junit(images))
     except OSError as exc:
@@ -210,6 +209,16 @@ def write(
     finally:
         shutil.rmtree(junit_dir, ignore_errors=True)
     return problems
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(document: Any) -> str:
+    """A document as JSON text, non-ASCII as it is, a surrogate (an undecodable byte of a file name or a
+    setting) as its escape: the file stays valid UTF-8, and JSON escapes every control character itself."""
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def schema() -> dict[str, Any]:

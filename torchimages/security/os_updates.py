@@ -35,11 +35,12 @@ TIME_LIMIT_S = 300  # the whole container: then it is stopped and removed
 ROOT = "0:0"  # by number: an image's /etc/passwd may name root otherwise, or not at all
 DEFAULT_NETWORK = "default"  # the engine's default bridge, where the build names no network
 MARK = "### "
+OS_RELEASE_BYTES = 65536  # read no further: an os-release that is a link to /dev/zero never ends
 
 # POSIX sh, as in a minbase (no xargs, no python). Each answer under its own `### name` line.
 SCRIPT = rf"""export LC_ALL=C
 echo '{MARK}os-release'
-cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null
+head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null
 for tool in apt-get apt-cache dpkg-query; do
   command -v "$tool" >/dev/null 2>&1 || {{ echo '{MARK}no-apt'; exit 0; }}
 done
@@ -116,6 +117,8 @@ def read(result: ShellResult) -> Scan:
     """The scan that the script's answer gives: the pending updates, or why it could not look."""
     if result.timed_out:
         return _not_scanned(f"apt did not finish within {TIME_LIMIT_S} s (the archive did not answer in time)")
+    if result.overflowed:
+        return _not_scanned("the scan's output passed the engine's limit: stopped (an image file that never ends?)")
     parts = sections(result.stdout)
     if "no-apt" in parts:
         return _not_scanned("the image has no apt (apt-get, apt-cache, dpkg-query): not a Debian or Ubuntu image")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from torchimages import stopping, textfile
-from torchimages.engine import EngineError, run_cancellable
+from torchimages.engine import EngineError, container_name, run_cancellable
 from torchimages.probes import parse_payload, probe_source
 from torchimages.smoke import SUITES
 from torchimages.smoke.document import host_document as document_of_host
@@ -35,7 +35,9 @@ DEFAULT_SHM = "2g"
 class ContainerEngine(Protocol):
     """What the runner needs from the engine (engine.DockerEngine)."""
 
-    def start_container(self, reference: str, *, gpus: bool, shm_size: str, run_args: Sequence[str] = ()) -> str: ...
+    def start_container(
+        self, reference: str, *, name: str, gpus: bool, shm_size: str, run_args: Sequence[str] = ()
+    ) -> None: ...
 
     def remove_container(self, name: str) -> None: ...
 
@@ -170,15 +172,19 @@ def run_suites_in_container(
     """
     reference = str(document["image"])
     gpus = wants_gpus(engine, options.gpus)
+    name = container_name("smoke")  # named before it is made: removed by this name, however its start ends
     try:
-        name = engine.start_container(reference, gpus=gpus, shm_size=options.shm_size, run_args=options.run_args)
-    except EngineError as exc:
-        return subprocess.CompletedProcess([], 1, "", f"could not start a container of {reference}: {exc}")
-    try:
+        try:
+            engine.start_container(
+                reference, name=name, gpus=gpus, shm_size=options.shm_size, run_args=options.run_args
+            )
+        except EngineError as exc:
+            return subprocess.CompletedProcess([], 1, "", f"could not start a container of {reference}: {exc}")
         reused = None if gpus or facts is None else facts.raw
         return run_suites(f"docker://{name}", document, options, junit, capture, reused, cancelled)
     finally:
-        engine.remove_container(name)
+        with stopping.held():  # a second signal does not cut the removal short
+            engine.remove_container(name)
 
 
 def host_document(python_exe: str, tag: str = "local-host") -> dict[str, Any]:

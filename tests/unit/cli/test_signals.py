@@ -20,7 +20,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -331,3 +331,117 @@ def test_a_cancel_started_with_sigint_ignored_stops_the_group_at_once(tmp_path: 
     assert took < 2, f"the cancel took {took:.1f} s"
     time.sleep(0.1)  # SIGKILL went to the group before run_cancellable returned; the kernel ends it promptly
     assert not alive(leader) and not alive(child), "a process of the group outlived the cancel"
+
+
+# `python -c` this, then the entry point (`build.py` or `-m`) and its arguments: the program as a user starts
+# it, paused while it imports the command line's modules (torchimages.cli.entry: the first fraction of a
+# second), once it has said so by creating $PAUSE_READY.
+WHILE_IMPORTING = textwrap.dedent(
+    """
+    import os, runpy, sys, time
+
+    ready = os.environ["PAUSE_READY"]
+
+    def hook(event, args):
+        if event == "import" and args[0] == "torchimages.cli.entry" and not os.path.exists(ready):
+            os.close(os.open(ready, os.O_CREAT | os.O_WRONLY))
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+
+    sys.addaudithook(hook)
+    entry, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
+    if entry == "-m":
+        sys.argv[0] = "torchimages"
+        runpy.run_module("torchimages", run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(entry, run_name="__main__")
+    """
+)
+
+
+@pytest.mark.parametrize(("sig", "status"), SIGNALS)
+@pytest.mark.parametrize(("entry", "prog"), [("build.py", "build.py"), ("-m", MODULE)])
+def test_a_signal_while_the_modules_load_is_said_as_later(
+    work: Path, entry: str, prog: str, sig: signal.Signals, status: int
+) -> None:
+    ready = work.parent / "paused"
+    program = str(Path(__file__).parents[3] / "build.py") if entry == "build.py" else entry
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WHILE_IMPORTING, program, "validate"],
+        cwd=work,
+        env=environment(work, PAUSE_READY=str(ready)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_until("the command line's import", ready, proc)
+    code, err, took = finish(proc, sig)
+    assert code == status, err
+    said_once(err, "validate", sig, prog)
+    assert took < 5, f"{took:.1f} s to stop"
+
+
+class _Containers:
+    """The SDK's containers of a stand-in engine: every look finds none (the `docker run` was cut short before
+    the engine made it); the first sends SIGTERM again, as an impatient user would."""
+
+    def __init__(self) -> None:
+        self.looked: list[str] = []
+
+    def get(self, name: str) -> object:
+        import docker.errors
+
+        self.looked.append(name)
+        if len(self.looked) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise docker.errors.NotFound("no such container")
+
+
+def test_a_signal_during_a_probe_s_docker_run_removes_its_container_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The container is named before `docker run` starts: a signal while it runs (or makes the container) leaves
+    nothing behind. The removal looks twice (a create on its way may land after the first look) and a second
+    signal does not cut it short."""
+    import docker.errors
+
+    from torchimages import engine
+    from torchimages.engine import docker_engine
+
+    monkeypatch.setattr(docker_engine, "REMOVE_AGAIN_S", 0.05)
+    cli = tmp_path / "docker"
+    cli.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'pid'}\nexec sleep 30\n")
+    cli.chmod(0o755)
+    found = engine.DockerEngine.__new__(engine.DockerEngine)
+    containers = _Containers()
+    sdk = type("Sdk", (), {"containers": containers})()
+    found.__dict__.update(sdk=sdk, _errors=docker.errors, _docker_cli=str(cli), _client=None, _named_contexts=None)
+    previous = stopping.install()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    try:
+        with pytest.raises(stopping.Stopped) as stopped:
+            found.run_python("img:1", ["-c", "print(1)"])
+    finally:
+        stopping.restore(previous)
+    assert stopped.value.signum == signal.SIGTERM
+    assert len(containers.looked) == 2 and containers.looked[0] == containers.looked[1]
+    assert containers.looked[0].startswith("torchimages-probe-")
+    assert not alive(int((tmp_path / "pid").read_text())), "the docker client outlived the signal"
+
+
+def test_a_signal_right_after_the_engine_made_a_smoke_container_removes_it() -> None:
+    """Between `docker run` making the container and the code that removes it: the runner names it first."""
+    from tests.fakes import FakeEngine
+    from torchimages.smoke import runner
+
+    class Interrupted(FakeEngine):
+        def start_container(
+            self, reference: str, *, name: str, gpus: bool, shm_size: str, run_args: Sequence[str] = ()
+        ) -> None:
+            super().start_container(reference, name=name, gpus=gpus, shm_size=shm_size, run_args=run_args)
+            raise stopping.Stopped(signal.SIGINT)  # the signal as `docker run` returns
+
+    fake = Interrupted()
+    with pytest.raises(stopping.Stopped):
+        runner.run_suites_in_container(fake, {"image": "img:1"}, runner.SmokeOptions(gpus="none"), None)
+    assert fake.containers == [], "a container was left behind"

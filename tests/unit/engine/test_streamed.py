@@ -74,3 +74,25 @@ def test_a_cancel_set_before_it_starts_starts_nothing(tmp_path: Path) -> None:
     ):
         pass
     assert not (tmp_path / "x").exists()
+
+
+def test_a_stream_that_stalls_is_stopped_and_said(tmp_path: Path) -> None:
+    """A `docker save` that sends a little and then nothing, forever: the read waiting on it ends at the stall
+    limit, and leaving says why (never a hang)."""
+    started = time.monotonic()
+    with (
+        pytest.raises(EngineError, match=r"sent nothing for 0\.5 s: stopped"),
+        streamed(["sh", "-c", "printf abc; exec sleep 30"], stall_s=0.5) as stream,
+    ):
+        assert stream.read(3) == b"abc"
+        assert stream.read(10) == b""  # the end, once it was killed
+    assert time.monotonic() - started < 5
+
+
+def test_a_reader_that_gave_up_on_a_stalled_stream_is_not_held_on_leaving() -> None:
+    """Leaving looks whether the stream was at its end: that look too ends at the stall limit, and the stall
+    (the engine's reason) is said, not the reader's."""
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="sent nothing"), streamed(["sh", "-c", "exec sleep 30"], stall_s=0.5):
+        raise ValueError("bad archive")
+    assert time.monotonic() - started < 5

@@ -244,8 +244,9 @@ def test_a_container_per_run_removed_afterwards_facts_reused_without_gpus(
     options = runner.SmokeOptions(gpus=gpus, run_args=("--ipc=host",))
     runner.run_suites_in_container(fake, doc, options, None, facts=facts)
     assert ("start_container", ("img:tmp", asked, "2g", ("--ipc=host",))) in fake.calls
-    assert fake.calls[-1] == ("remove_container", "smoke-fake")
-    assert seen["host"] == "docker://smoke-fake" and seen["doc"]["image"] == "img:tmp"
+    removed, name = fake.calls[-1]
+    assert removed == "remove_container" and name.startswith("torchimages-smoke-") and fake.containers == []
+    assert seen["host"] == f"docker://{name}" and seen["doc"]["image"] == "img:tmp"
     assert seen["facts"] == (None if asked else facts.raw)
 
 

@@ -49,12 +49,15 @@ def import_torch() -> tuple[ModuleType | None, str, str | None]:
     return module, text, error
 
 
+OS_RELEASE_BYTES = 65536  # an os-release file is a few hundred bytes; one that never ends is read no further
+
+
 def os_release() -> dict[str, str]:
-    """ID and VERSION_ID from /etc/os-release."""
+    """ID and VERSION_ID from /etc/os-release (its first OS_RELEASE_BYTES: a link to /dev/zero ends there)."""
     values: dict[str, str] = {}
     try:
-        with open("/etc/os-release", encoding="utf-8") as handle:
-            for line in handle:
+        with open("/etc/os-release", encoding="utf-8", errors="replace") as handle:
+            for line in handle.read(OS_RELEASE_BYTES).splitlines():
                 key, sep, value = line.strip().partition("=")
                 if sep:
                     values[key] = value.strip().strip('"')
