@@ -15,7 +15,7 @@ from torchimages.building import bootstrap
 
 from .conftest import (
     CPU,
-    NO_GATE,
+    NO_LAYER_SCAN,
     Built,
     Rebuilt,
     assert_images_are_training_bases,
@@ -174,7 +174,7 @@ def test_lock_pins_every_package_and_the_rebuild_installs_exactly_those(
     try:
         assert run_cli("render", "--matrix", matrix).returncode == 0
         # lock reads the packages from the built images: the copy's, from the build cache (the same Dockerfile)
-        options = ("--log-dir", tmp_path / "logs", "--test", "none", *NO_GATE)
+        options = ("--log-dir", tmp_path / "logs", "--test", "none", *NO_LAYER_SCAN)
         first = run_cli("build", "--matrix", matrix, *options, "*")
         assert first.returncode == 0, first.stdout + first.stderr
         locked = run_cli("lock", "--matrix", matrix, "*")

@@ -22,7 +22,7 @@ import pytest
 from torchimages import engine
 from torchimages.engine import discovery
 
-from .conftest import NO_GATE, ROOT, remove_repository, require, run_cli
+from .conftest import NO_LAYER_SCAN, ROOT, remove_repository, require, run_cli
 from .test_faults import base_archive, private_engine, shared_engine_keeps_its_bridge  # noqa: F401 (fixtures)
 from .test_push import registry  # noqa: F401 (fixture)
 
@@ -62,7 +62,7 @@ def write_matrix(folder: Path, repository: str) -> Path:
 
 def build(matrix: Path, logs: Path, *options: str, docker_host: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **({"DOCKER_HOST": docker_host} if docker_host else {})}
-    args = ["build", "--matrix", str(matrix), "--log-dir", str(logs), "--test", "none", *NO_GATE, *options, "*"]
+    args = ["build", "--matrix", str(matrix), "--log-dir", str(logs), "--test", "none", *NO_LAYER_SCAN, *options, "*"]
     return subprocess.run(
         [sys.executable, str(ROOT / "build.py"), *args], capture_output=True, text=True, cwd=ROOT, env=env, check=False
     )

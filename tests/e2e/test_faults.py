@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import NO_GATE, ROOT, require
+from .conftest import NO_LAYER_SCAN, ROOT, require
 
 pytestmark = pytest.mark.e2e
 BASE = "torchimages/bootstrap-debian:12"
@@ -269,7 +269,7 @@ def write_matrix(folder: Path) -> tuple[Path, str]:
 
 def build(engine: PrivateEngine, matrix: Path, logs: Path, output: Path) -> subprocess.Popen[bytes]:
     """build.py build of the matrix against the private engine, in the background; output into a file."""
-    args = ["build", "--matrix", str(matrix), "--log-dir", str(logs), "--test", "none", *NO_GATE, "*"]
+    args = ["build", "--matrix", str(matrix), "--log-dir", str(logs), "--test", "none", *NO_LAYER_SCAN, "*"]
     with output.open("wb") as handle:
         return subprocess.Popen(
             [sys.executable, str(ROOT / "build.py"), *args],

@@ -18,7 +18,7 @@ import pytest
 from .conftest import (
     CPU,
     INSTALL_FAILURE,
-    NO_GATE,
+    NO_LAYER_SCAN,
     OTHER_CPU,
     ROOT,
     Matrix,
@@ -87,7 +87,7 @@ def test_ctrl_c_during_a_build_stops_everything_and_a_rerun_finishes(
     matrix: Matrix, docker_client: Any, ca_bundle: tuple[Path, bytes], tmp_path: Path
 ) -> None:
     output = tmp_path / "out.txt"
-    process = start(matrix.build_args(ca_bundle, "--no-cache", *NO_GATE), output)
+    process = start(matrix.build_args(ca_bundle, "--no-cache", *NO_LAYER_SCAN), output)
     wait_for("venv step in an image's log", lambda: first_image_log_has_a_venv_step(matrix.logs), process)
     time.sleep(1)  # inside the step
     status, seconds = stop(process, signal.SIGINT)
@@ -102,7 +102,7 @@ def test_ctrl_c_during_a_build_stops_everything_and_a_rerun_finishes(
 
     # the rerun's subject is that it finishes: the smoke suites (proven on the shared build) are left out
     rerun_logs = matrix.logs.with_name("rerun-logs")
-    rerun = run_cli(*matrix.build_args(ca_bundle, "--test", "none", *NO_GATE, logs=rerun_logs))
+    rerun = run_cli(*matrix.build_args(ca_bundle, "--test", "none", *NO_LAYER_SCAN, logs=rerun_logs))
     assert rerun.returncode == 0 and "2 built" in rerun.stdout, rerun.stdout + rerun.stderr
     assert {t.split(":")[-1] for i in docker_client.images.list(name=matrix.repository) for t in i.tags} >= {
         image.tag for image in matrix.plan.combinations[0].images
@@ -114,7 +114,7 @@ def test_sigterm_during_the_smoke_gate_removes_its_container_and_tags_nothing(
 ) -> None:
     """Builds come from BuildKit's cache; the signal comes while the smoke suites run in their container."""
     output = tmp_path / "out.txt"
-    process = start(matrix.build_args(ca_bundle, *NO_GATE), output)
+    process = start(matrix.build_args(ca_bundle, *NO_LAYER_SCAN), output)
     wait_for("smoke container", lambda: containers_of(docker_client, matrix), process)
     status, seconds = stop(process, signal.SIGTERM)
     text = output.read_text()
@@ -132,7 +132,7 @@ def test_an_install_failure_fails_only_its_combination(
     with uv's error in the summary; the 2.13.0 images are built, verified and tagged; exit 1. (Their smoke
     suites, proven on the shared build, are left out.)"""
     failing = fail_install(matrix, "2.12.1")
-    result = run_cli(*matrix.build_args(ca_bundle, "--test", "none", *NO_GATE))
+    result = run_cli(*matrix.build_args(ca_bundle, "--test", "none", *NO_LAYER_SCAN))
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 1, output

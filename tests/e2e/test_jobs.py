@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import INSTALL_CAUSE, INSTALL_ERROR, INSTALL_FAILURE, NO_GATE, Matrix, fail_install, run_cli
+from .conftest import INSTALL_CAUSE, INSTALL_ERROR, INSTALL_FAILURE, NO_LAYER_SCAN, Matrix, fail_install, run_cli
 
 pytestmark = pytest.mark.e2e
 RUNTIME = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
@@ -31,7 +31,7 @@ def test_two_jobs_build_two_combinations_at_once_and_a_failure_stops_only_its_ow
     failing = fail_install(matrix, "2.12.1")
     good = next(c for c in matrix.plan.combinations if c.torch == "2.13.0")
     (bad_image,), (good_image,) = failing.images, good.images
-    result = run_cli(*matrix.build_args(ca_bundle, "--jobs", "2", "--test", "none", *NO_GATE))
+    result = run_cli(*matrix.build_args(ca_bundle, "--jobs", "2", "--test", "none", *NO_LAYER_SCAN))
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 1, output

@@ -17,7 +17,7 @@ import pytest
 from torchimages.engine.zstd_push import zstd_problem
 
 from .conftest import (
-    NO_GATE,
+    NO_LAYER_SCAN,
     Built,
     Rebuilt,
     build_matrix,
@@ -48,7 +48,7 @@ def built(cpu_built: Built) -> Built:
 
 # The builds of this module's own tests: their subject is the push, so the smoke suites and the layer scan
 # (each proven on the shared build) are left out.
-PUSH_ONLY = ("--push", "--test", "none", *NO_GATE)
+PUSH_ONLY = ("--push", "--test", "none", *NO_LAYER_SCAN)
 
 
 def pushed_tags(registry: str, repository: str) -> set[str]:
@@ -124,7 +124,7 @@ def test_a_zstd_push_lands_zstd_layers_and_the_verified_configuration(
         CPU_RUNTIME,
         ca_bundle,
         registry=registry,
-        extra=("--push", "--compression", "zstd", *NO_GATE),
+        extra=("--push", "--compression", "zstd", *NO_LAYER_SCAN),
     ):
         assert built.status == 0, built.output
         image = built.image("runtime")

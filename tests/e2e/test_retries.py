@@ -22,7 +22,7 @@ import pytest
 from torchimages import compat, engine, render
 from torchimages.building.wheels import local_path
 
-from .conftest import NO_GATE, remove_repository, require, run_cli
+from .conftest import NO_LAYER_SCAN, remove_repository, require, run_cli
 from .flaky import OutageProxy
 
 pytestmark = pytest.mark.e2e
@@ -95,7 +95,7 @@ def test_transient_failures_are_retried_and_the_log_says_so(
     env = {**os.environ, "TORCHIMAGES_FIND_LINKS": url, "DOCKER_CONFIG": str(docker_config)}
     try:
         result = run_cli(
-            "build", "--matrix", matrix, "--no-cache", "--network", "host", "--test", "none", *NO_GATE,
+            "build", "--matrix", matrix, "--no-cache", "--network", "host", "--test", "none", *NO_LAYER_SCAN,
             "--log-dir", logs, "--ca-cert", ca_bundle[0], "*",
             env=env,
         )  # fmt: skip
