@@ -25,6 +25,7 @@ def options(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from torchimages.building import index, progress, renderers
 
+    common.check_docker(args.docker)  # the client that writes each index: checked as build's and outdated's are
     chosen = [s for s in common.select(args, common.load_plan(args)) if s.combination.multi_platform]
     if not chosen:
         raise UsageError("no selected image is built for several platforms (or another than linux/amd64): no index")

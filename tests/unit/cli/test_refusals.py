@@ -73,6 +73,7 @@ REFUSED = [
     (["outdated", "--docker", "a-folder/docker", "*"], "--docker: the docker client 'a-folder/docker' was not found"),
     (["outdated", "--docker", "./a-folder", "*"], "--docker: the docker client './a-folder' is a folder"),
     (["outdated", "--docker", "./a-file", "*"], "--docker: the docker client './a-file' is not executable"),
+    (["join", "--docker", "no-such-docker-client", "*"], "--docker: the docker client 'no-such-docker-client'"),
     (["test", "--image", "a/b:1", "--image", "a_b:1", "--report", "R"], "one file name"),
     (["test", "--image", "x:1", "--report", "a-file"], "--report a-file"),
     (["test", "--image", "x:1", "--junit", "a-folder"], "--junit a-folder"),
@@ -91,7 +92,7 @@ def test_a_refusal_writes_nothing(cli: Cli, here: Path, args: list[str], said: s
     assert listing(here) == before, "a refused command wrote"
 
 
-@pytest.mark.parametrize("command", [["outdated", "*"], ["build", "--report", "R", "*"]])
+@pytest.mark.parametrize("command", [["outdated", "*"], ["build", "--report", "R", "*"], ["join", "*"]])
 def test_a_docker_variable_naming_no_client_is_refused_like_the_option(
     cli: Cli, here: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
 ) -> None:
