@@ -39,19 +39,18 @@ def sign_index(
     before they are moved to it; the problems (then they are not moved)."""
     if progress:
         progress.update(first.tag, "sign")
-    reference = f"{first.repository}@{digest}"
-    problems = signer.sign(reference, cancelled)
-    if problems:
-        return [f"{first.reference}: {INDEX_NOT_SIGNED}", *problems]
-    if progress:
-        progress.note(f"{reference}: signed with {signer.key}")
-    return []
+    return _signed(
+        signer, f"{first.repository}@{digest}", cancelled, progress, f"{first.reference}: {INDEX_NOT_SIGNED}"
+    )
 
 
-def _signed(signer: Signer, reference: str, cancelled: threading.Event | None, progress: Progress | None) -> list[str]:
+def _signed(
+    signer: Signer, reference: str, cancelled: threading.Event | None, progress: Progress | None, refused: str = ""
+) -> list[str]:
+    """Sign `reference` (by digest); the problems under `refused` (default: the repository, pushed not signed)."""
     problems = signer.sign(reference, cancelled)
     if problems:
-        return [f"{reference.split('@')[0]}: {PUSHED_NOT_SIGNED}", *problems]
+        return [refused or f"{reference.split('@')[0]}: {PUSHED_NOT_SIGNED}", *problems]
     if progress:
         progress.note(f"{reference}: signed with {signer.key}")
     return []

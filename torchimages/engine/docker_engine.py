@@ -68,11 +68,10 @@ def _loopback(reference: str) -> bool:
 IMAGETOOLS_OUTPUT_BYTES = 1024 * 1024  # what `imagetools create` may print (progress lines): more is read no further
 DOCKER_RUN_FAILED = 125  # `docker run`'s status when docker itself failed (the container did not run)
 # The time limits of the docker CLI's runs (each stopped there: its container removed, if it made one).
-ASK_TIMEOUT_S = 120.0  # a question (`buildx inspect`, `manifest inspect`, `imagetools inspect`)
+ASK_TIMEOUT_S = 120.0  # a question (`buildx inspect`, `manifest inspect`; imagetools: the registry deadline)
 PROBE_TIMEOUT_S = 600.0  # a probe: the image's python in a throwaway container
 START_TIMEOUT_S = 600.0  # `docker run --detach` of a test container (it may pull the image)
 SAVE_TIMEOUT_S = 3600.0  # `docker save --output` of a whole image
-INDEX_TIMEOUT_S = 600.0  # `docker buildx imagetools create`
 TIMEOUT_VARIABLE = "TORCHIMAGES_ENGINE_TIMEOUT_S"
 
 
