@@ -30,6 +30,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from torchimages.engine import DockerEngine
@@ -127,14 +128,35 @@ def synthetic(megabytes: int, runs: int) -> int:
     return 0
 
 
+MAX_SYNTHETIC_MB = 8192  # the archive is made in memory, twice over: more than a few GB is no benchmark here
+MAX_RUNS = 100
+
+
+def bounded(most: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to `most` (the archive is held in memory)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(f"{value} is not from 1 to {most}")
+        return value
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="time the layer scan of images without, then with its cache")
     parser.add_argument("images", nargs="*", metavar="IMAGE", help="local image references, scanned in this order")
     parser.add_argument("--no-baseline", action="store_true", help="skip the scan without a cache")
     parser.add_argument("--docker", default=None, help="the docker client (default: the first on PATH)")
     parser.add_argument("--limit", type=int, default=64 << 20, help="the cache's size limit in bytes")
-    parser.add_argument("--synthetic", type=int, metavar="MB", help="time a synthetic archive instead (no Docker)")
-    parser.add_argument("--runs", type=int, default=3, help="runs of the synthetic archive (default 3)")
+    parser.add_argument(
+        "--synthetic", type=bounded(MAX_SYNTHETIC_MB), metavar="MB", help="time a synthetic archive instead (no Docker)"
+    )
+    parser.add_argument("--runs", type=bounded(MAX_RUNS), default=3, help="runs of the synthetic archive (default 3)")
     args = parser.parse_args(argv)
     if args.synthetic:
         return synthetic(args.synthetic, args.runs)
