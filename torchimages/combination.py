@@ -14,7 +14,7 @@ from typing import Any
 
 from torchimages import platforms as platform_names
 from torchimages import registry
-from torchimages.compat import Installer, OsRelease
+from torchimages.compat import CudaArchsFact, Installer, OsRelease
 from torchimages.problems import Problem
 from torchimages.sizes import SizeBudget
 
@@ -28,6 +28,8 @@ BASE_NAME_LABEL = "org.opencontainers.image.base.name"
 BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 INPUT_DIGEST_LABEL = f"{LABEL_PREFIX}.input-digest"
 PLATFORM_LABEL = f"{LABEL_PREFIX}.platform"  # on an image of any platform but linux/amd64
+ARCHS_LABEL = f"{LABEL_PREFIX}.cuda.archs"  # the GPU architectures of its CUDA code (archs.Archs.label)
+MIN_DRIVER_LABEL = f"{LABEL_PREFIX}.cuda.min-driver"  # the oldest NVIDIA driver it runs under
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,18 @@ class Combination:
     # `bootstrap`: the OS base is made here from its archive (bootstrap.py), for a registry OS mapped onto the
     # Dockerfile's FROM at build time; not a build input (the Dockerfile is the same either way).
     bases: str = "registry"
+    # (platform, fact) for each platform the knowledge base knows the build's GPU architectures of (compat.yaml
+    # `cuda_archs`); a certain one (V, S) is labelled and verified, an uncertain one only reported
+    cuda_archs: tuple[tuple[str, CudaArchsFact], ...] = ()
+
+    def archs_for(self, platform: str) -> CudaArchsFact | None:
+        """The knowledge base's GPU architectures of this build on `platform` (None: not known, or a CPU build)."""
+        return dict(self.cuda_archs).get(platform)
+
+    def promised_archs(self, platform: str) -> str | None:
+        """The architectures its images of `platform` promise (their label): a certain fact's, else None."""
+        fact = self.archs_for(platform)
+        return fact.archs if fact and not fact.uncertain else None
 
     @property
     def dockerfile(self) -> str:
@@ -321,6 +335,10 @@ class Combination:
             "python": self.python,
             "os": self.os.name,
         }
+        cuda = {
+            **({ARCHS_LABEL: archs} if (archs := self.promised_archs(platform)) else {}),
+            **({MIN_DRIVER_LABEL: self.min_driver} if self.cuda and self.min_driver else {}),
+        }
         return {
             "org.opencontainers.image.title": f"PyTorch {self.torch} ({flavor})",
             "org.opencontainers.image.description": (
@@ -331,6 +349,7 @@ class Combination:
             "org.opencontainers.image.licenses": "BSD-3-Clause",
             **self.base_labels(flavor),
             **{f"{LABEL_PREFIX}.{k}": v for k, v in versions.items()},
+            **cuda,
             INPUT_DIGEST_LABEL: input_digest,
         }
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from torchimages import archs as arch_rules
 from torchimages import platforms
 
 UNCERTAIN = "U"  # confidence of a fact: V verified, S secondary source, U uncertain
@@ -202,6 +203,22 @@ class GpuThroughput:
 
 
 @dataclass(frozen=True)
+class CudaArchsFact:
+    """The GPU architectures a CUDA build of some torch minors holds (`cuda_archs` in compat.yaml): its label text
+    (`sm_75 ... sm_120 compute_120`), confidence and sources."""
+
+    torch: tuple[str, ...]  # the torch minors it holds for
+    archs: str
+    confidence: str
+    sources: tuple[str, ...]
+
+    @property
+    def uncertain(self) -> bool:
+        """Whether the knowledge base holds it as uncertain (no label then: verification only reports the reading)."""
+        return self.confidence == UNCERTAIN
+
+
+@dataclass(frozen=True)
 class KnowledgeBase:
     """All facts, indexed for lookup."""
 
@@ -217,6 +234,8 @@ class KnowledgeBase:
     base_image_eol: tuple[BaseImageEol, ...] = ()
     source_date: str = "1970-01-01"  # the images' SOURCE_DATE_EPOCH, as a UTC date (see compat.yaml)
     throughput: dict[str, GpuThroughput] = field(default_factory=dict)  # by GPU model
+    # platform -> build (`cu130`) -> the architecture facts of that build, by torch minor
+    cuda_archs: dict[str, dict[str, tuple[CudaArchsFact, ...]]] = field(default_factory=dict)
 
     @property
     def source_date_epoch(self) -> int:
@@ -227,6 +246,12 @@ class KnowledgeBase:
     def release(self, torch_version: str) -> TorchRelease | None:
         """The release line a full torch version belongs to."""
         return self.torch.get(minor_of(torch_version))
+
+    def archs_of(self, torch_version: str, variant: str, platform: str) -> CudaArchsFact | None:
+        """The GPU architectures the `variant` build of a torch release holds on `platform` (None: not known)."""
+        minor = minor_of(torch_version)
+        facts = self.cuda_archs.get(platform, {}).get(variant, ())
+        return next((fact for fact in facts if minor in fact.torch), None)
 
     def wheel_index_url(self, wheel: PlatformWheel) -> str:
         """The index a platform's wheels of a build come from."""
@@ -389,7 +414,42 @@ def parse(raw: dict[str, Any]) -> KnowledgeBase:
         base_image_eol=tuple(_eol(entry, raw["sources"]) for entry in raw.get("base_image_eol") or ()),
         source_date=str(raw["source_date"]),
         throughput={str(m): _throughput(str(m), e, raw["sources"]) for m, e in (raw.get("throughput") or {}).items()},
+        cuda_archs=_cuda_archs(raw.get("cuda_archs") or {}, raw["sources"]),
     )
+
+
+def _cuda_archs(raw: dict[str, Any], sources: dict[str, str]) -> dict[str, dict[str, tuple[CudaArchsFact, ...]]]:
+    """`cuda_archs`: platform -> build -> entries, each naming its torch minors (each at most once per build), a
+    valid architecture list (archs.parse_archs, written as its label writes it), a confidence and known sources."""
+    found: dict[str, dict[str, tuple[CudaArchsFact, ...]]] = {}
+    for platform, builds in raw.items():
+        for build, entries in (builds or {}).items():
+            where = f"cuda_archs.{platform}.{build}"
+            facts = tuple(
+                CudaArchsFact(
+                    torch=_strings(e.get("torch")),
+                    archs=str(e.get("archs", "")),
+                    confidence=str(e.get("confidence", "")),
+                    sources=_strings(e.get("sources")),
+                )
+                for e in entries
+            )
+            minors = [m for fact in facts for m in fact.torch]
+            if len(minors) != len(set(minors)):
+                raise ValueError(f"{where}: a torch minor is listed twice")
+            for fact in facts:
+                try:
+                    label = arch_rules.parse_archs(fact.archs).label
+                except arch_rules.ArchError as exc:
+                    raise ValueError(f"{where}: {exc}") from exc
+                if label != fact.archs:
+                    raise ValueError(f"{where}: write {fact.archs!r} as {label!r} (sorted, sm_ before compute_)")
+                if not fact.torch or fact.confidence not in CONFIDENCES:
+                    raise ValueError(f"{where}: each entry names its torch minors and a confidence (V, S or U)")
+                if not fact.sources or any(s not in sources for s in fact.sources):
+                    raise ValueError(f"{where}: name its sources (keys of `sources`)")
+            found.setdefault(str(platform), {})[str(build)] = facts
+    return found
 
 
 def _cuda(version: str, raw: dict[str, Any]) -> CudaToolkit:

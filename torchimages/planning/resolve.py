@@ -391,6 +391,11 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         platform_index_urls=platform_index_urls,
         platform_pins=_platform_pins(pinned, platform_index_urls),
         warnings=tuple(check.problems),
+        cuda_archs=tuple(
+            (platform, fact)
+            for platform in platforms
+            if variant.cuda and (fact := kb.archs_of(torch, variant.name, platform))
+        ),
     )
     combination = replace(combination, pypi_platforms=pypi_platforms(release, combination))
     return Resolved(combination, flavors, tuple(check.problems))

@@ -151,6 +151,7 @@ ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
 ENV HOME=/home/torch \
     USER=torch
 LABEL io.torchimages.cuda="13.2" \
+      io.torchimages.cuda.min-driver="580.65.06" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
       io.torchimages.input-digest="sha256:29af0dbdd993e72c78929ba349c5a067086515be9c68fe57d71faf0d3fe49820" \
