@@ -405,8 +405,8 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], None]:
     return install
 
 
-def printed(probe: types.ModuleType, root: Path, capsys: pytest.CaptureFixture[str]) -> Any:
-    probe.main([str(root)])
+def printed(probe: types.ModuleType, root: Path | None, capsys: pytest.CaptureFixture[str]) -> Any:
+    probe.main([str(root)] if root else [])
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith("SMOKE_JSON:")
     return parse_payload(out)
@@ -458,7 +458,39 @@ def test_package_roots_are_found_without_importing(
 ) -> None:
     (site / "torchvision/__init__.py").write_text("raise SystemExit('imported')\n")
     monkeypatch.syspath_prepend(str(site))
-    assert probe.package_roots(("torchvision", "torchaudio", "no_such_package_4e1f")) == [str(site)]
+    assert probe.package_roots(("torchvision", "torchaudio", "no_such_package_4e1f")) == [
+        (str(site), "torchvision"),
+        (str(site), "torchaudio"),
+    ]
+    assert "torchvision" not in sys.modules
+
+
+def test_each_package_is_read_where_it_is_imported_from(
+    probe: types.ModuleType,
+    site: Path,
+    tmp_path: Path,
+    fake_torch: Callable[[Any], None],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    other = tmp_path / "other-site"  # a second site-packages: only its torchvision is the one imported
+    (other / "torchvision").mkdir(parents=True)
+    (other / "torchvision/_C.so").write_bytes(elf({".nv_fatbin": container(entry(2, 86))}))
+    fake_torch(types.SimpleNamespace())
+    monkeypatch.setattr(probe, "package_roots", lambda: [(str(site), "torch"), (str(other), "torchvision")])
+    payload = printed(probe, None, capsys)  # no argument: where the import system finds each package
+    assert payload["files"] == {
+        "torch/lib/libtorch_cuda.so": FILES["torch/lib/libtorch_cuda.so"],
+        "torchvision/_C.so": {"sass": ["sm_86"], "ptx": []},
+    }
+    assert payload["errors"] == {}  # site's torchaudio (not ELF) and torchvision are not the imported ones
+
+
+def test_a_torch_without_its_extension_has_no_flags(
+    probe: types.ModuleType, site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    assert printed(probe, site, capsys)["torch_flags"] is None
 
 
 def test_the_script_runs_alone_with_the_standard_library(site: Path, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ an ELF `.nv_fatbin` section, it reads the fatbin containers' entry headers (seek
 payloads, compressed or not, are skipped) and prints one line
 `SMOKE_JSON:{"torch_flags": ..., "files": {relpath: {"sass": [...], "ptx": [...]}}, "errors": {...}}`.
 Paths are relative to the folder that holds the package (site-packages). Arguments, if any, name
-such folders to scan instead of the ones the import system finds.
+such folders to scan (for all three packages) instead of where the import system finds each.
 
 The fatbin layout (what nvcc 13.0's output and cuobjdump agree on, docs/explanation/reading-gpu-architectures.md):
 a container header (u32 magic 0xBA55ED50, u16 version 1, u16 header size, u64 size of the entries),
@@ -214,11 +214,6 @@ def read_archs(read: Reader, file_size: int, limit: int = MAX_ENTRIES) -> dict[s
     return {"sass": sorted_archs(sass), "ptx": sorted_archs(ptx)}
 
 
-def bytes_reader(data: bytes) -> Reader:
-    """A Reader over bytes in memory (the tests' and small files')."""
-    return lambda offset, size: data[offset : offset + size] if offset >= 0 and size >= 0 else b""
-
-
 def file_archs(path: str) -> dict[str, list[str]] | None:
     """read_archs of a file, read through seek and read, unbuffered: only the headers leave the disk."""
     with open(path, "rb", buffering=0) as handle:
@@ -251,20 +246,18 @@ def shared_objects(root: str, packages: Iterable[str] = PACKAGES) -> list[str]:
     return unique
 
 
-def package_roots(packages: Iterable[str] = PACKAGES) -> list[str]:
-    """The folders (site-packages) that hold the packages the import system would load, without importing them."""
-    roots: list[str] = []
+def package_roots(packages: Iterable[str] = PACKAGES) -> list[tuple[str, str]]:
+    """(site-packages folder, package) of each package the import system would load, found without importing it."""
+    found: list[tuple[str, str]] = []
     for package in packages:
         try:
             spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
+        except Exception:  # a broken installation: nothing of it to read
             continue
         origin = spec.origin if spec is not None else None
         if origin:
-            root = os.path.dirname(os.path.dirname(os.path.abspath(origin)))
-            if root not in roots:
-                roots.append(root)
-    return roots
+            found.append((os.path.dirname(os.path.dirname(os.path.abspath(origin))), package))
+    return found
 
 
 def one_line(error: BaseException) -> str:
@@ -272,12 +265,12 @@ def one_line(error: BaseException) -> str:
     return " ".join(f"{type(error).__name__}: {error}".split())
 
 
-def scan(roots: Iterable[str]) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
-    """(files, errors) over the packages' shared objects under each root; a file's failure is its error."""
+def scan(packages: Iterable[tuple[str, str]]) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
+    """(files, errors) over the shared objects of each (root, package); a file's failure is its error."""
     files: dict[str, dict[str, list[str]]] = {}
     errors: dict[str, str] = {}
-    for root in roots:
-        for relative in shared_objects(root):
+    for root, package in packages:
+        for relative in shared_objects(root, (package,)):
             try:
                 archs = file_archs(os.path.join(root, relative))
             except FormatError as exc:
@@ -296,7 +289,7 @@ def torch_flags() -> tuple[str | None, str | None]:
         torch = importlib.import_module("torch")
     except Exception as exc:
         return None, one_line(exc)
-    function = getattr(torch._C, "_cuda_getArchFlags", None)
+    function = getattr(getattr(torch, "_C", None), "_cuda_getArchFlags", None)
     if function is None:
         return None, None
     try:
@@ -305,9 +298,9 @@ def torch_flags() -> tuple[str | None, str | None]:
         return None, one_line(exc)
 
 
-def payload(roots: Iterable[str]) -> dict[str, Any]:
+def payload(packages: Iterable[tuple[str, str]]) -> dict[str, Any]:
     """The probe's JSON object."""
-    files, errors = scan(roots)
+    files, errors = scan(packages)
     flags, error = torch_flags()
     if error is not None:
         errors["torch"] = error
@@ -315,8 +308,8 @@ def payload(roots: Iterable[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    roots = argv or package_roots()
-    print(MARK + json.dumps(payload(roots), sort_keys=True), flush=True)
+    packages = [(root, package) for root in argv for package in PACKAGES] or package_roots()
+    print(MARK + json.dumps(payload(packages), sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":
