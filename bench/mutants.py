@@ -63,6 +63,7 @@ STAGING, INDEX, MANIFESTS = "building/staging.py", "building/index.py", "engine/
 SIGNATURES, CLI_JOIN, REGISTRY = "building/signatures.py", "cli/join.py", "registry.py"
 DOCKER_ENGINE = "engine/docker_engine.py"
 PROCESS = "engine/process.py"
+ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
 
 # fmt: off
@@ -133,6 +134,39 @@ MUTATIONS: tuple[Mutation, ...] = (
       'return version.split("+", 1)[0]',
       "return version",
       "the public version keeps its local label (a bare promise of 2.11.1 refuses 2.11.1+cu130)"),
+    # --- the GPU architectures an image holds: probes/scripts/cuda_archs.py -------------------------------
+    M("archs-suffix-dropped", ARCH_PROBE,
+      'suffix = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY_SPECIFIC else ""',
+      'suffix = ""',
+      "sm_90a/sm_100f cubins read as sm_90/sm_100: an image claims GPUs its arch-specific code does not run on"),
+    M("archs-kinds-swapped", ARCH_PROBE,
+      '(sass if kind == KIND_ELF else ptx).add(name)',
+      '(ptx if kind == KIND_ELF else sass).add(name)',
+      "SASS and PTX swapped: JIT-only architectures reported as native code and the reverse"),
+    M("archs-sorted-as-text", ARCH_PROBE,
+      "return sorted(set(names), key=arch_key)",
+      "return sorted(set(names))",
+      "architectures sorted as text (sm_100 before sm_75)"),
+    M("archs-no-entry-bound", ARCH_PROBE,
+      "            steps += 1\n            if steps > limit:\n",
+      "            steps += 1\n            if False:\n",
+      "a fatbin with a huge number of entries is read without end (no bound)"),
+    M("archs-padding-unbounded", ARCH_PROBE,
+      "            if padding > MAX_PADDING:\n",
+      "            if False:\n",
+      "a section of zero bytes is stepped through 8 bytes at a time to its end (a probe that takes minutes)"),
+    M("archs-every-package-everywhere", ARCH_PROBE,
+      "        for relative in shared_objects(root, (package,)):\n",
+      "        for relative in shared_objects(root):\n",
+      "a package is read in a site-packages it is not imported from (a stale copy's architectures reported)"),
+    M("archs-zero-step", ARCH_PROBE,
+      "            if entry_header_size < ENTRY_FIELDS_END:\n",
+      "            if entry_header_size < 0:\n",
+      "an entry header size of 0 never moves the reader forward: the probe hangs on a hostile file"),
+    M("archs-overrun-accepted", ARCH_PROBE,
+      "            if following > container_end:\n",
+      "            if False:\n",
+      "an entry that runs past its container is read anyway: the next 'entry' is payload bytes"),
     # --- tags and aliases: planning/tags.py -----------------------------------------------------------
     M("tags-latest-textual", TAGS,
       "top = max((c.torch for c, _ in slots), key=version_key, default=None)",
@@ -764,6 +798,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     ENTRY: (r"hostile_output|signals", r"cli\.entry"),
     DOCKER_ENGINE: (r"manifests|bounds|signals|shell", r"docker_engine|DockerEngine"),
     CLI: (r"signals", r"WHILE_IMPORTING"),
+    ARCH_PROBE: (r"cuda_archs", r"cuda_archs"),
 }
 
 

@@ -35,6 +35,7 @@ PACKAGE_DATA = (
     "torchimages/templates/macros.j2",
     "torchimages/smoke/suites/__init__.py",
     "torchimages/probes/scripts/facts.py",
+    "torchimages/probes/scripts/cuda_archs.py",
 )
 
 
