@@ -11,7 +11,8 @@
 #   2. unpack BUNDLE/docker-bin.tar.xz to a temporary prefix; start dockerd on a private socket,
 #      data root, exec root and pid file (log: OUTDIR/dockerd.log); wait <= 60 s for `docker info`
 #   3. make a stand-in image from this host's root filesystem with `docker import` (<= 10 min),
-#      labelled io.torchimages.* with the host's versions (the repository's facts probe),
+#      labelled io.torchimages.* with the host's versions (the repository's facts probe) and its torch's
+#      GPU architectures (io.torchimages.cuda.archs),
 #      flavor runtime, PATH starting with the bin folder of python3's environment
 #   4. `build.py test --image STANDIN --gpus none`, devices passed by hand with --run-arg:
 #        host      no container: `build.py test --host local --suites gpu`, its throughput figures
@@ -258,6 +259,11 @@ for key in ("torch", "torchvision", "torchaudio", "cuda", "cudnn", "nccl", "pyth
     labels[key] = spec.get(key) or "none"
 for key, value in labels.items():
     print(f"change\tLABEL io.torchimages.{key}={value}")
+# The GPU architectures as the host's torch lists them: the stand-in promises what it holds, as our images do.
+flags = subprocess.run([sys.argv[2], "-c", "import torch; print(torch._C._cuda_getArchFlags())"],
+                       capture_output=True, text=True, check=False).stdout.strip()
+if flags:
+    print(f'change\tLABEL io.torchimages.cuda.archs="{flags}"')
 where = subprocess.run([sys.argv[2], "-c", "import os, sys; print(os.path.dirname(sys.executable)); "
                         "print(sys.prefix); print(os.path.realpath(sys.base_prefix))"],
                        capture_output=True, text=True, check=True).stdout.split("\n")

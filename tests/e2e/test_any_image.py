@@ -6,12 +6,15 @@ team's derived image, and the bootstrapped debian12 base for a foreign image wit
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import signal
 import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,3 +180,88 @@ def test_the_container_goes_when_the_suites_fail_or_the_run_is_interrupted(
     finally:
         running.kill()
     assert containers_of(docker_client, runtime) == before, "an interrupted run left its container"
+
+
+# Derived images keep the promise (issue 33): the image's constraints file (PIP_CONSTRAINT) holds torch and its
+# libraries as built. Wheels made here (metadata and one module, no network): an ordinary package, and a torch
+# of another version.
+def _wheel(folder: Path, name: str, version: str) -> None:
+    """A minimal pure-Python wheel `name==version` whose module says its version."""
+    dist = f"{name}-{version}"
+    files = {
+        f"{name}/__init__.py": f"__version__ = {version!r}\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist}.dist-info/RECORD,,")
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as archive:
+        for path, text in {**files, f"{dist}.dist-info/RECORD": "\n".join(record) + "\n"}.items():
+            archive.writestr(path, text)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A `docker build` of one RUN line FROM our runtime, with the wheels above bound at /tmp/wheels."""
+
+    reference: str
+    result: subprocess.CompletedProcess[str]
+
+    @property
+    def output(self) -> str:
+        return self.result.stdout + self.result.stderr
+
+
+@pytest.fixture(scope="module")
+def derive(runtime: str, docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Build derived images; each is removed at the end of the module."""
+    context = tmp_path_factory.mktemp("derive")
+    (context / "wheels").mkdir()
+    _wheel(context / "wheels", "ordinary", "1.0")
+    _wheel(context / "wheels", "torch", "2.12.0")
+    made: list[str] = []
+
+    def build(run: str) -> Derived:
+        reference = f"torchimages-e2e-derived-{uuid.uuid4().hex[:8]}:1"
+        mount = "--mount=type=bind,source=wheels,target=/tmp/wheels"
+        (context / "Dockerfile").write_text(f"# syntax=docker/dockerfile:1\nFROM {runtime}\nRUN {mount} {run}\n")
+        client = engine.find_build_client()
+        command = [*client.command, "--progress", "plain", "--tag", reference, str(context)]
+        result = subprocess.run(command, env=client.environment(), capture_output=True, text=True, check=False)
+        if result.returncode == 0:
+            made.append(reference)
+        return Derived(reference, result)
+
+    try:
+        yield build
+    finally:
+        for reference in made:
+            docker_client.images.remove(reference, force=True)
+
+
+PIP = "pip install --no-cache-dir --no-index --find-links /tmp/wheels"
+
+
+def test_a_derived_image_installs_an_ordinary_package_and_is_refused_another_torch(derive: Any, built: Built) -> None:
+    ordinary = derive(f"{PIP} ordinary==1.0 && python -c 'import ordinary, torch; print(ordinary.__version__)'")
+    assert ordinary.result.returncode == 0, ordinary.output
+    pinned = built.combination.pins[0]  # torch==2.13.0+cpu, as built
+    refused = derive(f"{PIP} torch==2.12.0")
+    assert refused.result.returncode != 0, refused.output
+    assert "The user requested torch==2.12.0" in refused.output, refused.output
+    assert f"The user requested (constraint) {pinned}" in refused.output, refused.output
+
+
+def test_a_derived_image_that_lifted_the_constraint_fails_verification_naming_what_changed(
+    derive: Any, built: Built
+) -> None:
+    lifted = derive(f"PIP_CONSTRAINT= {PIP} torch==2.12.0")
+    assert lifted.result.returncode == 0, lifted.output
+    result = run_cli("test", "--image", lifted.reference, "--suites", "cpu")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "torch" in output and built.combination.pins[0].split("==")[1] in output and "2.12.0" in output, output
+    assert "Traceback" not in result.stderr
