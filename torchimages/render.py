@@ -21,9 +21,9 @@ OS_PACKAGES_FILE = PurePosixPath("/usr/share/torchimages/os-packages.txt")
 # The toolkit image's NCCL would be a second copy beside the wheel's: devel purges it.
 TOOLKIT_IMAGE_PURGE = ("libnccl2", "libnccl-dev")
 # NVIDIA's libraries in layers of whole wheel families (`nvidia-<family>`, with or without a -cuXX suffix), largest
-# first, then a last layer of every other nvidia-* pin. Sizes installed (unzipped wheels), the largest of each family
-# over the default matrix's pins (docs/explanation/image-layout.md): cuDNN 0.97-1.3 GB, cuBLAS 0.6-0.9 GB, the third
-# group 0.5-1.0 GB, the fourth 0.4-0.8 GB, the rest 0.3-0.9 GB; one wheel is never split.
+# first, then a last layer of every other nvidia-* pin; one wheel is never split. Installed sizes per CUDA line
+# (docs/explanation/how-a-build-works.md, literal in tests/unit/test_nvidia_layers.py): cuDNN 0.97-1.4 GB, cuBLAS
+# 0.6-0.9 GB, the third group 0.5-1.2 GB, the fourth 0.2-0.8 GB, the rest 0.3-0.8 GB.
 NVIDIA_GROUPS = (("cudnn",), ("cublas",), ("nccl", "nvshmem", "curand", "cufft"), ("cusparse", "cusparselt"))
 
 
