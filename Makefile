@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine emulation build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-compression bench-jobs bench-cache mutants clean
+.PHONY: help install engine emulation build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-compression bench-pull bench-jobs bench-cache mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -93,6 +93,10 @@ bench-image: $(VENV)/.installed ## both flavors: stored bytes, cold build, size 
 bench-compression: $(VENV)/.installed ## push and pull of the CUDA runtime with gzip vs zstd layers, loopback registry (10-15 min)
 	@EXTRA_PACKAGES="docker-registry skopeo zstd" scripts/start-docker.sh >/dev/null
 	$(PY) bench/compression.py $(IMAGE)
+
+bench-pull: $(VENV)/.installed ## cold pulls of one image (IMAGE) pushed with gzip, then zstd: seconds, layers, largest layer
+	@EXTRA_PACKAGES="docker-registry skopeo zstd" scripts/start-docker.sh >/dev/null
+	$(PY) bench/pull.py $(IMAGE)
 
 bench-jobs: $(VENV)/.installed ## --jobs 1 against --jobs 2 over four cold CPU builds (5-15 min)
 	@scripts/start-docker.sh >/dev/null

@@ -65,6 +65,7 @@ DOCKER_ENGINE = "engine/docker_engine.py"
 PROCESS = "engine/process.py"
 ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
+READINGS, RENDER = "building/readings.py", "render.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -313,6 +314,26 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if over:\n            return over\n",
       "",
       "an image over its size budget is tagged"),
+    M("readings-max-layer-strict", READINGS,
+      "    if largest.size <= image.max_layer:\n",
+      "    if largest.size < image.max_layer:\n",
+      "an image whose largest layer equals its max_layer is refused"),
+    M("readings-max-layer-ignored", READINGS,
+      "    if largest.size <= image.max_layer:\n",
+      "    if True:\n",
+      "an image whose largest layer is over its max_layer is tagged"),
+    M("combination-no-default-max-layer", COMBINATION,
+      "    return DEFAULT_MAX_LAYER if int(combination.cuda.split(\".\")[0]) >= 13 else OLDER_CUDA_MAX_LAYER\n",
+      "    return OLDER_CUDA_MAX_LAYER\n",
+      "a CUDA 13 runtime gets the older lines' 2.5 GB max_layer instead of 1.5 GB"),
+    M("render-nvidia-prefix-match", RENDER,
+      '''return f"^nvidia[-_.]({'|'.join(families)})([-_.]cu[0-9]+)?=="''',
+      '''return f"^nvidia[-_.]({'|'.join(families)})"''',
+      "a family's group takes another family whose name it begins (cusparse takes cusparselt)"),
+    M("render-nvidia-rest-forgets-groups", RENDER,
+      "NvidiaGroup(\"other libraries (every other nvidia-* pin)\", _families(every), rest=True)",
+      "NvidiaGroup(\"other libraries (every other nvidia-* pin)\", _families(groups[-1]), rest=True)",
+      "the last nvidia-* layer installs a pin an earlier layer installed too"),
     M("builder-skip-gate", BUILDER,
       "return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []",
       "return []",
@@ -792,6 +813,8 @@ RELEVANT: dict[str, tuple[str, str]] = {
     MANIFESTS: (r"staging|manifests", r"\bmanifests\b"),
     SIGNATURES: (r"signing|staging", r"sign_key|RecordingSigner"),
     CLI_JOIN: (r"staging", r'cli\("join"'),
+    READINGS: (r"builder|max_layer", r"over_max_layer|max_layer"),
+    RENDER: (r"render|nvidia_layers|blocks", r"nvidia_groups|NVIDIA_GROUPS"),
     PROCESS: (r"bounds|streamed|cancel", r"engine\.process|run_cancellable"),
     REGISTRY: (r"registry", r"resolve_digest|\bregistry\."),
     OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),

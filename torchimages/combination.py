@@ -30,6 +30,13 @@ INPUT_DIGEST_LABEL = f"{LABEL_PREFIX}.input-digest"
 PLATFORM_LABEL = f"{LABEL_PREFIX}.platform"  # on an image of any platform but linux/amd64
 ARCHS_LABEL = f"{LABEL_PREFIX}.cuda.archs"  # the GPU architectures of its CUDA code (archs.Archs.label)
 MIN_DRIVER_LABEL = f"{LABEL_PREFIX}.cuda.min-driver"  # the oldest NVIDIA driver it runs under
+# The largest layer (uncompressed) of a CUDA image where matrix.yaml sets no `max_layer`: a pull is bounded by its
+# largest layer, and engines unpack layers in parallel. 1.5 GB for CUDA 13 and newer (measured on 2.14.1+cu130:
+# torch 1.2 GB, its other dependencies 1.07 GB, cuDNN 0.97 GB; docs/benchmarks.md). Older CUDA lines get 2.5 GB:
+# torch's own wheel is one layer, about 1.6-1.9 GB installed in the CUDA 12.x builds (766-915 MB wheels, an
+# estimate: docs/reference/matrix.md). Either refuses the nvidia-* libraries in one layer (3.2-5 GB).
+DEFAULT_MAX_LAYER = 1_500_000_000
+OLDER_CUDA_MAX_LAYER = 2_500_000_000
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ class Image:
     size_budget: int | None = None  # bytes (uncompressed); over it, the image fails before it is tagged
     platform: str = platform_names.DEFAULT  # the OCI platform it is built for
     platform_tag: str = ""  # this platform's local tag (`<tag>-arm64`); "" where the tag is the image itself
+    max_layer: int | None = None  # bytes (uncompressed) of its largest layer at most; over it, it fails untagged
 
     @property
     def reference(self) -> str:
@@ -141,6 +149,7 @@ class Combination:
     registry_bases: tuple[RegistryBase, ...] = ()  # set by the plan (bases.py); FROM names their references
     source_date_epoch: int = 0  # the knowledge base's source_date: creation time, files clamped to it
     size_budget: SizeBudget | None = None  # matrix.yaml's, per flavor; not a build input
+    max_layer: SizeBudget | None = None  # matrix.yaml's largest layer, per flavor (else default_max_layer); not one
     platforms: tuple[str, ...] = platform_names.DEFAULTS  # what it is built for, in platforms.PLATFORMS order
     # (platform, index) for each platform but linux/amd64: where its torch wheels come from (not `index_url`)
     platform_index_urls: tuple[tuple[str, str], ...] = ()
@@ -404,6 +413,26 @@ def make_image(
         labels[PLATFORM_LABEL] = platform
     budget = combination.size_budget.of(flavor) if combination.size_budget else None
     local = platform_tag(combination, tag, platform)
+    own = combination.max_layer.of(flavor) if combination.max_layer else None
     return Image(
-        flavor, combination.repository, tag, aliases, digest, tuple(sorted(labels.items())), budget, platform, local
+        flavor,
+        combination.repository,
+        tag,
+        aliases,
+        digest,
+        tuple(sorted(labels.items())),
+        budget,
+        platform,
+        local,
+        own if own is not None else default_max_layer(combination, flavor),
     )
+
+
+def default_max_layer(combination: Combination, flavor: str) -> int | None:
+    """The largest layer an image may have where matrix.yaml says nothing: DEFAULT_MAX_LAYER for a CUDA 13+ image
+    whose every layer is ours (runtime, and devel built FROM it), OLDER_CUDA_MAX_LAYER for an older CUDA's; none for
+    CPU images (no nvidia-* layers) and for a devel on an nvidia/cuda devel image (that image's own layers and the
+    venv copied in whole are 3-6 GB each)."""
+    if not combination.cuda or (flavor == "devel" and combination.toolkit.provider == "image"):
+        return None
+    return DEFAULT_MAX_LAYER if int(combination.cuda.split(".")[0]) >= 13 else OLDER_CUDA_MAX_LAYER

@@ -20,6 +20,11 @@ ENTRY_TEMPLATE = "Dockerfile.j2"
 OS_PACKAGES_FILE = PurePosixPath("/usr/share/torchimages/os-packages.txt")
 # The toolkit image's NCCL would be a second copy beside the wheel's: devel purges it.
 TOOLKIT_IMAGE_PURGE = ("libnccl2", "libnccl-dev")
+# NVIDIA's libraries in layers of whole wheel families (`nvidia-<family>`, with or without a -cuXX suffix), largest
+# first, then a last layer of every other nvidia-* pin; one wheel is never split. Installed sizes per CUDA line
+# (docs/explanation/how-a-build-works.md, literal in tests/unit/test_nvidia_layers.py): cuDNN 0.97-1.4 GB, cuBLAS
+# 0.6-0.9 GB, the third group 0.5-1.2 GB, the fourth 0.2-0.8 GB, the rest 0.3-0.8 GB.
+NVIDIA_GROUPS = (("cudnn",), ("cublas",), ("nccl", "nvshmem", "curand", "cufft"), ("cusparse", "cusparselt"))
 
 
 @dataclass(frozen=True)
@@ -31,10 +36,11 @@ class Link:
 
 
 def template_fingerprint(templates: Path) -> str:
-    """Hash of every template file: part of each image's input digest."""
+    """Hash of every template file and of the nvidia-* layer groups they render: part of each image's input
+    digest."""
     if not (templates / ENTRY_TEMPLATE).is_file():
         raise FileNotFoundError(f"no {ENTRY_TEMPLATE} in the templates folder {templates}")
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(repr(NVIDIA_GROUPS).encode() + b"\0")
     for path in sorted(templates.rglob("*.j2")):
         digest.update(path.relative_to(templates).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
@@ -51,6 +57,31 @@ def toolkit_links(combination: Combination) -> list[Link]:
     home = wheel_cuda_home(combination)
     major = (combination.cuda or "").split(".")[0]
     return [Link(f"{home}/lib64", "lib"), Link(f"{home}/lib/libcudart.so", f"libcudart.so.{major}")]
+
+
+@dataclass(frozen=True)
+class NvidiaGroup:
+    """One layer of NVIDIA's libraries: the nvidia-* pins `pattern` (a grep -E expression) matches, or with
+    `rest`, every nvidia-* pin it does not match (the groups before)."""
+
+    name: str
+    pattern: str
+    rest: bool = False
+
+
+def _families(families: tuple[str, ...]) -> str:
+    """A grep -E expression for the pins of these wheel families, `nvidia-cudnn-cu12==9.10.2.21` or
+    `nvidia-cublas==13.1.1.3` (pip's name normalisation: `-`, `_` or `.`), and no other (`cusparse` is not
+    `cusparselt`)."""
+    return f"^nvidia[-_.]({'|'.join(families)})([-_.]cu[0-9]+)?=="
+
+
+def nvidia_groups(groups: tuple[tuple[str, ...], ...] = NVIDIA_GROUPS) -> list[NvidiaGroup]:
+    """The nvidia-* layers: one per group of families, then the rest."""
+    every = tuple(family for group in groups for family in group)
+    return [NvidiaGroup(", ".join(group), _families(group)) for group in groups] + [
+        NvidiaGroup("other libraries (every other nvidia-* pin)", _families(every), rest=True)
+    ]
 
 
 def requirements(combination: Combination) -> list[str]:
@@ -143,6 +174,7 @@ def context(combination: Combination) -> dict[str, Any]:
         "source_date_epoch": c.source_date_epoch,
         "uv": c.installer,
         "venv_layers": venv_layers(c),
+        "nvidia_groups": nvidia_groups(),
         "lock": LOCK_FILE if c.lock_digest else "",
         "toolkit": c.toolkit,
         "wheel_cuda_home": wheel_cuda_home(c),

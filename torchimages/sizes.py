@@ -20,6 +20,9 @@ UNITS = {
     "TiB": 1024**4,
 }
 ALLOWED = "a number and a unit: " + ", ".join(UNITS) + "; e.g. 3GB, 2.5GiB"
+# The largest size read (1 PB): a larger one is a typo or hostile (and would overflow a float when shown).
+MAX_SIZE = 1000**5
+MAX_DIGITS = 40  # a number written longer is refused before it is read
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([A-Za-z]+)$")
 _NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
 
@@ -45,9 +48,13 @@ def parse_size(text: str) -> int:
     number, unit = found.groups()
     if unit not in UNITS:
         raise SizeError(f"'{text}': unknown unit '{unit}'", _unit_hint(number, unit))
+    if len(number) > MAX_DIGITS:
+        raise SizeError(f"'{text[:MAX_DIGITS]}...' is larger than {format_size(MAX_SIZE)}")
     size = int(Decimal(number) * UNITS[unit])
     if size <= 0:
         raise SizeError(f"'{text}' is not more than zero")
+    if size > MAX_SIZE:
+        raise SizeError(f"'{text}' is larger than {format_size(MAX_SIZE)}: no image or layer is that large")
     return size
 
 

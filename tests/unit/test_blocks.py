@@ -128,16 +128,31 @@ def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
         render.VenvLayer("torch-deps", ("torch==2.14.1",)),
         render.VenvLayer("rest", ("numpy==2.4.6",)),
     ]
-    expected = (
-        "# Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.\n"
-        + UV_MOUNTS
-        + UV
-        + "    && printf '%s\\n' \\\n"
+    compile_torch = (
+        UV_MOUNTS + UV + "    && printf '%s\\n' \\\n"
         '        "torch==2.14.1" \\\n'
         '    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \\\n'
-        "    | { grep -i '^nvidia' || { echo \"torchimages: error: torch's resolution pins no nvidia-* library\" >&2; "
-        "exit 1; }; } \\\n"
-        f"    | xargs {INSTALL} --no-deps \\\n"
+    )
+    expected = (
+        "# Layers: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them, in 2 layers\n"
+        "# of whole wheels by name (the largest alone, none much over 1 GB): engines pull and unpack layers in "
+        "parallel, and\n"
+        "# the largest layer bounds a pull. Each step resolves the same pins again (no pin file in any layer); a "
+        "group torch\n"
+        "# pins nothing of installs nothing; the last step takes every other nvidia-* pin and fails if there are "
+        "none at all.\n"
+        "# Layer: NVIDIA's cudnn.\n"
+        + compile_torch
+        + "    | { grep -iE '^nvidia[-_.](cudnn)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \\\n"
+        f"    | xargs -r {INSTALL} --no-deps \\\n"
+        "    && rm -f /opt/venv/.lock \\\n"
+        f"    && {CLAMP_VENV}\n"
+        "# Layer: NVIDIA's other libraries (every other nvidia-* pin).\n"
+        + compile_torch
+        + "    | { grep -i '^nvidia' || { echo \"torchimages: error: torch's resolution pins no nvidia-* library\" "
+        ">&2; exit 1; }; } \\\n"
+        "    | { grep -viE '^nvidia[-_.](cudnn)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \\\n"
+        f"    | xargs -r {INSTALL} --no-deps \\\n"
         "    && rm -f /opt/venv/.lock \\\n"
         f"    && {CLAMP_VENV}\n"
         "# Layer: torch itself.\n" + UV_MOUNTS + UV + f"    && {INSTALL} --no-deps \\\n"
@@ -153,7 +168,8 @@ def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
         "    && rm -f /opt/venv/.lock \\\n"
         f"    && {CLAMP_VENV}"
     )
-    assert block(MACROS.venv_layers(image(venv_layers=layers))) == expected
+    groups = render.nvidia_groups((("cudnn",),))
+    assert block(MACROS.venv_layers(image(venv_layers=layers, nvidia_groups=groups))) == expected
 
 
 def test_a_layer_whose_pins_differ_by_platform_sets_them_by_targetarch() -> None:
@@ -186,10 +202,12 @@ def test_uv_sets_itself_up_after_the_first_command_and_pip_asks_pypi_without_its
 
 
 def test_a_lock_file_constrains_every_uv_step_of_a_layer() -> None:
-    text = block(MACROS.venv_layers(image(lock="requirements.lock", venv_layers=[render.VenvLayer("nvidia", ("t",))])))
-    assert "    --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \\\n" in text
-    assert "--no-header --no-annotate --constraint /tmp/requirements.lock - \\\n" in text
-    assert text.count("--constraint /tmp/requirements.lock") == 2
+    nvidia = [render.VenvLayer("nvidia", ("t",))]
+    groups = render.nvidia_groups((("cudnn",),))
+    text = block(MACROS.venv_layers(image(lock="requirements.lock", venv_layers=nvidia, nvidia_groups=groups)))
+    assert text.count("    --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \\\n") == 2
+    assert text.count("--no-header --no-annotate --constraint /tmp/requirements.lock - \\\n") == 2
+    assert text.count("--constraint /tmp/requirements.lock") == 4  # each layer's compile and install
 
 
 def test_uv_is_pinned_by_the_knowledge_base_and_never_picks_a_torch_backend(rendered: Callable[[str], str]) -> None:
@@ -201,7 +219,8 @@ def test_uv_is_pinned_by_the_knowledge_base_and_never_picks_a_torch_backend(rend
     assert f"'uv=={installer.version}" + "".join(f" --hash=sha256:{h}" for h in installer.sha256) + "'" in text
     assert "torch-backend" not in text and "UV_TORCH_BACKEND" not in text
     steps = text.count("RUN --mount=type=cache,target=/home/torch/.cache/uv,")
-    assert steps == 6 and text.count("UV_LINK_MODE=copy") == steps  # the venv step (setuptools) and five layers
+    # the venv step (setuptools), five nvidia-* layers, torch, its dependencies, the rest, devel's toolkit wheels
+    assert steps == 10 and text.count("UV_LINK_MODE=copy") == steps
     assert text.count("--compile-bytecode") == steps
 
 

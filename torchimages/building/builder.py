@@ -492,11 +492,13 @@ class Builder:
         measures: _Measures,
         secrets: tuple[tuple[str, bytes], ...],
     ) -> list[str]:
-        """The size budget, verification (the versions inside equal the tag's, and the NVIDIA libraries torch
-        loads are the pinned wheels'), the security gate (its results kept in `measures`), then the smoke gate.
-        Problems, or none."""
+        """The size budget and the largest layer's, verification (the versions inside equal the tag's, and the
+        NVIDIA libraries torch loads are the pinned wheels'), the security gate (its results kept in `measures`),
+        then the smoke gate. Problems, or none."""
         progress.update(image.own_tag, "verify")
-        over = readings.over_budget(self.engine, image, reference)
+        over = readings.over_budget(self.engine, image, reference) or readings.over_max_layer(
+            self.engine, image, reference
+        )
         if over:
             return over
         try:

@@ -1,5 +1,5 @@
 """What the builder reads of an image or a build on the way, never deciding anything: an image's size
-and whether it is over its budget, what it holds, why a build failed, the last lines of its log."""
+and whether it or its largest layer is over its budget, what it holds, why a build failed, the last lines of its log."""
 
 from __future__ import annotations
 
@@ -63,6 +63,23 @@ def over_budget(engine: Engine, image: Image, reference: str, shown: int = 5) ->
         f"size {format_size(info.size)} ({info.size} bytes) is over the {image.flavor} budget of "
         f"{format_size(image.size_budget)} ({image.size_budget} bytes); its {len(largest)} largest layers:",
         *(f"  {format_size(step.size):>9}  {layer_instruction(step.created_by)}" for step in largest),
+    ]
+
+
+def over_max_layer(engine: Engine, image: Image, reference: str) -> list[str]:
+    """The image's largest layer (uncompressed, as the engine's history gives it) against its flavor's `max_layer`:
+    none, or that layer's size, the limit and what made it."""
+    if image.max_layer is None:
+        return []
+    layers = engine.history(reference)
+    if not layers:
+        return []
+    largest = max(layers, key=lambda step: step.size)
+    if largest.size <= image.max_layer:
+        return []
+    return [
+        f"largest layer {format_size(largest.size)} ({largest.size} bytes) is over the {image.flavor} max_layer of "
+        f"{format_size(image.max_layer)} ({image.max_layer} bytes): {layer_instruction(largest.created_by, 240)}",
     ]
 
 

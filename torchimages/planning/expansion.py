@@ -100,15 +100,15 @@ def expand(
     return [MatrixRow(c, line) for c in merged] + [MatrixRow(e, ln) for e, ln in extra]
 
 
-def with_budget(rows: list[MatrixRow], default: Value | None) -> list[MatrixRow]:
-    """The file's top-level `size_budget` for the flavors a row's own does not name."""
+def with_budget(rows: list[MatrixRow], default: Value | None, key: str = "size_budget") -> list[MatrixRow]:
+    """The file's top-level `size_budget` (or `max_layer`: `key`) for the flavors a row's own does not name."""
     if default is None or not isinstance(default.value, SizeBudget):
         return rows
     out = []
     for row in rows:
-        own = row.values.get("size_budget")
+        own = row.values.get(key)
         budget = own.value.over(default.value) if own and isinstance(own.value, SizeBudget) else default.value
-        out.append(MatrixRow({**row.values, "size_budget": Value(budget, own.line if own else default.line)}, row.line))
+        out.append(MatrixRow({**row.values, key: Value(budget, own.line if own else default.line)}, row.line))
     return out
 
 

@@ -39,9 +39,12 @@ COMBINATION_KEYS = (
     "flavors",
     "platforms",
     "size_budget",
+    "max_layer",
     "bases",
 )
-AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "platforms", "size_budget", "bases"))
+# Per-flavor sizes: an image's whole size, and its largest layer's (both uncompressed, docs/reference/matrix.md).
+SIZE_KEYS = ("size_budget", "max_layer")
+AXIS_KEYS = tuple(k for k in COMBINATION_KEYS if k not in ("flavors", "platforms", *SIZE_KEYS, "bases"))
 MATRIX_KEYS = (*AXIS_KEYS, "include", "exclude")
 TOP_LEVEL_KEYS = (
     "repository",
@@ -49,6 +52,7 @@ TOP_LEVEL_KEYS = (
     "require_locked_bases",
     "bases",
     "size_budget",
+    "max_layer",
     "platforms",
     "matrix",
 )
@@ -70,6 +74,7 @@ EXAMPLES = {
     "base_registry": "mirror.example.com/hub",
     "require_locked_bases": "true",
     "size_budget": "9GB",
+    "max_layer": "2GB",
 }
 DEFAULT_REPOSITORY = "torchimages/pytorch"
 WHAT = "the matrix file"  # how a refusal to read it names it
@@ -182,8 +187,8 @@ class _Reader:
             elif key == "platforms":
                 if chosen := self.platforms(value_node):
                     values[key] = chosen
-            elif key == "size_budget":
-                if budget := self.size_budget(value_node):
+            elif key in SIZE_KEYS:
+                if budget := self.size_budget(value_node, key):
                     values[key] = budget
             elif key == "bases":
                 if chosen := self.bases(value_node):
@@ -217,28 +222,28 @@ class _Reader:
             return None
         return Value(chosen, _line(node))
 
-    def size(self, node: yaml.Node) -> int | None:
+    def size(self, node: yaml.Node, key: str) -> int | None:
         """Bytes of one size (`3GB`, `2.5GiB`), or None with the problem recorded."""
-        value = self.scalar(node, "size_budget")
+        value = self.scalar(node, key)
         if value is None:
             return None
         try:
             return parse_size(str(value.value))
         except SizeError as exc:
-            self.problem(node, str(exc), "size_budget", SIZE_ALLOWED, exc.suggestion)
+            self.problem(node, str(exc), key, SIZE_ALLOWED, exc.suggestion)
             return None
 
-    def size_budget(self, node: yaml.Node) -> Value | None:
-        """`size_budget: 9GB` (every flavor) or `size_budget: {runtime: 3GB, devel: 9GB}`."""
+    def size_budget(self, node: yaml.Node, key: str = "size_budget") -> Value | None:
+        """`size_budget: 9GB` (every flavor) or `size_budget: {runtime: 3GB, devel: 9GB}`; `max_layer` alike."""
         if isinstance(node, yaml.ScalarNode):
-            size = self.size(node)
+            size = self.size(node, key)
             return None if size is None else Value(SizeBudget(tuple((f, size) for f in FLAVORS)), _line(node))
         if not isinstance(node, yaml.MappingNode):
-            self.problem(node, "must be a size (9GB) or a mapping of flavor to size ({runtime: 3GB})", "size_budget")
+            self.problem(node, "must be a size (9GB) or a mapping of flavor to size ({runtime: 3GB})", key)
             return None
         budgets = []
-        for flavor, size_node in self.mapping(node, "size_budget", FLAVORS).items():
-            size = self.size(size_node)
+        for flavor, size_node in self.mapping(node, key, FLAVORS).items():
+            size = self.size(size_node, key)
             if size is not None:
                 budgets.append((flavor, size))
         return Value(SizeBudget(tuple(sorted(budgets))), _line(node)) if budgets else None
@@ -270,7 +275,7 @@ def parse(text: str, path: str) -> Matrix:
         raise InputError([Problem("the matrix file is empty; it needs a 'matrix:' mapping", file=path)])
     top = reader.mapping(root, "the matrix file", TOP_LEVEL_KEYS)
     repository = DEFAULT_REPOSITORY
-    default_budget = reader.size_budget(top["size_budget"]) if "size_budget" in top else None
+    defaults = {key: reader.size_budget(top[key], key) for key in SIZE_KEYS if key in top}
     default_platforms = reader.platforms(top["platforms"]) if "platforms" in top else None
     if "repository" in top and (repo := reader.scalar(top["repository"], "repository")):
         if broken := repository_problem(str(repo.value)):
@@ -302,7 +307,9 @@ def parse(text: str, path: str) -> Matrix:
             )
             return Matrix(path, repository, (), tuple(reader.problems), *settings, bases=default_bases)
         rows = expansion.expand(axes, exclude, include, _line(top["matrix"]))
-        rows = expansion.with_platforms(expansion.with_budget(rows, default_budget), default_platforms)
+        for key, default in defaults.items():
+            rows = expansion.with_budget(rows, default, key)
+        rows = expansion.with_platforms(rows, default_platforms)
         if not rows:
             reader.problem(top["matrix"], "the matrix yields no combination", key="matrix")
     return Matrix(path, repository, tuple(rows), tuple(reader.problems), *settings, bases=default_bases)

@@ -363,6 +363,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         return Resolved(None, flavors, tuple(check.problems))
     cuda_facts = kb.cuda.get(variant.cuda or "")
     budget = combo.values.get("size_budget")
+    max_layer = combo.values.get("max_layer")
     name_cuda = f"cuda{variant.cuda}" if variant.cuda else "cpu"
     pinned = pins(release, variant.name, torch, torchvision, torchaudio, numpy)
     combination = Combination(
@@ -386,6 +387,7 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
         defined_at=SourceLocation(path, combo.line),
         repository=repository,
         size_budget=budget.value if budget and isinstance(budget.value, SizeBudget) else None,
+        max_layer=max_layer.value if max_layer and isinstance(max_layer.value, SizeBudget) else None,
         source_date_epoch=kb.source_date_epoch,
         platforms=platforms,
         platform_index_urls=platform_index_urls,

@@ -24,7 +24,7 @@ from torchimages.building.readings import INSTALLED_PROBE
 from torchimages.building.references import TEMP_REPOSITORY, Baked
 from torchimages.building.requests import BuildOptions
 from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image, Toolkit
-from torchimages.engine import BuildRequest, CacheSpec, EngineError
+from torchimages.engine import BuildRequest, CacheSpec, EngineError, HistoryEntry
 from torchimages.planning import plan
 from torchimages.problems import InputError
 
@@ -565,6 +565,82 @@ def test_an_image_at_its_budget_is_tagged(selection: list[plan.Selected], tmp_pa
     engine = FakeEngine(true_facts(newest[0].combination))
     engine.size = 3_000_000_000
     assert [o.status for o in run(engine, newest, tmp_path)] == ["built", "built"]
+
+
+def with_max_layer(selected: list[plan.Selected], flavor: str, limit: int | None) -> list[plan.Selected]:
+    """The selection with a largest-layer limit on one flavor's images."""
+    return [
+        plan.Selected(
+            s.combination,
+            tuple(dataclasses.replace(i, max_layer=limit) if i.flavor == flavor else i for i in s.images),
+        )
+        for s in selected
+    ]
+
+
+# A runtime's history as the engine gives it (uncompressed sizes), largest layer third: the cuDNN group's step.
+CUDNN_STEP = (
+    "RUN |1 SOURCE_DATE_EPOCH=1764374400 /bin/bash -o pipefail -c if [ -s /run/secrets/cacert ]; then export "
+    "PIP_CERT=/run/secrets/cacert; fi     && export UV_CACHE_DIR=/home/torch/.cache/uv/cache     && "
+    'uv=$uv/bin/uv     && printf \'%s\\n\'         "torch==2.7.0+cu118"     | "$uv" pip compile --python '
+    "/opt/venv/bin/python --quiet --no-header --no-annotate -     | { grep -iE '^nvidia[-_.](cudnn)([-_.]cu[0-9]+)?==' "
+    '|| [ $? = 1 ]; }     | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps'
+    "     && rm -f /opt/venv/.lock # buildkit"
+)
+
+
+def layered(largest: int) -> list[HistoryEntry]:
+    return [
+        HistoryEntry("", 77_100_000),
+        HistoryEntry("RUN /bin/bash -o pipefail -c apt-get install -y gcc # buildkit", 325_000_000),
+        HistoryEntry(CUDNN_STEP, largest),
+        HistoryEntry('RUN "$uv" pip install --no-deps "torch==2.7.0+cu118" # buildkit', 1_000_000_000),
+    ]
+
+
+def test_an_image_whose_largest_layer_is_over_max_layer_fails_untagged_naming_it(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    newest = with_max_layer(selection[1:], "runtime", 1_500_000_000)
+    engine = FakeEngine(true_facts(newest[0].combination))
+    engine.steps = layered(1_500_000_001)
+    devel, runtime = run(engine, newest, tmp_path)
+    assert (devel.status, runtime.status) == ("built", "failed")
+    assert runtime.detail.splitlines() == [
+        "not tagged:",
+        "    largest layer 1.5 GB (1500000001 bytes) is over the runtime max_layer of 1.5 GB (1500000000 bytes): "
+        'RUN printf \'%s\\n\' "torch==2.7.0+cu118" | "$uv" pip compile --python /opt/venv/bin/python --quiet '
+        "--no-header --no-annotate - | { grep -iE '^nvidia[-_.](cudnn)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } | xargs -r "
+        '"$uv" pip install --python /opt...',
+    ]
+    assert set(engine.tagged) == {
+        f"{i.repository}:{n}" for i in newest[0].images if i.flavor == "devel" for n in i.names
+    }
+    assert engine.probed == [engine.built[1].reference]  # runtime (built first): not even verified
+    assert engine.temporary() == []
+
+
+@pytest.mark.parametrize("largest", [1_499_999_999, 1_500_000_000])
+def test_an_image_whose_largest_layer_is_at_most_max_layer_is_tagged(
+    selection: list[plan.Selected], tmp_path: Path, largest: int
+) -> None:
+    newest = with_max_layer(selection[1:], "runtime", 1_500_000_000)
+    engine = FakeEngine(true_facts(newest[0].combination))
+    engine.steps = layered(largest)
+    assert [o.status for o in run(engine, newest, tmp_path)] == ["built", "built"]
+
+
+def test_the_default_max_layer_refuses_a_cuda_runtime_of_one_nvidia_layer_not_a_devel_on_nvidia_cuda(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    """No max_layer in matrix.yaml: the CUDA runtime's is 2.5 GB; devel (on nvidia/cuda's devel image) has none."""
+    engine = FakeEngine(true_facts(selection[1].combination))
+    engine.steps = layered(3_200_000_000)  # NVIDIA's libraries in one layer, as before they were split
+    devel, runtime = run(engine, selection[1:], tmp_path)
+    assert (devel.status, runtime.status) == ("built", "failed")
+    assert "largest layer 3.2 GB (3200000000 bytes) is over the runtime max_layer of 2.5 GB" in runtime.detail
+    engine.steps = layered(2_500_000_000)
+    assert [o.status for o in run(engine, selection[1:], tmp_path)] == ["built", "built"]
 
 
 def test_outcomes_say_how_long_the_build_and_the_checks_took(selection: list[plan.Selected], tmp_path: Path) -> None:

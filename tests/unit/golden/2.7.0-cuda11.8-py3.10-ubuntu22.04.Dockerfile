@@ -72,7 +72,107 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
-# Layer: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them.
+# Layers: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them, in 5 layers
+# of whole wheels by name (the largest alone, none much over 1 GB): engines pull and unpack layers in parallel, and
+# the largest layer bounds a pull. Each step resolves the same pins again (no pin file in any layer); a group torch
+# pins nothing of installs nothing; the last step takes every other nvidia-* pin and fails if there are none at all.
+# Layer: NVIDIA's cudnn.
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
+    && mkdir -p "$TMPDIR" \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && printf '%s\n' \
+        "torch==2.7.0+cu118" \
+    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \
+    | { grep -iE '^nvidia[-_.](cudnn)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \
+    | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
+    && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: NVIDIA's cublas.
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
+    && mkdir -p "$TMPDIR" \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && printf '%s\n' \
+        "torch==2.7.0+cu118" \
+    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \
+    | { grep -iE '^nvidia[-_.](cublas)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \
+    | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
+    && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: NVIDIA's nccl, nvshmem, curand, cufft.
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
+    && mkdir -p "$TMPDIR" \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && printf '%s\n' \
+        "torch==2.7.0+cu118" \
+    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \
+    | { grep -iE '^nvidia[-_.](nccl|nvshmem|curand|cufft)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \
+    | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
+    && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: NVIDIA's cusparse, cusparselt.
+RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
+    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
+    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
+    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \
+    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \
+    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu118; fi \
+    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \
+    && mkdir -p "$TMPDIR" \
+    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \
+    && if [ ! -x "$uv/bin/uv" ]; then echo 'uv==0.13.8 --hash=sha256:e18a57b8b352eb7c8feb317b9f6f533c8f0ad9673fd6cf34bbe3cf1a9f6a8984 --hash=sha256:0b3e8b1a4f5e405e31e2ff33de8af4744831e9f7338539671efbd8c3c94e791d --hash=sha256:5337c30bb893b4f9ce0ceb921ba2da0d13f649da644f40ad3bef84083bef0203' > "$uv.$$.txt" \
+        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: --require-hashes --target "$uv.$$" -r "$uv.$$.txt" \
+        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \
+    && uv=$uv/bin/uv \
+    && printf '%s\n' \
+        "torch==2.7.0+cu118" \
+    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \
+    | { grep -iE '^nvidia[-_.](cusparse|cusparselt)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \
+    | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
+    && rm -f /opt/venv/.lock \
+    && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: NVIDIA's other libraries (every other nvidia-* pin).
 RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \
     --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \
@@ -92,7 +192,8 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
         "torch==2.7.0+cu118" \
     | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \
     | { grep -i '^nvidia' || { echo "torchimages: error: torch's resolution pins no nvidia-* library" >&2; exit 1; }; } \
-    | xargs "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
+    | { grep -viE '^nvidia[-_.](cudnn|cublas|nccl|nvshmem|curand|cufft|cusparse|cusparselt)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \
+    | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
@@ -172,7 +273,7 @@ LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cuda.min-driver="450.80.02" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:132767444638bf72ffd9bbd28de1895897819daf0d61b35e9e78d18723f81313" \
+      io.torchimages.input-digest="sha256:c9a9d9ce8f115acb5c8f85238a87b6c1cfadabadb333af7d7001271416a29009" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -275,7 +376,7 @@ LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cuda.min-driver="450.80.02" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:3b9d250906d6dd252d0467016b20b53f29f5200ab9fd267eb663321fc7884bab" \
+      io.torchimages.input-digest="sha256:b70a7ed4a51b104656a1fb7da6a75f57c56cde9096a61f02aaedf9357a3acdba" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \

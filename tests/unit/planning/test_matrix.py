@@ -87,7 +87,7 @@ def test_axis_must_be_a_non_empty_list() -> None:
     assert any(p.key == "torch" and "non-empty" in p.message for p in m.problems)
 
 
-@pytest.mark.parametrize("key", [k for k in matrix.COMBINATION_KEYS if k != "size_budget"])  # its own words
+@pytest.mark.parametrize("key", [k for k in matrix.COMBINATION_KEYS if k not in matrix.SIZE_KEYS])  # own words
 def test_a_value_that_is_no_single_value_is_refused_with_an_example_of_its_key(key: str) -> None:
     """The example said is one that key takes (a platform for `platforms`, a flavor for `flavors`), never
     another key's."""
