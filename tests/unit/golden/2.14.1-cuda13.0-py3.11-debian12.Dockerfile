@@ -160,6 +160,15 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -169,7 +178,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:3dc3a79db30569c9259a383473644f18b822d44973ea6dda9972a605cb49c392" \
+      io.torchimages.input-digest="sha256:7495e488036c680f6d8126d4da9b112465f9483637953422ac5ba1d7addc1943" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -236,6 +245,15 @@ RUN ln -s lib /opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib64 \
 ENV CUDA_HOME=/opt/venv/lib/python3.11/site-packages/nvidia/cu13
 ENV PATH=${CUDA_HOME}/bin:${PATH}
 ENV TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -245,7 +263,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:0a6d494a5d1a0113bc50db1bd4bece9cc5ee13c4872691a91c467096bef9dcbb" \
+      io.torchimages.input-digest="sha256:234d5cf12de50b193d877a3f68997bf56fe4647c157c66bd28814ca8bd7f5c79" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \

@@ -145,6 +145,15 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -154,7 +163,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:cf5106390381ea4b4ac50d1b212d72c5a0e5cfe8283cdab5d4ffa9e911adc823" \
+      io.torchimages.input-digest="sha256:b3bb2a313b991ab9ed9030842e8dc6e1b6c5830814dadc9e6312b613a80e9b8c" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \
@@ -222,6 +231,15 @@ RUN ln -s lib /opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib64 \
 ENV CUDA_HOME=/opt/venv/lib/python3.12/site-packages/nvidia/cu13
 ENV PATH=${CUDA_HOME}/bin:${PATH}
 ENV TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -231,7 +249,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.0" \
       io.torchimages.cudnn="9.24.0.43" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:51c3efa99262755d223cdce10143b58ffdc769315312f3b0b44a2f7c2e9bb0af" \
+      io.torchimages.input-digest="sha256:a972888219aa4da15602f11aa83eb46f7a4fa6e3063305cc61254ffeb5638bf8" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

@@ -144,6 +144,15 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
@@ -153,7 +162,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="13.2" \
       io.torchimages.cudnn="9.26.0.51" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:29af0dbdd993e72c78929ba349c5a067086515be9c68fe57d71faf0d3fe49820" \
+      io.torchimages.input-digest="sha256:b31a025fcd8e72170eb9366135226a5d82b1c1c976a88d528a23f6013f26613c" \
       io.torchimages.nccl="2.30.7" \
       io.torchimages.os="ubuntu24.04" \
       io.torchimages.python="3.12" \

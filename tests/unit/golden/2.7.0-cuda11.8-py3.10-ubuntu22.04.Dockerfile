@@ -161,6 +161,15 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.0" \
@@ -170,7 +179,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:132767444638bf72ffd9bbd28de1895897819daf0d61b35e9e78d18723f81313" \
+      io.torchimages.input-digest="sha256:ba1782b80d3ee1c66a47af0d4c544e3ec5d361c440c56f7118ac3cd8dd0fd023" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \
@@ -262,6 +271,15 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
 ENV TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility" \
     NVIDIA_REQUIRE_CUDA="cuda>=11.0" \
@@ -271,7 +289,7 @@ ENV HOME=/home/torch \
 LABEL io.torchimages.cuda="11.8" \
       io.torchimages.cudnn="9.1.0.70" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:3b9d250906d6dd252d0467016b20b53f29f5200ab9fd267eb663321fc7884bab" \
+      io.torchimages.input-digest="sha256:f18bef1f82ca7393f9c527e68e7653b1519e75cbb9ce559b5889d88afdeb733a" \
       io.torchimages.nccl="2.21.5" \
       io.torchimages.os="ubuntu22.04" \
       io.torchimages.python="3.10" \

@@ -141,13 +141,22 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV HOME=/home/torch \
     USER=torch
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="runtime" \
-      io.torchimages.input-digest="sha256:8cf3f14922ce6b1979ce25cc66dcd66033651d0f97e99a6e77a3a96a8234762b" \
+      io.torchimages.input-digest="sha256:b879bf10ea01d5a95660cc8252789af729a229594ffbdf7adbdfd25fb1811397" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
@@ -207,13 +216,22 @@ RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \
     && rm -f /opt/venv/.lock \
     && find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \( \( -perm -u=w ! -perm -g=w \) -o \( -perm -u=x ! -perm -g=x \) \) -print0 | xargs -0r chmod g=u \
     && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /opt/venv /home/torch -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+# Layer: the constraints file: later pip and uv installs (derived images too) keep what the venv holds.
+USER 0:0
+RUN install -d -m 755 /etc/pip \
+    && /opt/venv/bin/python -I -B -c 'import importlib.metadata as m, re; names = {(re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version) for d in m.distributions()}; print("# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"); print(*sorted(f"{n}=={v}" for n, v in names if n.startswith(("torch", "triton", "pytorch-triton", "nvidia-", "cuda-"))), sep="\n")' > /etc/pip/constraint.txt \
+    && chmod 644 /etc/pip/constraint.txt \
+    && if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && find /etc -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"; fi
+USER 1000:0
+ENV PIP_CONSTRAINT=/etc/pip/constraint.txt \
+    UV_CONSTRAINT=/etc/pip/constraint.txt
 
 ENV HOME=/home/torch \
     USER=torch
 LABEL io.torchimages.cuda="none" \
       io.torchimages.cudnn="none" \
       io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:f0155a46a933347674bdef1f3d37cf5b7d65ee59308809eb515f53e6916184bf" \
+      io.torchimages.input-digest="sha256:83b84179962e205581f4e6f5d88749777879e026171320d84346b154c06bc176" \
       io.torchimages.nccl="none" \
       io.torchimages.os="debian12" \
       io.torchimages.python="3.11" \
