@@ -49,6 +49,7 @@ TAGS, RESOLVE = "planning/tags.py", "planning/resolve.py"
 BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.py"
 ZSTD = "engine/zstd_push.py"
 REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
+CONSTRAINTS = "building/constraints.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
 COMBINATION, REQUESTS, CLI_COMMON = "combination.py", "building/requests.py", "cli/common.py"
@@ -302,9 +303,34 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if False:\n",
       "a libcublas vendored by a distribution torch does not require passes"),
     M("builder-skip-libraries", BUILDER,
-      "mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found)]",
-      "mismatches = [*verify.compare(expected, found)]",
+      "*verify.check_libraries(expected, found), *pins.drifts]",
+      "*pins.drifts]",
       "an image whose torch loads a library other than the pinned wheel's is tagged"),
+    # --- derived images keep the promise: building/constraints.py --------------------------------------
+    M("constraints-never-checked", CONSTRAINTS,
+      "if pin.name not in installed or not _keeps(pin, installed[pin.name])",
+      "if False",
+      "an image that replaced a pinned torch or nvidia-* wheel passes"),
+    M("constraints-missing-ignored", CONSTRAINTS,
+      "if pin.name not in installed or not _keeps(pin, installed[pin.name])",
+      "if pin.name in installed and not _keeps(pin, installed[pin.name])",
+      "an image that uninstalled a pinned distribution passes"),
+    M("constraints-local-label-ignored", CONSTRAINTS,
+      'SpecifierSet(f"=={pin.version}")',
+      'SpecifierSet(f"=={pin.version.split(\'+\')[0]}")',
+      "torch 2.7.0+cpu replacing 2.7.0+cu118 passes"),
+    M("constraints-foreign-file-checked", CONSTRAINTS,
+      "    if not found.ours:\n",
+      "    if False:\n",
+      "a constraints file torchimages did not write (NGC's, a user's) fails an image"),
+    M("constraints-no-file-fails", CONSTRAINTS,
+      """    if answer.get("missing"):\n        return ConstraintsVerdict(\n            False,""",
+      """    if answer.get("missing"):\n        return ConstraintsVerdict(\n            True,""",
+      "an image without the file (an older one, a foreign one) is not said to be unchecked"),
+    M("builder-skip-constraints", BUILDER,
+      "*verify.check_libraries(expected, found), *pins.drifts]",
+      "*verify.check_libraries(expected, found)]",
+      "an image that no longer has its pinned distributions is tagged"),
     # --- the builder's admission: building/builder.py -------------------------------------------------
     M("builder-ignore-mismatch", BUILDER,
       "        if mismatches:\n            return [str(m) for m in mismatches]\n",
@@ -785,6 +811,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     BUILDER: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
     REFERENCES: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
     LIBRARIES: (r"librar|builder", r"check_libraries|library_answer"),
+    CONSTRAINTS: (r"constraint|builder", r"check_constraints|constraints_answer"),
     RUNNER: (r"smoke|gate|runner", r"\brunner\b|smoke_gate|run_suites"),
     PLUGIN: (r"smoke|plugin|gpu", r"\bplugin\b|require.gpu"),
     MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),

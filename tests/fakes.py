@@ -143,6 +143,27 @@ def library_answer(
     }
 
 
+# The constraints file's first line, as the templates write it (torchimages/building/constraints.py HEADER).
+CONSTRAINTS_HEADER = (
+    "# torchimages: the versions this image was built with; pip (PIP_CONSTRAINT) and uv (UV_CONSTRAINT) keep them"
+)
+
+
+def constraints_answer(
+    text: str | None,
+    installed: Mapping[str, str],
+    *,
+    environment: Mapping[str, str | None] | None = None,
+    path: str = "/etc/pip/constraint.txt",
+) -> Raw:
+    """The facts probe's `constraints` answer, as the probe prints it: the file's text (None: no file), every
+    installed distribution's version, and PIP_CONSTRAINT and UV_CONSTRAINT (default: both name the file).
+    Every value is the caller's literal."""
+    found: Raw = {"missing": True} if text is None else {"text": text}
+    variables = {"PIP_CONSTRAINT": path, "UV_CONSTRAINT": path} if environment is None else dict(environment)
+    return {"path": path, **found, "installed": dict(installed), "environment": variables}
+
+
 # What a true torch 2.7.x+cu118 image (Python 3.10) loads, written out: torch's Requires-Dist pins cuDNN
 # 9.1.0.70, NCCL 2.21.5 and cuBLAS 11.11.3.6 (cu11 wheels; 2.7.1 pins the same); libcudnn_cnn is one
 # cuDNN opens lazily (the probe loaded it by path).

@@ -492,9 +492,9 @@ class Builder:
         measures: _Measures,
         secrets: tuple[tuple[str, bytes], ...],
     ) -> list[str]:
-        """The size budget and the largest layer's, verification (the versions inside equal the tag's, and the
-        NVIDIA libraries torch loads are the pinned wheels'), the security gate (its results kept in `measures`),
-        then the smoke gate. Problems, or none."""
+        """The size budget and the largest layer's, verification (the versions inside equal the tag's, the NVIDIA
+        libraries torch loads are the pinned wheels', the constraints file's pins are installed), the security gate
+        (its results kept in `measures`), then the smoke gate. Problems, or none."""
         progress.update(image.own_tag, "verify")
         over = readings.over_budget(self.engine, image, reference) or readings.over_max_layer(
             self.engine, image, reference
@@ -506,9 +506,12 @@ class Builder:
         except (EngineError, ValueError) as exc:
             return [f"could not read the versions inside the image: {exc}"]
         expected = combination.expected_facts(image.platform)
-        mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found)]
+        pins = verify.check_constraints(found)
+        mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found), *pins.drifts]
         if mismatches:
             return [str(m) for m in mismatches]
+        for note in pins.notes:
+            progress.note(f"{image.own_tag}: {note}")
         if self.security_gate and not self.cancelled.is_set():
             progress.update(image.own_tag, "security")
             verdict = self.security_gate(image, reference, secrets)

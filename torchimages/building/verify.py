@@ -3,7 +3,8 @@
 The facts come from the smoke suites' facts probe (torchimages/probes/scripts/facts.py),
 decoded by torchimages.versions: one probe and one decoder for verification and the cpu suite.
 The same answer says which NVIDIA libraries torch loaded; `check_libraries` (building/libraries.py)
-holds them to the pinned wheels'.
+holds them to the pinned wheels'. It also holds the image's constraints file and every installed version;
+`check_constraints` (building/constraints.py) lists each pin an image (one derived from ours) no longer keeps.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from torchimages.building import libraries
+from torchimages.building import constraints, libraries
+from torchimages.building.constraints import ConstraintsVerdict
 from torchimages.building.libraries import LibraryProblem
 from torchimages.probes import parse_payload, probe_source
 from torchimages.versions import COMPANIONS, decode_companions, decode_facts, local_label, public_version, same_build
@@ -84,6 +86,12 @@ def compare(expected: Mapping[str, str | None], facts: Facts) -> list[Mismatch]:
 def check_libraries(expected: Mapping[str, str | None], facts: Facts) -> list[LibraryProblem]:
     """Every NVIDIA library torch loaded that is not the pinned wheel's, or is missing (none for a CPU spec)."""
     return libraries.check(expected, facts.raw)
+
+
+def check_constraints(facts: Facts) -> ConstraintsVerdict:
+    """Every pin of the image's constraints file it no longer keeps; no file (an older or foreign image) is
+    a note, not a problem."""
+    return constraints.check(facts.raw)
 
 
 def read_facts(engine: PythonRunner, reference: str) -> Facts:

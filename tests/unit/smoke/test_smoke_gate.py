@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeEngine, Raw, probe_answer
+from tests.fakes import CONSTRAINTS_HEADER, FakeEngine, Raw, constraints_answer, probe_answer
 from torchimages.building import verify
 from torchimages.combination import Combination, Image
 from torchimages.planning import plan
@@ -103,6 +103,28 @@ def test_a_true_image_passes_the_version_suite(
     for fact in ("torch", "cuda", "cudnn", "nccl", "python", "os"):
         assert found[f"test_version[{fact}]"] == "passed", found
     assert found["test_companion_version[torchvision]"] == found["test_companion_version[torchaudio]"] == "passed"
+
+
+def test_a_replaced_pin_fails_the_version_suite_and_no_file_skips_it(
+    runtime: tuple[Combination, Image], on_this_machine: Callable[[str], None], tmp_path: Path
+) -> None:
+    """`test --image` of a derived image: each pin it no longer keeps is named; an image without the file
+    (older, or foreign) is said (a skip), never failed."""
+    on_this_machine("test_cpu_versions")
+    pins = f"{CONSTRAINTS_HEADER}\nnvidia-cudnn-cu12==9.10.2.21\ntorch==2.8.0+cu126\n"
+    replaced = constraints_answer(pins, {"nvidia-cudnn-cu12": "9.10.2.21", "torch": "2.9.0"})
+    problems, found = gate(runtime, {**HOLDS, "constraints": replaced}, tmp_path / "replaced")
+    assert found["test_pinned_distributions_are_kept"] == "failed", found
+    assert "test_pinned_distributions_are_kept" in problems[1]
+    said = runner.junit_in(tmp_path / "replaced", runtime[1].tag).read_text(encoding="utf-8")
+    assert "torch: the image was built with 2.8.0+cu126, it now has 2.9.0" in said
+    for answer, result in (
+        (None, "skipped"),
+        (constraints_answer(pins, {"nvidia-cudnn-cu12": "9.10.2.21", "torch": "2.8.0+cu126"}), "passed"),
+    ):
+        holds = HOLDS if answer is None else {**HOLDS, "constraints": answer}
+        _, found = gate(runtime, holds, tmp_path / result)
+        assert found["test_pinned_distributions_are_kept"] == result, found
 
 
 # Wrong in the image, each on its own test: NCCL 2.27.5 and cuDNN 9.10.1 for the pins 2.27.3 and 9.10.2.21,

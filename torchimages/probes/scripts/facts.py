@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import re
+import stat
 import sys
 import tempfile
 import warnings
@@ -234,6 +235,49 @@ def libraries() -> dict[str, Any]:
     }
 
 
+# The constraints file every image writes (torchimages/building/constraints.py reads the answer).
+CONSTRAINTS_PATH = "/etc/pip/constraint.txt"
+CONSTRAINTS_BYTES = 1 << 20  # a real one is ~2 KB; read no further (a link to /dev/zero is not a regular file)
+
+
+def read_bounded(path: str, limit: int) -> dict[str, Any]:
+    """A regular file's first `limit` bytes as text (bytes that are not UTF-8 replaced): {"text"}, or
+    {"missing": True}, or {"error"}; never blocks (a FIFO is opened non-blocking and refused)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {"missing": True}
+    except OSError as exc:
+        return {"error": f"{type(exc).__name__}: {exc.strerror}"}
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return {"error": "not a regular file"}
+        data = os.read(descriptor, limit + 1)
+    except OSError as exc:
+        return {"error": f"{type(exc).__name__}: {exc.strerror}"}
+    finally:
+        os.close(descriptor)
+    if len(data) > limit:
+        return {"error": f"larger than {limit} bytes"}
+    return {"text": data.decode("utf-8", errors="replace")}
+
+
+def constraints() -> dict[str, Any]:
+    """The image's constraints file (within bounds), every installed distribution's version (by normalized
+    name), and what PIP_CONSTRAINT and UV_CONSTRAINT say here (None: not set)."""
+    answer: dict[str, Any] = {"path": CONSTRAINTS_PATH, **read_bounded(CONSTRAINTS_PATH, CONSTRAINTS_BYTES)}
+    installed: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        metadata = dist.metadata  # None, or one without a Name or Version: a broken install, left out
+        name = metadata["Name"] if metadata is not None else None
+        version = metadata["Version"] if metadata is not None else None
+        if isinstance(name, str) and isinstance(version, str):
+            installed.setdefault(normalized(name), version)
+    answer["installed"] = dict(sorted(installed.items()))
+    answer["environment"] = {name: os.environ.get(name) for name in ("PIP_CONSTRAINT", "UV_CONSTRAINT")}
+    return answer
+
+
 # ELF e_machine values (the ELF specification's EM_* numbers) as `uname -m` names those machines.
 ELF_MACHINES = {3: "i686", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64", 21: "ppc64", 22: "s390x"}
 
@@ -278,6 +322,7 @@ def main() -> None:
     if torch is not None:
         facts.update(torch_facts(torch))
         facts["libraries"] = libraries()
+    facts["constraints"] = constraints()
     try:
         facts["machine"] = machine_facts(torch)
     except OSError as exc:

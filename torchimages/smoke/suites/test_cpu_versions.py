@@ -64,3 +64,17 @@ def test_companion_version(facts: dict[str, Any], spec: SmokeSpec, package: str)
     assert reported.get("version") is not None, f"{package} {expected} is not installed; {REBUILD}"
     mismatches = verify.compare({package: expected}, verify.decode(facts))
     assert not mismatches, f"{mismatches[0]}; {REBUILD}"
+
+
+def test_pinned_distributions_are_kept(facts: dict[str, Any]) -> None:
+    """An image built FROM ours that lifted PIP_CONSTRAINT or UV_CONSTRAINT and replaced a pinned distribution
+    (torch, a companion, triton, an nvidia-*/cuda-* wheel) no longer is what its labels say."""
+    verdict = verify.check_constraints(verify.decode(facts))
+    if not verdict.checked:
+        pytest.skip(verdict.notes[0])
+    lines = [str(drift) for drift in verdict.drifts]
+    assert not lines, (
+        "the image no longer has what it was built with:\n"
+        + "\n".join(lines + list(verdict.notes))
+        + "\nrebuild the derived image without lifting the constraints (docs/how-to/run-the-images.md, derived images)"
+    )
