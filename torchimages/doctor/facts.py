@@ -89,7 +89,8 @@ def _smi(cmd: list[str]) -> tuple[str | None, str | None]:
     except OSError as exc:
         return None, str(exc)
     if result.stopped:
-        return None, f"{result.stopped} ({SMI_TIMEOUT_S:.0f} s, {SMI_OUTPUT_BYTES // 1024} KiB)"
+        bound = f"{SMI_TIMEOUT_S:.0f} s" if result.timed_out else f"{SMI_OUTPUT_BYTES // 1024} KiB"
+        return None, f"stopped: {result.stopped} ({bound})"
     if result.status != 0:
         said = " ".join((result.stderr or result.stdout).decode(errors="replace").split())
         return None, _printable(said[-300:], 300) or f"exit status {result.status}"
