@@ -360,6 +360,7 @@ def test_todays_checks_keep_their_order_and_the_machine_checks_come_last() -> No
         "registry bases",
         "bootstrapped bases",
         "NVIDIA driver",
+        "GPU architectures",
         "NVIDIA Container Toolkit",
         "/dev/shm",
         "InfiniBand/RoCE",

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.selectors:  # not every image of the matrix at once: what a user builds first
         chosen, why = doctor.default_selection(loaded)
         print(f"doctor: no SELECTOR, so checking for {why} (`{args.prog} doctor SELECTOR...` names others)")
-    need = doctor.needs(chosen, host_only=args.host_only, require_gpu=args.require_gpu, rdma=args.rdma)
+    need = doctor.needs(chosen, host_only=args.host_only, require_gpu=args.require_gpu, rdma=args.rdma, matrix=loaded)
     tags = [i.tag for i in need.images]
     shown_tags = ", ".join(tags[:3]) + (f" and {len(tags) - 3} more" if len(tags) > 3 else "")
     mode = "run without Docker (--host-only)" if args.host_only else "build and run"

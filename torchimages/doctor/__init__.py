@@ -2,9 +2,9 @@
 
 Facts are gathered in one place (`gather`, the only impure function of the package) into a frozen
 `HostFacts`; each check is a small pure function of those facts and of what the selection needs (`Needs`),
-so tests feed fake facts (the machine's emulators too: `BinfmtHandler`). A check says `ok`, `warn` (works,
-with a caveat), `skip` (the selection does not need it, or the machine has no GPU and none is required) or
-`FAIL`, and with a failure, the fix.
+so tests feed fake facts (the machine's emulators too: `BinfmtHandler`; its GPUs: `GpuDevice`). A check says
+`ok`, `warn` (works, with a caveat), `skip` (the selection does not need it, or the machine has no GPU and none
+is required) or `FAIL`, and with a failure, the fix.
 
 The package: `model` (the nouns), `selection` (what the selected images need), `checks` (the table of pure
 checks), `facts` (gathering), `report` (the printed lines). Its public names are importable from here.
@@ -21,12 +21,13 @@ from torchimages.doctor.checks import (
     check_driver,
     check_emulation,
     check_engine,
+    check_gpu_archs,
     check_machine,
     check_registry_bases,
     check_shm,
     run_checks,
 )
-from torchimages.doctor.facts import gather, parse_binfmt_handler, parse_nvidia_smi
+from torchimages.doctor.facts import gather, parse_binfmt_handler, parse_gpu_devices, parse_nvidia_smi
 from torchimages.doctor.model import (
     BINFMT_DIR,
     FAIL,
@@ -36,6 +37,7 @@ from torchimages.doctor.model import (
     WARN,
     BinfmtHandler,
     Check,
+    GpuDevice,
     HostFacts,
     ImageNeed,
     Needs,
@@ -55,6 +57,7 @@ __all__ = [
     "WARN",
     "BinfmtHandler",
     "Check",
+    "GpuDevice",
     "HostFacts",
     "ImageNeed",
     "Needs",
@@ -65,6 +68,7 @@ __all__ = [
     "check_driver",
     "check_emulation",
     "check_engine",
+    "check_gpu_archs",
     "check_machine",
     "check_registry_bases",
     "check_shm",
@@ -75,6 +79,7 @@ __all__ = [
     "largest",
     "needs",
     "parse_binfmt_handler",
+    "parse_gpu_devices",
     "parse_nvidia_smi",
     "report",
     "run_checks",

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from torchimages import platforms
+from torchimages import archs, platforms
 from torchimages.doctor.model import (
     BINFMT_DIR,
     FAIL,
@@ -17,6 +17,7 @@ from torchimages.doctor.model import (
     WARN,
     Check,
     HostFacts,
+    ImageNeed,
     Needs,
     emulator,
 )
@@ -191,6 +192,146 @@ def check_driver(facts: HostFacts, need: Needs) -> Check:
             "upgrade the driver for full support",
         )
     return Check(name, OK, message)
+
+
+_RANK = {OK: 0, WARN: 1, FAIL: 2}
+PTX_JIT = "JIT-compiled by the driver at first use (a slow start)"
+NOT_VERIFIED = "by a list not verified (compat.yaml cuda_archs, confidence U)"
+
+
+def _tags(tags: Sequence[str], shown: int = 4) -> str:
+    """`a, b, c, d and 3 more` (each tag once, in order)."""
+    once = list(dict.fromkeys(tags))
+    more = f" and {len(once) - shown} more" if len(once) > shown else ""
+    return ", ".join(once[:shown]) + more
+
+
+def _runs_on(image: ImageNeed, capability: archs.Capability, driver: str | None) -> tuple[str, str]:
+    """(status, phrase) of one image's CUDA code on a GPU of `capability` (NVIDIA's rules, archs.coverage): a
+    cubin is ok; PTX alone a warning (the driver JIT-compiles it at first use), a failure under minor-version
+    compatibility (a driver older than the image's toolkit driver cannot JIT-compile it); nothing, a failure.
+    An uncertain list makes any of them a warning. The image's `archs` must be known."""
+    found = archs.coverage(archs.parse_archs(image.archs or ""), capability)
+    if found.how == "sass":
+        status, phrase = OK, found.by
+    elif found.how == "ptx" and driver and image.toolkit_driver and driver_is_older(driver, image.toolkit_driver):
+        too_old = (
+            f"driver {driver}, older than CUDA {image.cuda}'s {image.toolkit_driver} (minor-version compatibility)"
+        )
+        status, phrase = FAIL, f"only PTX ({found.by}), which {too_old} cannot JIT-compile,"
+    elif found.how == "ptx":
+        status, phrase = WARN, f"only PTX ({found.by}), {PTX_JIT},"
+    else:
+        status, phrase = FAIL, "no kernel image"
+    return (WARN, f"{phrase} {NOT_VERIFIED}") if image.archs_uncertain else (status, phrase)
+
+
+def _checked(image: ImageNeed) -> bool:
+    """Whether the image's architectures are known, as a list archs reads."""
+    try:
+        archs.parse_archs(image.archs or "")
+    except archs.ArchError:
+        return False
+    return True
+
+
+def _that_run(images: Sequence[ImageNeed], capability: archs.Capability, driver: str | None) -> list[str]:
+    """The tags of those of `images` whose certain architectures run on `capability` (ok, or PTX the driver
+    compiles)."""
+    return [
+        i.tag for i in images if _checked(i) and not i.archs_uncertain and _runs_on(i, capability, driver)[0] != FAIL
+    ]
+
+
+def _gpu_line(
+    gpu: str, capability: archs.Capability, images: Sequence[ImageNeed], others: Sequence[ImageNeed], driver: str | None
+) -> tuple[str, str]:
+    """(status, line) of one kind of GPU against the selection's images: each verdict with its tags, and under a
+    failure the images of the selection (else of the matrix) that run there."""
+    verdicts: dict[tuple[str, str], list[str]] = {}
+    for image in images:
+        verdicts.setdefault(_runs_on(image, capability, driver), []).append(image.tag)
+    status = max((s for s, _ in verdicts), key=_RANK.__getitem__)
+    said = "; ".join(f"{phrase} in {_tags(tags)}" for (_, phrase), tags in verdicts.items())
+    if status == FAIL:
+        if running := _that_run(images, capability, driver):
+            said += f"; images of the selection that run there: {_tags(running)}"
+        elif running := _that_run(others, capability, driver):
+            said += f"; none selected runs there; images of the matrix that do: {_tags(running)}"
+        else:
+            said += "; no image of the matrix runs there"
+    return status, f"{gpu} ({capability}): {said}"
+
+
+def check_gpu_archs(facts: HostFacts, need: Needs) -> Check:
+    """Whether each GPU here runs the selected images' CUDA code: the knowledge base's architectures of each
+    image (its build's on this machine's platform) against the GPU's compute capability, by NVIDIA's rules
+    (torchimages.archs). A GPU no selected image covers fails, naming images that would run there."""
+    name = "GPU architectures"
+    cuda = need.cuda_images
+    if not cuda:
+        return Check(name, SKIP, "CPU images only: no GPU code")
+    if facts.driver is None:
+        return Check(name, SKIP, f"{_no_gpu(facts)}: not checked")
+    known = [g for g in facts.gpu_devices if g.capability is not None]
+    if not known:
+        why = facts.gpu_devices_error or "no GPU gave one"
+        return Check(
+            name,
+            SKIP,
+            f"compute capability unknown (nvidia-smi: {why}): not checked; an older driver's nvidia-smi (470, "
+            "for one) lacks compute_cap",
+        )
+    native = platforms.of_machine(facts.machine) if facts.machine else None
+    images = [i for i in cuda if native is None or i.platform == native]
+    if not images:
+        return Check(
+            name,
+            SKIP,
+            f"the selection's CUDA images are for {platforms.words(sorted({i.platform for i in cuda}))}: this "
+            f"{facts.machine} machine's GPUs run {native or 'neither'} images",
+        )
+    checked = [i for i in images if _checked(i)]
+    unchecked = [i.tag for i in images if not _checked(i)]
+    not_known = (
+        f"not known for {_tags(unchecked)}: the knowledge base does not hold their GPU architectures on "
+        f"{native or 'their platform'} (compat.yaml cuda_archs)"
+        if unchecked
+        else ""
+    )
+    if not checked:
+        return Check(name, SKIP, f"{not_known}: not checked")
+    others = [i for i in need.matrix_images if i.cuda and (native is None or i.platform == native)]
+    kinds = dict.fromkeys((g.name, g.capability) for g in known if g.capability is not None)
+    lines = [_gpu_line(gpu, capability, checked, others, facts.driver) for gpu, capability in kinds]
+    unknown = list(dict.fromkeys(g.name for g in facts.gpu_devices if g.capability is None))
+    said = " | ".join(  # one part per kind of GPU; "; " parts a GPU's verdicts
+        [line for _, line in lines]
+        + [f"{gpu}: capability unknown, not checked" for gpu in unknown]
+        + ([not_known] if not_known else [])
+    )
+    status = max((s for s, _ in lines), key=_RANK.__getitem__)
+    if status == FAIL:
+        return Check(
+            name,
+            FAIL,
+            said,
+            "select images whose code holds a cubin of the GPU's major version at or below its capability (sm_XY), "
+            "or PTX at or below it that the driver can compile (the images named above), or upgrade the driver "
+            "where it is too old to JIT-compile an image's PTX",
+        )
+    if status == WARN:
+        fixes = [
+            fix
+            for phrase, fix in (
+                (PTX_JIT, "select images holding the GPU's cubin, or keep the driver's JIT cache (CUDA_CACHE_PATH) "
+                 "on a volume so it compiles once"),
+                (NOT_VERIFIED, "`torchimages test --suites gpu SELECTOR` on this machine says for sure"),
+            )
+            if phrase in said
+        ]  # fmt: skip
+        return Check(name, WARN, said, "; ".join(fixes))
+    return Check(name, OK, said)
 
 
 def check_container_toolkit(facts: HostFacts, need: Needs) -> Check:
@@ -423,6 +564,7 @@ CHECKS: tuple[Callable[[HostFacts, Needs], Check], ...] = (
     check_registry_bases,
     check_bootstrap,
     check_driver,
+    check_gpu_archs,
     check_container_toolkit,
     check_shm,
     check_infiniband,

@@ -1,5 +1,6 @@
 """Gathering the facts the checks look at (`gather`, the only impure part of the doctor): the engine, the build
-client, disk, registries, the driver, the container toolkit, /dev/shm, the machine and its emulators."""
+client, disk, registries, the driver and each GPU's compute capability, the container toolkit, /dev/shm, the
+machine and its emulators."""
 
 from __future__ import annotations
 
@@ -14,13 +15,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from torchimages import textfile
-from torchimages.doctor.model import BINFMT_DIR, MEMLOCK_UNLIMITED, BinfmtHandler, HostFacts, Needs, emulator
+from torchimages.archs import ArchError, Capability, parse_capability
+from torchimages.doctor.model import (
+    BINFMT_DIR,
+    MEMLOCK_UNLIMITED,
+    BinfmtHandler,
+    GpuDevice,
+    HostFacts,
+    Needs,
+    emulator,
+)
+from torchimages.engine.process import captured
 from torchimages.problems import InputError
 
 TOOLKIT_BINARIES = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 CDI_GPU_KIND = "nvidia.com/gpu"
 SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+# Each GPU's compute capability; a driver without `compute_cap` (470, for one) refuses the whole query.
+SMI_DEVICES = ["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"]
+SMI_TIMEOUT_S = 60.0
+SMI_OUTPUT_BYTES = 256 * 1024  # a line per GPU: a few kilobytes on the largest machines
+MAX_GPUS = 64  # more lines than this is not a machine's GPU list
+MAX_GPU_NAME = 100  # characters of a GPU's name kept
 
 
 def parse_nvidia_smi(output: str) -> tuple[tuple[str, ...], str | None]:
@@ -34,17 +51,63 @@ def parse_nvidia_smi(output: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(names), driver
 
 
-def _nvidia_smi() -> tuple[tuple[str, ...], str | None, str | None]:
-    if shutil.which(SMI_QUERY[0]) is None:
-        return (), None, "not found"
+def _printable(text: str, limit: int = MAX_GPU_NAME) -> str:
+    """`text` stripped, each character that is not printable (a control character, a line break) as `?`, cut
+    at `limit`."""
+    return "".join(c if c.isprintable() else "?" for c in text.strip())[:limit]
+
+
+def parse_gpu_devices(output: str) -> tuple[tuple[GpuDevice, ...], str | None]:
+    """Each GPU of `nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader` (`0, NVIDIA H200, 9.0`),
+    or why none is read: no line, too many, or a line that is not `INDEX, NAME, CAPABILITY`. A capability that
+    is not one (`[N/A]`) is unknown for that GPU; a name keeps its first MAX_GPU_NAME printable characters."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if not lines:
+        return (), "nvidia-smi listed no GPU"
+    if len(lines) > MAX_GPUS:
+        return (), f"nvidia-smi listed {len(lines)} lines, more than {MAX_GPUS} GPUs: not a GPU list"
+    devices = []
+    for line in lines:
+        index, _, rest = line.partition(",")
+        name, _, capability = rest.rpartition(",")
+        if not (index.strip().isdigit() and len(index.strip()) <= 4 and name.strip()):
+            return (), f"nvidia-smi's line '{_printable(line, 80)}' is not INDEX, NAME, COMPUTE_CAP"
+        try:
+            known: Capability | None = parse_capability(capability)
+        except ArchError:
+            known = None
+        devices.append(GpuDevice(index.strip(), _printable(name), known))
+    return tuple(devices), None
+
+
+def _smi(cmd: list[str]) -> tuple[str | None, str | None]:
+    """What nvidia-smi printed (undecodable bytes replaced), or why it gave nothing: bounded in time and bytes."""
+    if shutil.which(cmd[0]) is None:
+        return None, "not found"
     try:
-        result = subprocess.run(SMI_QUERY, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return (), None, str(exc)
-    if result.returncode != 0:
-        return (), None, (result.stderr or result.stdout).strip()[-300:] or f"exit status {result.returncode}"
-    names, driver = parse_nvidia_smi(result.stdout)
+        result = captured(cmd, timeout_s=SMI_TIMEOUT_S, limit_bytes=SMI_OUTPUT_BYTES)
+    except OSError as exc:
+        return None, str(exc)
+    if result.stopped:
+        bound = f"{SMI_TIMEOUT_S:.0f} s" if result.timed_out else f"{SMI_OUTPUT_BYTES // 1024} KiB"
+        return None, f"stopped: {result.stopped} ({bound})"
+    if result.status != 0:
+        said = " ".join((result.stderr or result.stdout).decode(errors="replace").split())
+        return None, _printable(said[-300:], 300) or f"exit status {result.status}"
+    return result.stdout.decode(errors="replace"), None
+
+
+def _nvidia_smi() -> tuple[tuple[str, ...], str | None, str | None]:
+    output, error = _smi(SMI_QUERY)
+    if output is None:
+        return (), None, error
+    names, driver = parse_nvidia_smi(output)
     return names, driver, None if driver else "no GPU listed"
+
+
+def _gpu_devices() -> tuple[tuple[GpuDevice, ...], str | None]:
+    output, error = _smi(SMI_DEVICES)
+    return parse_gpu_devices(output) if output is not None else ((), error)
 
 
 def _cdi_specs() -> tuple[str, ...]:
@@ -193,6 +256,7 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
     from torchimages import engine
 
     gpus, driver, smi_error = _nvidia_smi()
+    devices, devices_error = _gpu_devices() if driver else ((), None)
     machine = os.uname().machine or None
     mounted, handlers = _binfmt(need, machine)
     infiniband, adapters = _infiniband()
@@ -201,6 +265,8 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         gpus=gpus,
         driver=driver,
         nvidia_smi_error=smi_error,
+        gpu_devices=devices,
+        gpu_devices_error=devices_error,
         toolkit_binaries=tuple(b for b in TOOLKIT_BINARIES if shutil.which(b)),
         cdi_specs=_cdi_specs(),
         shm_bytes=_shm(),

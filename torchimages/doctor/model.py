@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchimages import platforms as platform_names
+from torchimages.archs import Capability
 from torchimages.combination import RegistryBase
 
 GB = 10**9
@@ -45,6 +46,8 @@ class ImageNeed:
     toolkit_driver: str | None  # the CUDA toolkit's own driver (full features)
     size_bytes: int
     platform: str = platform_names.DEFAULT  # the OCI platform it is built for
+    archs: str | None = None  # the GPU architectures of its CUDA code (archs.Archs.label); None: not known
+    archs_uncertain: bool = False  # the knowledge base holds that list as uncertain (confidence U)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Needs:
     require_gpu: bool = False  # no usable GPU is a failure, not a skip
     rdma: bool = False  # InfiniBand/RoCE across nodes: /dev/infiniband and the locked-memory limit are checked
     keyrings: tuple[str, ...] = ()  # the keyrings that verify the archives of the bootstrapped bases (Ubuntu's)
+    # every image of the matrix, newest torch first: where none selected runs on a GPU here, those that would
+    matrix_images: tuple[ImageNeed, ...] = ()
 
     @property
     def cuda_images(self) -> tuple[ImageNeed, ...]:
@@ -93,6 +98,18 @@ class BinfmtHandler:
 
 
 @dataclass(frozen=True)
+class GpuDevice:
+    """One GPU as nvidia-smi lists it: its index, name and compute capability (None: not known)."""
+
+    index: str
+    name: str
+    capability: Capability | None
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.capability or 'capability unknown'})"
+
+
+@dataclass(frozen=True)
 class HostFacts:
     """Everything the checks look at, gathered once (`gather`); tests build it by hand."""
 
@@ -111,6 +128,8 @@ class HostFacts:
     gpus: tuple[str, ...] = ()
     driver: str | None = None
     nvidia_smi_error: str | None = None
+    gpu_devices: tuple[GpuDevice, ...] = ()  # each GPU with its compute capability (nvidia-smi's compute_cap)
+    gpu_devices_error: str | None = None  # why they are not known (an older driver lacks compute_cap)
     toolkit_binaries: tuple[str, ...] = ()
     cdi_specs: tuple[str, ...] = ()
     shm_bytes: int | None = None

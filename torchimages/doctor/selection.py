@@ -1,12 +1,12 @@
-"""What the selected images need of a machine: their sizes, bases and drivers (`needs`), and what a bare
-`doctor` checks (`default_selection`)."""
+"""What the selected images need of a machine: their sizes, bases, drivers and GPU architectures (`needs`), and
+what a bare `doctor` checks (`default_selection`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from torchimages.building import bootstrap
-from torchimages.combination import Combination, RegistryBase
+from torchimages.combination import Combination, Image, RegistryBase
 from torchimages.compat import version_key
 from torchimages.doctor.model import GB, ImageNeed, Needs
 from torchimages.planning.plan import Plan, Selected, select
@@ -61,20 +61,34 @@ def default_selection(plan: Plan) -> tuple[list[Selected], str]:
     return [largest(every)], "the most demanding combination of the matrix"
 
 
-def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool = False, rdma: bool = False) -> Needs:
-    """What the selected images need of a machine."""
-    images = tuple(
-        ImageNeed(
-            image.tag,
-            s.combination.cuda,
-            s.combination.min_driver,
-            s.combination.toolkit_driver,
-            image_size_bytes(s.combination, image.flavor),
-            image.platform,
-        )
-        for s in chosen
-        for image in s.images
+def image_need(combination: Combination, image: Image) -> ImageNeed:
+    """What one image asks of a machine: its driver floors (those of its labels) and the knowledge base's GPU
+    architectures of its build on its platform."""
+    fact = combination.archs_for(image.platform)
+    return ImageNeed(
+        image.tag,
+        combination.cuda,
+        combination.min_driver,
+        combination.toolkit_driver,
+        image_size_bytes(combination, image.flavor),
+        image.platform,
+        fact.archs if fact else None,
+        bool(fact and fact.uncertain),
     )
+
+
+def needs(
+    chosen: Sequence[Selected],
+    host_only: bool = False,
+    require_gpu: bool = False,
+    rdma: bool = False,
+    matrix: Plan | None = None,
+) -> Needs:
+    """What the selected images need of a machine; `matrix`: the plan whose images, newest torch first, a check
+    may name instead (those that run on a GPU here where none selected does)."""
+    images = tuple(image_need(s.combination, image) for s in chosen for image in s.images)
+    newest_first = sorted(matrix.images(), key=lambda ci: version_key(ci[0].torch), reverse=True) if matrix else []
+    every = tuple(image_need(c, image) for c, image in newest_first)
     bases: dict[str, RegistryBase] = {}
     for s in chosen:
         devel = any(i.flavor == "devel" for i in s.images)  # runtime alone never pulls the toolkit image
@@ -85,4 +99,6 @@ def needs(chosen: Sequence[Selected], host_only: bool = False, require_gpu: bool
     made = bootstrap.bootstrapped(s.combination for s in chosen)
     bootstrapped = sorted(base.reference for base in made)
     keyrings = sorted({base.os.archive.keyring for base in made if base.os.archive and base.os.archive.keyring})
-    return Needs(images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu, rdma, tuple(keyrings))
+    return Needs(
+        images, tuple(bases.values()), tuple(bootstrapped), host_only, require_gpu, rdma, tuple(keyrings), every
+    )

@@ -453,3 +453,64 @@ def test_a_slower_container_than_the_host_or_a_conv_off_cudnn_fails(
         "test_throughput_floors": "failed",  # 300 TFLOP/s under the H200's floor
         "test_throughput_equals_the_hosts": "failed",  # and under the host's, as the AMP step is
     }
+
+
+# --- GPU architectures: every visible GPU covered by torch's list and by the image's label ---------------------
+
+CU126_ARCHS = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"  # 2.8.0+cu126's list, which its label promises
+
+
+def archs_payload(capability: list[int], arch_list: str) -> dict[str, Any]:
+    """The GPU probe's `_archs` answer for one GPU of `capability`, torch built for `arch_list`."""
+    devices = [{"index": 0, "name": "NVIDIA GPU", "capability": capability}]
+    return {"_archs": {"arch_list": arch_list.split(), "devices": devices}}
+
+
+def failure_message(junit: Path, name: str) -> str:
+    case = next(c for c in ElementTree.parse(junit).iter("testcase") if c.get("name", "").startswith(name))
+    return next((child.get("message") or "" for child in case if child.tag == "failure"), "")
+
+
+ARCH_TESTS = ("test_torch_arch_list_covers_every_gpu", "test_archs_label_covers_every_gpu")
+
+
+@pytest.mark.parametrize(
+    ("capability", "arch_list", "torch_result", "label_result"),
+    [
+        ([9, 0], CU126_ARCHS, "passed", "passed"),  # an H200 runs the cu126 build
+        ([12, 0], CU126_ARCHS, "failed", "failed"),  # an RTX 5090 does not
+        ([12, 0], CU126_ARCHS + " sm_120", "passed", "failed"),  # torch holds sm_120, the label does not promise it
+        ([13, 0], CU126_ARCHS + " compute_90", "passed", "failed"),  # PTX of 9.0: the driver compiles it
+    ],
+)
+def test_every_visible_gpu_must_be_covered_by_torchs_list_and_the_label(
+    tmp_path: Path,
+    runtime: tuple[Combination, Image],
+    fake_python: Callable[..., str],
+    capability: list[int],
+    arch_list: str,
+    torch_result: str,
+    label_result: str,
+) -> None:
+    assert runtime[1].label_map()["io.torchimages.cuda.archs"] == CU126_ARCHS
+    python = fake_python(archs_payload(capability, arch_list), "")
+    _, found = run_gpu_suite(tmp_path, runtime, "test_gpu", gpus(1), ("gpu",), python_exe=python)
+    assert (found[ARCH_TESTS[0]], found[ARCH_TESTS[1]]) == (torch_result, label_result), found
+    if torch_result == "failed":
+        said = failure_message(tmp_path / "junit.xml", ARCH_TESTS[0])
+        assert (
+            f"GPU 0 NVIDIA GPU (capability 12.0) is not covered by torch.cuda.get_arch_list() ({CU126_ARCHS})" in said
+        )
+    if label_result == "failed":
+        said = failure_message(tmp_path / "junit.xml", ARCH_TESTS[1])
+        assert "is not covered by the label io.torchimages.cuda.archs (sm_50 sm_60" in said
+
+
+def test_a_probe_without_the_architectures_fails_saying_so(
+    tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str]
+) -> None:
+    python = fake_python({"_archs": {"error": "RuntimeError: CUDA error: unknown error"}}, "")
+    _, found = run_gpu_suite(tmp_path, runtime, "test_gpu", gpus(1), ("gpu",), python_exe=python)
+    assert (found[ARCH_TESTS[0]], found[ARCH_TESTS[1]]) == ("failed", "failed"), found
+    said = failure_message(tmp_path / "junit.xml", ARCH_TESTS[0])
+    assert "could not read them: RuntimeError: CUDA error: unknown error" in said

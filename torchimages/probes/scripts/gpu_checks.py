@@ -1,7 +1,8 @@
 """Probe: single-GPU correctness checks, all in one process, printed as one JSON line.
 
 `python gpu_checks.py` runs the round trips, matmuls, cuDNN convolutions and the AMP
-training step (torch.compile has its own probe, torch_compile.py). Every
+training step (torch.compile has its own probe, torch_compile.py), and reports torch's
+architecture list with each visible GPU's compute capability (`_archs`). Every
 check uses random inputs (never zeros), synchronises the device and reports
 CUDA errors as its own failure; a check never stops the ones after it.
 """
@@ -193,12 +194,33 @@ def basic_checks() -> dict[str, Result]:
     return results
 
 
+def arch_report() -> Result:
+    """What torch's CUDA code was built for (`get_arch_list()`: `sm_90`, `compute_120`) and every visible GPU's
+    compute capability; the suite applies NVIDIA's rules (torchimages/smoke/gpu_archs.py)."""
+    try:
+        return {
+            "arch_list": list(torch.cuda.get_arch_list()),
+            "devices": [
+                {
+                    "index": index,
+                    "name": torch.cuda.get_device_name(index),
+                    "capability": list(torch.cuda.get_device_capability(index)),
+                }
+                for index in range(torch.cuda.device_count())
+            ],
+        }
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def main(argv: list[str]) -> None:
     torch.manual_seed(1234)
     if not torch.cuda.is_available():
         print(MARK + json.dumps({"error": "torch.cuda.is_available() is False"}))
         return
+    archs = arch_report()  # before the checks, whatever state a failing one leaves the CUDA context in
     results = basic_checks()
+    results["_archs"] = archs
     results["_device"] = {"name": torch.cuda.get_device_name(), "torch": torch.__version__}
     print(MARK + json.dumps(results), flush=True)
 

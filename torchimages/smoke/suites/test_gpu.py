@@ -1,4 +1,4 @@
-"""Single-GPU checks: device, driver, copies, cuBLAS, cuDNN, AMP, torch.compile, nvcc.
+"""Single-GPU checks: device, driver, GPU architectures, copies, cuBLAS, cuDNN, AMP, torch.compile, nvcc.
 
 The work runs in a few processes in the host (see torchimages/smoke/plugin.py); each test reads
 its own check's result. Without a usable GPU every test here skips with the
@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 import testinfra.host
 
+from torchimages.archs import ArchError
+from torchimages.combination import ARCHS_LABEL
 from torchimages.probes import ScriptResult
-from torchimages.smoke import checks
+from torchimages.smoke import checks, gpu_archs
 from torchimages.smoke.diagnosis import GIB, MIN_SHM_BYTES, GpuQuery, GpuStatus
 from torchimages.smoke.document import SmokeSpec
 from torchimages.smoke.hosts import find_nvcc
@@ -57,6 +59,42 @@ def test_driver_meets_image_minimum(gpu: GpuStatus, gpu_query: GpuQuery, spec: S
         f"driver {gpu_query.driver} is older than {spec.min_driver}, the minimum for CUDA "
         f"{spec.cuda}: upgrade the host driver"
     )
+
+
+def _devices_and_arch_list(run: ScriptResult) -> tuple[tuple[gpu_archs.Device, ...], str]:
+    """The GPU probe's devices and torch's architecture list; fails saying what the probe gave instead."""
+    assert run.payload is not None, f"the GPU check process died before reporting: {run.describe()}"
+    assert "error" not in run.payload, f"the GPU check process could not start: {run.payload['error']}"
+    try:
+        return gpu_archs.read_answer(run.payload.get("_archs"))
+    except ArchError as exc:
+        pytest.fail(f"cannot read the GPUs' compute capabilities and torch's architectures: {exc}", pytrace=False)
+
+
+def test_torch_arch_list_covers_every_gpu(gpu_checks: ScriptResult, record_property: Any) -> None:
+    """torch.cuda.get_arch_list() holds code every visible GPU runs (a cubin of its major at or below it, or
+    PTX the driver compiles): else its kernels fail with 'no kernel image is available'."""
+    devices, listed = _devices_and_arch_list(gpu_checks)
+    try:
+        problems = gpu_archs.uncovered(devices, listed, "torch.cuda.get_arch_list()")
+    except ArchError as exc:
+        pytest.fail(f"torch.cuda.get_arch_list() is not an architecture list: {exc}", pytrace=False)
+    for device, how in gpu_archs.covered_by(devices, listed).items():
+        record_property(f"arch_coverage[{device}]", how)
+    assert not problems, "\n".join(problems) + "\nUse an image whose CUDA build holds this GPU's architecture"
+
+
+def test_archs_label_covers_every_gpu(gpu_checks: ScriptResult, spec: SmokeSpec) -> None:
+    """The image's label io.torchimages.cuda.archs promises code every visible GPU runs."""
+    label = spec.labels.get(ARCHS_LABEL)
+    if not label:
+        pytest.skip(f"the spec has no {ARCHS_LABEL} label (a list the knowledge base does not hold as certain)")
+    devices, _ = _devices_and_arch_list(gpu_checks)
+    try:
+        problems = gpu_archs.uncovered(devices, label, f"the label {ARCHS_LABEL}")
+    except ArchError as exc:
+        pytest.fail(f"the label {ARCHS_LABEL} is not an architecture list: {exc}", pytrace=False)
+    assert not problems, "\n".join(problems) + "\nUse an image whose label lists this GPU's architecture"
 
 
 def test_dev_shm_is_large_enough(gpu: GpuStatus, gpu_query: GpuQuery) -> None:
