@@ -59,8 +59,8 @@ def decode(raw: Any) -> ArchReading:
     """The archs probe's answer as an ArchReading; UnreadableArchs (saying what is wrong) for anything else."""
     if not isinstance(raw, Mapping):
         raise UnreadableArchs(f"the archs probe's answer is a {type(raw).__name__}, not an object")
-    files = _mapping(raw.get("files", {}), "files")
-    errors = _mapping(raw.get("errors", {}), "errors")
+    files = _mapping(raw.get("files"), "files")
+    errors = _mapping(raw.get("errors"), "errors")
     read = tuple(sorted((_path(path), _file_archs(path, value)) for path, value in files.items()))
     why = tuple(sorted((_path(path), _why(path, value)) for path, value in errors.items()))
     flags = raw.get("torch_flags")
@@ -77,6 +77,9 @@ def decode(raw: Any) -> ArchReading:
 
 
 def _mapping(value: Any, key: str) -> Mapping[Any, Any]:
+    """The probe's `files` or `errors`: an object (absent or null: none, a CPU build's)."""
+    if value is None:
+        return {}
     if not isinstance(value, Mapping):
         raise UnreadableArchs(f"{key} is a {type(value).__name__}, not an object")
     if len(value) > MAX_FILES:
