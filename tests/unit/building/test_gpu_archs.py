@@ -85,7 +85,7 @@ def test_an_answer_the_probe_does_not_print_is_unreadable_and_says_why(raw: Any,
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=30), inner, max_size=5),
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=30), inner, max_size=5)),
     max_leaves=30,
 )
 _NAMES = st.sampled_from(["sm_75", "sm_90a", "compute_120", "sm_100f", "sm_9", "", "compute_90", "x"])
