@@ -64,10 +64,10 @@ def decode(raw: Any) -> ArchReading:
     read = tuple(sorted((_path(path), _file_archs(path, value)) for path, value in files.items()))
     why = tuple(sorted((_path(path), _why(path, value)) for path, value in errors.items()))
     flags = raw.get("torch_flags")
-    if flags is None:
-        return ArchReading(None, read, why)
-    if not isinstance(flags, str):
+    if flags is not None and not isinstance(flags, str):
         raise UnreadableArchs(f"torch_flags is a {type(flags).__name__}, not a text or null")
+    if flags is None or not flags.strip():  # a CPU torch: no such function, or an empty list
+        return ArchReading(None, read, why)
     try:
         torch_flags = parse_archs(flags)
     except ArchError as exc:
