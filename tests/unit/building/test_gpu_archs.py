@@ -129,6 +129,30 @@ CU130_IMAGE = archs_answer(
 )
 
 
+# What the archs probe read of PyPI's torch 2.14.1 (cu130) and torchvision 0.29.1 wheels on 2026-12-04
+# (docs/benchmarks.md: equal to cuobjdump's lists): torch's libraries hold arch-specific kernels beyond its flags,
+# libtorch_cuda_linalg.so fewer architectures, and no PTX; torchvision has compute_120.
+WHEEL_2141_CU130 = archs_answer(
+    "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
+    {
+        "torch/lib/libtorch_cuda.so": (
+            "sm_75 sm_80 sm_86 sm_89 sm_90 sm_90a sm_100 sm_100a sm_103f sm_120 sm_120a sm_121a",
+            "",
+        ),
+        "torch/lib/libtorch_cuda_linalg.so": ("sm_80 sm_86 sm_90 sm_100 sm_120", ""),
+        "torch/lib/libtorch_nvshmem.so": ("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", ""),
+        "torchvision/_C_stable.so": ("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "compute_120"),
+    },
+)
+
+
+def test_the_wheel_read_holds_what_its_certain_fact_promises() -> None:
+    fact = CudaArchsFact(("2.14",), "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "V", ("WHLA",))
+    found = decode(WHEEL_2141_CU130)
+    assert found.label == "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+    assert check(found, True, fact, "cu130 torch 2.14.1 on linux/amd64") == gpu_archs.ArchVerdict()
+
+
 def test_an_image_that_holds_what_the_tag_promises_passes() -> None:
     assert check(decode(CU130_IMAGE), True, CERTAIN, WHAT) == gpu_archs.ArchVerdict()
 
