@@ -52,7 +52,7 @@ render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and tem
 check-render: $(VENV)/.installed ## fail if the committed Dockerfiles are stale
 	$(PY) build.py render --matrix $(MATRIX) --check
 
-reference: $(VENV)/.installed ## write docs/reference/{cli,settings}.md from the parsers and the settings table
+reference: $(VENV)/.installed ## write docs/reference/{cli,settings,gpu-archs}.md from the parsers, the settings table and the knowledge base
 	$(PY) -m torchimages.cli.reference
 
 validate: $(VENV)/.installed ## check the matrix against the knowledge base

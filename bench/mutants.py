@@ -50,6 +50,7 @@ BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.p
 ZSTD = "engine/zstd_push.py"
 REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
 CONSTRAINTS = "building/constraints.py"
+VERIFY_ARCHS = "building/gpu_archs.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
 COMBINATION, REQUESTS, CLI_COMMON = "combination.py", "building/requests.py", "cli/common.py"
@@ -270,6 +271,43 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if check.failed:\n        return Resolved(None, flavors, tuple(check.problems))\n",
       "",
       "a row with errors still resolves to a combination"),
+    # --- the GPU architectures an image holds: building/gpu_archs.py ---------------------------------
+    M("archs-certain-only-noted", VERIFY_ARCHS,
+      "        if fact.uncertain:\n",
+      "        if True:\n",
+      "a torch lacking an architecture its label promises is tagged (only a note)"),
+    M("archs-no-libtorch-ptx", VERIFY_ARCHS,
+      "    ptx = set(torch_flags.ptx) | set(dict(read).get(TORCH_LIBRARY, Archs(())).ptx)\n",
+      "    ptx = set(torch_flags.ptx)\n",
+      "torch's PTX in libtorch_cuda.so's fatbin is not read: a label with compute_120 never matches"),
+    M("archs-companion-exact", VERIFY_ARCHS,
+      "if not coverage(archs, Capability(a.major, a.minor)).runs]",
+      "if a not in archs.sass]",
+      "a torchvision that runs on sm_86 through its sm_80 cubin (or PTX) is said to lack sm_86"),
+    M("archs-companions-unchecked", VERIFY_ARCHS,
+      "    problems += _companions(torch, reading.files)\n",
+      "",
+      "a torchvision without code for an architecture torch serves is tagged ('no kernel image')"),
+    M("archs-errors-ignored", VERIFY_ARCHS,
+      'problems = [f"GPU architectures: could not read {shown(path)}: {shown(why)}" for path, why in reading.errors]',
+      "problems: list[str] = []",
+      "a file the probe could not read passes unverified"),
+    M("archs-cuda-without-flags", VERIFY_ARCHS,
+      "    if torch is None:\n        problems.append(",
+      "    if torch is None:\n        return ArchVerdict()\n        problems.append(",
+      "a CUDA image whose torch reports no architectures is tagged"),
+    M("archs-cpu-with-gpu-code", VERIFY_ARCHS,
+      "        if torch is not None or holding:\n",
+      "        if False:\n",
+      "a CPU build holding GPU code is tagged"),
+    M("archs-bad-name-read", VERIFY_ARCHS,
+      "        if found_kind != kind:\n",
+      "        if False:\n",
+      "a PTX name in a file's SASS list is read as SASS"),
+    M("archs-not-probed", BUILDER,
+      "        problems = self._check_archs(combination, image, reference, progress, measures)\n",
+      "        problems: list[str] = []\n",
+      "the builder tags an image whose GPU architectures were never read"),
     # --- the NVIDIA libraries torch loads: building/libraries.py -------------------------------------
     M("libraries-never-checked", LIBRARIES,
       'if expected.get("cuda") is None:\n        return []',
@@ -866,6 +904,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     REFERENCES: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
     LIBRARIES: (r"librar|builder", r"check_libraries|library_answer"),
     CONSTRAINTS: (r"constraint|builder", r"check_constraints|constraints_answer"),
+    VERIFY_ARCHS: (r"building/test_gpu_archs", r"building\.gpu_archs|building import gpu_archs"),
     RUNNER: (r"smoke|gate|runner", r"\brunner\b|smoke_gate|run_suites"),
     PLUGIN: (r"smoke|plugin|gpu", r"\bplugin\b|require.gpu"),
     MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),

@@ -34,6 +34,22 @@ from torchimages.security.python import PACKAGES_PROBE
 
 # The facts probe's answer (torchimages/probes/scripts/facts.py): what an image holds, as torch reports it.
 Raw = dict[str, Any]
+# The key of an image's truth that holds the archs probe's answer (probes/scripts/cuda_archs.py), not the facts
+# probe's: `archs_answer`.
+ARCHS_ANSWER = "cuda_archs_probe"
+# What the archs probe says of an image with no GPU code (a CPU build).
+NO_GPU_CODE: Raw = {"torch_flags": None, "files": {}, "errors": {}}
+
+
+def archs_answer(
+    torch_flags: str | None, files: Mapping[str, tuple[str, str]] | None = None, errors: Mapping[str, str] | None = None
+) -> Raw:
+    """The archs probe's answer, as the probe prints it: torch's `_cuda_getArchFlags()` text (None: a CPU
+    torch), each file's fatbin (path relative to site-packages -> (its SASS, its PTX), space-separated), and the
+    files it could not read. Every value is the caller's literal."""
+    found = {path: {"sass": sass.split(), "ptx": ptx.split()} for path, (sass, ptx) in (files or {}).items()}
+    return {"torch_flags": torch_flags, "files": found, "errors": dict(errors or {})}
+
 
 FAKE_ADDRESS = "unix:///fake/docker.sock"
 NO_ID = "sha256:" + "0" * 64
@@ -100,6 +116,7 @@ def probe_answer(
         "torchvision": {"version": torchvision, "error": None},
         "torchaudio": {"version": torchaudio, "error": None},
         "machine": X86_64_MACHINE if machine is None else machine,
+        **({} if cuda else {ARCHS_ANSWER: NO_GPU_CODE}),  # a CUDA image's test says what it holds
         **extra,
     }
 
@@ -379,7 +396,12 @@ class FakeEngine:
             raise EngineError(f"no image {reference}")
         if args == ["-c", probe_source("facts")]:
             self.probed.append(reference)
-            return "probe noise\n" + MARK + json.dumps(self.truth[reference]) + "\n"
+            facts = {k: v for k, v in self.truth[reference].items() if k != ARCHS_ANSWER}
+            return "probe noise\n" + MARK + json.dumps(facts) + "\n"
+        if args == ["-c", probe_source("cuda_archs")]:
+            if ARCHS_ANSWER not in self.truth[reference]:
+                raise AssertionError(f"the test says not what GPU architectures {reference} holds ({ARCHS_ANSWER})")
+            return "probe noise\n" + MARK + json.dumps(self.truth[reference][ARCHS_ANSWER]) + "\n"
         if args == ["-c", PACKAGES_PROBE]:
             return self.venv_packages
         if args == ["-c", INSTALLED_PROBE]:
@@ -552,6 +574,18 @@ class FakeEngine:
         return self.compressed
 
 
+# The GPU architectures of torch 2.7.x+cu118 on linux/amd64 and of its torchvision, as the archs probe reports them
+# (compat.yaml's S fact: cuobjdump of the conda packages).
+CU118_ARCHS = archs_answer(
+    "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90",
+    {
+        "torch/lib/libtorch_cuda.so": ("sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90", ""),
+        "torchvision/_C.so": ("sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90", ""),
+        "torchaudio/lib/libtorchaudio.so": ("sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90", ""),
+    },
+)
+
+
 # What a true torch 2.7.0+cu118 image holds, as the facts probe reports it: torch says cuDNN 90100 (the wheel
 # pins 9.1.0.70) and NCCL 2.21.5; ubuntu22.04's Python 3.10; the NVIDIA libraries of those wheels.
 CU118_270 = probe_answer(
@@ -564,4 +598,5 @@ CU118_270 = probe_answer(
     torchvision="0.22.0+cu118",
     torchaudio="2.7.0+cu118",
     libraries=CU118_LIBRARIES,
+    cuda_archs_probe=CU118_ARCHS,
 )

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from torchimages import platforms
-from torchimages.building import bootstrap, index, readings, signatures, verify
+from torchimages.building import bootstrap, gpu_archs, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
@@ -80,6 +80,7 @@ class _Measures:
     test_seconds: float | None = None
     size_bytes: int | None = None
     security: tuple[CheckResult, ...] = ()
+    cuda_archs: str | None = None
 
     def on(self, outcome: Outcome) -> Outcome:
         """The outcome with these measures (Outcome's fields of the same names)."""
@@ -89,6 +90,7 @@ class _Measures:
             test_seconds=self.test_seconds,
             size_bytes=self.size_bytes,
             security=self.security,
+            cuda_archs=self.cuda_archs,
         )
 
 
@@ -493,8 +495,8 @@ class Builder:
         secrets: tuple[tuple[str, bytes], ...],
     ) -> list[str]:
         """The size budget and the largest layer's, verification (the versions inside equal the tag's, the NVIDIA
-        libraries torch loads are the pinned wheels', the constraints file's pins are installed), the security gate
-        (its results kept in `measures`), then the smoke gate. Problems, or none."""
+        libraries torch loads are the pinned wheels', the constraints file's pins are installed, the GPU architectures
+        the label's), the security gate (its results kept in `measures`), then the smoke gate. Problems, or none."""
         progress.update(image.own_tag, "verify")
         over = readings.over_budget(self.engine, image, reference) or readings.over_max_layer(
             self.engine, image, reference
@@ -512,6 +514,9 @@ class Builder:
             return [str(m) for m in mismatches]
         for note in pins.notes:
             progress.note(f"{image.own_tag}: {note}")
+        problems = self._check_archs(combination, image, reference, progress, measures)
+        if problems:
+            return problems
         if self.security_gate and not self.cancelled.is_set():
             progress.update(image.own_tag, "security")
             verdict = self.security_gate(image, reference, secrets)
@@ -528,6 +533,22 @@ class Builder:
             if platforms.of_machine(machine) != image.platform:
                 progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
         return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+
+    def _check_archs(
+        self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures
+    ) -> list[str]:
+        """The archs probe's reading (kept in `measures`) against the knowledge base (building/gpu_archs.py): its
+        problems; what it only notes is said."""
+        try:
+            reading = verify.read_archs(self.engine, reference)
+        except (EngineError, ValueError) as exc:
+            return [f"could not read the GPU architectures inside the image: {exc}"]
+        measures.cuda_archs = reading.label
+        what = f"{combination.variant} torch {combination.torch} on {image.platform}"
+        verdict = gpu_archs.check(reading, bool(combination.cuda), combination.archs_for(image.platform), what)
+        for line in verdict.notes:
+            progress.note(f"{image.own_tag}: {shown(line)}")
+        return list(verdict.problems)
 
     def _publish(self, image: Image, reference: str, progress: Progress) -> list[str]:
         """Apply the public tag and aliases (an index's image: its platform's tag alone, see `_join`); push them

@@ -31,6 +31,7 @@ class Outcome:
     test_seconds: float | None = None  # the checks before tagging (size budget, verification, smoke gate)
     size_bytes: int | None = None  # the image's size (uncompressed), when it was read
     security: tuple[CheckResult, ...] = ()  # the security gate's results, when it ran
+    cuda_archs: str | None = None  # the GPU architectures verification read of torch (archs label text; None: none)
 
 
 def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "skipped", "failed")) -> str:

@@ -5,6 +5,8 @@ decoded by torchimages.versions: one probe and one decoder for verification and 
 The same answer says which NVIDIA libraries torch loaded; `check_libraries` (building/libraries.py)
 holds them to the pinned wheels'. It also holds the image's constraints file and every installed version;
 `check_constraints` (building/constraints.py) lists each pin an image (one derived from ours) no longer keeps.
+The archs probe (probes/scripts/cuda_archs.py, one more run: `read_archs`) says which GPU architectures torch and
+its companions hold; building/gpu_archs.py holds them to the label's.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from torchimages.building import constraints, libraries
+from torchimages.building import constraints, gpu_archs, libraries
 from torchimages.building.constraints import ConstraintsVerdict
 from torchimages.building.libraries import LibraryProblem
 from torchimages.probes import parse_payload, probe_source
@@ -107,3 +109,18 @@ def read_facts(engine: PythonRunner, reference: str) -> Facts:
     if not isinstance(raw, dict):
         raise ValueError(f"the facts probe printed no SMOKE_JSON line: {output.strip()[-500:]!r}")
     return decode(raw)
+
+
+def read_archs(engine: PythonRunner, reference: str) -> gpu_archs.ArchReading:
+    """Run the archs probe in a throwaway container of the image and decode its answer.
+
+    Raises engine.ProbeError when the container fails, ValueError when the answer is unreadable.
+    """
+    output = engine.run_python(reference, ["-c", probe_source("cuda_archs")])
+    try:
+        raw = parse_payload(output)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the archs probe's answer is not JSON: {exc}") from exc
+    if raw is None:
+        raise ValueError(f"the archs probe printed no SMOKE_JSON line: {output.strip()[-500:]!r}")
+    return gpu_archs.decode(raw)

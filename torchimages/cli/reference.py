@@ -1,6 +1,7 @@
 """The generated reference pages: docs/reference/cli.md from the parsers, docs/reference/settings.md from the
-settings table. `python -m torchimages.cli.reference` writes them (`make reference`); `--check` exits 1,
-naming each stale page, when the committed ones differ (`make lint` runs it)."""
+settings table, docs/reference/gpu-archs.md from the knowledge base's `cuda_archs`. `python -m
+torchimages.cli.reference` writes them (`make reference`); `--check` exits 1, naming each stale page, when the
+committed ones differ (`make lint` runs it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchimages import settings, textfile
+from torchimages import compat, settings, textfile
+from torchimages.archs import parse_archs
 from torchimages.cli import options
 from torchimages.cli.commands import COMMANDS
 from torchimages.cli.entry import DESCRIPTION, parser
@@ -76,9 +78,38 @@ def settings_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def archs_page(kb: compat.KnowledgeBase) -> str:
+    """docs/reference/gpu-archs.md: the GPU architectures of each CUDA build, per platform, as the knowledge base
+    holds them (compat.yaml `cuda_archs`): what the label `io.torchimages.cuda.archs` promises."""
+    lines = [
+        HEADER + "# GPU architectures of each CUDA build\n",
+        "What torch's CUDA code holds in each build of PyTorch's wheels, per platform and torch minor, as the "
+        "knowledge base holds it (`cuda_archs` in torchimages/data/compat.yaml; confidence and sources: "
+        "[explanation/knowledge-base.md](../explanation/knowledge-base.md#gpu-architectures)). SASS (`sm_XY`) runs "
+        "on the GPUs of that major, PTX (`compute_XY`) on any newer one through the driver "
+        "([images.md](images.md#gpu-architectures)). A certain fact (V, S) is the label "
+        "`io.torchimages.cuda.archs` of the images of that build and verification holds each image to it; an "
+        "uncertain one (U) labels nothing, and verification only reports what it reads. A build or minor not "
+        "listed gets no label either. `list --json` says each image's (`cuda_archs`, `cuda_archs_uncertain`).\n",
+    ]
+    for platform, builds in sorted(kb.cuda_archs.items()):
+        for build, facts in sorted(builds.items(), key=lambda item: (len(item[0]), item[0])):
+            lines.append(f"## {build} on {platform}\n")
+            lines.append("| torch | SASS | PTX | confidence | labelled | sources |\n|---|---|---|---|---|---|")
+            for fact in facts:
+                archs = parse_archs(fact.archs)
+                sass = " ".join(a.name("sm") for a in archs.sass)
+                ptx = " ".join(a.name("compute") for a in archs.ptx) or "-"
+                labelled = "no" if fact.uncertain else "yes"
+                row = (", ".join(fact.torch), sass, ptx, fact.confidence, labelled, ", ".join(fact.sources))
+                lines.append("| " + " | ".join(row) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
 def pages() -> dict[str, str]:
     """Each generated page by its file name."""
-    return {"cli.md": cli_page(), "settings.md": settings_page()}
+    return {"cli.md": cli_page(), "settings.md": settings_page(), "gpu-archs.md": archs_page(compat.load())}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,9 +32,20 @@ def image_json(combination: Combination, image: Image) -> dict[str, object]:
         "toolkit": combination.toolkit.provider if image.flavor == "devel" else "none",
         "devel_from": combination.devel_from if image.flavor == "devel" else None,
         "min_driver": combination.min_driver,
+        **archs_json(combination, image.platform),
         "wheel_index": combination.index_url_for(image.platform),
         "pypi_only": combination.pypi_only,
         "input_digest": image.input_digest,
+    }
+
+
+def archs_json(combination: Combination, platform: str) -> dict[str, str | None]:
+    """`cuda_archs`: the GPU architectures the image's label promises (a certain fact of the knowledge base), or
+    None; `cuda_archs_uncertain`: the knowledge base's uncertain expectation (no label, only reported), or None."""
+    fact = combination.archs_for(platform)
+    return {
+        "cuda_archs": combination.promised_archs(platform),
+        "cuda_archs_uncertain": fact.archs if fact is not None and fact.uncertain else None,
     }
 
 

@@ -94,6 +94,7 @@ def image_json(image: ImageReport) -> dict[str, Any]:
             for b in image.bases
         ],
         "security": [security_json(r) for r in image.security],
+        "cuda_archs": image.cuda_archs,
     }
 
 

@@ -103,6 +103,7 @@ class ImageReport:
     sbom: str | None = None  # path of its CycloneDX SBOM, relative to the report folder
     bases: tuple[BaseImage, ...] = ()
     security: tuple[CheckResult, ...] = ()  # the security gate's results (none: it did not run)
+    cuda_archs: str | None = None  # the GPU architectures verification read of torch (None: none, or not read)
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,7 @@ def built_images(
             smoke=_smoke(junit),
             bases=_bases(engine, o.combination),
             security=o.security,
+            cuda_archs=o.cuda_archs,
         )
         images.append((image, junit))
     return images

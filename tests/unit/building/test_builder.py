@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.fakes import CU118_270, CU118_LIBRARIES, FakeEngine, Raw, probe_answer
+from tests.fakes import CU118_270, CU118_ARCHS, CU118_LIBRARIES, FakeEngine, Raw, probe_answer
 from torchimages.building import bake, builder, verify
 from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome, summary
@@ -46,6 +46,7 @@ HOLDS: dict[str, Raw] = {
         torchvision="0.22.1+cu118",
         torchaudio="2.7.1+cu118",
         libraries=CU118_LIBRARIES,
+        cuda_archs_probe=CU118_ARCHS,
     ),
 }
 

@@ -3,11 +3,12 @@ settings a command reads and the command as invoked."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 from tests.unit.conftest import ROOT
-from torchimages import __version__, settings
+from torchimages import __version__, compat, settings
 from torchimages.cli import reference
 from torchimages.cli.commands import COMMANDS
 
@@ -35,3 +36,22 @@ def test_help_names_the_command_as_invoked_and_its_settings() -> None:
     assert "TORCHIMAGES_CACHE_FROM" in run("build.py", "build", "--help")
     assert run("-m", "torchimages", "list", "--help").startswith("usage: python -m torchimages list")
     assert run("build.py", "--version").strip() == f"build.py {__version__}"
+
+
+def test_the_archs_page_has_a_table_per_build_and_says_what_is_labelled() -> None:
+    kb = dataclasses.replace(
+        compat.load(),
+        cuda_archs={
+            "linux/arm64": {"cu130": (compat.CudaArchsFact(("2.12",), "sm_80 sm_90 compute_90", "V", ("REL",)),)},
+            "linux/amd64": {
+                "cu130": (compat.CudaArchsFact(("2.11",), "sm_75 sm_120", "U", ("ISS",)),),
+                "cu118": (compat.CudaArchsFact(("2.6", "2.7"), "sm_37 sm_90", "S", ("MOI",)),),
+            },
+        },
+    )
+    page = reference.archs_page(kb)
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    assert headings == ["## cu118 on linux/amd64", "## cu130 on linux/amd64", "## cu130 on linux/arm64"]
+    assert "| 2.6, 2.7 | sm_37 sm_90 | - | S | yes | MOI |" in page
+    assert "| 2.11 | sm_75 sm_120 | - | U | no | ISS |" in page
+    assert "| 2.12 | sm_80 sm_90 | compute_90 | V | yes | REL |" in page
