@@ -89,7 +89,7 @@ def parse_arch(text: str) -> tuple[str, Arch]:
     """(`sm` or `compute`, Arch) of `sm_90a`, `compute_120`; ArchError otherwise."""
     found = _NAME.match(text)
     if not found:
-        raise ArchError(f"'{text[:40]}' is not an architecture (sm_90, sm_90a, sm_100f, compute_120)")
+        raise ArchError(f"{text[:40]!r} is not an architecture (sm_90, sm_90a, sm_100f, compute_120)")
     kind, major, minor, suffix = found.groups()
     return kind, Arch(int(major), int(minor), suffix)
 
@@ -115,7 +115,7 @@ def parse_capability(text: str) -> Capability:
     """A compute capability as nvidia-smi prints it (`9.0`, `12.0`); ArchError otherwise."""
     found = _CAPABILITY.match(text.strip())
     if not found:
-        raise ArchError(f"'{text.strip()[:40]}' is not a compute capability (9.0, 12.0)")
+        raise ArchError(f"{text.strip()[:40]!r} is not a compute capability (9.0, 12.0)")
     return Capability(int(found.group(1)), int(found.group(2)))
 
 

@@ -104,3 +104,13 @@ def test_a_minor_listed_twice_is_refused() -> None:
     entry = {"torch": ["2.9"], "archs": "sm_80", "confidence": "V", "sources": ["REL"]}
     with pytest.raises(ValueError, match="twice"):
         compat._cuda_archs({"linux/amd64": {"cu130": [entry, entry]}}, {"REL": "x"})
+
+
+def test_errors_show_outside_text_escaped() -> None:
+    """A label or nvidia-smi answer comes from outside: its control characters reach no terminal raw."""
+    with pytest.raises(ArchError) as caught:
+        archs.parse_archs("sm_90 \x1b[31mred\x1b[0m")
+    assert "\x1b" not in str(caught.value) and "\\x1b" in str(caught.value)
+    with pytest.raises(ArchError) as caught:
+        archs.parse_capability("9.0\x07")
+    assert "\x07" not in str(caught.value)
