@@ -50,7 +50,7 @@ BUILDER, RUNNER, PUSH = "building/builder.py", "smoke/runner.py", "engine/push.p
 ZSTD = "engine/zstd_push.py"
 REFERENCES, LIBRARIES = "building/references.py", "building/libraries.py"
 CONSTRAINTS = "building/constraints.py"
-VERIFY_ARCHS = "building/gpu_archs.py"
+VERIFY_ARCHS = "building/architectures.py"
 PLUGIN, MULTI_GPU = "smoke/plugin.py", "smoke/suites/test_multi_gpu.py"
 PLATFORMS, PLATFORM_WHEELS = "platforms.py", "planning/platform_wheels.py"
 COMBINATION, REQUESTS, CLI_COMMON = "combination.py", "building/requests.py", "cli/common.py"
@@ -271,7 +271,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if check.failed:\n        return Resolved(None, flavors, tuple(check.problems))\n",
       "",
       "a row with errors still resolves to a combination"),
-    # --- the GPU architectures an image holds: building/gpu_archs.py ---------------------------------
+    # --- the GPU architectures an image holds: building/architectures.py ---------------------------------
     M("archs-certain-only-noted", VERIFY_ARCHS,
       "        if fact.uncertain:\n",
       "        if True:\n",
@@ -904,7 +904,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     REFERENCES: (r"builder|cancel|admi|promot", r"\bbuilder\b|Builder\b"),
     LIBRARIES: (r"librar|builder", r"check_libraries|library_answer"),
     CONSTRAINTS: (r"constraint|builder", r"check_constraints|constraints_answer"),
-    VERIFY_ARCHS: (r"building/test_gpu_archs", r"building\.gpu_archs|building import gpu_archs"),
+    VERIFY_ARCHS: (r"building/test_architectures", r"building\.architectures|building import architectures"),
     RUNNER: (r"smoke|gate|runner", r"\brunner\b|smoke_gate|run_suites"),
     PLUGIN: (r"smoke|plugin|gpu", r"\bplugin\b|require.gpu"),
     MULTI_GPU: (r"smoke|gpu|nccl", r"multi_gpu|world_size"),

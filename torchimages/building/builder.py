@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from torchimages import platforms
-from torchimages.building import bootstrap, gpu_archs, index, readings, signatures, verify
+from torchimages.building import architectures, bootstrap, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
@@ -537,7 +537,7 @@ class Builder:
     def _check_archs(
         self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures
     ) -> list[str]:
-        """The archs probe's reading (kept in `measures`) against the knowledge base (building/gpu_archs.py): its
+        """The archs probe's reading (kept in `measures`) against the knowledge base (building/architectures.py): its
         problems; what it only notes is said."""
         try:
             reading = verify.read_archs(self.engine, reference)
@@ -545,7 +545,7 @@ class Builder:
             return [f"could not read the GPU architectures inside the image: {exc}"]
         measures.cuda_archs = reading.label
         what = f"{combination.variant} torch {combination.torch} on {image.platform}"
-        verdict = gpu_archs.check(reading, bool(combination.cuda), combination.archs_for(image.platform), what)
+        verdict = architectures.check(reading, bool(combination.cuda), combination.archs_for(image.platform), what)
         for line in verdict.notes:
             progress.note(f"{image.own_tag}: {shown(line)}")
         return list(verdict.problems)

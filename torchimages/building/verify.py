@@ -6,7 +6,7 @@ The same answer says which NVIDIA libraries torch loaded; `check_libraries` (bui
 holds them to the pinned wheels'. It also holds the image's constraints file and every installed version;
 `check_constraints` (building/constraints.py) lists each pin an image (one derived from ours) no longer keeps.
 The archs probe (probes/scripts/cuda_archs.py, one more run: `read_archs`) says which GPU architectures torch and
-its companions hold; building/gpu_archs.py holds them to the label's.
+its companions hold; building/architectures.py holds them to the label's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from torchimages.building import constraints, gpu_archs, libraries
+from torchimages.building import architectures, constraints, libraries
 from torchimages.building.constraints import ConstraintsVerdict
 from torchimages.building.libraries import LibraryProblem
 from torchimages.probes import parse_payload, probe_source
@@ -111,7 +111,7 @@ def read_facts(engine: PythonRunner, reference: str) -> Facts:
     return decode(raw)
 
 
-def read_archs(engine: PythonRunner, reference: str) -> gpu_archs.ArchReading:
+def read_archs(engine: PythonRunner, reference: str) -> architectures.ArchReading:
     """Run the archs probe in a throwaway container of the image and decode its answer.
 
     Raises engine.ProbeError when the container fails, ValueError when the answer is unreadable.
@@ -123,4 +123,4 @@ def read_archs(engine: PythonRunner, reference: str) -> gpu_archs.ArchReading:
         raise ValueError(f"the archs probe's answer is not JSON: {exc}") from exc
     if raw is None:
         raise ValueError(f"the archs probe printed no SMOKE_JSON line: {output.strip()[-500:]!r}")
-    return gpu_archs.decode(raw)
+    return architectures.decode(raw)

@@ -1,4 +1,4 @@
-"""The GPU architectures an image holds are the ones its tag promises (building/gpu_archs.py).
+"""The GPU architectures an image holds are the ones its tag promises (building/architectures.py).
 
 Every reading is the archs probe's literal answer and every expectation a literal fact: nothing here is computed
 by the code under test.
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from tests.fakes import CU118_270, CU118_ARCHS, FakeEngine, Raw, archs_answer, probe_answer
 from torchimages.archs import Archs, parse_archs
-from torchimages.building import gpu_archs, verify
+from torchimages.building import architectures, verify
+from torchimages.building.architectures import ArchReading, UnreadableArchs, check, decode
 from torchimages.building.builder import Builder
-from torchimages.building.gpu_archs import ArchReading, UnreadableArchs, check, decode
 from torchimages.building.outcome import Outcome
 from torchimages.building.requests import BuildOptions
 from torchimages.compat import CudaArchsFact
@@ -150,11 +150,11 @@ def test_the_wheel_read_holds_what_its_certain_fact_promises() -> None:
     fact = CudaArchsFact(("2.14",), "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "V", ("WHLA",))
     found = decode(WHEEL_2141_CU130)
     assert found.label == "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
-    assert check(found, True, fact, "cu130 torch 2.14.1 on linux/amd64") == gpu_archs.ArchVerdict()
+    assert check(found, True, fact, "cu130 torch 2.14.1 on linux/amd64") == architectures.ArchVerdict()
 
 
 def test_an_image_that_holds_what_the_tag_promises_passes() -> None:
-    assert check(decode(CU130_IMAGE), True, CERTAIN, WHAT) == gpu_archs.ArchVerdict()
+    assert check(decode(CU130_IMAGE), True, CERTAIN, WHAT) == architectures.ArchVerdict()
 
 
 def test_a_torch_without_a_promised_architecture_fails_naming_what_it_lacks() -> None:
@@ -185,7 +185,7 @@ def test_an_uncertain_fact_is_only_noted_and_a_missing_one_reported() -> None:
         f"GPU architectures: the knowledge base knows none for {WHAT}; the image's torch holds"
         " sm_75 sm_80 sm_86 sm_90 sm_100 compute_120",
     )
-    assert check(decode(CU130_IMAGE), True, UNCERTAIN, WHAT) == gpu_archs.ArchVerdict()
+    assert check(decode(CU130_IMAGE), True, UNCERTAIN, WHAT) == architectures.ArchVerdict()
 
 
 def test_a_torchvision_without_code_for_an_architecture_torch_serves_fails() -> None:
@@ -224,7 +224,9 @@ def test_a_cuda_torch_that_reports_no_architectures_fails() -> None:
 
 
 def test_a_cpu_build_holds_no_gpu_code() -> None:
-    assert check(decode(archs_answer(None)), False, None, "cpu torch 2.12.1 on linux/amd64") == gpu_archs.ArchVerdict()
+    assert (
+        check(decode(archs_answer(None)), False, None, "cpu torch 2.12.1 on linux/amd64") == architectures.ArchVerdict()
+    )
     flags = check(decode(archs_answer("sm_90")), False, None, "cpu")
     assert flags.problems == ("GPU architectures: a CPU build holds GPU code: torch sm_90; no other file",)
     vision = check(decode(archs_answer(None, {"torchvision/_C.so": ("sm_90", "")})), False, None, "cpu")
