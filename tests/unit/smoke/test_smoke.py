@@ -4,7 +4,9 @@ comparison, the runner's pytest command line and its use of the engine (a fake).
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from tests.unit.conftest import ROOT
 from torchimages import engine
 from torchimages.building import verify
 from torchimages.combination import Combination, Image
-from torchimages.probes import probe_source
+from torchimages.probes import parse_payload, probe_source
 from torchimages.smoke import checks, document, runner
 from torchimages.versions import cudnn_version_string, decode_facts, nccl_version_string
 
@@ -297,3 +299,20 @@ def test_build_py_test_writes_the_junit_file_given_or_one_per_image(
     """`build.py test --junit FILE`: FILE for one image, FILE-<tag>.xml for each of several."""
     assert runner.junit_path(Path(given), tag, several) == Path(written)
     assert runner.junit_path(None, tag, several) is None
+
+
+def test_the_facts_probe_reads_on_past_a_torch_that_is_not_one(tmp_path: Path) -> None:
+    """A derived image that replaced torch with something that imports but is not torch (no `torch.version`):
+    the probe says so and still reads the rest (the constraints file then names what changed)."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text('__version__ = "2.12.0"\n')
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-c", probe_source("facts")], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    facts = parse_payload(result.stdout)
+    assert isinstance(facts, dict)
+    assert facts["torch"] == "2.12.0"
+    assert "torch imports but its facts cannot be read: AttributeError" in facts["import_torch_error"]
+    assert "installed" in facts["constraints"] and "machine" in facts

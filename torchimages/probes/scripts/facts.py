@@ -320,12 +320,18 @@ def main() -> None:
         "torchaudio": package_version("torchaudio"),
     }
     if torch is not None:
-        facts.update(torch_facts(torch))
-        facts["libraries"] = libraries()
+        try:
+            facts.update(torch_facts(torch))
+            facts["libraries"] = libraries()
+        except Exception as exc:  # a torch that imports but is not one (a derived image replaced it): said, and
+            # the rest is still read (the constraints file names what changed)
+            version = getattr(torch, "__version__", None)
+            facts["torch"] = version if isinstance(version, str) else None
+            facts["import_torch_error"] = f"torch imports but its facts cannot be read: {type(exc).__name__}: {exc}"
     facts["constraints"] = constraints()
     try:
         facts["machine"] = machine_facts(torch)
-    except OSError as exc:
+    except Exception as exc:
         facts["machine"] = {"error": f"{type(exc).__name__}: {exc}"}
     print(MARK + json.dumps(facts), flush=True)
 
