@@ -16,6 +16,34 @@ from torchimages.combination import LOCK_FILE, Combination
 # Shipped inside the package (package data); the top-level templates/ is a symlink to this folder.
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent / "templates"
 ENTRY_TEMPLATE = "Dockerfile.j2"
+# The step scripts every Dockerfile's RUNs call: templates/steps/NAME.j2, rendered into the image's folder as
+# steps/NAME (the build context's `steps`, bind-mounted by each RUN: in no layer).
+STEPS_FOLDER = "steps"
+# An image's LABEL lines, by topic. A line of a flavor's own labels (title and flavor, input digest, base) stands
+# between lines both flavors share, so no run of three lines repeats between two stages of one Dockerfile. A
+# label of no line here gets a line of its own, after the CUDA facts.
+LABEL_LINES = (
+    ("org.opencontainers.image.title", "io.torchimages.flavor"),
+    (
+        "io.torchimages.torch",
+        "io.torchimages.torchvision",
+        "io.torchimages.torchaudio",
+        "io.torchimages.python",
+        "io.torchimages.os",
+        "org.opencontainers.image.version",
+        "org.opencontainers.image.licenses",
+    ),
+    (
+        "io.torchimages.cuda",
+        "io.torchimages.cudnn",
+        "io.torchimages.nccl",
+        "io.torchimages.cuda.min-driver",
+        "io.torchimages.cuda.archs",
+    ),
+    ("io.torchimages.input-digest",),
+    ("org.opencontainers.image.description",),
+    ("org.opencontainers.image.base.name",),
+)
 # Where every image records the OS packages apt installed (`name=version` lines, dpkg-query).
 OS_PACKAGES_FILE = PurePosixPath("/usr/share/torchimages/os-packages.txt")
 # The toolkit image's NCCL would be a second copy beside the wheel's: devel purges it.
@@ -67,6 +95,7 @@ class NvidiaGroup:
     name: str
     pattern: str
     rest: bool = False
+    families: tuple[str, ...] = ()
 
 
 def _families(families: tuple[str, ...]) -> str:
@@ -79,8 +108,8 @@ def _families(families: tuple[str, ...]) -> str:
 def nvidia_groups(groups: tuple[tuple[str, ...], ...] = NVIDIA_GROUPS) -> list[NvidiaGroup]:
     """The nvidia-* layers: one per group of families, then the rest."""
     every = tuple(family for group in groups for family in group)
-    return [NvidiaGroup(", ".join(group), _families(group)) for group in groups] + [
-        NvidiaGroup("other libraries (every other nvidia-* pin)", _families(every), rest=True)
+    return [NvidiaGroup(", ".join(group), _families(group), families=group) for group in groups] + [
+        NvidiaGroup("other libraries (every other nvidia-* pin)", _families(every), rest=True, families=every)
     ]
 
 
@@ -146,6 +175,26 @@ def index_by_arch(combination: Combination) -> list[tuple[str, str]]:
     return found if len({url for _, url in found}) > 1 else []
 
 
+def label_lines(labels: dict[str, str], inherited: dict[str, str] | None = None) -> list[list[tuple[str, str]]]:
+    """The LABEL instruction's lines (LABEL_LINES' order; empty lines left out). `inherited`: the labels of the
+    stage this one is built FROM (devel on runtime): only those whose value differs are written."""
+    if inherited is not None and not set(inherited) <= set(labels):
+        raise ValueError(f"labels of the parent stage the image must not have: {sorted(set(inherited) - set(labels))}")
+    wanted = {k: v for k, v in labels.items() if inherited is None or inherited.get(k) != v}
+    placed = {name for line in LABEL_LINES for name in line}
+    lines = [[(name, wanted[name]) for name in line if name in wanted] for line in LABEL_LINES]
+    lines[3:3] = [[(name, wanted[name])] for name in sorted(set(wanted) - placed)]
+    return [line for line in lines if line]
+
+
+def index_text(combination: Combination) -> str:
+    """Where the venv's wheels come from, as the Dockerfile's comment says it."""
+    by_arch = index_by_arch(combination)
+    if not by_arch:
+        return combination.index_url_for(combination.platforms[0])
+    return ", ".join(f"{url} ({arch})" for arch, url in by_arch)
+
+
 def context(combination: Combination) -> dict[str, Any]:
     """The template's view of one combination (all its flavors)."""
     c = combination
@@ -182,6 +231,14 @@ def context(combination: Combination) -> dict[str, Any]:
         "environment": c.nvidia_environment(),
         # Each flavor's labels as its first platform's image has them (linux/amd64 where it is built for it).
         "labels": {flavor: c.image(flavor).label_map() for flavor in c.flavors},
+        "label_lines": {
+            flavor: label_lines(
+                c.image(flavor).label_map(),
+                c.image("runtime").label_map() if flavor == "devel" and c.toolkit.provider != "image" else None,
+            )
+            for flavor in c.flavors
+        },
+        "index_text": index_text(c),
     }
 
 
@@ -195,14 +252,32 @@ def jinja_environment(templates: Path) -> jinja2.Environment:
     )
 
 
+def step_templates(templates: Path) -> list[str]:
+    """The step scripts' template names (`steps/NAME.j2`), sorted."""
+    return sorted(f"{STEPS_FOLDER}/{p.name}" for p in (templates / STEPS_FOLDER).glob("*.j2"))
+
+
+def _tidy(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+
+
 def render_all(combinations: Iterable[Combination], templates: Path) -> dict[str, str]:
-    """Dockerfile path (relative to images/) -> its text, one per combination."""
-    template = jinja_environment(templates).get_template(ENTRY_TEMPLATE)
+    """Generated path (relative to images/) -> its text: each combination's Dockerfile and its steps/ scripts."""
+    environment = jinja_environment(templates)
+    template = environment.get_template(ENTRY_TEMPLATE)
+    steps = [(name.removesuffix(".j2"), environment.get_template(name)) for name in step_templates(templates)]
     rendered = {}
     for combination in combinations:
-        text = template.render(image=context(combination))
-        rendered[combination.dockerfile] = "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+        image = context(combination)
+        rendered[combination.dockerfile] = _tidy(template.render(image=image))
+        for name, step in steps:
+            rendered[f"{combination.folder}/{name}"] = _tidy(step.render(image=image))
     return rendered
+
+
+def _generated(images: Path) -> list[Path]:
+    """The files of images/ that rendering makes: Dockerfiles and step scripts."""
+    return sorted([*images.glob("*/Dockerfile"), *images.glob(f"*/{STEPS_FOLDER}/*")])
 
 
 def stale(rendered: dict[str, str], images: Path) -> list[str]:
@@ -210,7 +285,7 @@ def stale(rendered: dict[str, str], images: Path) -> list[str]:
     changed = [p for p, text in rendered.items() if _read(images / p) != text.encode()]
     orphans = [
         p.relative_to(images).as_posix()
-        for p in sorted(images.glob("*/Dockerfile"))
+        for p in _generated(images)
         if p.relative_to(images).as_posix() not in rendered and _read(p) is not None  # a folder is not removed
     ]
     return sorted(changed + orphans)
@@ -223,8 +298,9 @@ def write(rendered: dict[str, str], images: Path) -> list[str]:
         target = images / rel
         if rel not in rendered:
             target.unlink()
-            if not any(target.parent.iterdir()):
-                target.parent.rmdir()
+            for folder in (target.parent, target.parent.parent) if target.parent.name == STEPS_FOLDER else (target.parent,):
+                if folder != images and not any(folder.iterdir()):
+                    folder.rmdir()
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         textfile.write_atomically(target, rendered[rel])
@@ -232,7 +308,7 @@ def write(rendered: dict[str, str], images: Path) -> list[str]:
 
 
 def _read(path: Path) -> bytes | None:
-    """A generated Dockerfile's bytes (None when there is none): a regular file, else InputError naming it (it
+    """A generated file's bytes (None when there is none): a regular file, else InputError naming it (it
     would not be replaced, or would hang a read); any bytes, since a stale one is rewritten whole."""
     try:
         return textfile.read_bytes(path, "a rendered Dockerfile")
