@@ -69,6 +69,7 @@ PROCESS = "engine/process.py"
 ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
 READINGS, RENDER = "building/readings.py", "render.py"
+VENV_STEP = "templates/steps/venv.sh.j2"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -391,14 +392,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    return DEFAULT_MAX_LAYER if int(combination.cuda.split(\".\")[0]) >= 13 else OLDER_CUDA_MAX_LAYER\n",
       "    return OLDER_CUDA_MAX_LAYER\n",
       "a CUDA 13 runtime gets the older lines' 2.5 GB max_layer instead of 1.5 GB"),
-    M("render-nvidia-prefix-match", RENDER,
-      '''return f"^nvidia[-_.]({'|'.join(families)})([-_.]cu[0-9]+)?=="''',
-      '''return f"^nvidia[-_.]({'|'.join(families)})"''',
+    M("render-nvidia-prefix-match", VENV_STEP,
+      'echo "^nvidia[-_.](${1// /|})([-_.]cu[0-9]+)?=="',
+      'echo "^nvidia[-_.](${1// /|})"',
       "a family's group takes another family whose name it begins (cusparse takes cusparselt)"),
     M("render-nvidia-rest-forgets-groups", RENDER,
-      "NvidiaGroup(\"other libraries (every other nvidia-* pin)\", _families(every), rest=True)",
-      "NvidiaGroup(\"other libraries (every other nvidia-* pin)\", _families(groups[-1]), rest=True)",
+      'NvidiaGroup("other libraries (every other nvidia-* pin)", every, rest=True)',
+      'NvidiaGroup("other libraries (every other nvidia-* pin)", group, rest=True)',
       "the last nvidia-* layer installs a pin an earlier layer installed too"),
+    M("venv-step-rest-keeps-groups", VENV_STEP,
+      """        | { grep -viE "$pattern" || [ $? = 1 ]; } \\""",
+      """        | { grep -iE '^nvidia' || [ $? = 1 ]; } \\""",
+      "the last nvidia-* layer installs every pin again"),
     M("builder-skip-gate", BUILDER,
       "return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []",
       "return []",
@@ -938,6 +943,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     CLI_JOIN: (r"staging", r'cli\("join"'),
     READINGS: (r"builder|max_layer", r"over_max_layer|max_layer"),
     RENDER: (r"render|nvidia_layers|blocks", r"nvidia_groups|NVIDIA_GROUPS"),
+    VENV_STEP: (r"nvidia_layers|blocks|render", r"venv\.sh|nvidia_groups"),
     PROCESS: (r"bounds|streamed|cancel", r"engine\.process|run_cancellable"),
     REGISTRY: (r"registry", r"resolve_digest|\bregistry\."),
     OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),

@@ -89,27 +89,19 @@ def toolkit_links(combination: Combination) -> list[Link]:
 
 @dataclass(frozen=True)
 class NvidiaGroup:
-    """One layer of NVIDIA's libraries: the nvidia-* pins `pattern` (a grep -E expression) matches, or with
-    `rest`, every nvidia-* pin it does not match (the groups before)."""
+    """One layer of NVIDIA's libraries: the nvidia-* pins of these wheel `families` (steps/venv.sh's `nvidia`), or
+    with `rest`, every nvidia-* pin of none of them (the groups before: `nvidia-rest`)."""
 
     name: str
-    pattern: str
+    families: tuple[str, ...]
     rest: bool = False
-    families: tuple[str, ...] = ()
-
-
-def _families(families: tuple[str, ...]) -> str:
-    """A grep -E expression for the pins of these wheel families, `nvidia-cudnn-cu12==9.10.2.21` or
-    `nvidia-cublas==13.1.1.3` (pip's name normalisation: `-`, `_` or `.`), and no other (`cusparse` is not
-    `cusparselt`)."""
-    return f"^nvidia[-_.]({'|'.join(families)})([-_.]cu[0-9]+)?=="
 
 
 def nvidia_groups(groups: tuple[tuple[str, ...], ...] = NVIDIA_GROUPS) -> list[NvidiaGroup]:
     """The nvidia-* layers: one per group of families, then the rest."""
     every = tuple(family for group in groups for family in group)
-    return [NvidiaGroup(", ".join(group), _families(group), families=group) for group in groups] + [
-        NvidiaGroup("other libraries (every other nvidia-* pin)", _families(every), rest=True, families=every)
+    return [NvidiaGroup(", ".join(group), group) for group in groups] + [
+        NvidiaGroup("other libraries (every other nvidia-* pin)", every, rest=True)
     ]
 
 

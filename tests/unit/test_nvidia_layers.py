@@ -1,5 +1,5 @@
-"""NVIDIA's libraries in several layers (render.NVIDIA_GROUPS): the rendered steps' own shell pipelines, run on
-literal `uv pip compile` outputs, install each nvidia-* pin exactly once; a group torch pins nothing of installs
+"""NVIDIA's libraries in several layers (render.NVIDIA_GROUPS): the rendered step script's own functions (the
+Dockerfile's nvidia steps, as it names them), run with a uv that answers literal `uv pip compile` outputs, install each nvidia-* pin exactly once; a group torch pins nothing of installs
 nothing; the last step fails where torch pins no nvidia-* at all; no layer of a default-matrix CUDA line is near
 1.5 GB (literal installed sizes)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -70,37 +71,49 @@ OTHERS = ("torch==2.14.1+cu130", "triton==3.6.0", "sympy==1.14.0", "cuda-toolkit
 LIMIT_MB = 1500
 
 
-def nvidia_steps(dockerfile: str) -> list[str]:
-    """Each nvidia-* step's pipeline after the resolution: its grep lines, its install turned into a print."""
-    steps = []
-    for run in dockerfile.split("\nRUN ")[1:]:
-        if "pip compile" not in run:
-            continue
-        lines = run.split("pip compile", 1)[1].splitlines()[1:]
-        kept = [line for line in lines if line.startswith("    | { grep")]
-        steps.append("\n".join(kept) + "\n    | xargs -r printf 'install %s\\n'")
-    return steps
+# A stand-in for uv: `pip compile` prints the resolution (the file $RESOLUTION), `pip install` prints each
+# requirement it is given as `install PIN`.
+FAKE_UV = """#!/bin/bash
+if [ "$1 $2" = "pip compile" ]; then cat "$RESOLUTION"; exit 0; fi
+for arg in "${@:3}"; do case "$arg" in -*|/*) ;; *) echo "install $arg" ;; esac; done
+"""
 
 
 @pytest.fixture(scope="module")
-def steps(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+def steps(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str, Path]]:
+    """Each nvidia-* step of the rendered Dockerfile: (venv.sh function, its families, the rendered venv.sh)."""
     folder = tmp_path_factory.mktemp("matrix")
     path = folder / "matrix.yaml"
     path.write_text("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n")
-    (text,) = render.render_all(plan.load(path).combinations, render.DEFAULT_TEMPLATES).values()
-    return nvidia_steps(text)
+    rendered = render.render_all(plan.load(path).combinations, render.DEFAULT_TEMPLATES)
+    for name, text in rendered.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    (dockerfile,) = (p for p in rendered if p.endswith("/Dockerfile"))
+    venv = (folder / dockerfile).parent / "steps" / "venv.sh"
+    found = re.findall(r"bash /mnt/venv\.sh (nvidia|nvidia-rest) '([^']*)'", rendered[dockerfile])
+    (folder / "uv").write_text(FAKE_UV)
+    (folder / "uv").chmod(0o755)
+    return [(step.replace("-", "_"), families, venv) for step, families in found]
 
 
-def run_step(step: str, resolution: list[str]) -> tuple[int, list[str], str]:
-    """The step's pipeline under bash with pipefail (the Dockerfiles' SHELL), fed `resolution`."""
-    script = "printf '%s\\n' " + " ".join(f"'{line}'" for line in resolution) + " \\\n" + step
+def run_step(step: tuple[str, str, Path], resolution: list[str]) -> tuple[int, list[str], str]:
+    """The rendered venv.sh's step function under bash, with a uv that resolves to `resolution`."""
+    function, families, venv = step
+    folder = venv.parents[2]
+    (folder / "resolution.txt").write_text("".join(f"{line}\n" for line in resolution))
+    script = f'source "{venv}"; uv="{folder}/uv"; {function} "{families}" "torch==2.14.1"'
     done = subprocess.run(
-        [shutil.which("bash") or "bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, check=False
+        [shutil.which("bash") or "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "RESOLUTION": str(folder / "resolution.txt")},
     )
     return done.returncode, [line.removeprefix("install ") for line in done.stdout.splitlines()], done.stderr
 
 
-def layers(steps: list[str], pins: dict[str, int]) -> list[list[str]]:
+def layers(steps: list[tuple[str, str, Path]], pins: dict[str, int]) -> list[list[str]]:
     resolution = [*OTHERS[:2], *sorted(pins), *OTHERS[2:]]
     out = []
     for step in steps:
@@ -110,18 +123,18 @@ def layers(steps: list[str], pins: dict[str, int]) -> list[list[str]]:
     return out
 
 
-def test_five_nvidia_steps_the_groups_then_the_rest(steps: list[str]) -> None:
+def test_five_nvidia_steps_the_groups_then_the_rest(steps: list[tuple[str, str, Path]]) -> None:
     assert len(steps) == len(render.NVIDIA_GROUPS) + 1 == 5
 
 
 @pytest.mark.parametrize("pins", [CU130, CU12_BOUND, CU118], ids=["cu130", "cu12-bound", "cu118"])
-def test_each_nvidia_pin_is_installed_once_and_nothing_else(steps: list[str], pins: dict[str, int]) -> None:
+def test_each_nvidia_pin_is_installed_once_and_nothing_else(steps: list[tuple[str, str, Path]], pins: dict[str, int]) -> None:
     found = layers(steps, pins)
     installed = [pin for layer in found for pin in layer]
     assert sorted(installed) == sorted(pins)
 
 
-def test_the_groups_as_chosen(steps: list[str]) -> None:
+def test_the_groups_as_chosen(steps: list[tuple[str, str, Path]]) -> None:
     assert layers(steps, CU130) == [
         ["nvidia-cudnn-cu13==9.24.0.43"],
         ["nvidia-cublas==13.1.1.3"],
@@ -144,27 +157,34 @@ def test_the_groups_as_chosen(steps: list[str]) -> None:
     ]
 
 
-def test_a_family_is_matched_by_its_whole_name(steps: list[str]) -> None:
+def test_a_family_is_matched_by_its_whole_name(steps: list[tuple[str, str, Path]]) -> None:
     """`cusparse` is not `cusparselt`, `cublas` not a `cublasmp`; pip's spellings of a name (`_`, `.`, capitals) are."""
-    group = render.nvidia_groups((("cusparse",), ("cublas",)))
-    cusparse, cublas = (re.compile(g.pattern, re.IGNORECASE) for g in group[:2])
+    venv = steps[0][2]
+
+    def pattern(families: str) -> re.Pattern[str]:
+        script = f'source "{venv}"; families "{families}"'
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+        return re.compile(done.stdout.strip(), re.IGNORECASE)  # grep -E's syntax here is Python's too
+
+    cusparse, cublas = pattern("cusparse"), pattern("cublas")
     assert cusparse.match("nvidia-cusparse-cu12==12.5.4.2") and cusparse.match("NVIDIA_CUSPARSE==12.6.3.3")
     assert not cusparse.match("nvidia-cusparselt-cu12==0.6.3")
     assert cublas.match("nvidia.cublas.cu11==11.11.3.6") and not cublas.match("nvidia-cublasmp-cu12==0.4.0")
+    assert pattern("nccl nvshmem").match("nvidia-nvshmem-cu13==3.4.5")
 
 
 @pytest.mark.parametrize("pins", [CU130, CU12_BOUND, CU118], ids=["cu130", "cu12-bound", "cu118"])
-def test_no_nvidia_layer_is_near_the_limit(steps: list[str], pins: dict[str, int]) -> None:
+def test_no_nvidia_layer_is_near_the_limit(steps: list[tuple[str, str, Path]], pins: dict[str, int]) -> None:
     sizes = [sum(pins[pin] for pin in layer) for layer in layers(steps, pins)]
     assert max(sizes) < LIMIT_MB, sizes
 
 
-def test_a_group_torch_pins_nothing_of_installs_nothing_and_does_not_fail(steps: list[str]) -> None:
+def test_a_group_torch_pins_nothing_of_installs_nothing_and_does_not_fail(steps: list[tuple[str, str, Path]]) -> None:
     code, installed, _ = run_step(steps[3], [*OTHERS, "nvidia-cudnn-cu11==9.1.0.70"])  # cuSPARSE: none
     assert (code, installed) == (0, [])
 
 
-def test_the_last_step_fails_where_torch_pins_no_nvidia_library(steps: list[str]) -> None:
+def test_the_last_step_fails_where_torch_pins_no_nvidia_library(steps: list[tuple[str, str, Path]]) -> None:
     code, installed, err = run_step(steps[-1], list(OTHERS))
     assert code == 1 and installed == []
     assert "torchimages: error: torch's resolution pins no nvidia-* library" in err

@@ -64,63 +64,66 @@ families() {  # a grep -E expression for the pins of these wheel families, `nvid
     echo "^nvidia[-_.](${1// /|})([-_.]cu[0-9]+)?=="
 }
 
-step=${1:-}
-shift || true
-case "$step" in
-    create)
-        python=${1:?venv.sh create: which python}
-        shift
-        if [ $# = 0 ]; then  # a venv without uv: nothing is downloaded
-            export TMPDIR=/home/torch/.cache/tmp
-            mkdir "$TMPDIR"
-            "$python" -m venv /opt/venv
-            rm -rf "$TMPDIR"
-            venv_done
-            exit 0
-        fi
-        uv_environment
+nvidia() {  # FAMILIES REQUIREMENT...: the nvidia-* pins of these families that the requirements' resolution gives
+    local pattern
+    pattern=$(families "$1")
+    shift
+    nvidia_pins "$@" | { grep -iE "$pattern" || [ $? = 1 ]; } \
+        | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps
+}
+
+nvidia_rest() {  # FAMILIES REQUIREMENT...: every other nvidia-* pin; a resolution without any fails
+    local pattern
+    pattern=$(families "$1")
+    shift
+    nvidia_pins "$@" \
+        | { grep -i '^nvidia' || { echo "torchimages: error: torch's resolution pins no nvidia-* library" >&2; exit 1; }; } \
+        | { grep -viE "$pattern" || [ $? = 1 ]; } \
+        | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps
+}
+
+create() {  # PYTHON [--pip VERSION] [--setuptools]
+    local python=${1:?venv.sh create: which python}
+    shift
+    if [ $# = 0 ]; then  # a venv without uv: nothing is downloaded
+        export TMPDIR=/home/torch/.cache/tmp
+        mkdir "$TMPDIR"
         "$python" -m venv /opt/venv
-        uv_itself
-        while [ $# -gt 0 ]; do
-            case "$1" in
-                --pip) uv_install "pip==$2"; shift 2 ;;
-                --setuptools) uv_install --upgrade setuptools; shift ;;
-                *) echo "venv.sh create: unknown option $1" >&2; exit 2 ;;
+        rm -rf "$TMPDIR"
+        return
+    fi
+    uv_environment
+    "$python" -m venv /opt/venv
+    uv_itself
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --pip) uv_install "pip==${2:?venv.sh create: --pip which version}"; shift 2 ;;
+            --setuptools) uv_install --upgrade setuptools; shift ;;
+            *) echo "venv.sh create: unknown option $1" >&2; exit 2 ;;
+        esac
+    done
+    rm -f /opt/venv/.lock  # uv's lock file in the venv (world-writable) is no part of the image
+}
+
+main() {
+    local step=${1:-}
+    shift || true
+    case "$step" in
+        create) create "$@" ;;
+        install | nvidia | nvidia-rest)
+            uv_environment
+            uv_itself
+            case "$step" in
+                install) uv_install "$@" ;;
+                nvidia) nvidia "${1:?venv.sh nvidia: which families}" "${@:2}" ;;
+                nvidia-rest) nvidia_rest "${1:?venv.sh nvidia-rest: which families}" "${@:2}" ;;
             esac
-        done
-        ;;
-    install)
-        uv_environment
-        uv_itself
-        uv_install "$@"
-        ;;
-    nvidia)
-        pattern=$(families "${1:?venv.sh nvidia: which families}")
-        shift
-        uv_environment
-        uv_itself
-        nvidia_pins "$@" | { grep -iE "$pattern" || [ $? = 1 ]; } | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps
-        ;;
-    nvidia-rest)
-        pattern=$(families "${1:?venv.sh nvidia-rest: which families}")
-        shift
-        uv_environment
-        uv_itself
-        nvidia_pins "$@" \
-            | { grep -i '^nvidia' || { echo "torchimages: error: torch's resolution pins no nvidia-* library" >&2; exit 1; }; } \
-            | { grep -viE "$pattern" || [ $? = 1 ]; } \
-            | xargs -r "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps
-        ;;
-    links)
-        for link in "$@"; do ln -s "${link#*=}" "${link%%=*}"; done
-        venv_done
-        exit 0
-        ;;
-    *)
-        echo "venv.sh: unknown step '$step' (create, install, nvidia, nvidia-rest, links)" >&2
-        exit 2
-        ;;
-esac
-# uv's lock file in the venv (world-writable) is no part of the image.
-rm -f /opt/venv/.lock
-venv_done
+            rm -f /opt/venv/.lock  # uv's lock file in the venv (world-writable) is no part of the image
+            ;;
+        links) for link in "$@"; do ln -s "${link#*=}" "${link%%=*}"; done ;;
+        *) echo "venv.sh: unknown step '$step' (create, install, nvidia, nvidia-rest, links)" >&2; exit 2 ;;
+    esac
+    venv_done
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi
