@@ -11,7 +11,8 @@ The OS packages come from the archive at the time of each build; an archive that
 makes the OS layer differ (said in the output: rerun).
 
 Run (from the repository root, with the machine's wheel sources as `make build` has them):
-  eval "$(scripts/host-pip-sources)"; .venv/bin/python bench/layer_equality.py --old REV [--new REV] TAG... [-- BUILD-ARGS]
+  eval "$(scripts/host-pip-sources)"
+  .venv/bin/python bench/layer_equality.py --old REV [--new REV] TAG... [-- BUILD-ARGS]
   e.g. --old 701a0eb 2.13.0-cpu 2.11.0-cuda13.0 -- --bases bootstrap
 `--new` defaults to the working tree as it is (uncommitted changes included).
 """
@@ -81,11 +82,13 @@ def compare(old: Sequence[Built], new: Sequence[Built]) -> tuple[list[str], bool
             continue
         same = image.layers == other.layers
         equal &= same
-        lines.append(f"{image.tag}: {len(image.layers)} and {len(other.layers)} layers, {'equal' if same else 'DIFFER'}")
+        lines.append(
+            f"{image.tag}: {len(image.layers)} and {len(other.layers)} layers, {'equal' if same else 'DIFFER'}"
+        )
         for n in range(max(len(image.layers), len(other.layers))):
-            a = image.layers[n] if n < len(image.layers) else "-"
-            b = other.layers[n] if n < len(other.layers) else "-"
-            lines.append(f"  {n + 1:2} {a[7:19] if a != '-' else '-':12} {b[7:19] if b != '-' else '-':12} {'=' if a == b else 'DIFFERS'}")
+            a = image.layers[n][7:19] if n < len(image.layers) else "-"
+            b = other.layers[n][7:19] if n < len(other.layers) else "-"
+            lines.append(f"  {n + 1:2} {a:12} {b:12} {'=' if a == b else 'DIFFERS'}")
     return lines, equal
 
 
@@ -112,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             old = build(checkouts["old"], args.tags, build_args)
             new = build(checkouts["new"], args.tags, build_args)
         finally:
-            for side, folder in checkouts.items():
+            for folder in checkouts.values():
                 if folder != ROOT:
                     run(["git", "worktree", "remove", "--force", str(folder)], ROOT)
     lines, equal = compare(old, new)

@@ -267,6 +267,11 @@ def render_all(combinations: Iterable[Combination], templates: Path) -> dict[str
     return rendered
 
 
+def dockerfiles(rendered: dict[str, str]) -> dict[str, str]:
+    """The Dockerfiles of a rendering (`render_all`), without the step scripts."""
+    return {path: text for path, text in rendered.items() if path.endswith("/Dockerfile")}
+
+
 def _generated(images: Path) -> list[Path]:
     """The files of images/ that rendering makes: Dockerfiles and step scripts."""
     return sorted([*images.glob("*/Dockerfile"), *images.glob(f"*/{STEPS_FOLDER}/*")])
@@ -290,7 +295,9 @@ def write(rendered: dict[str, str], images: Path) -> list[str]:
         target = images / rel
         if rel not in rendered:
             target.unlink()
-            for folder in (target.parent, target.parent.parent) if target.parent.name == STEPS_FOLDER else (target.parent,):
+            for folder in (
+                (target.parent, target.parent.parent) if target.parent.name == STEPS_FOLDER else (target.parent,)
+            ):
                 if folder != images and not any(folder.iterdir()):
                     folder.rmdir()
             continue

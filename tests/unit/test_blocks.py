@@ -1,4 +1,6 @@
-"""Golden strings for the generated building blocks, one small test per block (HPCCM style)."""
+"""Golden strings for the generated building blocks, one small test per block (HPCCM style): the Dockerfile's
+instructions (templates/macros.j2) and the step scripts they run (templates/steps/), and the step scripts' own
+behaviour where it runs without root."""
 
 from __future__ import annotations
 
@@ -16,58 +18,29 @@ from torchimages.planning.resolve import variant_pin
 
 # A jinja TemplateModule: its macros are attributes mypy cannot know.
 MACROS: Any = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
-TLS = (
-    "    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert "
-    "CURL_CA_BUNDLE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \\\n"
-    "    && if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi \\\n"
-    "    && export PIP_RETRIES=5 PIP_TIMEOUT=60 \\\n"
-)
 HASH = "ab" * 32  # a made-up wheel hash
-UV_ENV = TLS + (
-    "    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
-    "else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu130; fi \\\n"
-    "    && export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials "
-    "TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 "
-    "UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug \\\n"
-    '    && mkdir -p "$TMPDIR" \\\n'
+STEPS_MOUNT = "--mount=type=bind,source=steps,target=/mnt"
+UV_RUN = (
+    "RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 --mount=type=secret,id=cacert,uid=1000 \\\n"
+    f"    --mount=type=secret,id=pipconf,uid=1000 --mount=type=secret,id=uvconf,uid=1000 {STEPS_MOUNT} \\\n"
 )
-UV_ITSELF = (
-    "    && uv=/home/torch/.cache/uv/uv-0.13.8-$(uname -m) \\\n"
-    f'    && if [ ! -x "$uv/bin/uv" ]; then echo \'uv==0.13.8 --hash=sha256:{HASH}\' > "$uv.$$.txt" \\\n'
-    "        && /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: "
-    '--require-hashes --target "$uv.$$" -r "$uv.$$.txt" \\\n'
-    '        && rm "$uv.$$.txt" && { mv -T "$uv.$$" "$uv" 2>/dev/null || rm -rf "$uv.$$"; }; fi \\\n'
-    "    && uv=$uv/bin/uv \\\n"
+APT_RUN = (
+    "RUN --mount=type=cache,target=/var/cache/apt,sharing=locked "
+    "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\\n"
+    f"    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert {STEPS_MOUNT} \\\n"
 )
-UV = UV_ENV + UV_ITSELF
-APT_CA = (
-    "if [ -s /var/cache/apt/torchimages-cacert ]; then "
-    "echo 'Acquire::https::CAInfo \"/var/cache/apt/torchimages-cacert\";' "
-    "> /etc/apt/apt.conf.d/99build-ca; fi \\"
-)
-UV_MOUNTS = (
-    "RUN --mount=type=cache,target=/home/torch/.cache/uv,uid=1000,gid=0 \\\n"
-    "    --mount=type=secret,id=cacert,target=/run/secrets/cacert,uid=1000,gid=0 \\\n"
-    "    --mount=type=secret,id=pipconf,target=/run/secrets/pipconf,uid=1000,gid=0 \\\n"
-    "    --mount=type=secret,id=uvconf,target=/run/secrets/uvconf,uid=1000,gid=0 \\\n"
-)
-INSTALL = '"$uv" pip install --python /opt/venv/bin/python --compile-bytecode'
-
-# The last command of every step that writes files (reproducible layers, issue 19), for the root (`/`) and the
-# venv owner's steps.
+# The last command of every step that writes files (reproducible layers, issue 19): common.sh's clamp.
 CLAMP = (
-    "if [ -n \"${{SOURCE_DATE_EPOCH:-}}\" ]; then mounts=$(cut -d' ' -f2 /proc/self/mounts) && "
-    'find {paths} -xdev -newer /dev -print0 | {{ grep -zvxF -e "$mounts" || [ $? = 1 ]; }} '
-    '| xargs -0r touch --no-dereference --date="@${{SOURCE_DATE_EPOCH}}"; fi'
+    '    find "$@" -xdev -newer /dev -print0 | { grep -zvxF -e "$mounts" || [ $? = 1 ]; } \\\n'
+    '        | xargs -0r touch --no-dereference --date="@${SOURCE_DATE_EPOCH}"\n'
 )
-CLAMP_ROOT = CLAMP.format(paths="/")
 # Then every file the venv owner's step made gets its group's permissions equal to its owner's (any uid of
 # group 0 writes the venv and the home), before its times are clamped.
 GROUP_WRITABLE = (
-    "find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l "
-    "\\( \\( -perm -u=w ! -perm -g=w \\) -o \\( -perm -u=x ! -perm -g=x \\) \\) -print0 | xargs -0r chmod g=u"
+    "    find /opt/venv /home/torch -xdev -path /home/torch/.cache/uv -prune -o ! -type l \\\n"
+    "        \\( \\( -perm -u=w ! -perm -g=w \\) -o \\( -perm -u=x ! -perm -g=x \\) \\) -print0 | xargs -0r chmod g=u\n"
+    "    clamp /opt/venv /home/torch\n"
 )
-CLAMP_VENV = GROUP_WRITABLE + " \\\n    && " + CLAMP.format(paths="/opt/venv /home/torch")
 
 
 def image(**extra: Any) -> dict[str, Any]:
@@ -80,6 +53,8 @@ def image(**extra: Any) -> dict[str, Any]:
         "lock": "",
         "os_packages_file": str(render.OS_PACKAGES_FILE),
         "os_packages_dir": str(render.OS_PACKAGES_FILE.parent),
+        "source_date_epoch": 1795910400,
+        "environment": {},
         **extra,
     }
 
@@ -88,37 +63,52 @@ def block(text: object) -> str:
     return "\n".join(line.rstrip() for line in str(text).splitlines()).strip("\n")
 
 
-def test_apt_block_uses_cache_mounts_names_only_and_records_the_packages() -> None:
-    expected = textwrap.dedent(
+def step(name: str, **extra: Any) -> str:
+    """A step script rendered for `image(**extra)`."""
+    template = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template(f"steps/{name}.j2")
+    return template.render(image=image(**extra))
+
+
+def test_apt_block_names_its_packages_on_one_line_under_cache_mounts() -> None:
+    expected = APT_RUN + "    bash /mnt/apt-install.sh gcc g++"
+    assert block(MACROS.apt_run(["gcc", "g++"])) == expected
+    purging = block(MACROS.apt_run(["git"], ["libnccl2", "libnccl-dev"]))
+    assert purging.endswith("bash /mnt/apt-install.sh --purge libnccl2 --purge libnccl-dev git")
+
+
+def test_apt_step_retries_the_network_only_purges_first_and_records_the_packages() -> None:
+    script = step("apt-install.sh")
+    body = script[script.index("retry() {") :]
+    assert body == textwrap.dedent(
         """\
-        RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \\
-            --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\
-            --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert \\
-            {ca}
-            && retry() {{ for try in 1 2 3; do "$@" && return 0; [ "$try" = 3 ] && return 1; \
-echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"; sleep $((try * 10)); done; }} \\
-            && set -- \\
-                gcc \\
-                g++ \\
-            && retry apt-get update --error-on=any -o Acquire::Retries=3 \\
-            && apt-get install --simulate -y --no-install-recommends "$@" > /dev/null \\
-            && retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@" \\
-            && apt-get install -y --no-install-recommends "$@" \\
-            && rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log \
-/var/log/apt/history.log /var/log/apt/term.log /var/cache/ldconfig/aux-cache \\
-            && mkdir -p /usr/share/torchimages \\
-            && dpkg-query -W -f '${{Package}}=${{Version}}\\n' > /usr/share/torchimages/os-packages.txt \\
-            && {clamp}"""
-    ).format(ca=APT_CA, clamp=CLAMP_ROOT)
-    assert block(MACROS.apt_install(image(), ["gcc", "g++"])) == expected
-
-
-def test_apt_block_purges_before_it_installs() -> None:
-    text = block(MACROS.apt_install(image(), ["git"], ["libnccl2", "libnccl-dev"]))
-    assert (
-        "    && apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev \\\n"
-        "    && retry apt-get update --error-on=any -o Acquire::Retries=3" in text
+        retry() {
+            for try in 1 2 3; do
+                "$@" && return 0
+                [ "$try" = 3 ] && return 1
+                echo "torchimages: network step failed, retry $try/2 in $((try * 10)) s: $*"
+                sleep $((try * 10))
+            done
+        }
+        # shellcheck disable=SC2086 # package names, one word each
+        if [ -n "$purge" ]; then apt-get purge -y --allow-change-held-packages $purge; fi
+        retry apt-get update --error-on=any -o Acquire::Retries=3
+        apt-get install --simulate -y --no-install-recommends "$@" > /dev/null
+        retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
+        apt-get install -y --no-install-recommends "$@"
+        rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log \\
+            /var/log/apt/term.log /var/cache/ldconfig/aux-cache
+        mkdir -p /usr/share/torchimages
+        dpkg-query -W -f '${Package}=${Version}\\n' > /usr/share/torchimages/os-packages.txt
+        clamp /
+        """
     )
+    assert "echo 'Acquire::https::CAInfo \"/var/cache/apt/torchimages-cacert\";'" in script
+
+
+def test_the_common_step_clamps_times_and_makes_the_venv_group_writable() -> None:
+    script = step("common.sh")
+    assert CLAMP in script and GROUP_WRITABLE in script
+    assert '[ -n "${SOURCE_DATE_EPOCH:-}" ] || return 0' in script
 
 
 def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
@@ -126,47 +116,22 @@ def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
         render.VenvLayer("nvidia", ("torch==2.14.1",)),
         render.VenvLayer("torch", ("torch==2.14.1",)),
         render.VenvLayer("torch-deps", ("torch==2.14.1",)),
-        render.VenvLayer("rest", ("numpy==2.4.6",)),
+        render.VenvLayer("rest", ("numpy==2.4.6", "torchvision==0.29.1")),
     ]
-    compile_torch = (
-        UV_MOUNTS + UV + "    && printf '%s\\n' \\\n"
-        '        "torch==2.14.1" \\\n'
-        '    | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate - \\\n'
-    )
     expected = (
-        "# Layers: NVIDIA's libraries torch needs (nvidia-*), as torch's own resolution pins them, in 2 layers\n"
-        "# of whole wheels by name (the largest alone, none much over 1 GB): engines pull and unpack layers in "
-        "parallel, and\n"
-        "# the largest layer bounds a pull. Each step resolves the same pins again (no pin file in any layer); a "
-        "group torch\n"
-        "# pins nothing of installs nothing; the last step takes every other nvidia-* pin and fails if there are "
-        "none at all.\n"
-        "# Layer: NVIDIA's cudnn.\n"
-        + compile_torch
-        + "    | { grep -iE '^nvidia[-_.](cudnn)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \\\n"
-        f"    | xargs -r {INSTALL} --no-deps \\\n"
-        "    && rm -f /opt/venv/.lock \\\n"
-        f"    && {CLAMP_VENV}\n"
+        "# NVIDIA's libraries torch needs, as torch's own resolution pins them, in 2 layers of whole wheel families\n"
+        "# (none much over 1 GB: engines pull and unpack layers in parallel, and the largest layer bounds a pull).\n"
+        "# Layer: NVIDIA's cudnn.\n" + UV_RUN + "    bash /mnt/venv.sh nvidia 'cudnn' \"torch==2.14.1\"\n"
         "# Layer: NVIDIA's other libraries (every other nvidia-* pin).\n"
-        + compile_torch
-        + "    | { grep -i '^nvidia' || { echo \"torchimages: error: torch's resolution pins no nvidia-* library\" "
-        ">&2; exit 1; }; } \\\n"
-        "    | { grep -viE '^nvidia[-_.](cudnn)([-_.]cu[0-9]+)?==' || [ $? = 1 ]; } \\\n"
-        f"    | xargs -r {INSTALL} --no-deps \\\n"
-        "    && rm -f /opt/venv/.lock \\\n"
-        f"    && {CLAMP_VENV}\n"
-        "# Layer: torch itself.\n" + UV_MOUNTS + UV + f"    && {INSTALL} --no-deps \\\n"
-        '        "torch==2.14.1" \\\n'
-        "    && rm -f /opt/venv/.lock \\\n"
-        f"    && {CLAMP_VENV}\n"
-        "# Layer: torch's other dependencies (triton, sympy, ...).\n" + UV_MOUNTS + UV + f"    && {INSTALL} \\\n"
-        '        "torch==2.14.1" \\\n'
-        "    && rm -f /opt/venv/.lock \\\n"
-        f"    && {CLAMP_VENV}\n"
-        "# Layer: the remaining pins (companion libraries, numpy).\n" + UV_MOUNTS + UV + f"    && {INSTALL} \\\n"
-        '        "numpy==2.4.6" \\\n'
-        "    && rm -f /opt/venv/.lock \\\n"
-        f"    && {CLAMP_VENV}"
+        + UV_RUN
+        + "    bash /mnt/venv.sh nvidia-rest 'cudnn' \"torch==2.14.1\"\n"
+        "# Layer: torch itself.\n" + UV_RUN + '    bash /mnt/venv.sh install --no-deps "torch==2.14.1"\n'
+        "# Layer: torch's other dependencies (triton, sympy, ...).\n"
+        + UV_RUN
+        + '    bash /mnt/venv.sh install "torch==2.14.1"\n'
+        "# Layer: the remaining pins (companion libraries, numpy).\n"
+        + UV_RUN
+        + '    bash /mnt/venv.sh install "numpy==2.4.6" "torchvision==0.29.1"'
     )
     groups = render.nvidia_groups((("cudnn",),))
     assert block(MACROS.venv_layers(image(venv_layers=layers, nvidia_groups=groups))) == expected
@@ -175,87 +140,152 @@ def test_venv_layers_are_split_nvidia_torch_dependencies_rest() -> None:
 def test_a_layer_whose_pins_differ_by_platform_sets_them_by_targetarch() -> None:
     by_arch = (("amd64", ("torch==2.9.1+cpu",)), ("arm64", ("torch==2.9.1",)))
     layers = [render.VenvLayer("torch", ("torch==2.9.1+cpu",), by_arch)]
+    text = block(MACROS.venv_layers(image(venv_layers=layers, multi_platform=True)))
+    assert text.endswith(
+        "    case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;; "
+        '*) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac '
+        '&& bash /mnt/venv.sh install --no-deps "$@"'
+    )
+    assert 'torch==2.9.1+cpu"' not in text  # no literal pin beside the chosen ones
     indexes = [("amd64", "https://download.pytorch.org/whl/cpu"), ("arm64", "https://pypi.org/simple")]
-    text = block(MACROS.venv_layers(image(venv_layers=layers, index_by_arch=indexes, multi_platform=True)))
+    script = step("venv.sh", index_by_arch=indexes, multi_platform=True)
     assert (
-        '    && case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; '
+        "    local index\n"
+        '    case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; '
         "arm64) index=https://pypi.org/simple ;; "
-        '*) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \\\n'
-        "    && if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
-        'else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi \\\n'
-    ) in text
+        '*) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac\n'
+        "    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
+        'else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi\n'
+    ) in script
+
+
+def test_uv_sets_itself_up_after_the_venv_and_pip_asks_pypi_without_its_secret() -> None:
+    """The venv's own step creates the venv where uv's temporary files go, before the venv's pip fetches uv;
+    without the pipconf secret pip asks PyPI (uv's home), not the variant's index."""
+    script = step("venv.sh")
+    assert ('    uv_environment\n    "$python" -m venv /opt/venv\n    uv_itself\n') in script
     assert (
-        "    && case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;; "
-        '*) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac \\\n'
-        f"    && {INSTALL} --no-deps \\\n"
-        '        "$@" \\\n'
-    ) in text
-    assert 'torch==2.9.1+cpu" \\' not in text  # no literal pin beside the chosen ones
+        "    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
+        "else export UV_NO_CONFIG=1 UV_INDEX_URL=https://download.pytorch.org/whl/cu130; fi\n"
+        "    export UV_CACHE_DIR=/home/torch/.cache/uv/cache UV_CREDENTIALS_DIR=/home/torch/.cache/uv/credentials \\\n"
+        "        TMPDIR=/home/torch/.cache/uv/tmp UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_HTTP_RETRIES=5 \\\n"
+        "        UV_HTTP_TIMEOUT=60 RUST_LOG=uv_client::retry=debug\n"
+        '    mkdir -p "$TMPDIR"\n'
+    ) in script
+    assert (
+        f"        echo 'uv==0.13.8 --hash=sha256:{HASH}' > \"$uv.$$.txt\"\n"
+        "        /opt/venv/bin/pip install --no-input --quiet --no-cache-dir --no-deps --only-binary :all: "
+        "--require-hashes \\\n"
+    ) in script
+    assert "PIP_INDEX_URL" not in script
 
 
-def test_uv_sets_itself_up_after_the_first_command_and_pip_asks_pypi_without_its_secret() -> None:
-    """The venv's own step creates the venv (`first`) where uv's temporary files go, before the venv's pip
-    fetches uv; without the pipconf secret pip asks PyPI (uv's home), not the variant's index."""
-    expected = UV_ENV + "    && python3.11 -m venv /opt/venv \\\n" + UV_ITSELF
-    assert block(MACROS.uv_setup(image(), "python3.11 -m venv /opt/venv")) == expected.strip().removesuffix(" \\")
-    assert "PIP_INDEX_URL" not in str(MACROS.tls_setup(image()))
-
-
-def test_a_lock_file_constrains_every_uv_step_of_a_layer() -> None:
+def test_a_lock_file_is_mounted_on_every_uv_step_and_constrains_each_uv_command() -> None:
     nvidia = [render.VenvLayer("nvidia", ("t",))]
     groups = render.nvidia_groups((("cudnn",),))
     text = block(MACROS.venv_layers(image(lock="requirements.lock", venv_layers=nvidia, nvidia_groups=groups)))
-    assert text.count("    --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \\\n") == 2
-    assert text.count("--no-header --no-annotate --constraint /tmp/requirements.lock - \\\n") == 2
-    assert text.count("--constraint /tmp/requirements.lock") == 4  # each layer's compile and install
+    assert (
+        text.count(f"{STEPS_MOUNT} --mount=type=bind,source=requirements.lock,target=/tmp/requirements.lock \\\n") == 2
+    )
+    script = step("venv.sh", lock="requirements.lock")
+    assert script.count("--constraint /tmp/requirements.lock") == 4  # install, compile, and each nvidia install
+    assert "--constraint" not in step("venv.sh")
+    assert "touch /run/secrets/cacert /run/secrets/pipconf /run/secrets/uvconf /tmp/requirements.lock\n" in step(
+        "add-user.sh", lock="requirements.lock"
+    )
 
 
-def test_uv_is_pinned_by_the_knowledge_base_and_never_picks_a_torch_backend(rendered: Callable[[str], str]) -> None:
+def test_uv_is_pinned_by_the_knowledge_base_and_never_picks_a_torch_backend(
+    rendered_files: Callable[[str], dict[str, str]],
+) -> None:
     """uv's version and wheel hashes are the knowledge base's; no step asks uv for a torch backend (`auto`
     sees no driver inside a build and picks CPU wheels): the pins and the variant's index decide."""
     installer = compat.load().installer
-    text = rendered("{torch: 2.14.1, cuda: '13.0', os: debian12}")
-    assert f"uv=/home/torch/.cache/uv/uv-{installer.version}-$(uname -m)" in text
-    assert f"'uv=={installer.version}" + "".join(f" --hash=sha256:{h}" for h in installer.sha256) + "'" in text
-    assert "torch-backend" not in text and "UV_TORCH_BACKEND" not in text
+    files = rendered_files("{torch: 2.14.1, cuda: '13.0', os: debian12}")
+    text = next(v for k, v in files.items() if k.endswith("/Dockerfile"))
+    script = next(v for k, v in files.items() if k.endswith("/steps/venv.sh"))
+    assert f"uv=/home/torch/.cache/uv/uv-{installer.version}-$(uname -m)" in script
+    assert f"'uv=={installer.version}" + "".join(f" --hash=sha256:{h}" for h in installer.sha256) + "'" in script
+    commands = "\n".join(line for line in (text + script).splitlines() if not line.lstrip().startswith("#"))
+    assert "torch-backend" not in commands and "UV_TORCH_BACKEND" not in commands
     steps = text.count("RUN --mount=type=cache,target=/home/torch/.cache/uv,")
     # the venv step (setuptools), five nvidia-* layers, torch, its dependencies, the rest, devel's toolkit wheels
-    assert steps == 10 and text.count("UV_LINK_MODE=copy") == steps
-    assert text.count("--compile-bytecode") == steps
+    assert (
+        steps
+        == 10
+        == text.count("bash /mnt/venv.sh create")
+        + text.count("bash /mnt/venv.sh install")
+        + text.count("bash /mnt/venv.sh nvidia")
+    )
 
 
 @pytest.fixture
-def rendered(write_matrix: Callable[[str], Path]) -> Callable[[str], str]:
-    def render_one(entry: str) -> str:
+def rendered_files(write_matrix: Callable[[str], Path]) -> Callable[[str], dict[str, str]]:
+    def render_one(entry: str) -> dict[str, str]:
         combinations = plan.load(write_matrix(f"matrix:\n  include:\n    - {entry}\n")).combinations
-        (text,) = render.render_all(combinations, render.DEFAULT_TEMPLATES).values()
-        return text
+        return render.render_all(combinations, render.DEFAULT_TEMPLATES)
 
     return render_one
 
 
+@pytest.fixture
+def rendered(rendered_files: Callable[[str], dict[str, str]]) -> Callable[[str], str]:
+    def dockerfile(entry: str) -> str:
+        return next(v for k, v in rendered_files(entry).items() if k.endswith("/Dockerfile"))
+
+    return dockerfile
+
+
 def test_devel_on_runtime_block(rendered: Callable[[str], str]) -> None:
+    """devel FROM runtime inherits its shell, environment, user, working folder and command; it writes only the
+    labels that differ."""
     text = rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
     devel = text[text.index("# devel:") :]
-    expected_head = textwrap.dedent(
-        """\
-        # devel: nvcc of the same CUDA as the wheels and extension build tools.
-        FROM runtime AS devel
-        SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-        ARG SOURCE_DATE_EPOCH=1795910400
-        USER 0:0
-        RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \\"""
+    assert devel == (
+        "# devel: nvcc of the same CUDA as the wheels and extension build tools.\n"
+        "FROM runtime AS devel\n"
+        "ARG SOURCE_DATE_EPOCH=1795910400\n"
+        "USER 0:0\n"
+        f"{APT_RUN}    bash /mnt/apt-install.sh git make\n"
+        "USER 1000:0\n"
+        "# The toolkit wheels and build tools, into the same venv.\n"
+        f'{UV_RUN}    bash /mnt/venv.sh install "ninja==1.13.2"\n'
+        "USER 0:0\n"
+        "# The constraints file again, devel's own wheels included.\n"
+        f"RUN {STEPS_MOUNT} bash /mnt/constraints.sh\n"
+        "USER 1000:0\n"
+        'LABEL org.opencontainers.image.title="PyTorch 2.13.0 (devel)" io.torchimages.flavor="devel" \\\n'
+        f'      io.torchimages.input-digest="{devel_digest(text)}"\n'
     )
-    assert devel.startswith(expected_head)
-    assert "        git \\\n        make \\\n" in devel
-    assert f"os-packages.txt \\\n    && {CLAMP_ROOT}\nUSER 1000:0\n# The toolkit wheels" in devel
-    assert '\n    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode \\\n        "ninja==' in devel
+
+
+def dockerfile_of(rendered: dict[str, str]) -> str:
+    (text,) = (v for k, v in rendered.items() if k.endswith("/Dockerfile"))
+    return text
+
+
+def devel_digest(text: str) -> str:
+    marker = 'io.torchimages.input-digest="'
+    at = text.rindex(marker) + len(marker)
+    return text[at : text.index('"', at)]
 
 
 def test_devel_from_a_toolkit_image_copies_the_one_venv(rendered: Callable[[str], str]) -> None:
     text = rendered("{torch: 2.7.0, cuda: '11.8'}")
-    expected = "COPY --from=runtime --chown=1000:0 /opt/venv /opt/venv\nENV CUDA_HOME=/usr/local/cuda\nUSER 1000:0\n"
-    assert text.count(expected) == 1 and "FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel" in text
+    devel = text[text.index("FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel") :]
+    assert devel.startswith(
+        "FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS devel\n"
+        'SHELL ["/bin/bash", "-o", "pipefail", "-c"]\n'
+        "ENV CUDA_HOME=/usr/local/cuda DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 "
+    )
+    assert (
+        f"RUN {STEPS_MOUNT} bash /mnt/add-user.sh\n"
+        "COPY --from=runtime --chown=1000:0 /opt/venv /opt/venv\nUSER 1000:0\n"
+    ) in devel
+    assert text.count("COPY --from=runtime") == 1
+    # its own environment and every label (nothing is inherited from runtime): the arch list first
+    assert '\nENV TORCH_CUDA_ARCH_LIST="3.7;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0" PIP_CONSTRAINT=' in devel
+    assert devel.count("io.torchimages.") == text[: text.index("# devel:")].count("io.torchimages.")
 
 
 def test_pins_take_only_the_variants_wheel(rendered: Callable[[str], str]) -> None:
@@ -267,14 +297,14 @@ def test_pins_take_only_the_variants_wheel(rendered: Callable[[str], str]) -> No
     # PyPI's default build: plain (PyPI) or +cu130 (PyTorch's index), never another variant's wheel
     assert variant_pin(release, "cu130", "2.13.0") == "==2.13.0,!=2.13.0+cpu,!=2.13.0+cu126,!=2.13.0+cu132"
     cu126 = rendered("{torch: 2.13.0, cuda: '12.6'}")
-    assert '        "torch==2.13.0+cu126" \\\n' in cu126 and '        "torchvision==0.28.0+cu126" \\\n' in cu126
-    assert '        "torchaudio==2.11.1+cu126" \\\n' in cu126  # an older line's last release: this variant's build
+    assert ' "torch==2.13.0+cu126"\n' in cu126 and ' "torchvision==0.28.0+cu126" ' in cu126
+    assert ' "torchaudio==2.11.1+cu126" ' in cu126  # an older line's last release: this variant's build
     default = rendered("{torch: 2.14.1, cuda: '13.0', os: debian12}")
-    assert '        "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132" \\\n' in default
-    assert '        "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" \\\n' in default
+    assert ' "torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126,!=2.14.1+cu132"\n' in default
+    assert ' "torchvision==0.29.1,!=0.29.1+cpu,!=0.29.1+cu126,!=0.29.1+cu132" ' in default
     # PyPI's plain torchaudio 2.11.1 is one build (2.11.1+cu132) for every torch: even the default is labelled
-    assert '        "torchaudio==2.11.1+cu130" \\\n' in default
-    assert '        "torch==2.13.0+cpu" \\\n' in rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
+    assert ' "torchaudio==2.11.1+cu130" ' in default
+    assert ' "torch==2.13.0+cpu"\n' in rendered("{torch: 2.13.0, cuda: cpu, os: debian12}")
 
 
 def test_os_packages_are_names_without_versions() -> None:
@@ -292,8 +322,10 @@ def test_a_changed_upper_pin_leaves_every_lower_layer_unchanged(write_matrix: Ca
     kb = compat.load()
     newer_numpy = dataclasses.replace(kb, numpy={**kb.numpy, "3.11": "2.3.5"})
     path = write_matrix("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: debian12}\n")
-    (before,) = render.render_all(plan.load(path, kb=kb).combinations, render.DEFAULT_TEMPLATES).values()
-    (after,) = render.render_all(plan.load(path, kb=newer_numpy).combinations, render.DEFAULT_TEMPLATES).values()
+    before, after = (
+        dockerfile_of(render.render_all(plan.load(path, kb=each).combinations, render.DEFAULT_TEMPLATES))
+        for each in (kb, newer_numpy)
+    )
     marker = "# Layer: the remaining pins"
     assert before.index(marker) == after.index(marker)
     assert before[: before.index(marker)] == after[: after.index(marker)]

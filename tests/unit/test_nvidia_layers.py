@@ -1,6 +1,6 @@
 """NVIDIA's libraries in several layers (render.NVIDIA_GROUPS): the rendered step script's own functions (the
-Dockerfile's nvidia steps, as it names them), run with a uv that answers literal `uv pip compile` outputs, install each nvidia-* pin exactly once; a group torch pins nothing of installs
-nothing; the last step fails where torch pins no nvidia-* at all; no layer of a default-matrix CUDA line is near
+Dockerfile's nvidia steps, as it names them), run with a uv that answers literal `uv pip compile` outputs,
+install each nvidia-* pin exactly once; a group torch pins nothing of installs nothing; the last step fails where torch pins no nvidia-* at all; no layer of a default-matrix CUDA line is near
 1.5 GB (literal installed sizes)."""
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ OTHERS = ("torch==2.14.1+cu130", "triton==3.6.0", "sympy==1.14.0", "cuda-toolkit
 LIMIT_MB = 1500
 
 
-# A stand-in for uv: `pip compile` prints the resolution (the file $RESOLUTION), `pip install` prints each
-# requirement it is given as `install PIN`.
+# A stand-in for uv: `pip compile` reads its input (as uv does) and prints the resolution (the file $RESOLUTION),
+# `pip install` prints each requirement it is given as `install PIN`.
 FAKE_UV = """#!/bin/bash
-if [ "$1 $2" = "pip compile" ]; then cat "$RESOLUTION"; exit 0; fi
+if [ "$1 $2" = "pip compile" ]; then cat > /dev/null; cat "$RESOLUTION"; exit 0; fi
 for arg in "${@:3}"; do case "$arg" in -*|/*) ;; *) echo "install $arg" ;; esac; done
 """
 
@@ -128,7 +128,9 @@ def test_five_nvidia_steps_the_groups_then_the_rest(steps: list[tuple[str, str, 
 
 
 @pytest.mark.parametrize("pins", [CU130, CU12_BOUND, CU118], ids=["cu130", "cu12-bound", "cu118"])
-def test_each_nvidia_pin_is_installed_once_and_nothing_else(steps: list[tuple[str, str, Path]], pins: dict[str, int]) -> None:
+def test_each_nvidia_pin_is_installed_once_and_nothing_else(
+    steps: list[tuple[str, str, Path]], pins: dict[str, int]
+) -> None:
     found = layers(steps, pins)
     installed = [pin for layer in found for pin in layer]
     assert sorted(installed) == sorted(pins)

@@ -93,7 +93,14 @@ def test_the_wheel_carries_templates_knowledge_base_suites_and_probes(installed:
     assert set(PACKAGE_DATA) <= names
     expected = {
         f"torchimages/{p.relative_to(ROOT / 'torchimages').as_posix()}"
-        for pattern in ("templates/*.j2", "data/*.yaml", "data/*.json", "probes/scripts/*.py", "smoke/suites/*.py")
+        for pattern in (
+            "templates/*.j2",
+            "templates/steps/*.j2",
+            "data/*.yaml",
+            "data/*.json",
+            "probes/scripts/*.py",
+            "smoke/suites/*.py",
+        )
         for p in (ROOT / "torchimages").glob(pattern)
     }
     assert expected <= names, sorted(expected - names)
@@ -131,10 +138,11 @@ def test_the_console_script(installed: Installed) -> None:
 def test_render_check_and_render_match_the_committed_dockerfiles(installed: Installed, tmp_path: Path) -> None:
     ok(installed.run("render", "--check", "--matrix", MATRIX, "--images-dir", IMAGES))
     images = tmp_path / "images"
-    shutil.copytree(IMAGES, images, ignore=shutil.ignore_patterns("Dockerfile"))  # keeps the lock files
+    shutil.copytree(IMAGES, images, ignore=shutil.ignore_patterns("Dockerfile", "steps"))  # keeps the lock files
     ok(installed.run("render", "--matrix", MATRIX, "--images-dir", images))
-    committed = {p.relative_to(IMAGES).as_posix(): p.read_text() for p in IMAGES.glob("*/Dockerfile")}
-    rendered = {p.relative_to(images).as_posix(): p.read_text() for p in images.glob("*/Dockerfile")}
+    generated = ("*/Dockerfile", "*/steps/*")
+    committed = {p.relative_to(IMAGES).as_posix(): p.read_text() for g in generated for p in IMAGES.glob(g)}
+    rendered = {p.relative_to(images).as_posix(): p.read_text() for g in generated for p in images.glob(g)}
     assert committed and rendered == committed
 
 

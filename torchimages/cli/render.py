@@ -1,4 +1,5 @@
-"""`render`: one Dockerfile per combination into images/ (`--check`: fail if the committed ones are stale)."""
+"""`render`: one Dockerfile and its step scripts per combination into images/ (`--check`: fail if the committed
+ones are stale)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from torchimages.cli import preflight
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, load_plan
 
 NAME = "render"
-HELP = "render one Dockerfile per combination into images/"
+HELP = "render one Dockerfile (and its step scripts) per combination into images/"
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -27,9 +28,14 @@ def run(args: argparse.Namespace) -> int:
         if stale:
             print("run `make render` (python build.py render) and commit the result", file=sys.stderr)
             return EXIT_FAILED
-        print(f"{len(rendered)} Dockerfiles up to date")
+        print(f"{_count(rendered)} up to date")
         return EXIT_OK
     preflight.folder("--images-dir", loaded.images_dir)
     changed = render.write(rendered, loaded.images_dir)
-    print(f"{len(rendered)} Dockerfiles rendered into {loaded.images_dir}, {len(changed)} changed")
+    print(f"{_count(rendered)} rendered into {loaded.images_dir}, {len(changed)} files changed")
     return EXIT_OK
+
+
+def _count(rendered: dict[str, str]) -> str:
+    dockerfiles = len(render.dockerfiles(rendered))
+    return f"{dockerfiles} Dockerfiles and {len(rendered) - dockerfiles} step scripts"

@@ -279,7 +279,9 @@ def test_the_probe_lists_installed_versions_and_the_variables(
 
 def test_the_fakes_and_the_templates_write_the_rules_header_and_path() -> None:
     assert CONSTRAINTS_HEADER == HEADER
-    macros = (Path(constraints.__file__).parents[1] / "templates" / "macros.j2").read_text(encoding="utf-8")
-    assert f'print("{HEADER}")' in macros and f"> {constraints.CONSTRAINTS_PATH} " in macros
+    templates = Path(constraints.__file__).parents[1] / "templates"
+    step = (templates / "steps" / "constraints.sh.j2").read_text(encoding="utf-8")
+    assert f'print("{HEADER}")' in step and f"' > {constraints.CONSTRAINTS_PATH}\n" in step
+    macros = (templates / "macros.j2").read_text(encoding="utf-8")
     for variable in constraints.VARIABLES:
         assert f"{variable}={constraints.CONSTRAINTS_PATH}" in macros

@@ -27,7 +27,7 @@ def write_lock(matrix: Path, entries: dict[str, str]) -> Path:
 
 
 def dockerfile(loaded: plan.Plan) -> str:
-    (text,) = render.render_all(loaded.combinations, loaded.templates).values()
+    (text,) = render.dockerfiles(render.render_all(loaded.combinations, loaded.templates)).values()
     return text
 
 

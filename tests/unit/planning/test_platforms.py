@@ -312,19 +312,26 @@ ARM_CPU = "{torch: 2.9.1, cuda: cpu, os: debian12, torchvision: none, torchaudio
 PER_PLATFORM = (
     "ARG TARGETARCH",
     "FROM torchimages/bootstrap-debian:12-${TARGETARCH} AS runtime",
-    '&& case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/',
-    "&& if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
-    'else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi',
-    "&& case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;;",
-    '"$@"',
+    "# The venv, from https://download.pytorch.org/whl/cpu (amd64), https://pypi.org/simple (arm64)",
+    "case \"${TARGETARCH}\" in amd64) set -- 'torch==2.9.1+cpu' ;; arm64) set -- 'torch==2.9.1' ;;",
+)
+# And its venv step chooses the index by TARGETARCH.
+PER_PLATFORM_INDEX = (
+    '    case "${TARGETARCH}" in amd64) index=https://download.pytorch.org/whl/cpu ;; arm64) index=https://pypi.org/'
+    'simple ;; *) echo "torchimages: this Dockerfile builds for amd64, arm64, not ${TARGETARCH}" >&2; exit 1 ;; esac\n'
+    "    if [ -s /run/secrets/uvconf ]; then export UV_CONFIG_FILE=/run/secrets/uvconf; "
+    'else export UV_NO_CONFIG=1 UV_INDEX_URL="$index"; fi\n'
 )
 
 
 def test_a_multi_platform_dockerfile_chooses_base_index_and_pins_by_targetarch(tmp_path: Path) -> None:
     alone = load(tmp_path, f"matrix:\n  include:\n    - {ARM_CPU}}}\n")
     both = load(tmp_path, f"matrix:\n  include:\n    - {ARM_CPU}, platforms: [linux/arm64, linux/amd64]}}\n")
-    (text,) = render.render_all(both.combinations, both.templates).values()
-    (before,) = render.render_all(alone.combinations, alone.templates).values()
+    files = render.render_all(both.combinations, both.templates)
+    (text,) = render.dockerfiles(files).values()
+    (before,) = render.dockerfiles(render.render_all(alone.combinations, alone.templates)).values()
+    (venv,) = (v for k, v in files.items() if k.endswith("/steps/venv.sh"))
+    assert PER_PLATFORM_INDEX in venv
     golden.check(golden.GOLDEN / "platforms" / "2.9.1-cpu-py3.11-debian12.Dockerfile", text)
     added = [line.strip() for line in difflib.ndiff(before.splitlines(), text.splitlines()) if line.startswith("+ ")]
     unexplained = [line for line in added if not line[2:].strip().startswith(PER_PLATFORM)]
@@ -402,9 +409,11 @@ def test_what_a_row_cannot_have_of_the_top_level_platforms_is_said_at_the_row(tm
 
 def test_a_dockerfile_for_linux_arm64_alone_names_its_pins_and_index(tmp_path: Path) -> None:
     arm = load(tmp_path, f"matrix:\n  include:\n    - {ARM_CPU}, platforms: [linux/arm64]}}\n")
-    (text,) = render.render_all(arm.combinations, arm.templates).values()
-    assert '"torch==2.9.1" \\' in text and "+cpu" not in text
-    assert "UV_INDEX_URL=https://pypi.org/simple;" in text and "download.pytorch.org" not in text
+    files = render.render_all(arm.combinations, arm.templates)
+    (text,) = render.dockerfiles(files).values()
+    (venv,) = (v for k, v in files.items() if k.endswith("/steps/venv.sh"))
+    assert 'bash /mnt/venv.sh install --no-deps "torch==2.9.1"\n' in text and "+cpu" not in text
+    assert "UV_INDEX_URL=https://pypi.org/simple;" in venv and "download.pytorch.org" not in text + venv
     assert "FROM torchimages/bootstrap-debian:12-${TARGETARCH} AS runtime" in text
 
 
