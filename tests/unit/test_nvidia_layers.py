@@ -1,7 +1,8 @@
 """NVIDIA's libraries in several layers (render.NVIDIA_GROUPS): the rendered step script's own functions (the
 Dockerfile's nvidia steps, as it names them), run with a uv that answers literal `uv pip compile` outputs,
-install each nvidia-* pin exactly once; a group torch pins nothing of installs nothing; the last step fails where torch pins no nvidia-* at all; no layer of a default-matrix CUDA line is near
-1.5 GB (literal installed sizes)."""
+install each nvidia-* pin exactly once; a group torch pins nothing of installs nothing; the last step fails
+where torch pins no nvidia-* at all; no layer of a default-matrix CUDA line is near 1.5 GB (literal installed
+sizes)."""
 
 from __future__ import annotations
 
