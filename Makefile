@@ -61,7 +61,7 @@ validate: $(VENV)/.installed ## check the matrix against the knowledge base
 list: $(VENV)/.installed ## list image tags (TAG= narrows by prefix)
 	$(PY) build.py list --matrix $(MATRIX) $(TAG)
 
-lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, the mutants table against the code, hadolint over every Dockerfile
+lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, the mutants table against the code, hadolint over every Dockerfile, shellcheck over every step script
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -69,6 +69,7 @@ lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshne
 	$(PY) bench/mutants.py --check
 	$(PY) -m torchimages.cli.reference --check
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
+	$(VENV)/bin/shellcheck --external-sources --shell=bash images/*/steps/*.sh
 
 test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests on TEST_WORKERS=2 workers (real Docker builds; the linux/arm64 one under QEMU)
 	@EXTRA_PACKAGES="docker-registry skopeo zstd cosign" scripts/start-docker.sh >/dev/null

@@ -69,7 +69,7 @@ PROCESS = "engine/process.py"
 ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
 READINGS, RENDER = "building/readings.py", "render.py"
-VENV_STEP = "templates/steps/venv.sh.j2"
+VENV_STEP, COMMON_STEP = "templates/steps/venv.sh.j2", "templates/steps/common.sh.j2"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -404,6 +404,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       """        | { grep -viE "$pattern" || [ $? = 1 ]; } \\""",
       """        | { grep -iE '^nvidia' || [ $? = 1 ]; } \\""",
       "the last nvidia-* layer installs every pin again"),
+    M("render-devel-labels-inherited-ignored", RENDER,
+      "wanted = {k: v for k, v in labels.items() if inherited is None or inherited.get(k) != v}",
+      "wanted = {k: v for k, v in labels.items() if inherited is None}",
+      "devel on runtime writes none of its own labels: it keeps runtime's flavor, title and input digest"),
+    M("render-steps-not-stale", RENDER,
+      'return sorted([*images.glob("*/Dockerfile"), *images.glob(f"*/{STEPS_FOLDER}/*")])',
+      'return sorted(images.glob("*/Dockerfile"))',
+      "a step script no longer rendered stays in images/ and render --check does not say so"),
+    M("venv-step-clamp-forgotten", COMMON_STEP,
+      "    clamp /opt/venv /home/torch\n}",
+      "}",
+      "a venv step's files keep the build's times: two builds of the same inputs differ"),
     M("builder-skip-gate", BUILDER,
       "return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []",
       "return []",
@@ -944,6 +956,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     READINGS: (r"builder|max_layer", r"over_max_layer|max_layer"),
     RENDER: (r"render|nvidia_layers|blocks", r"nvidia_groups|NVIDIA_GROUPS"),
     VENV_STEP: (r"nvidia_layers|blocks|render", r"venv\.sh|nvidia_groups"),
+    COMMON_STEP: (r"blocks|render", r"common\.sh|CLAMP"),
     PROCESS: (r"bounds|streamed|cancel", r"engine\.process|run_cancellable"),
     REGISTRY: (r"registry", r"resolve_digest|\bregistry\."),
     OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),

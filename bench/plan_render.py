@@ -63,7 +63,7 @@ def main() -> None:
             rendered = render.render_all(loaded.combinations, loaded.templates)
             render.write(rendered, images)
             timings.append(time.perf_counter() - start)
-            for file in images.glob("*/Dockerfile"):
+            for file in [*images.glob("*/Dockerfile"), *images.glob(f"*/{render.STEPS_FOLDER}/*")]:
                 file.unlink()
     print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}")
     print(f"combinations: {len(rendered)}, images: {len(loaded.images())}")

@@ -365,11 +365,11 @@ def fail_install(m: Matrix, torch: str) -> Combination:
     torch: its builds fail at that step with INSTALL_FAILURE. The combination."""
     failing = next(c for c in m.plan.combinations if c.torch == torch)
     dockerfile = m.plan.images_dir / failing.folder / "Dockerfile"
-    install = '    && "$uv" pip install --python /opt/venv/bin/python --compile-bytecode --no-deps \\'
+    install = "    bash /mnt/venv.sh install --no-deps "
     text = dockerfile.read_text()
     assert install in text
-    numpy = '    && "$uv" pip install --python /opt/venv/bin/python "numpy==0.0.1" \\\n'
-    dockerfile.write_text(text.replace(install, numpy + install, 1))
+    numpy = '    bash /mnt/venv.sh install "numpy==0.0.1" && bash /mnt/venv.sh install --no-deps '
+    dockerfile.write_text(text.replace(install, numpy, 1))
     return failing
 
 

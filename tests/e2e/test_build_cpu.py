@@ -183,7 +183,9 @@ def test_lock_pins_every_package_and_the_rebuild_installs_exactly_those(
         lock_file = tmp_path / "images" / name / "requirements.lock"
         pins = {line for line in lock_file.read_text().splitlines() if not line.startswith("#")}
         assert {"torch==2.13.0+cpu", "numpy==2.4.6"} <= pins
-        assert "--constraint /tmp/requirements.lock" in (tmp_path / "images" / name / "Dockerfile").read_text()
+        folder = tmp_path / "images" / name
+        assert "target=/tmp/requirements.lock" in (folder / "Dockerfile").read_text()
+        assert "--constraint /tmp/requirements.lock" in (folder / "steps" / "venv.sh").read_text()
         assert run_cli("render", "--check", "--matrix", matrix).returncode == 0
         rebuilt = run_cli("build", "--matrix", matrix, *options, "*")
         assert rebuilt.returncode == 0 and "2 built" in rebuilt.stdout, rebuilt.stdout + rebuilt.stderr

@@ -128,7 +128,8 @@ def build(setup: Setup, *args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_credentials_file_a_later_layer_deletes_is_refused(setup: Setup, docker_client: Any) -> None:
-    planted = setup.rendered.replace("ENV HOME=/home/torch \\", PLANTED + "ENV HOME=/home/torch \\", 1)
+    marker = "ENV PIP_CONSTRAINT=/etc/pip/constraint.txt "
+    planted = setup.rendered.replace(marker, PLANTED + marker, 1)
     assert planted != setup.rendered
     setup.dockerfile.write_text(planted)
     try:

@@ -115,9 +115,13 @@ def test_transient_failures_are_retried_and_the_log_says_so(
 def test_an_unknown_apt_package_fails_at_once_and_is_not_retried(docker_client: Any, tmp_path: Path) -> None:
     """The generated apt block with a package no archive has: a real error, said by apt, never retried
     (no `retry` line, no 10 s wait). The block is rendered by the templates, built by the real engine."""
-    macros: Any = render.jinja_environment(render.DEFAULT_TEMPLATES).get_template("macros.j2").module
+    templates = render.jinja_environment(render.DEFAULT_TEMPLATES)
+    macros: Any = templates.get_template("macros.j2").module
     context = {"os_packages_file": str(render.OS_PACKAGES_FILE), "os_packages_dir": str(render.OS_PACKAGES_FILE.parent)}
-    block = macros.apt_install(context, ["torchimages-no-such-package"])
+    block = macros.apt_run(["torchimages-no-such-package"])
+    (tmp_path / "steps").mkdir()
+    for name in ("apt-install.sh", "common.sh"):
+        (tmp_path / "steps" / name).write_text(templates.get_template(f"steps/{name}.j2").render(image=context))
     base = compat.load().os["debian12"].image
     (tmp_path / "Dockerfile").write_text(
         f'FROM {base} AS probe\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\n{block}\n'

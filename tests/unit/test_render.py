@@ -177,18 +177,25 @@ def test_digest_changes_with_templates_and_versions(write_matrix: Callable[[str]
     assert len(set(base.values())) == len(base)
 
 
-def test_stale_and_write(tmp_path: Path, rendered: dict[str, str]) -> None:
+def test_stale_and_write(tmp_path: Path, files: dict[str, str]) -> None:
+    """Dockerfiles and step scripts alike: an edited one is stale and rewritten, one no longer generated is stale
+    and removed (its folders too, once empty)."""
     images = tmp_path / "images"
-    assert render.stale(rendered, images) == sorted(rendered)
-    render.write(rendered, images)
-    assert render.stale(rendered, images) == []
-    (images / "old").mkdir()
+    assert render.stale(files, images) == sorted(files)
+    render.write(files, images)
+    assert render.stale(files, images) == []
+    (images / "old" / "steps").mkdir(parents=True)
     (images / "old" / "Dockerfile").write_text("FROM scratch\n")
-    first = next(iter(rendered))
+    (images / "old" / "steps" / "venv.sh").write_text("true\n")
+    first = next(iter(files))
+    kept = first.split("/")[0]
+    (images / kept / "steps" / "gone.sh").write_text("true\n")
     (images / first).write_text("edited\n")
-    assert render.stale(rendered, images) == sorted([first, "old/Dockerfile"])
-    render.write(rendered, images)
-    assert render.stale(rendered, images) == [] and not (images / "old").exists()
+    orphans = ["old/Dockerfile", "old/steps/venv.sh", f"{kept}/steps/gone.sh"]
+    assert render.stale(files, images) == sorted([first, *orphans])
+    render.write(files, images)
+    assert render.stale(files, images) == [] and not (images / "old").exists()
+    assert not (images / kept / "steps" / "gone.sh").exists() and (images / kept / "steps").is_dir()
 
 
 def test_a_lock_file_is_mounted_as_constraints_and_shapes_the_digest(
