@@ -76,7 +76,8 @@ def test_uv_installed_the_venv_and_left_nothing_of_itself_its_cache_or_its_secre
 ) -> None:
     """uv wrote the venv (INSTALLER), compiled its bytecode as pip would, and is in no layer: no uv program,
     no uv.lock or credentials store of its own, no cache; pip is there for users; the CA bundle (a secret) and
-    the served sources' loopback URLs (the uv.toml and pip.conf secrets) are in no layer and no history."""
+    the served sources' loopback URLs (the uv.toml and pip.conf secrets) are in no layer and no history; nor is
+    any step script (bind-mounted on /mnt: the image's /mnt is empty)."""
     runtime = built.image("runtime").reference
     site = f"/opt/venv/lib/python{built.combination.python}/site-packages"
     script = (
@@ -86,15 +87,17 @@ def test_uv_installed_the_venv_and_left_nothing_of_itself_its_cache_or_its_secre
     )
     installer, pycs, uv, missing, pip = sh(docker_client, runtime, script).split()
     assert (installer, uv, missing, pip) == ("uv", "no-uv", "2", "pip") and int(pycs) > 10
-    marker = ca_bundle[1]
+    marker, step = ca_bundle[1], b"# torchimages build step "  # every step script's header
+    assert sh(docker_client, runtime, "find /mnt -mindepth 1 | wc -l").strip() == "0"
     for flavor in ("runtime", "devel"):
         image = docker_client.images.get(built.image(flavor).reference)
         history = "\n".join(str(entry.get("CreatedBy", "")) for entry in image.history())
-        assert marker.decode() not in history and "127.0.0.1" not in history
+        assert marker.decode() not in history and "127.0.0.1" not in history and "bash /mnt/venv.sh" in history
         tail = b""
         for chunk in image.save(chunk_size=8 * 1024 * 1024):
             assert marker not in tail + chunk, f"the CA bundle was found in a layer of {flavor}"
-            tail = chunk[-len(marker) :]
+            assert step not in tail + chunk, f"a step script was found in a layer of {flavor}"
+            tail = chunk[-max(len(marker), len(step)) :]
 
 
 def test_torch_compile_works_in_runtime(built: Built, docker_client: Any) -> None:
