@@ -34,7 +34,8 @@ class Change:
             return f"= {where}: {_flat(self.new)} (uncertain {self.old!r} settled) [{self.source}]"
         if self.kind == CHANGED:
             return f"~ {where}: {_flat(self.old)} -> {_flat(self.new)} [{self.source}]"
-        return f"+ {where}: {_flat(self.new)} ({self.kind}) [{self.source}]"
+        said = "" if self.source == self.new else f" [{self.source}]"
+        return f"+ {where}: {_flat(self.new)} ({self.kind}){said}"
 
 
 def _flat(value: Any) -> str:
@@ -164,7 +165,9 @@ def changes(
         if minor in torch:
             out += release_changes(minor, torch[minor], found[minor], companions, tag)
         else:
-            first = found[minor].sources[0] if found[minor].sources else ""
+            facts = found[minor]
+            default = facts.variants.get(facts.pypi_default or "")
+            first = default.source if default else (facts.sources[0] if facts.sources else "")
             out.append(Change(NEW, ("torch", minor), None, new_release(found[minor], companions, tag), first))
     if out and tag not in (kb.get("sources") or {}):
         out.insert(0, Change(ADDED, ("sources", tag), None, described, described))

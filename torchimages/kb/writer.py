@@ -34,7 +34,7 @@ def _quoted(value: Any) -> Any:
 def _flow(value: Any) -> Any:
     """A value as the file writes it: mappings and lists in flow style, versions quoted."""
     if isinstance(value, dict):
-        out = CommentedMap((k, _flow(v)) for k, v in value.items())
+        out = CommentedMap((_quoted(k), _flow(v)) for k, v in value.items())
         out.fa.set_flow_style()
         return out
     if isinstance(value, list | tuple):
@@ -60,7 +60,19 @@ def _release(value: dict[str, Any]) -> CommentedMap:
 def _insert_sorted(mapping: CommentedMap, key: str, value: Any, sort_key: Any) -> None:
     keys = list(mapping.keys())
     position = next((i for i, k in enumerate(keys) if sort_key(str(k)) > sort_key(key)), len(keys))
-    mapping.insert(position, key, value)
+    if position == len(keys):
+        _append(mapping, key, value)
+    else:
+        mapping.insert(position, _quoted(key), value)
+
+
+def _append(mapping: CommentedMap, key: str, value: Any) -> None:
+    """Add `key` last, the comment and blank lines that followed the last key moved after it."""
+    last = next(reversed(list(mapping.keys())), None)
+    trailing = mapping.ca.items.pop(last, None) if last is not None else None
+    mapping[_quoted(key)] = value
+    if trailing is not None:
+        mapping.ca.items[key] = trailing
 
 
 def _build_key(variant: str) -> tuple[int, int]:
@@ -70,7 +82,7 @@ def _build_key(variant: str) -> tuple[int, int]:
 def _apply(document: CommentedMap, change: Change, tag: str) -> None:
     path = change.path
     if path[0] == "sources":
-        document["sources"][path[1]] = change.new
+        _append(document["sources"], path[1], DoubleQuotedScalarString(change.new))
         return
     torch = document["torch"]
     minor = path[1]
@@ -98,8 +110,10 @@ def _apply(document: CommentedMap, change: Change, tag: str) -> None:
             sources.append(tag)
     elif path[2] == "variants" and len(path) == 4:
         _insert_sorted(parent, last, _flow(change.new), _build_key)
-    else:
+    elif last in parent:
         parent[last] = _flow(change.new)
+    else:
+        _append(parent, last, _flow(change.new))
     _mark(release, tag)
 
 
