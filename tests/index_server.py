@@ -14,7 +14,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Reply:
     """One answer: its body, media type, status, extra headers; `trickle`: seconds between bytes; `length`: the
-    Content-Length to claim (None: the body's)."""
+    Content-Length to claim (None: the body's, -1: none)."""
 
     body: bytes = b""
     content_type: str = "application/octet-stream"
@@ -36,7 +36,8 @@ def _serving(replies: dict[str, Reply]) -> Iterator[str]:
             reply = replies.get(self.path.split("?")[0], Reply(b"not here", "text/plain", 404))
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
-            self.send_header("Content-Length", str(len(reply.body) if reply.length is None else reply.length))
+            if reply.length != -1:  # -1: no Content-Length (the end of the connection ends the body)
+                self.send_header("Content-Length", str(len(reply.body) if reply.length is None else reply.length))
             for name, value in reply.headers:
                 self.send_header(name, value)
             self.end_headers()
@@ -56,7 +57,7 @@ def _serving(replies: dict[str, Reply]) -> Iterator[str]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

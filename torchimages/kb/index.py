@@ -113,6 +113,11 @@ class Client:
             size += len(chunk)
             if size > limit:
                 raise IndexProblem(f"{url}: more than the {limit} bytes allowed")
+        if self.deadline.expired:  # the deadline shut the socket: what came is not the whole answer
+            raise IndexProblem(f"{url}: {self._why(TimeoutError())}")
+        missing = answer.length  # what its Content-Length promised and the connection never sent
+        if missing:
+            raise IndexProblem(f"{url}: the answer ended early ({size} bytes of {size + missing})")
         return b"".join(chunks)
 
     def _why(self, exc: BaseException) -> str:
