@@ -69,6 +69,8 @@ PROCESS = "engine/process.py"
 ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
 READINGS, RENDER = "building/readings.py", "render.py"
+KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
+KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -890,6 +892,67 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    early = stopping.install()\n",
       "    early: dict[int, stopping.Handler] = {}\n",
       "a signal while the command line's modules load is a traceback (or no line at all)"),
+    # --- the knowledge base from the indexes: kb/, cli/kb.py ---------------------------------------------------
+    M("kb-markers-ignored", KB_DERIVE,
+      "        return bool(requirement.marker.evaluate(environment))\n",
+      "        return True\n",
+      "a pin for another platform (x86_64's NVIDIA pins) is read as an aarch64 wheel's: a CPU build becomes CUDA"),
+    M("kb-loose-pin-read", KB_DERIVE,
+      '    if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:\n',
+      "    if len(specs) != 1:\n",
+      "a range or wildcard (nvidia-nccl-cu12>=2.21, ==9.*) is written as an exact pin"),
+    M("kb-any-label-a-build", KB_DERIVE,
+      "        return local if BUILD_LABEL.fullmatch(local) else None\n",
+      "        return local\n",
+      "a rocm or xpu wheel (+rocm6.2) is read as a build of compat.yaml's variants"),
+    M("kb-oldest-patch-pins", KB_DERIVE,
+      "        ordered = sorted(seen, key=lambda b: (version_key(b.version), b.source))\n",
+      "        ordered = sorted(seen, key=lambda b: (version_key(b.version), b.source), reverse=True)\n",
+      "a build's pins are its oldest patch's, not its newest's"),
+    M("kb-changed-pin-unsaid", KB_DIFF,
+      "        elif str(old) != value:\n",
+      "        elif False:\n",
+      "a pin the index serves differently is not reported (kb check passes a wrong knowledge base)"),
+    M("kb-settled-disagrees", KB_DIFF,
+      "DISAGREE = (NEW, CHANGED, ADDED)",
+      "DISAGREE = (NEW, CHANGED, ADDED, SETTLED)",
+      "kb check fails on a fact the index confirms (settling an uncertain fact is agreement)"),
+    M("kb-older-minors-read", KB_DIFF,
+      "        if version_key(minor) < oldest or (minor not in torch and not found[minor].variants):\n",
+      "        if minor not in torch and not found[minor].variants:\n",
+      "releases older than the knowledge base's concern are added to it"),
+    M("kb-uncertain-kept", KB_WRITER,
+      "            uncertain.remove(change.old)\n",
+      "            pass\n",
+      "a fact the index settled stays `uncertain` in the written file"),
+    M("kb-body-unbounded", KB_INDEX,
+      "            if size > limit:\n",
+      "            if False:\n",
+      "a page or metadata file past its bound is read whole (an index can exhaust memory)"),
+    M("kb-lying-length-believed", KB_INDEX,
+      "        if missing:\n",
+      "        if False:\n",
+      "an answer shorter than its Content-Length (a connection cut) is read as whole"),
+    M("kb-deadline-cut-whole", KB_INDEX,
+      "        if self.deadline.expired:  # the deadline shut the socket: what came is not the whole answer\n",
+      "        if False:\n",
+      "a trickle the deadline cut is said as a short answer, not as the deadline"),
+    M("kb-redirect-anywhere", KB_INDEX,
+      '    if urllib.parse.urlsplit(target).scheme not in ("http", "https") or not location.strip():\n',
+      "    if not location.strip():\n",
+      "a redirect to file: or ftp: is followed a step (only http and https are)"),
+    M("kb-metadata-hash-unchecked", KB_SYNC,
+      "    if link.metadata_sha256 and hashlib.sha256(body).hexdigest() != link.metadata_sha256:\n",
+      "    if False:\n",
+      "a metadata file whose sha256 is not the page's is read as the wheel's facts"),
+    M("kb-check-always-passes", CLI_KB,
+      "        return EXIT_FAILED if disagrees else EXIT_OK\n",
+      "        return EXIT_OK\n",
+      "kb check exits 0 on a knowledge base that disagrees with the index"),
+    M("kb-json-unsafe-url", KB_PAGES,
+      '    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None\n',
+      "    return url\n",
+      "a page's javascript: or file: link is kept as a file to fetch"),
 )
 # fmt: on
 
@@ -945,6 +1008,13 @@ RELEVANT: dict[str, tuple[str, str]] = {
     DOCKER_ENGINE: (r"manifests|bounds|signals|shell", r"docker_engine|DockerEngine"),
     CLI: (r"signals", r"WHILE_IMPORTING"),
     ARCH_PROBE: (r"cuda_archs", r"cuda_archs"),
+    KB_DERIVE: (r"^kb/", r"torchimages\.kb\b"),
+    KB_DIFF: (r"^kb/", r"torchimages\.kb\b"),
+    KB_INDEX: (r"^kb/", r"torchimages\.kb\b"),
+    KB_SYNC: (r"^kb/", r"torchimages\.kb\b"),
+    KB_WRITER: (r"^kb/", r"torchimages\.kb\b"),
+    KB_PAGES: (r"^kb/", r"torchimages\.kb\b"),
+    CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
 }
 
 

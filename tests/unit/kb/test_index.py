@@ -30,8 +30,8 @@ def test_an_answer() -> None:
         (Reply(b"x" * 10, length=LIMIT * 10), "announced, more than"),
         (Reply(b"x" * 10, length=500), "ended early"),  # a lying Content-Length
         (Reply(b"", status=500), "HTTP 500"),
-        (Reply(b"", status=302, headers=(("Location", "file:///etc/passwd"),)), "not an http or https URL"),
-        (Reply(b"", status=301, headers=(("Location", "ftp://h/x"),)), "not an http or https URL"),
+        (Reply(b"", status=302, headers=(("Location", "file:///etc/passwd"),)), "redirected to 'file:///etc/passwd'"),
+        (Reply(b"", status=301, headers=(("Location", "ftp://h/x"),)), "redirected to 'ftp://h/x', which is not"),
         (Reply(b"", status=302, headers=(("Location", "/p/"),)), "more than 5 redirects"),
         (Reply(b"", status=302), "not an http or https URL"),
     ],

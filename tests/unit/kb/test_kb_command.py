@@ -95,6 +95,21 @@ def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert copy.read_bytes() == COMPAT.read_bytes()
 
 
+def test_a_changed_pin_fails_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name, served_meta = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl", META.replace(b"2.20.5", b"2.20.6")
+    page = {"files": [{"filename": name, "url": f"/f/{name}", "hashes": {}}]}
+    replies = {
+        "/simple/torch/": Reply(json.dumps(page).encode(), "application/vnd.pypi.simple.v1+json"),
+        f"/f/{name}.metadata": Reply(served_meta),
+    }
+    copy = _copy(tmp_path)
+    with served(replies) as base:
+        code, out, err = _run(capsys, "check", "--compat", str(copy), "--index", base + "/simple")
+    assert code == 1, out + err
+    assert "~ torch.2.4.variants.cu121.nccl: 2.20.5 -> 2.20.6" in out and "disagrees with the indexes" in out
+    assert copy.read_bytes() == COMPAT.read_bytes()
+
+
 @pytest.mark.parametrize(
     "args",
     [
