@@ -60,12 +60,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="a simple-API index to read (repeat it; default: https://pypi.org/simple), such as "
         "https://download.pytorch.org/whl/cu126",
     )
-    parser.add_argument("--release", type=_release, help="read one torch release only (2.8.0)")
+    parser.add_argument("--release", type=_release, metavar="X.Y.Z", help="read one torch release only (2.8.0)")
     parser.add_argument(
-        "--compat", type=shared.path, help="the knowledge base file (default: the one the package ships)"
+        "--compat",
+        type=shared.path,
+        metavar="PATH",
+        help="the knowledge base file (default: the one the package ships)",
     )
     parser.add_argument(
-        "--deadline", type=_seconds, default=300.0, help="seconds all the questions to the indexes may take (300)"
+        "--deadline",
+        type=_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="seconds all the questions to the indexes may take, in all",
     )
 
 
