@@ -64,7 +64,7 @@ class Client:
             raise IndexProblem(f"{url}: not an http or https URL")
         self.requests += 1
         try:
-            connection = _connection(parts, self._timeout())
+            connection = _connection(parts, self._timeout(url))
             try:
                 connection.connect()
                 self.deadline.watch(connection.sock)
@@ -87,11 +87,11 @@ class Client:
         except (OSError, http.client.HTTPException, ValueError) as exc:
             raise IndexProblem(f"{url}: {self._why(exc)}") from None
 
-    def _timeout(self) -> float:
+    def _timeout(self, url: str) -> float:
         try:
             return self.deadline.timeout(self.timeout_s)
         except TimeoutError:
-            raise IndexProblem(f"no complete answer within {self.deadline.seconds:g} s (the deadline)") from None
+            raise IndexProblem(f"{url}: no complete answer within {self.deadline.seconds:g} s (the deadline)") from None
 
     def _body(
         self, url: str, answer: http.client.HTTPResponse, connection: http.client.HTTPConnection, limit: int
@@ -105,7 +105,7 @@ class Client:
         size = 0
         while True:
             if connection.sock is not None:
-                connection.sock.settimeout(self._timeout())
+                connection.sock.settimeout(self._timeout(url))
             chunk = answer.read(min(CHUNK, limit + 1 - size))
             if not chunk:
                 break

@@ -24,6 +24,7 @@ MAX_PAGE_BYTES = 32 * 1024 * 1024  # PyPI's torch page is about 1 MiB
 MAX_METADATA_BYTES = 4 * 1024 * 1024  # torch's METADATA is tens of KiB (its description included)
 MAX_COMPANION_READS = 30  # companion versions read per index, newest first
 MAX_TRIES = 3  # wheels of one build and platform whose metadata is asked for before giving up on it
+MAX_MISSES = 8  # companion versions in a row without metadata before the rest are left unread
 DEADLINE_S = 300.0
 
 
@@ -189,10 +190,18 @@ def _companions(client: Client, index: str, project: str, floor: str, notes: lis
     for (version, _platform), group in groups.items():
         by_version.setdefault(version, []).extend(group)
     found: list[Metadata] = []
+    misses = 0
     for version in sorted(by_version, key=lambda v: Version(v), reverse=True)[:MAX_COMPANION_READS]:
         read = _first_metadata(client, by_version[version], notes)
         if read is None:
+            misses += 1
+            if misses == MAX_MISSES:
+                notes.append(
+                    f"{index}: {project}: {MAX_MISSES} versions in a row without metadata, older ones not read"
+                )
+                break
             continue
+        misses = 0
         meta = read[2]
         found.append(meta)
         pinned = derive.companion_pin(meta)
