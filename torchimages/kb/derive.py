@@ -175,6 +175,11 @@ def minor_of(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
+def _cu13(variant: str) -> bool:
+    """Whether a build is of CUDA 13 or later (`cu130`), whose cuda-toolkit pin compat.yaml holds."""
+    return variant.startswith("cu") and variant[2:4].isdigit() and int(variant[2:4]) >= 13
+
+
 def releases(found: Iterable[Build], listed: Iterable[Wheel] = ()) -> dict[str, ReleaseFacts]:
     """Each torch minor's facts: every patch and linux/amd64 Python its wheels' names show (`listed`, read or
     not, and the builds'), each build's pins as its newest patch pins them, the default (plain version) build
@@ -192,9 +197,12 @@ def releases(found: Iterable[Build], listed: Iterable[Wheel] = ()) -> dict[str, 
         pythons |= {p for w in named if AMD64 in w.platforms for p in w.pythons}
         ordered = sorted(seen, key=lambda b: (version_key(b.version), b.source))
         amd64 = [b for b in ordered if b.platform == AMD64]
-        variants = {
-            b.variant: VariantFacts(b.cudnn, b.nccl, b.cuda_toolkit, b.cuda_runtime, b.source) for b in amd64
-        }  # the newest patch's last
+        variants = {  # the newest patch's last; cuda_toolkit is a fact of cu13 builds (nvcc from wheels)
+            b.variant: VariantFacts(
+                b.cudnn, b.nccl, b.cuda_toolkit if _cu13(b.variant) else None, b.cuda_runtime, b.source
+            )
+            for b in amd64
+        }
         defaults = [b for b in amd64 if b.index == "pypi"]
         arm64: dict[str, tuple[str, str]] = {}
         for b in ordered:

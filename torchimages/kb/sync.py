@@ -146,8 +146,9 @@ def _first_metadata(
 
 
 def read_index(client: Client, index: str, oldest: str, release: str | None) -> Reading:
-    """One index's torch builds from `oldest` (a minor) on, or of `release` alone, and the companions that pin
-    them; a page or file it does not serve is a note, an index that does not answer is the reading's problem."""
+    """One index's torch builds from `oldest` (a minor) on, or of `release` alone (the names of its minor's other
+    patches count: patches, Pythons), and the companions that pin them; a page or file it does not serve is a
+    note, an index that does not answer is the reading's problem."""
     notes: list[str] = []
     try:
         torch_links = _page(client, index, "torch")
@@ -156,14 +157,15 @@ def read_index(client: Client, index: str, oldest: str, release: str | None) -> 
     except IndexProblem as exc:
         return Reading(index, problem=str(exc))
 
-    def wanted(wheel: Wheel) -> bool:
+    def named(wheel: Wheel) -> bool:  # the wheels whose names count: every patch of the minors read
+        minor = derive.version_key(derive.minor_of(wheel.public))
         if release is not None:
-            return wheel.public == release
-        return _stable(wheel.public) and derive.version_key(derive.minor_of(wheel.public)) >= derive.version_key(oldest)
+            return _stable(wheel.public) and minor == derive.version_key(derive.minor_of(release))
+        return _stable(wheel.public) and minor >= derive.version_key(oldest)
 
     builds: list[derive.Build] = []
-    groups = _groups(torch_links, "torch", wanted)
-    listed = tuple(wheel for group in groups.values() for _link, wheel in group)
+    listed = tuple(wheel for group in _groups(torch_links, "torch", named).values() for _link, wheel in group)
+    groups = _groups(torch_links, "torch", lambda w: named(w) and (release is None or w.public == release))
     try:
         for _key, group in sorted(groups.items()):
             read = _first_metadata(client, group, notes)
@@ -171,7 +173,7 @@ def read_index(client: Client, index: str, oldest: str, release: str | None) -> 
                 link, wheel, meta = read
                 builds += derive.builds(wheel, meta, link.url + ".metadata")
                 notes += [f"{link.url}.metadata: Requires-Dist {bad!r} does not parse: skipped" for bad in meta.bad]
-        floor = release or min((b.version for b in builds), key=derive.version_key, default=None)
+        floor = min((w.public for w in listed), key=derive.version_key, default=None) if builds else None
         companions = {p: _companions(client, index, p, floor, notes) for p in COMPANIONS} if floor else {}
     except IndexProblem as exc:
         return Reading(index, tuple(builds), listed, notes=tuple(notes), problem=str(exc))

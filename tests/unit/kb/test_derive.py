@@ -153,3 +153,13 @@ def test_builds_property(lines: list[str], name: str) -> None:
     body = ("Name: torch\nVersion: 2.6.0\n" + "".join(f"Requires-Dist: {r}\n" for r in lines)).encode()
     for build in _builds(name, body):
         assert build.variant == "cpu" or build.variant.startswith("cu")
+
+
+def test_only_cu13_builds_hold_their_toolkit_pin() -> None:
+    builds = [
+        Build("2.12.0", "cu126", "pytorch", "linux/amd64", ("3.11",), "9.10.2.21", "2.29.3", "12.6.77", "12.6.3", "a"),
+        Build("2.12.0", "cu130", "pypi", "linux/amd64", ("3.11",), "9.20.0.48", "2.29.7", None, "13.0.2", "b"),
+    ]
+    variants = derive.releases(builds)["2.12"].variants
+    assert variants["cu126"].held() == {"cudnn": "9.10.2.21", "nccl": "2.29.3"}
+    assert variants["cu130"].held() == {"cudnn": "9.20.0.48", "nccl": "2.29.7", "cuda_toolkit": "13.0.2"}
