@@ -71,6 +71,7 @@ OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
 READINGS, RENDER = "building/readings.py", "render.py"
 KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
+COMPAT = "compat.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -953,6 +954,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        return EXIT_FAILED if disagrees else EXIT_OK\n",
       "        return EXIT_OK\n",
       "kb check exits 0 on a knowledge base that disagrees with the index"),
+    M("kb-settling-index-pytorch-only", COMPAT,
+      "        return PYPI_INDEX_URL if variant == release.pypi_default else self.index_url_template.format(variant=variant)\n",
+      "        return self.index_url_template.format(variant=variant)\n",
+      "validate names download.pytorch.org for an uncertain fact of PyPI's default build, which PyPI's metadata settles"),
     M("kb-json-unsafe-url", KB_PAGES,
       '    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None\n',
       "    return url\n",
@@ -1019,6 +1024,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     KB_WRITER: (r"^kb/", r"torchimages\.kb\b"),
     KB_PAGES: (r"^kb/", r"torchimages\.kb\b"),
     CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
+    COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
 }
 
 

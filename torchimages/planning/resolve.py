@@ -208,9 +208,12 @@ def _platforms(
         elif wheel := platform_wheels.wheel(release, variant.name, platform):
             indexes.append((platform, kb.wheel_index_url(wheel)))
             if wheel.uncertain:
+                url = kb.wheel_index_url(wheel)
+                settle = f"{url} would settle it, `kb sync --index {url} --release {torch}`"
                 check.warn(
                     "platforms",
-                    f"{platform} wheels of torch {torch}+{variant.name} are an uncertain fact in the knowledge base",
+                    f"{platform} wheels of torch {torch}+{variant.name} are an uncertain fact in the knowledge base "
+                    f"({settle})",
                 )
     return chosen, tuple(indexes)
 
