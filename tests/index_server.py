@@ -14,7 +14,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Reply:
     """One answer: its body, media type, status, extra headers; `trickle`: seconds between bytes; `length`: the
-    Content-Length to claim (None: the body's, -1: none)."""
+    Content-Length to claim (None: the body's, -1: none); `asked`: an event set when it starts."""
 
     body: bytes = b""
     content_type: str = "application/octet-stream"
@@ -22,6 +22,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     trickle: float = 0.0
     length: int | None = None
+    asked: threading.Event | None = None  # set when the answer starts
 
 
 def served(replies: Mapping[str, Reply]) -> contextlib.AbstractContextManager[str]:
@@ -34,6 +35,8 @@ def _serving(replies: dict[str, Reply]) -> Iterator[str]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             reply = replies.get(self.path.split("?")[0], Reply(b"not here", "text/plain", 404))
+            if reply.asked is not None:
+                reply.asked.set()
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             if reply.length != -1:  # -1: no Content-Length (the end of the connection ends the body)

@@ -9,8 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -221,3 +224,24 @@ def test_a_changed_pin_is_reported_by_check(tmp_path: Path, index: str) -> None:
     agreed = _run("check", "--compat", str(COMPAT), "--release", "2.8.0", *_indexes(index))
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
     assert "= torch.2.8.variants.cu126.nccl: 2.27.3 (uncertain 'variants.cu126.nccl' settled)" in agreed.stdout
+
+
+def test_ctrl_c_while_an_index_trickles(tmp_path: Path) -> None:
+    copy = tmp_path / "compat.yaml"
+    copy.write_bytes(COMPAT.read_bytes())
+    asked = threading.Event()
+    page = Reply(b"{" + b" " * 1000, "application/vnd.pypi.simple.v1+json", trickle=0.02, asked=asked)
+    slow = {"/simple/torch/": page}
+    with served(slow) as base:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        args = ["kb", "sync", "--write", "--compat", str(copy), "--index", base + "/simple"]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "torchimages", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        assert asked.wait(30)  # the page is trickling now
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=20)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err.decode() and len(err.decode().strip().splitlines()) == 1
+    assert copy.read_bytes() == COMPAT.read_bytes()
