@@ -26,6 +26,7 @@ PINS = {
 }
 NVIDIA = re.compile(r"nvidia-.*|cuda-toolkit|cuda-bindings")
 BUILD_LABEL = re.compile(r"cpu|cu\d{3,4}")
+PIN = re.compile(r"\d{1,6}(\.\d{1,9}){0,4}(\+[a-z0-9]{1,20})?")  # 9.1.0.70, 2.6.0+cu126: nothing else is written
 VARIANT_KEYS = ("cudnn", "nccl", "cuda_toolkit")  # what compat.yaml's variants hold
 
 
@@ -99,9 +100,9 @@ def _applies(requirement: Requirement, environment: dict[str, str]) -> bool:
 
 
 def exact(requirement: Requirement) -> str | None:
-    """The version an `==X` requirement pins (None: no single exact pin)."""
+    """The version an `==X` requirement pins (None: no single exact pin of a plain version: not `===` or `==9.*`)."""
     specs = list(requirement.specifier)
-    if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
+    if len(specs) != 1 or specs[0].operator != "==" or not PIN.fullmatch(specs[0].version):
         return None
     return specs[0].version
 

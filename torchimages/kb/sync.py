@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchimages.kb import derive, pages
@@ -66,6 +67,13 @@ def source_tag(indexes: Iterable[str], day: datetime.date) -> tuple[str, str]:
         f"downloaded) served by {', '.join(urls)}, read by `torchimages kb sync` on {day.isoformat()}"
     )
     return f"KB{day.strftime('%Y%m%d')}{suffix}", text
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def _stable(version: str) -> bool:
@@ -133,7 +141,11 @@ def _first_metadata(
             tried.append(f"{link.filename}: the page says no metadata is served")
             continue
         try:
-            return link, wheel, _metadata(client, link)
+            meta = _metadata(client, link)
+            if canonicalize_name(meta.name) != wheel.project or _version(meta.version) != _version(wheel.version):
+                tried.append(f"{link.filename}: its metadata is of {meta.name} {meta.version}")
+                continue
+            return link, wheel, meta
         except NotServed:
             tried.append(f"{link.filename}: no .metadata served")
         except IndexProblem as exc:
@@ -186,6 +198,11 @@ def _companions(client: Client, index: str, project: str, floor: str, notes: lis
         links = _page(client, index, project)
     except NotServed:
         notes.append(f"{index}: serves no {project}")
+        return ()
+    except IndexProblem as exc:  # the torch facts stand without the pairs
+        if client.deadline.expired:
+            raise
+        notes.append(f"{exc}: no {project} pairs read")
         return ()
     groups = _groups(links, project, lambda w: _stable(w.public))
     by_version: dict[str, list[tuple[Link, Wheel]]] = {}

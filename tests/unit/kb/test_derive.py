@@ -78,6 +78,14 @@ def test_a_loose_pin_is_no_fact() -> None:
     assert derive.pins(meta.requires, {"platform_machine": "x86_64"}) == {"cuda_runtime": "12.6.77"}
 
 
+def test_arbitrary_text_is_no_pin() -> None:
+    meta = pages.metadata(
+        b"Name: torch\nVersion: 2.6.0\nRequires-Dist: nvidia-nccl-cu12===2.21.5-evil\n"
+        b"Requires-Dist: nvidia-cudnn-cu12==9.1.0.70.1.2.3\n"
+    )
+    assert derive.pins(meta.requires, {"platform_machine": "x86_64"}) == {}
+
+
 def test_cuda_build_names() -> None:
     assert [derive.cuda_build(v) for v in ("12.4.127", "13.0.2", "11.8.89", "12", "x", None)] == [
         "cu124",

@@ -78,6 +78,19 @@ def test_a_metadata_file_whose_hash_lies_is_not_read(tmp_path: Path, capsys: pyt
     assert "its sha256 is not the one the index's page gives" in err
 
 
+def test_metadata_of_another_wheel_is_not_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
+    page = {"files": [{"filename": name, "url": f"/f/{name}", "hashes": {}}]}
+    replies = {
+        "/simple/torch/": Reply(json.dumps(page).encode(), "application/vnd.pypi.simple.v1+json"),
+        f"/f/{name}.metadata": Reply(META.replace(b"Version: 2.4.1", b"Version: 2.4.0").replace(b"2.20.5", b"2.99.9")),
+    }
+    with served(replies) as base:
+        code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
+    assert code == 0, out + err
+    assert "its metadata is of torch 2.4.0" in err
+
+
 def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     name = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
     digest = hashlib.sha256(META).hexdigest()
