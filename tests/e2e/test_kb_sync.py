@@ -7,6 +7,7 @@ copy is reported by `kb check` (exit 1)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,13 +126,28 @@ def _files() -> tuple[dict[str, list[tuple[str, bytes]]], dict[str, dict[str, li
     return pypi, pytorch
 
 
-def _index() -> dict[str, Reply]:
-    """The index's answers: pages and `.metadata` files (no wheel is served, none is needed)."""
+def _wheel(name: str, meta: bytes) -> bytes:
+    """A wheel of metadata only: its .dist-info/METADATA."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(name.split("-")[0] + "-" + name.split("-")[1] + ".dist-info/METADATA", meta)
+    return buffer.getvalue()
+
+
+def _index(wheels: bool = False) -> dict[str, Reply]:
+    """The index's answers: pages and `.metadata` files (no wheel is served, none is needed); with `wheels`, PyPI's
+    pages give no metadata and serve wheels of metadata only instead (the tool reads such a small wheel whole)."""
     replies: dict[str, Reply] = {}
     pypi, pytorch = _files()
     for project, files in pypi.items():
         entries = []
         for name, meta in files:
+            if wheels:
+                wheel = _wheel(name, meta)
+                replies[f"/files/{name}"] = Reply(wheel)
+                hashes = {"sha256": hashlib.sha256(wheel).hexdigest()}
+                entries.append({"filename": name, "url": f"../../files/{name}", "hashes": hashes, "size": len(wheel)})
+                continue
             replies[f"/files/{name}.metadata"] = Reply(meta, "text/plain")
             digest = {"sha256": hashlib.sha256(meta).hexdigest()}
             entries.append({"filename": name, "url": f"../../files/{name}", "hashes": {}, "core-metadata": digest})
@@ -176,10 +193,18 @@ def index() -> Iterator[str]:
         yield base
 
 
-@pytest.mark.parametrize(("minor", "following", "release"), [("2.8", "2.9", "2.8.0"), ("2.9", "2.10", "2.9.1")])
+@pytest.mark.parametrize(
+    ("minor", "following", "release", "wheels"),
+    [("2.8", "2.9", "2.8.0", False), ("2.9", "2.10", "2.9.1", False), ("2.8", "2.9", "2.8.0", True)],
+)
 def test_a_removed_release_comes_back_with_the_same_pins(
-    tmp_path: Path, index: str, minor: str, following: str, release: str
+    tmp_path: Path, minor: str, following: str, release: str, wheels: bool
 ) -> None:
+    with served(_index(wheels)) as index:
+        _comes_back(tmp_path, index, minor, following, release)
+
+
+def _comes_back(tmp_path: Path, index: str, minor: str, following: str, release: str) -> None:
     copy = tmp_path / "compat.yaml"
     copy.write_text(_without(COMPAT.read_text(), minor, following))
     before = copy.read_bytes()

@@ -6,9 +6,12 @@ that does not parse is skipped (kept as `bad`), never a traceback."""
 from __future__ import annotations
 
 import html.parser
+import io
 import json
 import re
 import urllib.parse
+import zipfile
+import zlib
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -39,6 +42,7 @@ class Link:
     metadata: bool | None = None
     metadata_sha256: str | None = None
     yanked: bool = False
+    size: int | None = None  # the file's size in bytes where the page gives it (PEP 700)
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ def json_page(body: bytes, page_url: str) -> tuple[Link, ...]:
                 metadata=None if meta is None else bool(meta),
                 metadata_sha256=_sha(meta.get("sha256")) if isinstance(meta, dict) else None,
                 yanked=bool(entry.get("yanked")),
+                size=entry["size"] if type(entry.get("size")) is int and entry["size"] >= 0 else None,
             )
         )
     return tuple(links)
@@ -256,3 +261,31 @@ def metadata(body: bytes) -> Metadata:
 
 def _short(value: object) -> str:
     return " ".join(str(value).split())[:120]
+
+
+def wheel_metadata(body: bytes, limit: int) -> Metadata:
+    """The core metadata inside a wheel (its one top-level `*.dist-info/METADATA`, at most `limit` bytes once
+    inflated): where an index serves no `.metadata` file, a small wheel (one of metadata only) is read whole."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+            if len(names) != 1:
+                raise PageError(f"the wheel holds {len(names)} .dist-info/METADATA files, not one")
+            with archive.open(names[0]) as member:
+                data = member.read(limit + 1)
+    except PageError:
+        raise
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        EOFError,
+        RuntimeError,
+        NotImplementedError,
+        ValueError,
+        OSError,
+    ) as exc:
+        raise PageError(f"the wheel is not a readable zip file ({_short(exc)})") from None
+    if len(data) > limit:
+        raise PageError(f"the wheel's METADATA inflates past {limit} bytes")
+    return metadata(data)

@@ -23,6 +23,9 @@ DEFAULT_INDEX = "https://pypi.org/simple"
 COMPANIONS = ("torchvision", "torchaudio")
 MAX_PAGE_BYTES = 32 * 1024 * 1024  # PyPI's torch page is about 1 MiB
 MAX_METADATA_BYTES = 4 * 1024 * 1024  # torch's METADATA is tens of KiB (its description included)
+# A wheel read whole where the index serves no .metadata file: one of metadata only, as a test or a mirror makes
+# (no torch, torchvision or torchaudio wheel is near this: torchaudio's smallest are about 1 MiB, torch's 100s of MiB).
+MAX_WHEEL_BYTES = 64 * 1024
 MAX_COMPANION_READS = 30  # companion versions read per index, newest first
 MAX_TRIES = 3  # wheels of one build and platform whose metadata is asked for before giving up on it
 MAX_MISSES = 8  # companion versions in a row without metadata before the rest are left unread
@@ -117,11 +120,12 @@ def _candidates(links: list[tuple[Link, Wheel]]) -> list[tuple[Link, Wheel]]:
     return [(link, replace(wheel, pythons=pythons)) for link, wheel in sorted(links, key=rank)[:MAX_TRIES]]
 
 
-def _groups(
-    links: Iterable[Link], project: str, wanted: Callable[[Wheel], bool]
-) -> dict[Any, list[tuple[Link, Wheel]]]:
+Group = list[tuple[Link, Wheel]]  # the wheels of one version and platform
+
+
+def _groups(links: Iterable[Link], project: str, wanted: Callable[[Wheel], bool]) -> dict[tuple[str, str], Group]:
     """The project's Linux wheels, by (version, platform)."""
-    out: dict[Any, list[tuple[Link, Wheel]]] = {}
+    out: dict[tuple[str, str], Group] = {}
     for link in links:
         wheel = pages.wheel(link.filename)
         if wheel is None or link.yanked or wheel.project != project or not wheel.platforms or not wanted(wheel):
@@ -131,29 +135,41 @@ def _groups(
     return out
 
 
-def _first_metadata(
-    client: Client, group: list[tuple[Link, Wheel]], notes: list[str]
-) -> tuple[Link, Wheel, Metadata] | None:
-    """The metadata of the first of the group's candidates that has it served and readable (a note when none)."""
+def _wheel_metadata(client: Client, link: Link) -> Metadata:
+    """The metadata inside a small wheel, read whole (its sha256 checked where the page gives it)."""
+    if link.size is not None and link.size > MAX_WHEEL_BYTES:
+        raise IndexProblem(f"{link.url}: the wheel is {link.size} bytes: only its metadata is read, never it")
+    body = client.get(link.url, "*/*", MAX_WHEEL_BYTES).body
+    if link.sha256 and hashlib.sha256(body).hexdigest() != link.sha256:
+        raise IndexProblem(f"{link.url}: its sha256 is not the one the index's page gives")
+    try:
+        return pages.wheel_metadata(body, MAX_METADATA_BYTES)
+    except PageError as exc:
+        raise IndexProblem(f"{link.url}: {exc}") from None
+
+
+def _first_metadata(client: Client, group: Group, notes: list[str]) -> tuple[Link, Wheel, Metadata] | None:
+    """The metadata of the first of the group's candidates that has it served and readable: its `.metadata` file
+    (PEP 658), else, for a small wheel, the wheel's own (a note when none is)."""
     tried = []
     for link, wheel in _candidates(group):
-        if link.metadata is False:
-            tried.append(f"{link.filename}: the page says no metadata is served")
-            continue
         try:
-            meta = _metadata(client, link)
+            try:
+                if link.metadata is False:
+                    raise NotServed(f"{link.url}: the page says no metadata file is served")
+                meta = _metadata(client, link)
+            except NotServed:
+                meta = _wheel_metadata(client, link)
             if canonicalize_name(meta.name) != wheel.project or _version(meta.version) != _version(wheel.version):
                 tried.append(f"{link.filename}: its metadata is of {meta.name} {meta.version}")
                 continue
             return link, wheel, meta
-        except NotServed:
-            tried.append(f"{link.filename}: no .metadata served")
         except IndexProblem as exc:
             if client.deadline.expired:
                 raise
             tried.append(str(exc))
     if tried:
-        notes.append(f"not read (a wheel would be needed): {'; '.join(tried)}")
+        notes.append(f"not read: {'; '.join(tried)}")
     return None
 
 

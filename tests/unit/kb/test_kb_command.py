@@ -5,7 +5,9 @@ nothing written."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,29 @@ def test_metadata_of_another_wheel_is_not_read(tmp_path: Path, capsys: pytest.Ca
         code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
     assert code == 0, out + err
     assert "its metadata is of torch 2.4.0" in err
+
+
+def _wheel(meta: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("torch-2.4.1.dist-info/METADATA", meta)
+    return buffer.getvalue()
+
+
+def test_a_small_wheel_is_read_where_no_metadata_file_is_served(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
+    small = _wheel(META.replace(b"2.20.5", b"2.20.6"))
+    anchor = f'<a href="/f/{name}#sha256={hashlib.sha256(small).hexdigest()}">{name}</a>'
+    big = f'<a href="/g/{name}">{name}</a>'
+    with served({"/simple/torch/": Reply(anchor.encode(), "text/html"), f"/f/{name}": Reply(small)}) as base:
+        code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
+    assert code == 1 and "~ torch.2.4.variants.cu121.nccl: 2.20.5 -> 2.20.6" in out, out + err
+    huge = Reply(b"x", length=sync.MAX_WHEEL_BYTES + 1)  # a wheel past the bound is never read
+    with served({"/simple/torch/": Reply(big.encode(), "text/html"), f"/g/{name}": huge}) as base:
+        code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
+    assert code == 0 and "announced, more than" in err, out + err
 
 
 def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,9 @@ None."""
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 
 import pytest
 from hypothesis import given, settings
@@ -293,6 +295,53 @@ _meta_lines = st.sampled_from(
 def test_metadata_property(body: bytes) -> None:
     try:
         meta = pages.metadata(body)
+    except PageError:
+        return
+    assert meta.name and meta.version
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_the_metadata_inside_a_wheel() -> None:
+    body = _zip({"torch/__init__.py": b"", "torch-2.6.0.dist-info/METADATA": TORCH_260_METADATA})
+    assert pages.wheel_metadata(body, 100_000).version == "2.6.0"
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b"PK\x03\x04 not a zip", "not a readable zip"),
+        (_zip({"a.dist-info/METADATA": b"Name: a\nVersion: 1\n", "b.dist-info/METADATA": b""}), "2 .dist-info"),
+        (_zip({"x/a.dist-info/METADATA": b"Name: a\nVersion: 1\n"}), "0 .dist-info"),
+        (_zip({"a.dist-info/METADATA": b"Name: a\nVersion: 1\n" + b" " * 10_000_000}), "inflates past"),  # a bomb
+    ],
+)
+def test_bad_wheels(body: bytes, why: str) -> None:
+    with pytest.raises(PageError, match=why):
+        pages.wheel_metadata(body, 100_000)
+
+
+_good_wheel = _zip({"t-1.0.dist-info/METADATA": b"Name: t\nVersion: 1.0\n"})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.tuples(st.integers(0, len(_good_wheel) - 1), st.binary(min_size=1, max_size=8)).map(
+            lambda cut: _good_wheel[: cut[0]] + cut[1] + _good_wheel[cut[0] + len(cut[1]) :]
+        ),
+    )
+)
+def test_wheel_metadata_property(body: bytes) -> None:
+    try:
+        meta = pages.wheel_metadata(body, 100_000)
     except PageError:
         return
     assert meta.name and meta.version
