@@ -110,7 +110,7 @@ def test_a_small_wheel_is_read_where_no_metadata_file_is_served(
     with served({"/simple/torch/": Reply(anchor.encode(), "text/html"), f"/f/{name}": Reply(small)}) as base:
         code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
     assert code == 1 and "~ torch.2.4.variants.cu121.nccl: 2.20.5 -> 2.20.6" in out, out + err
-    huge = Reply(b"x", length=sync.MAX_WHEEL_BYTES + 1)  # a wheel past the bound is never read
+    huge = Reply(b"x", length=64 * 1024 + 1)  # a wheel past the bound (64 KiB) is never read
     with served({"/simple/torch/": Reply(big.encode(), "text/html"), f"/g/{name}": huge}) as base:
         code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
     assert code == 0 and "announced, more than" in err, out + err
