@@ -253,6 +253,16 @@ class KnowledgeBase:
         facts = self.cuda_archs.get(platform, {}).get(variant, ())
         return next((fact for fact in facts if minor in fact.torch), None)
 
+    def settling_index(self, release: TorchRelease, variant: str) -> str:
+        """The index whose wheel metadata would settle an uncertain fact of a build (`torchimages kb sync --index`):
+        PyPI for the release's default build (PyPI serves it under the plain version), else PyTorch's index of it."""
+        return PYPI_INDEX_URL if variant == release.pypi_default else self.index_url_template.format(variant=variant)
+
+    def settled_by(self, release: TorchRelease, variant: str, fact: str, torch: str) -> str:
+        """What `validate` says of an uncertain fact (`variants.cu126.nccl`): the index that would settle it."""
+        index = self.settling_index(release, variant)
+        return f"{fact} of {release.minor}: {index} would settle it, `kb sync --index {index} --release {torch}`"
+
     def wheel_index_url(self, wheel: PlatformWheel) -> str:
         """The index a platform's wheels of a build come from."""
         return PYPI_INDEX_URL if wheel.index == "pypi" else self.index_url_template.format(variant=wheel.variant)

@@ -13,6 +13,7 @@ from torchimages.cli import (
     cache,
     doctor,
     join,
+    kb,
     lock,
     outdated,
     plan,
@@ -59,4 +60,5 @@ COMMANDS = (
     _row(verify_signature, common=False),
     _row(settings_command, common=False),
     _row(cache, common=False),
+    _row(kb, common=False),
 )

@@ -38,6 +38,18 @@ def _option(action: argparse.Action) -> str:
     return f"| {name} | {text} |"
 
 
+def _options(command_parser: argparse.ArgumentParser) -> list[str]:
+    """The options table of a command (none for one that only has subcommands, each with its own)."""
+    rows = [
+        _option(action)
+        for action in command_parser._actions
+        if action.help != argparse.SUPPRESS
+        and not isinstance(action, argparse._HelpAction | argparse._SubParsersAction)
+    ]
+    nested = any(isinstance(action, argparse._SubParsersAction) for action in command_parser._actions)
+    return ["| option | meaning |\n|---|---|", *rows] if rows or not nested else []
+
+
 def cli_page() -> str:
     """docs/reference/cli.md: every command, every option, its help and default."""
     top = parser(PROG)
@@ -49,10 +61,15 @@ def cli_page() -> str:
         command_parser = sub.choices[command.name]
         usage = " ".join(command_parser.format_usage().split())[len("usage: ") :]
         lines.append(f"\n## {command.name}\n\n{command.help}.\n\n```\n{usage}\n```\n")
-        lines.append("| option | meaning |\n|---|---|")
-        for action in command_parser._actions:
-            if action.help != argparse.SUPPRESS and not isinstance(action, argparse._HelpAction):
-                lines.append(_option(action))
+        lines += _options(command_parser)
+        for action in command_parser._actions:  # a command with subcommands (`kb sync`, `kb check`)
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, subparser in action.choices.items():
+                    usage = " ".join(subparser.format_usage().split())[len("usage: ") :]
+                    gap = "" if lines[-1].endswith("\n") else "\n"
+                    lines.append(f"{gap}### {command.name} {name}\n\n{helps.get(name) or ''}.\n\n```\n{usage}\n```\n")
+                    lines += _options(subparser)
         read = settings.of_command(command.name)
         if read:
             lines.append("\nEnvironment: " + ", ".join(f"[`{s.name}`](settings.md#{s.name.lower()})" for s in read))

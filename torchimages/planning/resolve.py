@@ -117,7 +117,8 @@ def _variant(kb: KnowledgeBase, release: TorchRelease, torch: str, check: _Check
         check.error("cuda", f"CUDA {variant.cuda} is not in the knowledge base's toolkit table")
         return None
     if variant.uncertain:
-        check.warn("cuda", f"torch {torch}+{variant.name} is an uncertain fact in the knowledge base")
+        settle = kb.settled_by(release, variant.name, f"variants.{variant.name}", torch)
+        check.warn("cuda", f"torch {torch}+{variant.name} is an uncertain fact in the knowledge base ({settle})")
     return variant
 
 
@@ -207,9 +208,12 @@ def _platforms(
         elif wheel := platform_wheels.wheel(release, variant.name, platform):
             indexes.append((platform, kb.wheel_index_url(wheel)))
             if wheel.uncertain:
+                url = kb.wheel_index_url(wheel)
+                settle = f"{url} would settle it, `kb sync --index {url} --release {torch}`"
                 check.warn(
                     "platforms",
-                    f"{platform} wheels of torch {torch}+{variant.name} are an uncertain fact in the knowledge base",
+                    f"{platform} wheels of torch {torch}+{variant.name} are an uncertain fact in the knowledge base "
+                    f"({settle})",
                 )
     return chosen, tuple(indexes)
 
@@ -346,7 +350,8 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
     _pinned(check, "nccl", variant.nccl, what, "NCCL")
     for key in ("cudnn", "nccl"):
         if variant.cuda and release.is_uncertain(f"variants.{variant.name}.{key}"):
-            check.warn(key, f"the {key} version of {what} is uncertain in the knowledge base")
+            settle = kb.settled_by(release, variant.name, f"variants.{variant.name}.{key}", torch)
+            check.warn(key, f"the {key} version of {what} is uncertain in the knowledge base ({settle})")
     os = _os(kb, release, variant, check)
     if os is None:
         return Resolved(None, flavors, tuple(check.problems))
@@ -355,7 +360,10 @@ def resolve(kb: KnowledgeBase, combo: MatrixRow, path: str, repository: str) -> 
     torchaudio = _companion(check, "torchaudio", release.torchaudio.get(torch), torch)
     toolkit = _toolkit(kb, variant, os, flavors, check)
     if toolkit.provider == "wheels" and release.is_uncertain(f"variants.{variant.name}.cuda_toolkit"):
-        check.warn("flavors", f"the cuda-toolkit pin of {what} (nvcc for devel) is uncertain in the knowledge base")
+        settle = kb.settled_by(release, variant.name, f"variants.{variant.name}.cuda_toolkit", torch)
+        check.warn(
+            "flavors", f"the cuda-toolkit pin of {what} (nvcc for devel) is uncertain in the knowledge base ({settle})"
+        )
     numpy = kb.numpy.get(python)
     if numpy is None:
         check.warn("python", f"no numpy is pinned for Python {python}: `import torch` will warn about it")

@@ -227,7 +227,9 @@ def test_an_uncertain_platform_fact_warns_instead_of_refusing() -> None:
     combination, found = resolved(f"{{torch: 2.10.0, cuda: '13.0', platforms: {BOTH}}}")
     assert combination is not None
     assert [p.message for p in found if p.key == "platforms"] == [
-        "linux/arm64 wheels of torch 2.10.0+cu130 are an uncertain fact in the knowledge base"
+        "linux/arm64 wheels of torch 2.10.0+cu130 are an uncertain fact in the knowledge base "
+        "(https://download.pytorch.org/whl/cu130 would settle it, "
+        "`kb sync --index https://download.pytorch.org/whl/cu130 --release 2.10.0`)"
     ]
     assert all(p.severity is Severity.WARNING for p in found)
 

@@ -192,6 +192,19 @@ def test_uncertain_facts_warn(write_matrix: Callable[[str], Path]) -> None:
     assert any("nccl version of torch 2.6.0+cu126 is uncertain" in p.message for p in combination.warnings)
 
 
+def test_an_uncertain_fact_names_the_index_that_would_settle_it(write_matrix: Callable[[str], Path]) -> None:
+    combination = one_combination(write_matrix, "{torch: 2.6.0, cuda: '12.6'}")
+    wanted = (
+        "the nccl version of torch 2.6.0+cu126 is uncertain in the knowledge base (variants.cu126.nccl of 2.6: "
+        "https://download.pytorch.org/whl/cu126 would settle it, "
+        "`kb sync --index https://download.pytorch.org/whl/cu126 --release 2.6.0`)"
+    )
+    assert wanted in [p.message for p in combination.warnings]
+    default = one_combination(write_matrix, "{torch: 2.15.0, cuda: '13.2', torchvision: none}")
+    said = [p.message for p in default.warnings if p.key == "nccl"]
+    assert said and all("https://pypi.org/simple would settle it" in m for m in said)  # PyPI's default build
+
+
 def test_companions_can_be_left_out(write_matrix: Callable[[str], Path]) -> None:
     combination = one_combination(write_matrix, "{torch: 2.13.0, cuda: cpu, torchvision: none, torchaudio: none}")
     assert (combination.torchvision, combination.torchaudio, combination.cuda, combination.cudnn) == (None,) * 4
