@@ -55,7 +55,7 @@ uv_install() {
     "$uv" pip install --python /opt/venv/bin/python --compile-bytecode "$@"
 }
 
-nvidia_pins() {  # the nvidia-* pins of the resolution of the requirements "$@"
+nvidia_pins() {  # the resolution of the requirements "$@": every pin, one per line (the callers keep nvidia-*)
     printf '%s\n' "$@" | "$uv" pip compile --python /opt/venv/bin/python --quiet --no-header --no-annotate -
 }
 
