@@ -310,6 +310,7 @@ def _read(path: Path) -> bytes | None:
     """A generated file's bytes (None when there is none): a regular file, else InputError naming it (it
     would not be replaced, or would hang a read); any bytes, since a stale one is rewritten whole."""
     try:
-        return textfile.read_bytes(path, "a rendered Dockerfile")
+        what = "a rendered step script" if path.parent.name == STEPS_FOLDER else "a rendered Dockerfile"
+        return textfile.read_bytes(path, what)
     except textfile.Missing:
         return None

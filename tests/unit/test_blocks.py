@@ -5,6 +5,7 @@ behaviour where it runs without root."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -330,3 +331,38 @@ def test_a_changed_upper_pin_leaves_every_lower_layer_unchanged(write_matrix: Ca
     assert before.index(marker) == after.index(marker)
     assert before[: before.index(marker)] == after[: after.index(marker)]
     assert '"numpy==2.4.6"' in before[before.index(marker) :] and '"numpy==2.3.5"' in after[after.index(marker) :]
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "said"),
+    [
+        ("venv.sh", [], "venv.sh: unknown step '' (create, install, nvidia, nvidia-rest, links)"),
+        ("venv.sh", ["upgrade", "torch"], "venv.sh: unknown step 'upgrade'"),
+        ("venv.sh", ["create"], "venv.sh create: which python"),
+        ("venv.sh", ["nvidia"], "venv.sh nvidia: which requirements"),
+        ("venv.sh", ["nvidia-rest", "cudnn"], "venv.sh nvidia-rest: which families, which requirements"),
+        ("venv.sh", ["install"], "venv.sh install: which requirements"),
+        ("venv.sh", ["create", "python3.12", "--pip"], "venv.sh create: --pip which version"),
+        ("apt-install.sh", [], "apt-install.sh: no packages given"),
+        ("apt-install.sh", ["--purge"], "apt-install.sh: --purge what"),
+        ("apt-install.sh", ["--purge", "libnccl2"], "apt-install.sh: no packages given"),
+    ],
+)
+def test_a_step_called_wrongly_says_so_before_it_does_anything(
+    tmp_path: Path, script: str, args: list[str], said: str
+) -> None:
+    """A hand-edited Dockerfile's mistake: the step stops with a line naming it (exit 1 or 2), before any command
+    that writes (nvidia's families are asked for before uv is set up, apt's packages before apt runs)."""
+    for name in (script, "common.sh"):
+        (tmp_path / name).write_text(step(name))
+    done = subprocess.run(
+        ["bash", str(tmp_path / script), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
+    assert not Path("/home/torch").exists() and not Path("/opt/venv").exists()  # nothing outside was written
+    assert done.returncode in (1, 2) and said in done.stderr, done
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({script, "common.sh"})

@@ -355,6 +355,43 @@ def test_a_rendered_dockerfile_that_is_not_a_file_is_refused(
     assert listing(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda p: p.mkdir(), "a rendered step script must be a regular file, not a directory"),
+        (lambda p: os.mkfifo(p), "a rendered step script must be a regular file, not a FIFO (named pipe)"),
+        (lambda p: p.symlink_to("/dev/zero"), "a rendered step script must be a regular file, not a character device"),
+    ],
+    ids=["directory", "fifo", "dev-zero"],
+)
+@pytest.mark.parametrize("check", [[], ["--check"]])
+def test_a_rendered_step_script_that_is_not_a_file_is_refused(
+    tmp_path: Path, make: Callable[[Path], None], expected: str, check: list[str]
+) -> None:
+    script = tmp_path / "images" / _plan().combinations[0].folder / "steps" / "venv.sh"
+    script.parent.mkdir(parents=True)
+    make(script)
+    argv = ["render", *_common(tmp_path), *check]
+    before = listing(tmp_path)
+    code, out, err = run(argv)
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert err.startswith(f"{script}: error: {expected}"), err
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("check", [[], ["--check"]])
+def test_a_steps_folder_that_is_a_file_is_refused(tmp_path: Path, check: list[str]) -> None:
+    steps = tmp_path / "images" / _plan().combinations[0].folder / "steps"
+    steps.parent.mkdir(parents=True)
+    steps.write_text("not a folder\n")
+    argv = ["render", *_common(tmp_path), *check]
+    before = listing(tmp_path)
+    code, out, err = run(argv)
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert "/steps/" in err.split(": error: ")[0] and "Not a directory" in err, err
+    assert listing(tmp_path) == before
+
+
 def test_a_rendered_dockerfile_not_utf8_is_stale_and_rewritten(tmp_path: Path) -> None:
     dockerfile = tmp_path / "images" / _plan().combinations[0].folder / "Dockerfile"
     dockerfile.parent.mkdir(parents=True)

@@ -83,9 +83,17 @@ nvidia_rest() {  # FAMILIES REQUIREMENT...: every other nvidia-* pin; a resoluti
 }
 
 create() {  # PYTHON [--pip VERSION] [--setuptools]
-    local python=${1:?venv.sh create: which python}
+    if [ $# = 0 ]; then echo "venv.sh create: which python" >&2; exit 2; fi
+    local python=$1 pip="" setuptools=""
     shift
-    if [ $# = 0 ]; then  # a venv without uv: nothing is downloaded
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --pip) pip=${2:-}; [ -n "$pip" ] || { echo "venv.sh create: --pip which version" >&2; exit 2; }; shift 2 ;;
+            --setuptools) setuptools=yes; shift ;;
+            *) echo "venv.sh create: unknown option $1" >&2; exit 2 ;;
+        esac
+    done
+    if [ -z "$pip$setuptools" ]; then  # a venv without uv: nothing is downloaded
         export TMPDIR=/home/torch/.cache/tmp
         mkdir "$TMPDIR"
         "$python" -m venv /opt/venv
@@ -95,13 +103,8 @@ create() {  # PYTHON [--pip VERSION] [--setuptools]
     uv_environment
     "$python" -m venv /opt/venv
     uv_itself
-    while [ $# -gt 0 ]; do
-        case "$1" in
-            --pip) uv_install "pip==${2:?venv.sh create: --pip which version}"; shift 2 ;;
-            --setuptools) uv_install --upgrade setuptools; shift ;;
-            *) echo "venv.sh create: unknown option $1" >&2; exit 2 ;;
-        esac
-    done
+    if [ -n "$pip" ]; then uv_install "pip==$pip"; fi
+    if [ -n "$setuptools" ]; then uv_install --upgrade setuptools; fi
     rm -f /opt/venv/.lock  # uv's lock file in the venv (world-writable) is no part of the image
 }
 
@@ -111,12 +114,14 @@ main() {
     case "$step" in
         create) create "$@" ;;
         install | nvidia | nvidia-rest)
+            if [ $# = 0 ]; then echo "venv.sh $step: which requirements" >&2; exit 2; fi
+            if [ "$step" != install ] && [ $# = 1 ]; then echo "venv.sh $step: which families, which requirements" >&2; exit 2; fi
             uv_environment
             uv_itself
             case "$step" in
                 install) uv_install "$@" ;;
-                nvidia) nvidia "${1:?venv.sh nvidia: which families}" "${@:2}" ;;
-                nvidia-rest) nvidia_rest "${1:?venv.sh nvidia-rest: which families}" "${@:2}" ;;
+                nvidia) nvidia "$@" ;;
+                nvidia-rest) nvidia_rest "$@" ;;
             esac
             rm -f /opt/venv/.lock  # uv's lock file in the venv (world-writable) is no part of the image
             ;;

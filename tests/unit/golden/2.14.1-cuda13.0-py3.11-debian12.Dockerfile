@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.14.1" io.torchimages.torchvision="0.29.1+cu130" io.torchimages.torchaudio="2.11.1+cu130" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.14.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.0" io.torchimages.cudnn="9.24.0.43" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" io.torchimages.cuda.archs="sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" \
-      io.torchimages.input-digest="sha256:7dfd904bb9f269b2734618a0e084f59e1f646b4fde63e2b636c00f974417f56d" \
+      io.torchimages.input-digest="sha256:9fa94f0f63582d2a1991a93cc5a601325c7b77dd214f5504cb0fa01dd6be2538" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -87,4 +87,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:70415bb6262f25e8f0c243c1e647ea797241bd029b13c5233cebcc41bd0f7113"
+      io.torchimages.input-digest="sha256:e7239d379bce67eacdeefd1688e4938ef7a51f028e95487d101b405551a2bdc6"
