@@ -74,6 +74,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds all the questions to the indexes may take, in all",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="say each wheel whose metadata was not read, with every URL tried and why (default: a count)",
+    )
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -114,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
     text, document = _load(path)
     result = sync.sync(document, args.index, args.release, args.deadline)
     for reading in result.readings:
-        for note in reading.notes:
+        for note in reading.notes + sync.condensed(reading.index, reading.misses):
             print(shown(f"note: {note}"), file=sys.stderr)
+        for miss in reading.misses if args.verbose else ():
+            print(shown(f"note: not read: {miss.detail}"), file=sys.stderr)
         if reading.problem:
             print(shown(f"warning: {reading.problem}: its facts are not read (nothing is removed)"), file=sys.stderr)
     for change in result.changes:

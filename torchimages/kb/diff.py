@@ -63,12 +63,16 @@ def new_release(facts: ReleaseFacts, companions: Mapping[str, Mapping[str, str]]
     for project, pairs in companions.items():
         release[project] = {p: pairs[p] for p in facts.patches if p in pairs}
     arm = {v: {"index": i, "confidence": "V", "sources": [tag]} for v, (i, _) in sorted(facts.arm64.items())}
-    arm = {v: e for v, e in arm.items() if v in facts.variants}
+    uncertain = [] if facts.pypi_default is not None else ["pypi_default"]
+    if "cpu" in arm and "cpu" not in facts.variants:  # PyPI's aarch64 cpu wheel, its x86_64 one a CUDA build's
+        release["variants"] = {"cpu": {}, **release["variants"]}  # a platform's build is one of `variants`
+        uncertain.append("variants.cpu")  # linux/amd64's cpu build is not what the index shows
+    arm = {v: e for v, e in arm.items() if v in release["variants"]}
     if arm:
         release["platforms"] = {ARM64: arm}
     release["confidence"] = "V"
-    if facts.pypi_default is None:
-        release["uncertain"] = ["pypi_default"]
+    if uncertain:
+        release["uncertain"] = uncertain
     release["sources"] = [tag]
     return release
 

@@ -1,7 +1,7 @@
 """Parsers of what an index serves, all hostile input: a project page (PEP 691 JSON or PEP 503 HTML), a wheel's
-file name and a wheel's core metadata (PEP 658). A page or metadata file that cannot be read is a PageError with
-one line that says why; a file name that is not a wheel, a version that does not parse or a Requires-Dist line
-that does not parse is skipped (kept as `bad`), never a traceback."""
+file name, a wheel's core metadata (PEP 658) and PyPI's JSON API answer of one version. What cannot be read is a
+PageError with one line that says why; a file name that is not a wheel, a version that does not parse or a
+Requires-Dist line that does not parse is skipped (kept as `bad`), never a traceback."""
 
 from __future__ import annotations
 
@@ -289,3 +289,64 @@ def wheel_metadata(body: bytes, limit: int) -> Metadata:
     if len(data) > limit:
         raise PageError(f"the wheel's METADATA inflates past {limit} bytes")
     return metadata(data)
+
+
+MAX_JSON_FILES = 10_000  # no version of a project has more files
+
+
+@dataclass(frozen=True)
+class Release:
+    """PyPI's JSON API answer of one version (https://pypi.org/pypi/<project>/<version>/json), read as the
+    metadata of its wheels: `info`'s name, version, requires_dist (as Requires-Dist) and requires_python, and
+    the file names its `urls` list."""
+
+    metadata: Metadata
+    requires_python: str | None
+    files: tuple[str, ...]
+
+
+def json_release(body: bytes) -> Release:
+    """PyPI's JSON API answer of one version; `info` not an object, or no name or version, is a PageError; a
+    requires_dist entry that is not a string is skipped (kept as `bad`), a `urls` entry not well formed too."""
+    try:
+        document = json.loads(_text(body, "the JSON API answer"))
+    except RecursionError:
+        raise PageError("the JSON API answer is nested too deeply") from None
+    except ValueError as exc:
+        raise PageError(f"the JSON API answer does not parse ({_short(exc)})") from None
+    info = document.get("info") if isinstance(document, dict) else None
+    if not isinstance(info, dict):
+        raise PageError("the JSON API answer is not an object with an `info` object")
+    name, version = info.get("name"), info.get("version")
+    if not isinstance(name, str) or not isinstance(version, str) or not name.strip() or not version.strip():
+        raise PageError("the JSON API answer's info has no name or no version")
+    lines = [
+        f"Name: {_one_line(name)}",
+        f"Version: {_one_line(version)}",
+    ]
+    listed = info.get("requires_dist")
+    requires = listed if isinstance(listed, list) else []
+    bad = [] if listed is None or isinstance(listed, list) else [f"requires_dist is {type(listed).__name__}"]
+    for entry in requires[:MAX_METADATA_LINES]:
+        if isinstance(entry, str) and _one_line(entry) == entry.strip() and entry.strip():
+            lines.append(f"Requires-Dist: {entry.strip()}")
+        else:
+            bad.append(_short(entry))
+    meta = metadata("\n".join(lines).encode())
+    python = info.get("requires_python")
+    urls = document.get("urls") if isinstance(document.get("urls"), list) else []
+    files = tuple(
+        entry["filename"]
+        for entry in urls[:MAX_JSON_FILES]
+        if isinstance(entry, dict) and isinstance(entry.get("filename"), str) and "/" not in entry["filename"]
+    )
+    return Release(
+        metadata=Metadata(meta.name, meta.version, meta.requires, (*meta.bad, *bad)),
+        requires_python=_short(python) if isinstance(python, str) else None,
+        files=files,
+    )
+
+
+def _one_line(text: str) -> str:
+    """The text with every control character and line break made a space (a value must stay one header)."""
+    return "".join(" " if ord(c) < 32 or ord(c) == 127 or c in "\u2028\u2029\x85" else c for c in text).strip()

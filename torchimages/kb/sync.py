@@ -1,12 +1,14 @@
 """`kb sync` and `kb check`: read each index's torch, torchvision and torchaudio (pages, then PEP 658 metadata
-of one wheel per build and platform: no wheel is downloaded), derive the facts, and compare them with
-compat.yaml. An index that does not answer is said and its facts are not read: nothing is removed."""
+of one wheel per build and platform: no wheel is downloaded; where pypi.org serves no metadata file, PyPI's JSON
+API of that version), derive the facts, and compare them with compat.yaml. An index that does not answer is said
+and its facts are not read: nothing is removed."""
 
 from __future__ import annotations
 
 import datetime
 import hashlib
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,8 +30,42 @@ MAX_METADATA_BYTES = 4 * 1024 * 1024  # torch's METADATA is tens of KiB (its des
 MAX_WHEEL_BYTES = 64 * 1024
 MAX_COMPANION_READS = 30  # companion versions read per index, newest first
 MAX_TRIES = 3  # wheels of one build and platform whose metadata is asked for before giving up on it
-MAX_MISSES = 8  # companion versions in a row without metadata before the rest are left unread
+MAX_MISSES = 8  # companion versions in a row without metadata before the rest are left unread (not with --release)
+PYPI_HOST = "pypi.org"
+PYPI_JSON = "https://pypi.org/pypi"  # PyPI's JSON API: <project>/<version>/json
 DEADLINE_S = 300.0
+
+
+class NoMetadata(IndexProblem):
+    """The index serves no metadata of that wheel: no `.metadata` file, and the wheel is too big to read."""
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A wheel (one version and platform) whose metadata was not read: its project, why (a short phrase said
+    after "N wheels"), the file name of the first tried, and the whole detail (each URL tried and why)."""
+
+    project: str
+    reason: str
+    filename: str
+    detail: str
+
+
+NO_METADATA = "without a metadata file"
+UNREADABLE = "whose metadata could not be read"
+ANOTHER = "whose metadata names another project or version"
+
+
+def condensed(index: str, misses: Iterable[Miss]) -> tuple[str, ...]:
+    """One note per project and reason: how many wheels, one file name (the first) for an example."""
+    by: dict[tuple[str, str], list[Miss]] = {}
+    for miss in misses:
+        by.setdefault((miss.project, miss.reason), []).append(miss)
+    return tuple(
+        f"{index}: {project}: {len(found)} wheel{'' if len(found) == 1 else 's'} {reason} "
+        f"(e.g. {found[0].filename}): not read"
+        for (project, reason), found in by.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -43,6 +79,8 @@ class Reading:
     companions: dict[str, tuple[Metadata, ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     problem: str | None = None
+    misses: tuple[Miss, ...] = ()  # the wheels whose metadata was not read (condensed(): the notes said)
+    json_api: int = 0  # how many versions' metadata came from PyPI's JSON API
 
 
 @dataclass(frozen=True)
@@ -61,12 +99,15 @@ class Result:
         return tuple(r for r in self.readings if r.problem is not None)
 
 
-def source_tag(indexes: Iterable[str], day: datetime.date) -> tuple[str, str]:
-    """The `sources` key and text of facts read from `indexes` on `day`."""
+def source_tag(indexes: Iterable[str], day: datetime.date, json_api: bool = False) -> tuple[str, str]:
+    """The `sources` key and text of facts read from `indexes` on `day` (`json_api`: some from PyPI's JSON API)."""
     urls = sorted(set(indexes))
     suffix = "" if urls == [DEFAULT_INDEX] else "-" + hashlib.sha256(" ".join(urls).encode()).hexdigest()[:4].upper()
+    how = "PEP 658 metadata"
+    if json_api:
+        how += f", or PyPI's JSON API ({PYPI_JSON}/<project>/<version>/json) where pypi.org serves no metadata file"
     text = (
-        f"Requires-Dist and file names of torch, torchvision and torchaudio wheels (PEP 658 metadata, no wheel "
+        f"Requires-Dist and file names of torch, torchvision and torchaudio wheels ({how}, no wheel "
         f"downloaded) served by {', '.join(urls)}, read by `torchimages kb sync` on {day.isoformat()}"
     )
     return f"KB{day.strftime('%Y%m%d')}{suffix}", text
@@ -138,7 +179,7 @@ def _groups(links: Iterable[Link], project: str, wanted: Callable[[Wheel], bool]
 def _wheel_metadata(client: Client, link: Link) -> Metadata:
     """The metadata inside a small wheel, read whole (its sha256 checked where the page gives it)."""
     if link.size is not None and link.size > MAX_WHEEL_BYTES:
-        raise IndexProblem(f"{link.url}: the wheel is {link.size} bytes: only its metadata is read, never it")
+        raise NoMetadata(f"{link.url}: the wheel is {link.size} bytes: only its metadata is read, never it")
     body = client.get(link.url, "*/*", MAX_WHEEL_BYTES).body
     if link.sha256 and hashlib.sha256(body).hexdigest() != link.sha256:
         raise IndexProblem(f"{link.url}: its sha256 is not the one the index's page gives")
@@ -148,36 +189,88 @@ def _wheel_metadata(client: Client, link: Link) -> Metadata:
         raise IndexProblem(f"{link.url}: {exc}") from None
 
 
-def _first_metadata(client: Client, group: Group, notes: list[str]) -> tuple[Link, Wheel, Metadata] | None:
-    """The metadata of the first of the group's candidates that has it served and readable: its `.metadata` file
-    (PEP 658), else, for a small wheel, the wheel's own (a note when none is)."""
-    tried = []
+@dataclass
+class Asking:
+    """What one index's reading shares: the client, PyPI's JSON API (None: not pypi.org), its answers by
+    project and version, and the wheels not read."""
+
+    client: Client
+    json_api: str | None = None
+    answers: dict[tuple[str, str], pages.Release | IndexProblem] = field(default_factory=dict)
+    misses: list[Miss] = field(default_factory=list)
+
+
+def json_api_of(index: str) -> str | None:
+    """PyPI's JSON API for an index on pypi.org (None: another host, which has none)."""
+    return PYPI_JSON if urllib.parse.urlsplit(index).hostname == PYPI_HOST else None
+
+
+def _json_metadata(asking: Asking, base: str, wheel: Wheel, filename: str) -> tuple[Metadata, str]:
+    """The metadata PyPI's JSON API gives of the wheel's version (asked once per version), and its URL."""
+    url = f"{base}/{wheel.project}/{wheel.version}/json"
+    key = (wheel.project, wheel.version)
+    if key not in asking.answers:
+        try:
+            answer = asking.client.get(url, "application/json", MAX_METADATA_BYTES)
+            asking.answers[key] = pages.json_release(answer.body)
+        except PageError as exc:
+            asking.answers[key] = IndexProblem(f"{url}: {exc}")
+        except NotServed:
+            asking.answers[key] = NoMetadata(f"{url}: not served (HTTP 404)")
+        except IndexProblem as exc:
+            asking.answers[key] = exc
+    found = asking.answers[key]
+    if isinstance(found, IndexProblem):
+        raise found
+    if filename not in found.files:
+        raise IndexProblem(f"{url}: it lists no file {filename}")
+    return found.metadata, url
+
+
+def _first_metadata(asking: Asking, group: Group) -> tuple[Link, Wheel, Metadata, str] | None:
+    """The metadata of the first of the group's candidates that has it served and readable (with where it came
+    from): its `.metadata` file (PEP 658), else, for a small wheel, the wheel's own, else, on pypi.org, PyPI's
+    JSON API of its version (a Miss when none is)."""
+    tried, reason = [], NO_METADATA
     for link, wheel in _candidates(group):
         try:
+            source = link.url + ".metadata"
             try:
                 if link.metadata is False:
                     raise NotServed(f"{link.url}: the page says no metadata file is served")
-                meta = _metadata(client, link)
+                meta = _metadata(asking.client, link)
             except NotServed:
-                meta = _wheel_metadata(client, link)
+                source = link.url
+                try:
+                    meta = _wheel_metadata(asking.client, link)
+                except NoMetadata:
+                    if asking.json_api is None:
+                        raise
+                    meta, source = _json_metadata(asking, asking.json_api, wheel, link.filename)
             if canonicalize_name(meta.name) != wheel.project or _version(meta.version) != _version(wheel.version):
                 tried.append(f"{link.filename}: its metadata is of {meta.name} {meta.version}")
+                reason = ANOTHER
                 continue
-            return link, wheel, meta
+            return link, wheel, meta, source
         except IndexProblem as exc:
-            if client.deadline.expired:
+            if asking.client.deadline.expired:
                 raise
             tried.append(str(exc))
+            reason = NO_METADATA if isinstance(exc, NoMetadata) else UNREADABLE
     if tried:
-        notes.append(f"not read: {'; '.join(tried)}")
+        first = group[0][1]
+        name = _candidates(group)[0][0].filename
+        asking.misses.append(Miss(first.project, reason, name, "; ".join(tried)))
     return None
 
 
-def read_index(client: Client, index: str, oldest: str, release: str | None) -> Reading:
+def read_index(client: Client, index: str, oldest: str, release: str | None, json_api: str | None = None) -> Reading:
     """One index's torch builds from `oldest` (a minor) on, or of `release` alone (the names of its minor's other
     patches count: patches, Pythons), and the companions that pin them; a page or file it does not serve is a
-    note, an index that does not answer is the reading's problem."""
+    note (a Miss for a wheel), an index that does not answer is the reading's problem. `json_api`: PyPI's JSON
+    API, asked where a wheel has no metadata file."""
     notes: list[str] = []
+    asking = Asking(client, json_api)
     try:
         torch_links = _page(client, index, "torch")
     except NotServed:
@@ -191,32 +284,42 @@ def read_index(client: Client, index: str, oldest: str, release: str | None) -> 
             return _stable(wheel.public) and minor == derive.version_key(derive.minor_of(release))
         return _stable(wheel.public) and minor >= derive.version_key(oldest)
 
+    def reading(
+        builds: list[derive.Build], companions: dict[str, tuple[Metadata, ...]], problem: str | None
+    ) -> Reading:
+        json_read = sum(1 for found in asking.answers.values() if isinstance(found, pages.Release))
+        return Reading(index, tuple(builds), listed, companions, tuple(notes), problem, tuple(asking.misses), json_read)
+
     builds: list[derive.Build] = []
     listed = tuple(wheel for group in _groups(torch_links, "torch", named).values() for _link, wheel in group)
     groups = _groups(torch_links, "torch", lambda w: named(w) and (release is None or w.public == release))
     try:
         for _key, group in sorted(groups.items()):
-            read = _first_metadata(client, group, notes)
+            read = _first_metadata(asking, group)
             if read is not None:
-                link, wheel, meta = read
-                builds += derive.builds(wheel, meta, link.url + ".metadata")
-                notes += [f"{link.url}.metadata: Requires-Dist {bad!r} does not parse: skipped" for bad in meta.bad]
+                _link, wheel, meta, source = read
+                builds += derive.builds(wheel, meta, source)
+                notes += [f"{source}: Requires-Dist {bad!r} does not parse: skipped" for bad in meta.bad]
         floor = min((w.public for w in listed), key=derive.version_key, default=None) if builds else None
-        companions = {p: _companions(client, index, p, floor, notes) for p in COMPANIONS} if floor else {}
+        limit = MAX_MISSES if release is None else None
+        companions = {p: _companions(asking, index, p, floor, limit, notes) for p in COMPANIONS} if floor else {}
     except IndexProblem as exc:
-        return Reading(index, tuple(builds), listed, notes=tuple(notes), problem=str(exc))
-    return Reading(index, tuple(builds), listed, companions, tuple(notes))
+        return reading(builds, {}, str(exc))
+    return reading(builds, companions, None)
 
 
-def _companions(client: Client, index: str, project: str, floor: str, notes: list[str]) -> tuple[Metadata, ...]:
-    """The project's releases, newest first, down to the first that pins a torch older than `floor`."""
+def _companions(
+    asking: Asking, index: str, project: str, floor: str, limit: int | None, notes: list[str]
+) -> tuple[Metadata, ...]:
+    """The project's releases, newest first, down to the first that pins a torch older than `floor`, at most
+    MAX_COMPANION_READS, and (`limit`, None: no such limit) stopping after that many in a row without metadata."""
     try:
-        links = _page(client, index, project)
+        links = _page(asking.client, index, project)
     except NotServed:
         notes.append(f"{index}: serves no {project}")
         return ()
     except IndexProblem as exc:  # the torch facts stand without the pairs
-        if client.deadline.expired:
+        if asking.client.deadline.expired:
             raise
         notes.append(f"{exc}: no {project} pairs read")
         return ()
@@ -227,13 +330,11 @@ def _companions(client: Client, index: str, project: str, floor: str, notes: lis
     found: list[Metadata] = []
     misses = 0
     for version in sorted(by_version, key=lambda v: Version(v), reverse=True)[:MAX_COMPANION_READS]:
-        read = _first_metadata(client, by_version[version], notes)
+        read = _first_metadata(asking, by_version[version])
         if read is None:
             misses += 1
-            if misses == MAX_MISSES:
-                notes.append(
-                    f"{index}: {project}: {MAX_MISSES} versions in a row without metadata, older ones not read"
-                )
+            if misses == limit:
+                notes.append(f"{index}: {project}: {limit} versions in a row without metadata, older ones not read")
                 break
             continue
         misses = 0
@@ -257,10 +358,11 @@ def sync(
     urls = list(dict.fromkeys(indexes)) or [DEFAULT_INDEX]
     client = Client(deadline_s)
     oldest = min((str(m) for m in kb.get("torch") or {}), key=derive.version_key, default="0.0")
-    readings = tuple(read_index(client, url, oldest, release) for url in urls)
+    readings = tuple(read_index(client, url, oldest, release, json_api_of(url)) for url in urls)
     builds = [b for r in readings for b in r.builds]
     found = derive.releases(builds, (w for r in readings for w in r.listed))
     pairs = {p: derive.pairs(m for r in readings for m in r.companions.get(p, ())) for p in COMPANIONS}
     answered = [r.index for r in readings if r.problem is None]
-    tag, text = source_tag(answered or urls, day or datetime.datetime.now(datetime.UTC).date())
+    json_api = any(r.json_api for r in readings)
+    tag, text = source_tag(answered or urls, day or datetime.datetime.now(datetime.UTC).date(), json_api)
     return Result(readings, changes(kb, found, pairs, tag, text), tag, client.requests, time.monotonic() - started)

@@ -76,7 +76,11 @@ def test_a_metadata_file_whose_hash_lies_is_not_read(tmp_path: Path, capsys: pyt
     }
     with served(replies) as base:
         code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
-    assert code == 0, out + err  # nothing read: nothing disagrees
+        assert code == 0, out + err  # nothing read: nothing disagrees
+        assert err.count("\n") == 1 and "torch: 1 wheel whose metadata could not be read (e.g. torch-2.4.1-" in err
+        code, out, err = _run(
+            capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
+        )
     assert "its sha256 is not the one the index's page gives" in err
 
 
@@ -88,9 +92,11 @@ def test_metadata_of_another_wheel_is_not_read(tmp_path: Path, capsys: pytest.Ca
         f"/f/{name}.metadata": Reply(META.replace(b"Version: 2.4.1", b"Version: 2.4.0").replace(b"2.20.5", b"2.99.9")),
     }
     with served(replies) as base:
-        code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
+        code, out, err = _run(
+            capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
+        )
     assert code == 0, out + err
-    assert "its metadata is of torch 2.4.0" in err
+    assert "its metadata is of torch 2.4.0" in err and "1 wheel whose metadata names another project" in err
 
 
 def _wheel(meta: bytes) -> bytes:
@@ -112,7 +118,9 @@ def test_a_small_wheel_is_read_where_no_metadata_file_is_served(
     assert code == 1 and "~ torch.2.4.variants.cu121.nccl: 2.20.5 -> 2.20.6" in out, out + err
     huge = Reply(b"x", length=64 * 1024 + 1)  # a wheel past the bound (64 KiB) is never read
     with served({"/simple/torch/": Reply(big.encode(), "text/html"), f"/g/{name}": huge}) as base:
-        code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
+        code, out, err = _run(
+            capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
+        )
     assert code == 0 and "announced, more than" in err, out + err
 
 
