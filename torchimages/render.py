@@ -250,6 +250,7 @@ def step_templates(templates: Path) -> list[str]:
 
 
 def _tidy(text: str) -> str:
+    """A rendering's text without trailing blanks on its lines or blank lines around it, ending in a newline."""
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
 
 

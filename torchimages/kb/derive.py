@@ -14,6 +14,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchimages.compat import cuda_variant, minor_of
 from torchimages.kb.pages import Metadata, Wheel
 
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
@@ -121,7 +122,7 @@ def pins(requires: Iterable[Requirement], environment: dict[str, str]) -> dict[s
 def cuda_build(version: str | None) -> str | None:
     """`12.4.127` -> `cu124`, `13.0.2` -> `cu130` (None: not a version of CUDA)."""
     found = re.match(r"(\d{2})\.(\d)(\.|$)", version or "")
-    return f"cu{found.group(1)}{found.group(2)}" if found else None
+    return cuda_variant(f"{found.group(1)}.{found.group(2)}") if found else None
 
 
 def build_name(local: str | None, pinned: dict[str, str], any_nvidia: bool) -> str | None:
@@ -169,11 +170,6 @@ def version_key(version: str) -> tuple[int, ...]:
         return Version(version).release
     except InvalidVersion:
         return ()
-
-
-def minor_of(version: str) -> str:
-    """`2.7.1` -> `2.7`."""
-    return ".".join(version.split(".")[:2])
 
 
 def _cu13(variant: str) -> bool:

@@ -58,7 +58,7 @@ def new_release(facts: ReleaseFacts, companions: Mapping[str, Mapping[str, str]]
         "patches": list(facts.patches),
         "python": list(facts.python),
         "pypi_default": facts.pypi_default or (cuda[-1] if cuda else "cpu"),
-        "variants": {v: facts.variants[v].held() for v in sorted(facts.variants, key=_build_key)},
+        "variants": {v: facts.variants[v].held() for v in sorted(facts.variants, key=build_key)},
     }
     for project, pairs in companions.items():
         release[project] = {p: pairs[p] for p in facts.patches if p in pairs}
@@ -77,7 +77,8 @@ def new_release(facts: ReleaseFacts, companions: Mapping[str, Mapping[str, str]]
     return release
 
 
-def _build_key(variant: str) -> tuple[int, int]:
+def build_key(variant: str) -> tuple[int, int]:
+    """Sort key of a build: cpu first, then the CUDA builds by number (`cu126` before `cu130`)."""
     return (0, 0) if variant == "cpu" else (1, int(variant[2:]) if variant[2:].isdigit() else 0)
 
 
@@ -119,7 +120,7 @@ def release_changes(
         source = facts.variants[facts.pypi_default].source if facts.pypi_default in facts.variants else first
         out.append(Change(CHANGED, ("torch", minor, "pypi_default"), default, facts.pypi_default, source))
     variants = held.get("variants") or {}
-    for name in sorted(facts.variants, key=_build_key):
+    for name in sorted(facts.variants, key=build_key):
         out += _variant_changes(minor, name, variants.get(name), facts.variants[name], uncertain)
     for project, pairs in companions.items():
         had = held.get(project) or {}

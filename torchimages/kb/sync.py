@@ -16,6 +16,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchimages.compat import minor_of
 from torchimages.kb import derive, pages
 from torchimages.kb.diff import Change, changes
 from torchimages.kb.index import Client, IndexProblem, NotServed
@@ -121,11 +122,8 @@ def _version(text: str) -> Version | None:
 
 
 def _stable(version: str) -> bool:
-    try:
-        parsed = Version(version)
-    except InvalidVersion:
-        return False
-    return not (parsed.is_prerelease or parsed.is_devrelease)
+    parsed = _version(version)
+    return parsed is not None and not (parsed.is_prerelease or parsed.is_devrelease)
 
 
 def _page(client: Client, index: str, project: str) -> tuple[Link, ...]:
@@ -279,9 +277,9 @@ def read_index(client: Client, index: str, oldest: str, release: str | None, jso
         return Reading(index, problem=str(exc))
 
     def named(wheel: Wheel) -> bool:  # the wheels whose names count: every patch of the minors read
-        minor = derive.version_key(derive.minor_of(wheel.public))
+        minor = derive.version_key(minor_of(wheel.public))
         if release is not None:
-            return _stable(wheel.public) and minor == derive.version_key(derive.minor_of(release))
+            return _stable(wheel.public) and minor == derive.version_key(minor_of(release))
         return _stable(wheel.public) and minor >= derive.version_key(oldest)
 
     def reading(

@@ -14,7 +14,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from torchimages.kb.derive import version_key
-from torchimages.kb.diff import SETTLED, Change
+from torchimages.kb.diff import SETTLED, Change, build_key
 
 NESTED = ("variants", "platforms", "linux/arm64")  # keys whose values are block mappings in a release
 
@@ -75,10 +75,6 @@ def _append(mapping: CommentedMap, key: str, value: Any) -> None:
         mapping.ca.items[key] = trailing
 
 
-def _build_key(variant: str) -> tuple[int, int]:
-    return (0, 0) if variant == "cpu" else (1, int(variant[2:]) if variant[2:].isdigit() else 0)
-
-
 def _apply(document: CommentedMap, change: Change, tag: str) -> None:
     path = change.path
     if path[0] == "sources":
@@ -109,12 +105,11 @@ def _apply(document: CommentedMap, change: Change, tag: str) -> None:
         if tag not in sources:
             sources.append(tag)
     elif path[2] == "variants" and len(path) == 4:
-        _insert_sorted(parent, last, _flow(change.new), _build_key)
+        _insert_sorted(parent, last, _flow(change.new), build_key)
     elif last in parent:
         parent[last] = _flow(change.new)
     else:
         _append(parent, last, _flow(change.new))
-    _mark(release, tag)
 
 
 def _mark(release: CommentedMap, tag: str) -> None:
