@@ -21,6 +21,16 @@ def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
 
 
+@pytest.fixture(autouse=True)
+def _no_source_questions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`build` asks the indexes and registries a selection needs before it starts (cli.common.check_reachable);
+    a unit test's fake engine has no indexes to ask, so the question is not put here: its rules are tested in
+    tests/unit/kb/test_reach.py and, against the real engine and a loopback index, tests/e2e/test_sources.py."""
+    from torchimages.cli import common
+
+    monkeypatch.setattr(common, "check_reachable", lambda chosen, sources, engine: None)
+
+
 @pytest.fixture
 def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
     """Write a matrix document (dedented) to a temporary folder and return its path."""

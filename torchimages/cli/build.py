@@ -27,6 +27,11 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.selectors(parser, required=True)
     shared.add(parser, "--jobs", type=_jobs, setting="TORCHIMAGES_JOBS", help="combinations built at once (default 1)")
     parser.add_argument("--no-cache", action="store_true", help="rebuild even when a verified image is present")
+    parser.add_argument(
+        "--no-source-check",
+        action="store_true",
+        help="start without first asking whether the wheel indexes and registry images the selection needs answer",
+    )
     shared.build_environment(parser)
     shared.wheel_sources(parser)
     shared.engine(parser)
@@ -77,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     gate = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
+    if not args.no_source_check:
+        common.check_reachable(chosen, options.sources, engine)
     options = dataclasses.replace(options, signer=common.signer(sign_key))
     options = dataclasses.replace(options, sbom=engine.sbom_attestation())
     print(f"SBOM attestation: {options.sbom.note}", file=sys.stderr)

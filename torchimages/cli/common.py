@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from torchimages.building import builder, requests
     from torchimages.building.provenance import Provenance
     from torchimages.combination import Image
-    from torchimages.engine import CacheSpec, DockerEngine
+    from torchimages.engine import CacheSpec, DockerEngine, Engine
     from torchimages.reporting.session import Finished
     from torchimages.security.gate import GateOptions
     from torchimages.security.signing import Signer
@@ -185,6 +185,34 @@ def check_sources(sources: WheelSources) -> None:
         raise UsageError(
             f"wheel source {', '.join(missing)}: not a folder (--index-url, --extra-index-url, --find-links)"
         )
+
+
+def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, engine: Engine) -> None:
+    """Before anything is bootstrapped or built: UsageError (exit 2, in seconds) naming each pinned wheel no source
+    serves and each registry image that the engine does not hold and whose registry does not answer, with the ways
+    out. The machine's own pip set-up counts where it is handed to the build (`make`: scripts/host-pip-sources)."""
+    from torchimages.doctor import facts, selection
+    from torchimages.kb import reach
+
+    lines = reach.problems(reach.needs(chosen, sources), sources.find_links, replaced=bool(sources.index_url))
+    bases = selection.needs(chosen).registry_bases
+    absent = [b.reference for b in bases if engine.inspect(b.reference) is None]
+    unreached = [f"{reference}: {why}" for reference, why in facts.base_errors(absent) if why]
+    if not lines and not unreached:
+        return
+    said = [*(f"wheels: {line}" for line in lines), *(f"registry image {line}" for line in unreached)]
+    ways = []
+    if lines:
+        ways.append(
+            "an index that serves them (--index-url or --extra-index-url: a mirror of the index named, or a local "
+            "folder)"
+        )
+    if unreached:
+        ways.append("a registry mirror that holds them (--base-registry), or bases made here (--bases bootstrap)")
+    ways.append("or the images PyPI alone serves (`list --pypi-only`)")
+    for line in said:  # a registry's or an index's words among them
+        print(f"needed: {shown(line)}", file=sys.stderr)
+    raise UsageError(f"the selection cannot be built from this machine (needed: above); ways out: {'; '.join(ways)}")
 
 
 def check_docker(docker_cli: str | None) -> None:

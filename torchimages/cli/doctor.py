@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from torchimages.cli import common
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
 from torchimages.problems import shown
+
+if TYPE_CHECKING:
+    from torchimages.doctor import Check
+    from torchimages.planning.plan import Selected
 
 NAME = "doctor"
 HELP = "check that this machine can build and run the selected images"
@@ -28,6 +33,24 @@ def options(parser: argparse.ArgumentParser) -> None:
     )
     shared.require_gpu(parser)
     shared.engine(parser)
+    shared.wheel_sources(parser)
+
+
+def _wheel_sources(chosen: list[Selected], args: argparse.Namespace) -> Check:
+    """Whether the sources a build would search serve every wheel the selection pins (kb.reach)."""
+    from torchimages import doctor
+    from torchimages.building.wheels import WheelSources
+    from torchimages.kb import reach
+
+    sources = WheelSources(args.index_url, tuple(args.extra_index_url or ()), tuple(args.find_links or ()))
+    wanted = reach.needs(chosen, sources)
+    missing = reach.problems(wanted, sources.find_links, replaced=bool(sources.index_url))
+    if missing:
+        fix = "--index-url or --extra-index-url: an index that serves them; or `list --pypi-only`"
+        return doctor.Check("wheel sources", doctor.FAIL, " | ".join(missing), fix)
+    return doctor.Check(
+        "wheel sources", doctor.OK, f"each pinned wheel ({len(wanted)}) is served by a source the build searches"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     mode = "run without Docker (--host-only)" if args.host_only else "build and run"
     print(f"doctor: can this machine {mode} {len(tags)} image{'s' * (len(tags) != 1)} ({shown_tags})?")
     checks = doctor.run_checks(doctor.gather(need, args.docker), need)
+    if not args.host_only:
+        checks.append(_wheel_sources(chosen, args))
     for line in doctor.report(checks):  # the engine's, a registry's, a driver's words among them
         print(shown(line))
     failed = [c.name for c in checks if c.failed]

@@ -15,11 +15,14 @@ HELP = "list image tags"
 
 def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--pypi-only", action="store_true", help="only the images whose wheels PyPI alone serves")
     shared.selectors(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     chosen = select(args, load_plan(args))
+    if args.pypi_only:
+        chosen = [s for s in chosen if s.combination.pypi_only]
     if args.json:
         print(json.dumps([views.image_json(s.combination, i) for s in chosen for i in s.images], indent=2))
     else:

@@ -224,7 +224,8 @@ def _binfmt(need: Needs, machine: str | None) -> tuple[bool, tuple[BinfmtHandler
     return mounted, tuple(handlers)
 
 
-def _base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+def base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+    """Each reference with why its registry does not serve it (None: it does), asked at once."""
     from torchimages import registry
 
     def ask(reference: str) -> str | None:
@@ -303,7 +304,7 @@ def gather(need: Needs, docker_cli: str | None = None) -> HostFacts:
         free_bytes=free,
         runtimes=found.runtimes,
         present_images=found.present,
-        base_errors=_base_errors(unpresent),
+        base_errors=base_errors(unpresent),
         mmdebstrap=shutil.which("mmdebstrap") is not None,
         missing_keyrings=tuple(k for k in need.keyrings if not os.path.isfile(k)),
     )

@@ -1,0 +1,180 @@
+"""Whether the sources a build searches serve the wheels it pins (torchimages.kb.reach): exact versions (the local
+label counts), the Python and platform of the file, indexes and folders, an index that does not answer, the
+searched order, and local sources read before the network."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.index_server import Reply, served
+from torchimages.kb import reach
+
+TORCH_118 = reach.Need("torch", "2.7.0+cu118", "3.10", "linux/amd64", (), "https://own.example/whl/cu118", ("t",))
+
+
+@pytest.mark.parametrize(
+    ("filename", "expected"),
+    [
+        ("torch-2.7.0+cu118-cp310-cp310-manylinux_2_28_x86_64.whl", True),
+        ("torch-2.7.0%2Bcu118-cp310-cp310-manylinux_2_28_x86_64.whl", False),  # not a wheel name as listed
+        ("torch-2.7.0-cp310-cp310-manylinux_2_28_x86_64.whl", False),  # PyPI's build: another local label
+        ("torch-2.7.0+cu126-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+        ("torch-2.7.0+cu118-cp311-cp311-manylinux_2_28_x86_64.whl", False),  # another Python
+        ("torch-2.7.0+cu118-cp310-cp310-manylinux_2_28_aarch64.whl", False),  # another platform
+        ("torch-2.7.0+cu118-cp310-cp310-win_amd64.whl", False),
+        ("torch-2.7.0+cu118-cp310-cp310-linux_x86_64.whl", True),
+        ("torch-2.7.0+cu118-cp310-cp310-manylinux2014_x86_64.whl", True),
+        ("torch-2.7.0+cu118-cp38-abi3-manylinux_2_28_x86_64.whl", True),  # abi3 from 3.8 installs on 3.10
+        ("torch-2.7.0+cu118-cp311-abi3-manylinux_2_28_x86_64.whl", False),  # abi3 from 3.11 does not
+        ("torch-2.7.0+cu118-py3-none-any.whl", True),
+        ("torchvision-2.7.0+cu118-cp310-cp310-manylinux_2_28_x86_64.whl", False),  # another project
+        ("torch-2.7.0+cu118.tar.gz", False),
+        ("", False),
+        ("torch-x-y-z.whl", False),
+    ],
+)
+def test_a_file_matches_only_the_exact_wheel(filename: str, expected: bool) -> None:
+    assert reach.matches(filename, TORCH_118) is expected
+
+
+@given(st.text(max_size=200))
+def test_any_file_name_is_read_without_raising(filename: str) -> None:
+    assert reach.matches(filename, TORCH_118) in (True, False)
+
+
+@pytest.mark.parametrize(
+    ("requirement", "expected"),
+    [
+        ("torch==2.7.0+cu118", ("torch", "2.7.0+cu118")),
+        ("Torch_Audio==2.7.0", ("torch-audio", "2.7.0")),
+        ("torch>=2.7", None),
+        ("torch==2.*", None),
+        ("torch", None),
+        ("==2.7.0", None),
+    ],
+)
+def test_only_exact_pins_are_looked_for(requirement: str, expected: tuple[str, str] | None) -> None:
+    assert reach.pinned(requirement) == expected
+
+
+def _need(*sources: str, own: str = "https://own.example/whl/cu118") -> reach.Need:
+    return reach.Need("torch", "2.7.0+cu118", "3.10", "linux/amd64", sources, own, ("2.7.0-cuda11.8-cudnn9-runtime",))
+
+
+WHEEL = "torch-2.7.0+cu118-cp310-cp310-manylinux_2_28_x86_64.whl"
+
+
+def _page(*files: str) -> Reply:
+    body = {"meta": {"api-version": "1.1"}, "name": "torch", "files": [{"filename": f, "url": f} for f in files]}
+    return Reply(json.dumps(body).encode(), "application/vnd.pypi.simple.v1+json")
+
+
+def test_an_index_that_lists_the_wheel_serves_it() -> None:
+    with served({"/simple/torch/": _page("torch-2.7.0-cp310-cp310-manylinux_2_28_x86_64.whl", WHEEL)}) as url:
+        assert reach.problems([_need(f"{url}/simple")], ()) == []
+
+
+def test_an_index_without_the_exact_wheel_is_named_with_what_it_said() -> None:
+    other = "torch-2.7.0-cp310-cp310-manylinux_2_28_x86_64.whl"  # the same version, PyPI's local label (none)
+    with served({"/simple/torch/": _page(other)}) as url:
+        (line,) = reach.problems([_need(f"{url}/simple")], ())
+    assert "no source serves torch 2.7.0+cu118 (Python 3.10, linux/amd64)" in line
+    assert f"{url}/simple (answers, without it)" in line
+    assert line.startswith("2.7.0-cuda11.8-cudnn9-runtime: ")
+
+
+def test_a_yanked_file_does_not_serve() -> None:
+    body = {
+        "meta": {"api-version": "1.1"},
+        "name": "torch",
+        "files": [{"filename": WHEEL, "url": WHEEL, "yanked": True}],
+    }
+    reply = Reply(json.dumps(body).encode(), "application/vnd.pypi.simple.v1+json")
+    with served({"/simple/torch/": reply}) as url:
+        assert len(reach.problems([_need(f"{url}/simple")], ())) == 1
+
+
+def _closed_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/simple"
+
+
+def test_an_index_that_does_not_answer_is_said_in_seconds() -> None:
+    dead = _closed_port()
+    start = time.monotonic()
+    (line,) = reach.problems([_need(dead)], ())
+    assert time.monotonic() - start < 5
+    assert f"{dead} (" in line and "refused" in line and "answers" not in line
+
+
+def test_a_trickling_index_is_bounded_by_the_deadline() -> None:
+    with served({"/simple/torch/": Reply(b"x" * 100, "text/html", trickle=0.2)}) as url:
+        start = time.monotonic()
+        (line,) = reach.problems([_need(f"{url}/simple")], (), deadline_s=1.0)
+    assert time.monotonic() - start < 4
+    assert "deadline" in line
+
+
+def test_the_replaced_own_index_is_said() -> None:
+    with served({}) as url:
+        (line,) = reach.problems([_need(f"{url}/simple")], (), replaced=True)
+    assert "its own index https://own.example/whl/cu118 is not searched (--index-url replaces it)" in line
+
+
+def test_a_local_folder_and_a_file_index_serve(tmp_path: Path) -> None:
+    links = tmp_path / "wheels"
+    links.mkdir()
+    (links / WHEEL).write_bytes(b"")
+    assert reach.problems([_need(str(links))], (str(links),)) == []
+    index = tmp_path / "simple"
+    (index / "torch").mkdir(parents=True)
+    (index / "torch" / WHEEL).write_bytes(b"")
+    assert reach.problems([_need(index.as_uri())], ()) == []
+    assert len(reach.problems([_need(str(tmp_path / "absent"))], (str(tmp_path / "absent"),))) == 1
+
+
+def test_the_network_is_not_asked_when_a_local_source_serves(tmp_path: Path) -> None:
+    (tmp_path / WHEEL).write_bytes(b"")
+    dead = _closed_port()
+    assert reach.problems([_need(dead, str(tmp_path))], (str(tmp_path),)) == []
+
+
+def test_a_dropped_first_answer_is_asked_once_more() -> None:
+    """A connection closed without an answer (a flaky mirror) is not yet a refusal: one more question."""
+    import http.server
+    import threading
+
+    asked: list[str] = []
+    body = json.dumps({"meta": {"api-version": "1.1"}, "files": [{"filename": WHEEL, "url": WHEEL}]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            if len(asked) == 1:
+                self.close_connection = True
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert reach.problems([_need(f"http://127.0.0.1:{server.server_address[1]}/simple")], ()) == []
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == ["/simple/torch/", "/simple/torch/"]

@@ -1,0 +1,227 @@
+"""Does this machine reach the wheels a selection needs? Before a build starts anything: for each pinned wheel of
+each selected image (torch, torchvision, torchaudio at the image's Python and platform), the sources the build
+would search (the combination's own index unless `--index-url` replaces it, the extra indexes, the find-links)
+are asked whether one of them lists that exact file. Every question has one deadline; an index that does not
+answer, or that answers without the file, is said by name, with the ways out.
+
+The answer is a list of problems, one line per wheel that no source serves (empty: every wheel is served)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion
+
+from torchimages.building.wheels import WheelSources
+from torchimages.kb import index, pages
+from torchimages.planning.plan import Selected
+
+DEADLINE_S = 15.0  # all the questions of one check together: an unanswering index fails the check in seconds
+PAGE_LIMIT = 32 * 1024 * 1024  # PyPI's torch page is a few MB
+MAX_FOLDER_ENTRIES = 200_000  # a find-links folder or a file:// project folder
+
+
+@dataclass(frozen=True)
+class Need:
+    """One wheel a selected image installs: the project, its exact version (local label included), the Python and
+    the platform, and the sources its build searches, in order."""
+
+    project: str
+    version: str
+    python: str
+    platform: str
+    sources: tuple[str, ...]
+    own_index: str  # the combination's index, searched only where no --index-url replaces it
+    tags: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.project} {self.version} (Python {self.python}, {self.platform})"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one source said of one project: the wheel files it lists (None: it could not be asked) and why not."""
+
+    files: tuple[str, ...] | None
+    why: str = ""
+
+
+def pinned(requirement: str) -> tuple[str, str] | None:
+    """`name==version` read as (canonical name, version); None for anything else (no exact pin to look for)."""
+    name, sep, version = requirement.partition("==")
+    if not sep or not name.strip() or not version.strip() or any(c in version for c in "*,;= "):
+        return None
+    return str(canonicalize_name(name.strip())), version.strip()
+
+
+def needs(chosen: Iterable[Selected], sources: WheelSources) -> tuple[Need, ...]:
+    """The pinned wheels of the selected images, one Need per distinct wheel and list of sources."""
+    found: dict[tuple[str, str, str, str, tuple[str, ...]], list[str]] = {}
+    owners: dict[tuple[str, str, str, str, tuple[str, ...]], str] = {}
+    for selected in chosen:
+        for image in selected.images:
+            combination, platform = selected.combination, image.platform
+            tag, python, pins = image.own_tag, combination.python, combination.pins_for(platform)
+            own = combination.index_url_for(platform)
+            searched = (sources.index_url or own, *sources.extra_index_urls, *sources.find_links)
+            for requirement in pins:
+                read = pinned(requirement)
+                if read is None:
+                    continue
+                key = (*read, python, platform, searched)
+                found.setdefault(key, []).append(tag)
+                owners[key] = own
+    return tuple(
+        Need(project, version, python, platform, sources, owners[key], tuple(tags))
+        for key, tags in found.items()
+        for project, version, python, platform, sources in [key]
+    )
+
+
+def _installs(tag: Tag, python: str, platform: str) -> bool:
+    """Whether a wheel tag installs on CPython `python` (3.12) on Linux `platform` (linux/amd64)."""
+    major, minor = python.split(".", 1)
+    abi3 = re.fullmatch(rf"cp{major}(\d+)", tag.interpreter) if tag.abi == "abi3" else None
+    if not (
+        tag.interpreter in (f"cp{major}{minor}", f"py{major}", f"py{major}{minor}")
+        or (abi3 is not None and int(abi3.group(1)) <= int(minor))
+    ):
+        return False
+    arch = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}.get(platform)
+    return tag.platform == "any" or (
+        arch is not None and re.fullmatch(rf"(manylinux[_0-9]*|linux)_{arch}", tag.platform) is not None
+    )
+
+
+def matches(filename: str, need: Need) -> bool:
+    """Whether `filename` is a wheel of exactly this project and version (local label and all: `2.7.0+cu118` is
+    not `2.7.0`) that installs on the Python and platform."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion, ValueError):
+        return False
+    return (
+        str(name) == need.project
+        and str(version) == need.version
+        and any(_installs(tag, need.python, need.platform) for tag in tags)
+    )
+
+
+def _local(source: str) -> Path | None:
+    """The folder of a local source (a path, or a file:// URL); None for a remote one."""
+    parts = urllib.parse.urlsplit(source)
+    if parts.scheme == "file":
+        return Path(urllib.parse.unquote(parts.path))
+    if parts.scheme in ("http", "https"):
+        return None
+    return Path(source)
+
+
+def _listing(folder: Path) -> Answer:
+    try:
+        names = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                if len(names) > MAX_FOLDER_ENTRIES:
+                    return Answer(None, f"{folder}: more than {MAX_FOLDER_ENTRIES} entries")
+    except FileNotFoundError:
+        return Answer(())
+    except OSError as exc:
+        return Answer(None, f"{folder}: cannot be read ({exc.strerror or exc})")
+    return Answer(tuple(n for n in names if n.endswith(".whl")))
+
+
+def ask(source: str, project: str, as_index: bool, client: index.Client) -> Answer:
+    """The wheel files `source` lists for `project`: an index's project page (`<index>/<project>/`), a
+    find-links page or folder as it is. Never raises: what could not be asked is said in `why`."""
+    folder = _local(source)
+    if folder is not None:
+        return _listing(folder / project if as_index else folder)
+    url = source.rstrip("/") + f"/{project}/" if as_index else source
+    try:
+        answer = client.get(url, pages.ACCEPT, PAGE_LIMIT)
+        links = pages.project_page(answer.body, answer.content_type, answer.url)
+    except index.NotServed:
+        return Answer(())
+    except index.IndexProblem as exc:
+        return Answer(None, str(exc))
+    except pages.PageError as exc:
+        return Answer(None, f"{url}: {exc}")
+    return Answer(tuple(link.filename for link in links if not link.yanked))
+
+
+def _asked(source: str, project: str, as_index: bool, client: index.Client) -> Answer:
+    """`ask`, once more where the source did not answer (a dropped connection is not yet a refusal)."""
+    answer = ask(source, project, as_index, client)
+    return ask(source, project, as_index, client) if answer.files is None and not client.deadline.expired else answer
+
+
+def _answers(
+    questions: Iterable[tuple[str, str]], find_links: Sequence[str], client: index.Client
+) -> dict[tuple[str, str], Answer]:
+    links = set(find_links)
+    ordered = sorted(set(questions))
+    if not ordered:
+        return {}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(ordered)))
+    try:
+        futures = {q: pool.submit(_asked, q[0], q[1], q[0] not in links, client) for q in ordered}
+        return {q: f.result() for q, f in futures.items()}
+    finally:  # a signal stops the check: it does not wait for the indexes
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _served(need: Need, answers: dict[tuple[str, str], Answer]) -> bool:
+    return any(
+        (found := answers.get((source, need.project))) is not None
+        and found.files is not None
+        and any(matches(name, need) for name in found.files)
+        for source in need.sources
+    )
+
+
+def _said(source: str, answer: Answer | None) -> str:
+    if answer is None:
+        return f"{source} (not asked)"
+    return f"{source} ({answer.why})" if answer.files is None else f"{source} (answers, without it)"
+
+
+def problems(
+    wanted: Sequence[Need], find_links: Sequence[str], deadline_s: float = DEADLINE_S, replaced: bool = False
+) -> list[str]:
+    """One line per group of images whose wheels no source serves: the wheels, each source searched and what it
+    said; `replaced`: an --index-url replaced the combinations' own indexes. Local sources are read first; an
+    index on the network is asked only for a wheel no local source holds."""
+    client = index.Client(deadline_s)
+    local = {(s, n.project) for n in wanted for s in n.sources if _local(s) is not None}
+    answers = _answers(local, find_links, client)
+    remote = {(s, n.project) for n in wanted if not _served(n, answers) for s in n.sources if _local(s) is None}
+    answers |= _answers(remote, find_links, client)
+    missing: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[Need]] = {}
+    for need in wanted:
+        if not _served(need, answers):
+            missing.setdefault((need.tags, need.sources, need.own_index), []).append(need)
+    lines = []
+    for (tags, sources, own), needs_ in missing.items():
+        first = needs_[0]
+        wheels = ", ".join(f"{n.project} {n.version}" for n in needs_)
+        asked = "; ".join(_said(s, answers.get((s, first.project))) for s in sources)
+        hint = (
+            f"; its own index {own} is not searched (--index-url replaces it)"
+            if replaced and own not in sources
+            else ""
+        )
+        lines.append(
+            f"{', '.join(tags)}: no source serves {wheels} (Python {first.python}, {first.platform}): "
+            f"searched {asked}{hint}"
+        )
+    return lines
