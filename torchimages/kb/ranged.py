@@ -291,8 +291,10 @@ class HttpSource:
                 return first, last, size, body
             finally:
                 connection.close()
-        except IndexProblem:
+        except (NotServed, RangeError):
             raise
+        except IndexProblem as exc:  # the client's bounds on a body: said as a read by ranges that failed
+            raise RangeError(str(exc)) from None
         except (OSError, http.client.HTTPException, ValueError) as exc:
             raise RangeError(f"{url}: {client._why(exc)}") from None
 
