@@ -11,6 +11,7 @@ import io
 import json
 import random
 import struct
+import tracemalloc
 import zipfile
 
 import pytest
@@ -361,3 +362,17 @@ def test_the_reader_reads_the_untouched_zips() -> None:
         source = Memory(body)
         assert ranged.metadata_bytes(source) == META[:600]
         assert source.requests == requests and source.sent <= sent < len(LARGE)
+
+
+def test_a_bomb_is_never_inflated_whole() -> None:
+    bomb = wheel(meta=META + b" " * (ranged.MAX_METADATA_BYTES * 8), blob=1000, record=1000)  # 32 MiB, deflated
+    member = _entry(bomb, "torch-2.8.0.dist-info/METADATA")
+    said_small = _patched(bomb, member + 24, "<I", len(META))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ranged.RangeError, match="inflates past"):
+            ranged.metadata_bytes(Memory(said_small))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * ranged.MAX_METADATA_BYTES  # at most the bound inflated (and the file's few KiB), not 32 MiB
