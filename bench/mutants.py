@@ -72,6 +72,7 @@ READINGS, RENDER = "building/readings.py", "render.py"
 VENV_STEP, COMMON_STEP = "templates/steps/venv.sh.j2", "templates/steps/common.sh.j2"
 KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
+KB_RANGED = "kb/ranged.py"
 COMPAT = "compat.py"
 
 # fmt: off
@@ -1011,6 +1012,43 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None\n',
       "    return url\n",
       "a page's javascript: or file: link is kept as a file to fetch"),
+    # --- the knowledge base: a wheel's METADATA by HTTP range requests (kb/ranged.py, its hook in kb/sync.py) -----
+    M("kb-ranged-not-asked", KB_SYNC,
+      "                        meta = ranged.wheel_metadata(asking.client, link.url, link.size)\n",
+      "                        raise NoMetadata(link.url)\n",
+      "wheels without a metadata file are not read by range requests (2.15.0's facts stay unread on PyPI)"),
+    M("kb-ranged-sha256-unsaid", KB_RANGED,
+      '    return f"{url} ({SAID})"\n',
+      "    return url\n",
+      "a fact read by range requests is sourced as if the wheel's sha256 had been checked"),
+    M("kb-ranged-tail-range-believed", KB_RANGED,
+      "        if last != size - 1 or first != max(0, size - length) or (",
+      "        if False and (",
+      "a 206 whose Content-Range is not the file's last bytes is read as its end record (zip offsets misread)"),
+    M("kb-ranged-span-believed", KB_RANGED,
+      "        if (first, last, size) != (start, end - 1, self.size):\n",
+      "        if False:\n",
+      "a 206 of another range than the one asked is read as the central directory or the METADATA member"),
+    M("kb-ranged-crc-unchecked", KB_RANGED,
+      "    if len(body) != member.size or zlib.crc32(body) != member.crc:\n",
+      "    if len(body) != member.size:\n",
+      "a METADATA whose bytes are not those the wheel's directory promises is read as the wheel's facts"),
+    M("kb-ranged-huge-member-fetched", KB_RANGED,
+      "    if max(member.compressed, member.size) > MAX_METADATA_BYTES:\n",
+      "    if False:\n",
+      "a METADATA member of many MiB is fetched before it is refused (a server makes kb read megabytes)"),
+    M("kb-ranged-bomb-inflated", KB_RANGED,
+      "            body = inflater.decompress(data, MAX_METADATA_BYTES + 1)\n",
+      "            body = inflater.decompress(data)\n",
+      "a METADATA member that inflates without bound is inflated whole (a few KiB exhaust kb's memory)"),
+    M("kb-ranged-zip64-read", KB_RANGED,
+      "        or FULL32 in (directory_size, directory_at)\n",
+      "        or False\n",
+      "a zip64 end record's 0xFFFFFFFF offsets are read as a real directory offset"),
+    M("kb-ranged-member-outside", KB_RANGED,
+      "    if member.offset + LOCAL_SIZE + len(member.raw) + member.compressed > directory_at:\n",
+      "    if False:\n",
+      "a directory that places METADATA outside the file's members is followed (reads past its bounds)"),
 )
 # fmt: on
 
@@ -1075,6 +1113,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     KB_WRITER: (r"^kb/", r"torchimages\.kb\b"),
     KB_PAGES: (r"^kb/", r"torchimages\.kb\b"),
     CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
+    KB_RANGED: (r"^kb/", r"torchimages\.kb\b"),
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
 }
 

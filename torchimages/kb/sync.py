@@ -1,7 +1,8 @@
 """`kb sync` and `kb check`: read each index's torch, torchvision and torchaudio (pages, then PEP 658 metadata
-of one wheel per build and platform: no wheel is downloaded; where pypi.org serves no metadata file, PyPI's JSON
-API of that version), derive the facts, and compare them with compat.yaml. An index that does not answer is said
-and its facts are not read: nothing is removed."""
+of one wheel per build and platform: no wheel is downloaded; where no metadata file is served, the wheel's
+METADATA by range requests (ranged.py), else on pypi.org PyPI's JSON API of that version), derive the facts, and
+compare them with compat.yaml. An index that does not answer is said and its facts are not read: nothing is
+removed."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from torchimages.compat import minor_of
-from torchimages.kb import derive, pages
+from torchimages.kb import derive, pages, ranged
 from torchimages.kb.diff import Change, changes
 from torchimages.kb.index import Client, IndexProblem, NotServed
 from torchimages.kb.pages import Link, Metadata, PageError, Wheel
@@ -82,6 +83,7 @@ class Reading:
     problem: str | None = None
     misses: tuple[Miss, ...] = ()  # the wheels whose metadata was not read (condensed(): the notes said)
     json_api: int = 0  # how many versions' metadata came from PyPI's JSON API
+    ranged: int = 0  # how many wheels' METADATA was read by range requests
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,16 @@ class Result:
         return tuple(r for r in self.readings if r.problem is not None)
 
 
-def source_tag(indexes: Iterable[str], day: datetime.date, json_api: bool = False) -> tuple[str, str]:
-    """The `sources` key and text of facts read from `indexes` on `day` (`json_api`: some from PyPI's JSON API)."""
+def source_tag(
+    indexes: Iterable[str], day: datetime.date, json_api: bool = False, ranges: bool = False
+) -> tuple[str, str]:
+    """The `sources` key and text of facts read from `indexes` on `day` (`json_api`: some from PyPI's JSON API,
+    `ranges`: some from wheels read by range requests)."""
     urls = sorted(set(indexes))
     suffix = "" if urls == [DEFAULT_INDEX] else "-" + hashlib.sha256(" ".join(urls).encode()).hexdigest()[:4].upper()
     how = "PEP 658 metadata"
+    if ranges:
+        how += f", or the wheel's METADATA by HTTP range requests where no metadata file is served ({ranged.SAID})"
     if json_api:
         how += f", or PyPI's JSON API ({PYPI_JSON}/<project>/<version>/json) where pypi.org serves no metadata file"
     text = (
@@ -196,6 +203,7 @@ class Asking:
     json_api: str | None = None
     answers: dict[tuple[str, str], pages.Release | IndexProblem] = field(default_factory=dict)
     misses: list[Miss] = field(default_factory=list)
+    ranged: int = 0  # wheels whose METADATA was read by range requests
 
 
 def json_api_of(index: str) -> str | None:
@@ -227,8 +235,8 @@ def _json_metadata(asking: Asking, base: str, wheel: Wheel, filename: str) -> tu
 
 def _first_metadata(asking: Asking, group: Group) -> tuple[Link, Wheel, Metadata, str] | None:
     """The metadata of the first of the group's candidates that has it served and readable (with where it came
-    from): its `.metadata` file (PEP 658), else, for a small wheel, the wheel's own, else, on pypi.org, PyPI's
-    JSON API of its version (a Miss when none is)."""
+    from): its `.metadata` file (PEP 658), else, for a small wheel, the wheel's own, else its METADATA by range
+    requests, else, on pypi.org, PyPI's JSON API of its version (a Miss when none is)."""
     tried, reason = [], NO_METADATA
     for link, wheel in _candidates(group):
         try:
@@ -242,9 +250,14 @@ def _first_metadata(asking: Asking, group: Group) -> tuple[Link, Wheel, Metadata
                 try:
                     meta = _wheel_metadata(asking.client, link)
                 except NoMetadata:
-                    if asking.json_api is None:
-                        raise
-                    meta, source = _json_metadata(asking, asking.json_api, wheel, link.filename)
+                    try:  # the wheel's METADATA by range requests, else PyPI's JSON API
+                        meta = ranged.wheel_metadata(asking.client, link.url, link.size)
+                        source = ranged.source(link.url)
+                        asking.ranged += 1
+                    except IndexProblem as exc:
+                        if asking.json_api is None:
+                            raise NoMetadata(str(exc)) if ranged.unserved(exc) else exc from None
+                        meta, source = _json_metadata(asking, asking.json_api, wheel, link.filename)
             if canonicalize_name(meta.name) != wheel.project or _version(meta.version) != _version(wheel.version):
                 tried.append(f"{link.filename}: its metadata is of {meta.name} {meta.version}")
                 reason = ANOTHER
@@ -286,7 +299,10 @@ def read_index(client: Client, index: str, oldest: str, release: str | None, jso
         builds: list[derive.Build], companions: dict[str, tuple[Metadata, ...]], problem: str | None
     ) -> Reading:
         json_read = sum(1 for found in asking.answers.values() if isinstance(found, pages.Release))
-        return Reading(index, tuple(builds), listed, companions, tuple(notes), problem, tuple(asking.misses), json_read)
+        misses = tuple(asking.misses)
+        return Reading(
+            index, tuple(builds), listed, companions, tuple(notes), problem, misses, json_read, asking.ranged
+        )
 
     builds: list[derive.Build] = []
     listed = tuple(wheel for group in _groups(torch_links, "torch", named).values() for _link, wheel in group)
@@ -362,5 +378,6 @@ def sync(
     pairs = {p: derive.pairs(m for r in readings for m in r.companions.get(p, ())) for p in COMPANIONS}
     answered = [r.index for r in readings if r.problem is None]
     json_api = any(r.json_api for r in readings)
-    tag, text = source_tag(answered or urls, day or datetime.datetime.now(datetime.UTC).date(), json_api)
+    ranges = any(r.ranged for r in readings)
+    tag, text = source_tag(answered or urls, day or datetime.datetime.now(datetime.UTC).date(), json_api, ranges)
     return Result(readings, changes(kb, found, pairs, tag, text), tag, client.requests, time.monotonic() - started)
