@@ -464,6 +464,9 @@ def test_a_slower_container_than_the_host_or_a_conv_off_cudnn_fails(
         "test_throughput_floors": "failed",  # 300 TFLOP/s under the H200's floor
         "test_throughput_equals_the_hosts": "failed",  # and under the host's, as the AMP step is
     }
+    message = failure_message(tmp_path / "junit.xml", "test_throughput_equals_the_hosts")
+    assert "beyond the host's own spread" in message and "here median 300.0 TFLOP/s of 9" in message
+    assert "the host: median 761.0 TFLOP/s of 3 (745.8 TFLOP/s to 768.6 TFLOP/s, spread 3%)" in message
 
 
 # --- GPU architectures: every visible GPU covered by torch's list and by the image's label ---------------------
