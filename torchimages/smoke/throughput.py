@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from torchimages import textfile
 from torchimages.compat import GpuThroughput
@@ -174,7 +174,7 @@ def _figure(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def _samples(value: object) -> bool:
+def _samples(value: object) -> TypeGuard[dict[str, list[float]]]:
     """A non-empty object of non-empty lists of positive finite numbers."""
     if not isinstance(value, dict) or not value:
         return False

@@ -116,7 +116,7 @@ def test_a_figure_the_host_has_and_this_run_lacks_fails() -> None:
 
 
 def test_the_samples_of_several_probe_runs_are_pooled() -> None:
-    runs = [
+    runs: list[dict[str, Any]] = [
         {"metrics": {"amp_step_img_s": 70.0}, "samples": {"amp_step_img_s": [69.0, 70.0, 71.0]}},
         {"metrics": {"amp_step_img_s": 80.0}},  # an answer without samples: its one figure
     ]
