@@ -27,18 +27,25 @@
 #                  --tmpfs /home/torch:exec, HOME=/home/torch (as our images set it)    -> must pass
 #        multinode every node, 8g, the multi_node suite: two containers on a network of their own,
 #                  torchrun + c10d, gloo (NCCL needs two GPUs: skipped on one)           -> must pass
+#        slow      a slowdown planted: every node, 8g, --cpus=$SLOW_CPUS (default 0.5; the CPU-launch-bound
+#                  AMP step slows), the throughput tests alone (-k throughput)
+#                                                    -> must FAIL test_throughput_equals_the_hosts
 #      every container run after `host` compares its throughput with the host's
-#      (TORCHIMAGES_THROUGHPUT_REFERENCE=OUTDIR/throughput-host.json: test_throughput_equals_the_hosts)
+#      (TORCHIMAGES_THROUGHPUT_REFERENCE=OUTDIR/throughput-host.json: test_throughput_equals_the_hosts):
+#      each side measures every figure 9 times (3 probe processes, 3 repeats each), and a figure fails
+#      when its median is under the host's median less the wider of 10% and the host's own spread
 #      each writes OUTDIR/log-<run>.txt and OUTDIR/junit-<run>.xml
 #   5. OUTDIR/summary.txt (passed/skipped/failed per run, GPU, driver, image ID, docker version,
 #      NCCL bus bandwidth, throughput figures), then stop dockerd and remove the temporary folders
-# Exit status: 0 when every run passed and `shm64m` failed as expected; 1 otherwise; 2 when
+# Exit status: 0 when every run passed and `shm64m` and `slow` failed as expected; 1 otherwise; 2 when
 # the set-up (wheels, engine, facts, import) failed.
 #
 # Environment (all optional):
 #   PYTHON=python3          interpreter with torch: runs build.py and is probed for the labels
 #   STANDIN=torchimages-standin:host-runtime   name of the stand-in image
-#   RUNS="host all one shm64m anyuid readonly multinode"   the runs to do (a subset for a short time slot)
+#   RUNS="host all one shm64m anyuid readonly multinode slow"   the runs to do (a subset for a short time slot)
+#   SLOW_CPUS=0.5           the `slow` run's docker run --cpus (1 may leave the one Python thread that
+#                           launches the kernels its whole CPU: too little slowdown to show)
 #   RUN_TIMEOUT=420         seconds per build.py test run
 #   DOCKER_DATA_ROOT=DIR    keep the engine's data there (not removed; an existing stand-in image
 #                           there is reused, so a second call skips the import); default: temporary
@@ -50,7 +57,8 @@ bundle=${1:?usage: gpu-container-check.sh BUNDLE OUTDIR}
 out=${2:?usage: gpu-container-check.sh BUNDLE OUTDIR}
 PY=${PYTHON:-python3}
 STANDIN=${STANDIN:-torchimages-standin:host-runtime}
-RUNS=${RUNS:-host all one shm64m anyuid readonly multinode}
+RUNS=${RUNS:-host all one shm64m anyuid readonly multinode slow}
+SLOW_CPUS=${SLOW_CPUS:-0.5}
 RUN_TIMEOUT=${RUN_TIMEOUT:-420}
 DRY_RUN=${DRY_RUN:-0}
 
@@ -368,7 +376,16 @@ for name in $RUNS; do
         anyuid) test_run anyuid 8g gpu,multi_gpu "${all_devices[@]}" "${any_uid[@]}" ;;
         readonly) test_run readonly 8g gpu,multi_gpu "${all_devices[@]}" "${read_only[@]}" ;;
         multinode) test_run multinode 8g multi_node "${all_devices[@]}" ;;
-        *) die "RUNS: unknown run '$name' (host, all, one, shm64m, anyuid, readonly, multinode)" ;;
+        slow)
+            if [ ! -s "$host_figures" ] && [ "$DRY_RUN" != 1 ]; then
+                echo "run slow: no host figures ($host_figures): put host before it in RUNS"
+                rc[slow]=skipped
+                continue
+            fi
+            PYTEST_ADDOPTS="$PYTEST_ADDOPTS -k throughput" test_run slow 8g gpu "${all_devices[@]}" \
+                "--run-arg=--cpus=$SLOW_CPUS"
+            ;;
+        *) die "RUNS: unknown run '$name' (host, all, one, shm64m, anyuid, readonly, multinode, slow)" ;;
     esac
 done
 
@@ -406,7 +423,7 @@ print(f"{'run':8} {'exit':>4} {'tests':>5} {'passed':>6} {'skipped':>7} {'failed
 for name, code in codes.items():
     junit = os.path.join(out, f"junit-{name}.xml")
     counts = dict(tests=0, failures=0, errors=0, skipped=0, time=0.0)
-    failed, props, shm_failure = [], [], None
+    failed, props, shm_failure, parity_failure = [], [], None, None
     try:
         tree = ET.parse(junit).getroot()
         suites = [tree] if tree.tag == "testsuite" else tree.findall("testsuite")
@@ -426,6 +443,8 @@ for name, code in codes.items():
                     failed.append((test, message))
                     if test.split("[")[0] == "test_dev_shm_is_large_enough":
                         shm_failure = message
+                    if test.split("[")[0] == "test_throughput_equals_the_hosts":
+                        parity_failure = message
     except (OSError, ET.ParseError) as exc:
         failed.append(("(no JUnit)", str(exc)))
     passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
@@ -438,6 +457,14 @@ for name, code in codes.items():
             else "NOT the expected failure (test_dev_shm_is_large_enough should fail with --shm-size advice)"
         if ok and len(failed) > 1:
             verdict += f"; {len(failed) - 1} other test(s) failed too, listed below"
+    elif name == "slow":
+        # The planted slowdown: the parity test's own verdict (a figure under the host's bound), not a
+        # reference it could not read or a host too noisy to compare with.
+        ok = code != "0" and parity_failure is not None and "under the host's median less" in parity_failure
+        verdict = "expected failure: test_throughput_equals_the_hosts failed beyond the host's spread" if ok \
+            else "NOT the expected failure (test_throughput_equals_the_hosts should fail under the host's bound)"
+        if ok and len(failed) > 1:
+            verdict += f"; {len(failed) - 1} other test(s) failed too, listed below"
     else:
         ok = code == "0" and not failed and counts["tests"] > 0
         verdict = "passed" if ok else "FAILED"
@@ -445,12 +472,13 @@ for name, code in codes.items():
     print(f"{name:8} {code:>4} {counts['tests']:>5} {passed:>6} {counts['skipped']:>7} {counts['failures']:>6} "
           f"{counts['errors']:>6} {counts['time']:>7.1f}  {verdict}")
     for test, message in failed[:8]:
-        note = " (the expected one)" if verdicts[name] and test.startswith("test_dev_shm_is_large_enough") else ""
+        expected = {"shm64m": "test_dev_shm_is_large_enough", "slow": "test_throughput_equals_the_hosts"}.get(name)
+        note = " (the expected one)" if verdicts[name] and expected and test.startswith(expected) else ""
         print(f"    failed: {test}{note}: {' '.join(message.split())[:240]}")
     if len(failed) > 8:
         print(f"    ... and {len(failed) - 8} more failed (see junit-{name}.xml)")
     for key, value in props:
-        if key.startswith(("nccl_busbw", "gpu", "driver", "image_digest", "throughput")):
+        if key.startswith(("nccl_busbw", "gpu", "driver", "image_digest", "throughput", "parity")):
             print(f"    {key} = {value}")
     for line in read(os.path.join(out, f"log-{name}.txt")).splitlines():
         if "busbw" in line:

@@ -40,7 +40,7 @@ SPEC_KEY = pytest.StashKey[SmokeSpec]()
 FACTS_KEY = pytest.StashKey[dict[str, Any]]()
 CONTEXT_KEY = pytest.StashKey["RunContext"]()
 BANDWIDTH_KEY = pytest.StashKey[list[dict[str, Any]]]()
-THROUGHPUT_KEY = pytest.StashKey[dict[str, float]]()
+THROUGHPUT_KEY = pytest.StashKey[dict[str, list[float]]]()
 MARKERS = {
     "cpu": "needs no GPU: versions, libraries, users, labels",
     "gpu": "needs one GPU; skipped without one unless --require-gpu",
@@ -161,8 +161,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.section("torchimages smoke")
     write(f"host {context.host}; GPU: {context.gpus}; driver: {context.driver}")
     write(f"image {context.image}; digest: {context.image_digest}")
-    for name, value in config.stash[THROUGHPUT_KEY].items():
-        write(f"throughput {name:>18}: {throughput.shown(name, value)}")
+    for name, samples in config.stash[THROUGHPUT_KEY].items():
+        write(f"throughput {name:>18}: {throughput.spread(samples).describe(name)}")
     for row in config.stash[BANDWIDTH_KEY]:
         write(
             f"NCCL all_reduce {row['case']:>12} x{row['world']}: "
@@ -370,21 +370,25 @@ def platform_run(host: testinfra.host.Host, smoke_cache: dict[tuple[str, str], A
 
 
 @pytest.fixture(scope="module")
-def throughput_run(
+def throughput_runs(
     host: testinfra.host.Host,
     gpu: GpuStatus,
     smoke_cache: dict[tuple[str, str], Any],
     python_exe: str,
-) -> ScriptResult:
-    """The throughput probe (GEMM, a cuDNN convolution, an AMP step, pinned copies), in its own process."""
-    return _probe(host, smoke_cache, python_exe, "throughput")
+) -> list[ScriptResult]:
+    """The throughput probe (GEMM, a cuDNN convolution, an AMP step, pinned copies) in throughput.PROCESSES
+    processes, one after another: a process's own noise (cuDNN's choice, the clocks, the host's load) shows in
+    the figures' spread."""
+    return [_probe(host, smoke_cache, python_exe, "throughput", (str(n),)) for n in range(1, throughput.PROCESSES + 1)]
 
 
 @pytest.fixture(scope="session")
-def throughput_figures(pytestconfig: pytest.Config) -> Iterator[dict[str, float]]:
-    """The figures for the terminal summary; written to TORCHIMAGES_THROUGHPUT_OUT, when set, at the end."""
+def throughput_figures(pytestconfig: pytest.Config) -> Iterator[dict[str, list[float]]]:
+    """Each figure's samples, for the terminal summary; written to TORCHIMAGES_THROUGHPUT_OUT, when set, at the
+    end (`metrics`: the medians; `samples`: what TORCHIMAGES_THROUGHPUT_REFERENCE reads)."""
     figures = pytestconfig.stash[THROUGHPUT_KEY]
     yield figures
     out = settings.path("TORCHIMAGES_THROUGHPUT_OUT")
     if out is not None and figures:
-        out.write_text(json.dumps({"metrics": figures, "context": asdict(run_context(pytestconfig))}, indent=2))
+        document = {"metrics": throughput.medians(figures), "samples": figures}
+        out.write_text(json.dumps({**document, "context": asdict(run_context(pytestconfig))}, indent=2))

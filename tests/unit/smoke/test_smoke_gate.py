@@ -414,8 +414,16 @@ def test_the_nccl_probe_starts_one_rank_per_visible_gpu(
 
 # The throughput probe's answer on an H200 (issue 21's container figures), on cuDNN.
 FIGURES = {"gemm_bf16_tflops": 761.0, "conv_fp16_img_s": 143200.0, "amp_step_img_s": 22800.0, "h2d_pinned_gb_s": 55.2}
+# Each process's three repeats of each figure (the fake answers every process alike).
+SAMPLES = {name: [value * 0.98, value, value * 1.01] for name, value in FIGURES.items()}
 CUDNN: dict[str, Any] = {"available": True, "enabled": True, "version": 91900, "conv_ops": ["aten::cudnn_convolution"]}
-THROUGHPUT: dict[str, Any] = {"gpu": "NVIDIA H200", "metrics": FIGURES, "cudnn": CUDNN, "pinned": True}
+THROUGHPUT: dict[str, Any] = {
+    "gpu": "NVIDIA H200",
+    "metrics": FIGURES,
+    "samples": SAMPLES,
+    "cudnn": CUDNN,
+    "pinned": True,
+}
 
 
 def test_throughput_figures_are_written_for_the_host_and_held_to_the_floors(
@@ -432,17 +440,20 @@ def test_throughput_figures_are_written_for_the_host_and_held_to_the_floors(
         "test_throughput_floors": "passed",
         "test_throughput_equals_the_hosts": "skipped",
     }
-    assert json.loads(out.read_text())["metrics"] == FIGURES
+    written = json.loads(out.read_text())
+    assert written["metrics"] == FIGURES
+    assert written["samples"] == {name: values * 3 for name, values in SAMPLES.items()}  # three processes' samples
 
 
 def test_a_slower_container_than_the_host_or_a_conv_off_cudnn_fails(
     tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host = tmp_path / "host.json"
-    host.write_text(json.dumps({"metrics": {**FIGURES, "amp_step_img_s": 40000.0}}))
+    host.write_text(json.dumps({"samples": {**SAMPLES, "amp_step_img_s": [39000.0, 40000.0, 41000.0]}}))
     monkeypatch.setenv("TORCHIMAGES_THROUGHPUT_REFERENCE", str(host))
     slow = {**THROUGHPUT, "cudnn": {**CUDNN, "conv_ops": ["aten::_slow_conv2d_forward"]}}
     slow["metrics"] = {**FIGURES, "gemm_bf16_tflops": 300.0}
+    slow["samples"] = {**SAMPLES, "gemm_bf16_tflops": [300.0, 301.0, 299.0]}
     code, found = run_gpu_suite(
         tmp_path, runtime, "test_gpu_throughput", gpus(1), ("gpu",), python_exe=fake_python(slow, "")
     )
@@ -453,6 +464,9 @@ def test_a_slower_container_than_the_host_or_a_conv_off_cudnn_fails(
         "test_throughput_floors": "failed",  # 300 TFLOP/s under the H200's floor
         "test_throughput_equals_the_hosts": "failed",  # and under the host's, as the AMP step is
     }
+    message = failure_message(tmp_path / "junit.xml", "test_throughput_equals_the_hosts")
+    assert "beyond the host's own spread" in message and "here median 300.0 TFLOP/s of 9" in message
+    assert "the host: median 761.0 TFLOP/s of 3 (745.8 TFLOP/s to 768.6 TFLOP/s, spread 3%)" in message
 
 
 # --- GPU architectures: every visible GPU covered by torch's list and by the image's label ---------------------

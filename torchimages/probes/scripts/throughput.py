@@ -7,7 +7,10 @@
   under autocast fp16 with a GradScaler;
 - h2d_pinned_gb_s: 256 MiB copied from pinned host memory to the GPU (1e9 bytes per GB).
 
-Each figure is the median of 5 timed rounds (CUDA events) after warm-up.
+Each sample of a figure is the median of 5 timed rounds (CUDA events) after warm-up; the four benchmarks are
+set up once, then measured REPEATS times in turn (GEMM, convolution, AMP step, copy, GEMM, ...), so that a drift
+of the GPU's clocks or the host's load shows in every figure's spread. `samples` holds each figure's REPEATS
+samples, `metrics` their medians.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import torch
 
 MARK = "SMOKE_JSON:"
 ROUNDS = 5
+REPEATS = 3
 
 
 def timed(step: Callable[[], Any], iterations: int, warmup: int = 3) -> float:
@@ -42,29 +46,34 @@ def timed(step: Callable[[], Any], iterations: int, warmup: int = 3) -> float:
     return statistics.median(rounds)
 
 
-def gemm() -> float:
+def gemm() -> Callable[[], float]:
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    seconds = timed(lambda: torch.mm(a, b), 10)
-    return 2 * n**3 / seconds / 1e12
+    return lambda: 2 * n**3 / timed(lambda: torch.mm(a, b), 10) / 1e12
 
 
-def conv() -> tuple[float, list[str]]:
+def conv() -> tuple[Callable[[], float], list[str]]:
     torch.backends.cudnn.benchmark = True
     batch = 256
     layer = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False).cuda().half().to(memory_format=torch.channels_last)
     x = torch.randn(batch, 64, 56, 56, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     with torch.no_grad():
-        seconds = timed(lambda: layer(x), 10, warmup=5)
+        for _ in range(5):
+            layer(x)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
             layer(x)
             torch.cuda.synchronize()
     ops = sorted({event.key for event in profiler.key_averages() if "conv" in event.key})
-    return batch / seconds, ops
+
+    def measure() -> float:
+        with torch.no_grad():
+            return batch / timed(lambda: layer(x), 10, warmup=5)
+
+    return measure, ops
 
 
-def amp_step() -> float:
+def amp_step() -> Callable[[], float]:
     batch = 256
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 64, 3, padding=1),
@@ -94,15 +103,14 @@ def amp_step() -> float:
         scaler.step(optimizer)
         scaler.update()
 
-    return batch / timed(step, 10, warmup=5)
+    return lambda: batch / timed(step, 10, warmup=5)
 
 
-def h2d() -> tuple[float, bool]:
+def h2d() -> tuple[Callable[[], float], bool]:
     size = 256 << 20
     host = torch.empty(size, dtype=torch.uint8).pin_memory()
     device = torch.empty(size, dtype=torch.uint8, device="cuda")
-    seconds = timed(lambda: device.copy_(host, non_blocking=True), 5)
-    return size / seconds / 1e9, bool(host.is_pinned())
+    return lambda: size / timed(lambda: device.copy_(host, non_blocking=True), 5) / 1e9, bool(host.is_pinned())
 
 
 def main() -> int:
@@ -116,11 +124,16 @@ def main() -> int:
             "enabled": torch.backends.cudnn.enabled,
             "version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         }
-        metrics = result["metrics"]
-        metrics["gemm_bf16_tflops"] = gemm()
-        metrics["conv_fp16_img_s"], result["cudnn"]["conv_ops"] = conv()
-        metrics["amp_step_img_s"] = amp_step()
-        metrics["h2d_pinned_gb_s"], result["pinned"] = h2d()
+        benches: dict[str, Callable[[], float]] = {"gemm_bf16_tflops": gemm()}
+        benches["conv_fp16_img_s"], result["cudnn"]["conv_ops"] = conv()
+        benches["amp_step_img_s"] = amp_step()
+        benches["h2d_pinned_gb_s"], result["pinned"] = h2d()
+        samples: dict[str, list[float]] = {name: [] for name in benches}
+        for _ in range(REPEATS):
+            for name, measure in benches.items():
+                samples[name].append(measure())
+        result["samples"] = samples
+        result["metrics"] = {name: statistics.median(values) for name, values in samples.items()}
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["trace"] = traceback.format_exc().splitlines()[-12:]

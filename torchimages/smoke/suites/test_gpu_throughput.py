@@ -1,7 +1,8 @@
 """Throughput parity on one GPU: a short benchmark (bf16 GEMM, a cuDNN fp16 convolution, an AMP training step,
 pinned host-to-device copies) whose figures go to the terminal summary and the JUnit file, the convolution
 proven to run on cuDNN (a fall-back fails), and the figures against the knowledge base's floors for the GPU
-model and against the same probe run on the host (torchimages.smoke.throughput)."""
+model and against the same probe run on the host, beyond the host's own measured spread
+(torchimages.smoke.throughput)."""
 
 from __future__ import annotations
 
@@ -22,19 +23,24 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def figures(
-    throughput_run: ScriptResult,
-    throughput_figures: dict[str, float],
+    throughput_runs: list[ScriptResult],
+    throughput_figures: dict[str, list[float]],
     record_testsuite_property: Any,
 ) -> dict[str, Any]:
-    """The probe's answer; its figures recorded once (summary, JUnit test-suite properties)."""
-    payload = throughput_run.payload
-    assert payload is not None, f"the throughput probe died before reporting: {throughput_run.describe()}"
-    trace = "\n  ".join(payload.get("trace", []))
-    assert "error" not in payload, f"the throughput probe failed: {payload['error']}\n  {trace}"
-    for name, value in payload["metrics"].items():
-        throughput_figures[name] = float(value)
+    """The probe's last answer, its `metrics` the medians of every process's samples and `samples` those; the
+    figures recorded once (summary, JUnit test-suite properties)."""
+    for run in throughput_runs:
+        payload = run.payload
+        assert payload is not None, f"the throughput probe died before reporting: {run.describe()}"
+        trace = "\n  ".join(payload.get("trace", []))
+        assert "error" not in payload, f"the throughput probe failed: {payload['error']}\n  {trace}"
+    samples = throughput.samples_of([run.payload or {} for run in throughput_runs])
+    throughput_figures.update(samples)
+    medians = throughput.medians(samples)
+    for name, value in medians.items():
         record_testsuite_property(f"throughput_{name}", f"{value:.1f}")
-    return dict(payload)
+        record_testsuite_property(f"throughput_{name}_samples", " ".join(f"{v:.1f}" for v in samples[name]))
+    return {**(throughput_runs[-1].payload or {}), "metrics": medians, "samples": samples}
 
 
 def test_throughput_figures(figures: dict[str, Any], record_property: Any) -> None:
@@ -65,7 +71,9 @@ def test_throughput_floors(figures: dict[str, Any]) -> None:
     )
 
 
-def test_throughput_equals_the_hosts(figures: dict[str, Any]) -> None:
+def test_throughput_equals_the_hosts(figures: dict[str, Any], record_property: Any) -> None:
+    """Each figure's median at least the host's median less the wider of 10% and the host's own spread (a host
+    spread over 40% is too noisy to compare, and fails saying so): the verdicts go to the JUnit file."""
     path = settings.path("TORCHIMAGES_THROUGHPUT_REFERENCE")
     if path is None:
         pytest.skip(
@@ -76,5 +84,10 @@ def test_throughput_equals_the_hosts(figures: dict[str, Any]) -> None:
         host = throughput.read_reference(path)
     except InputError as exc:
         pytest.fail("; ".join(str(p) for p in exc.problems), pytrace=False)
-    problems = throughput.parity_problems(figures["metrics"], host)
-    assert not problems, "slower in the container than on the host:\n  " + "\n  ".join(problems)
+    verdicts = throughput.parity(figures["samples"], host)
+    for verdict in verdicts:
+        record_property(f"parity_{verdict.name}", verdict.line)
+    problems = [verdict.line for verdict in verdicts if not verdict.ok]
+    assert not problems, "throughput not shown equal to the host's, beyond the host's own spread:\n  " + "\n  ".join(
+        problems
+    )
