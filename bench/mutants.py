@@ -156,8 +156,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return sorted(set(names))",
       "architectures sorted as text (sm_100 before sm_75)"),
     M("archs-no-entry-bound", ARCH_PROBE,
-      "            steps += 1\n            if steps > limit:\n",
-      "            steps += 1\n            if False:\n",
+      "        while entry < container_end:\n            work.spend()\n",
+      "        while entry < container_end:\n",
       "a fatbin with a huge number of entries is read without end (no bound)"),
     M("archs-padding-unbounded", ARCH_PROBE,
       "            if padding > MAX_PADDING:\n",
@@ -1011,6 +1011,29 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None\n',
       "    return url\n",
       "a page's javascript: or file: link is kept as a file to fetch"),
+    # --- issue 42: render's writes stay inside images/, the archs probe's budget per file, make, bench ---------
+    M("render-follows-links", RENDER,
+      "    refuse_links(images)\n",
+      "    pass\n",
+      "render writes through a link out of images/ (a linked steps/ emptied, a linked script's target overwritten) "
+      "and --check calls a linked file up to date"),
+    M("render-images-folder-link", RENDER,
+      "    if images.is_symlink():\n        return [images]\n",
+      "",
+      "an images folder that is itself a link is rendered into, wherever it points"),
+    M("render-dangling-link-missed", RENDER,
+      "if os.path.islink(os.path.join(folder, name))]",
+      "if os.path.exists(os.path.join(folder, name)) and os.path.islink(os.path.join(folder, name))]",
+      "a dangling link in images/ is written through (a file made where it points) or ends in a traceback"),
+    M("archs-budget-per-section", ARCH_PROBE,
+      "        for kind, version, flags in fatbin_entries(read, offset, size, work):",
+      "        for kind, version, flags in fatbin_entries(read, offset, size, limit):",
+      "a crafted 4 MB library of 65,000 sections over the same entries keeps the archs probe (and the build) "
+      "reading for hours"),
+    M("archs-padding-free", ARCH_PROBE,
+      "    while position < end:\n        work.spend()\n",
+      "    while position < end:\n",
+      "zero padding and empty containers cost the archs probe nothing: a file of them is read far past the bound"),
 )
 # fmt: on
 
