@@ -73,6 +73,7 @@ VENV_STEP, COMMON_STEP = "templates/steps/venv.sh.j2", "templates/steps/common.s
 KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 COMPAT = "compat.py"
+MAKEFILE, MAKE_ARGS = "../Makefile", "../scripts/make_args.py"  # outside the package: from its folder
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1034,6 +1035,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    while position < end:\n        work.spend()\n",
       "    while position < end:\n",
       "zero padding and empty containers cost the archs probe nothing: a file of them is read far past the bound"),
+    M("make-tag-as-shell-text", MAKEFILE,
+      "	$(WITH_SOURCES) $(RUN) build.py build --matrix =MATRIX +BUILD_ARGS =TAG\n",
+      "	$(WITH_SOURCES) $(RUN) build.py build --matrix =MATRIX +BUILD_ARGS '$(TAG)'\n",
+      "`make build TAG=\"a'b; touch f\"` runs `touch f`: the tag is shell text again"),
+    M("make-values-expanded", MAKEFILE,
+      "$(eval export MAKEARG_$(name) := $$(value $(name)))",
+      "$(eval export MAKEARG_$(name) := $$($(name)))",
+      "make expands what a user sets: TAG='$(shell touch f)' runs `touch f`, and the tool gets other text"),
+    M("make-args-split-on-blanks", MAKE_ARGS,
+      "                found += shlex.split(value)\n",
+      "                found += value.split()\n",
+      "BUILD_ARGS=\"--label 'a b'\" reaches the tool as the words '--label', \"'a\", \"b'\" (quotes ignored)"),
 )
 # fmt: on
 
@@ -1099,6 +1112,8 @@ RELEVANT: dict[str, tuple[str, str]] = {
     KB_PAGES: (r"^kb/", r"torchimages\.kb\b"),
     CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
+    MAKEFILE: (r"make_args", r"make_args"),
+    MAKE_ARGS: (r"make_args", r"make_args"),
 }
 
 
