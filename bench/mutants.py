@@ -13,7 +13,10 @@ status 1. A row whose original text is no longer in its file (exactly once) is s
 
 from __future__ import annotations
 
-import argparse
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/mutants.py")
+
 import os
 import re
 import shutil
@@ -74,6 +77,7 @@ KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 COMPAT = "compat.py"
 MAKEFILE, MAKE_ARGS = "../Makefile", "../scripts/make_args.py"  # outside the package: from its folder
+BENCH_CLI = "../bench/bench_cli.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1047,6 +1051,22 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                found += shlex.split(value)\n",
       "                found += value.split()\n",
       "BUILD_ARGS=\"--label 'a b'\" reaches the tool as the words '--label', \"'a\", \"b'\" (quotes ignored)"),
+    M("bench-early-heeds-nothing", BENCH_CLI,
+      "    for sig in stopping.heeded():\n        signal.signal(sig, stop)\n",
+      "    for sig in ():\n        signal.signal(sig, stop)\n",
+      "Ctrl-C while a bench script loads its modules (its first ~0.1 s and more) prints a KeyboardInterrupt traceback"),
+    M("bench-run-stopped-uncaught", BENCH_CLI,
+      "    except (stopping.Stopped, KeyboardInterrupt) as exc:\n",
+      "    except KeyboardInterrupt as exc:\n",
+      "Ctrl-C in a bench script's main prints a Stopped traceback, exit 1, not one line and 130"),
+    M("bench-usage-block", BENCH_CLI,
+      '            self.exit(2, f"{self.prog}: error: ',
+      "            return super().error(message)  # ",
+      "a mistyped bench option prints argparse's usage block (several lines), not one line"),
+    M("bench-numbers-unbounded", BENCH_CLI,
+      "        if not least <= value <= most:\n",
+      "        if False:\n",
+      "`mutants.py --jobs 0`, `plan_render.py --repeat 0` end in a traceback later (no workers, no timing)"),
 )
 # fmt: on
 
@@ -1114,6 +1134,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
     MAKEFILE: (r"make_args", r"make_args"),
     MAKE_ARGS: (r"make_args", r"make_args"),
+    BENCH_CLI: (r"bench_scripts", r"bench_cli"),
 }
 
 
@@ -1243,16 +1264,22 @@ def check_isolation(tree: Path) -> None:
         raise SystemExit(f"mutants: the copy imports {where}, not its own package: refusing to run")
 
 
+JOBS, TIMEOUT = bench_cli.whole_number(1, 64), bench_cli.seconds(86_400)  # argparse types
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=2, help="mutations tried at once, one tree copy each (2)")
+    parser = bench_cli.parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=JOBS, default=2, help="mutations tried at once, one tree copy each (2)")
     parser.add_argument("--only", default="", help="comma-separated mutation ids")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's tests (300)")
+    parser.add_argument("--timeout", type=TIMEOUT, default=300.0, help="seconds per mutation's tests (300)")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
     parser.add_argument(
         "--check", action="store_true", help="only check the table against the code (seconds; `make lint` runs it)"
     )
     args = parser.parse_args(argv)
+    unknown = sorted(set(filter(None, args.only.split(","))) - {m.id for m in MUTATIONS})
+    if unknown:
+        parser.error(f"--only: no such mutation ids: {', '.join(unknown)[:200]} (--list shows them)")
     wanted = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
     if args.list:
         for m in wanted:
@@ -1306,4 +1333,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.run("bench/mutants.py", main))
