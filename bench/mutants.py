@@ -77,7 +77,7 @@ KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 COMPAT = "compat.py"
 MAKEFILE, MAKE_ARGS = "../Makefile", "../scripts/make_args.py"  # outside the package: from its folder
-BENCH_CLI = "../bench/bench_cli.py"
+BENCH_CLI, CLI_LOCK = "../bench/bench_cli.py", "cli/lock.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1030,6 +1030,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if os.path.islink(os.path.join(folder, name))]",
       "if os.path.exists(os.path.join(folder, name)) and os.path.islink(os.path.join(folder, name))]",
       "a dangling link in images/ is written through (a file made where it points) or ends in a traceback"),
+    M("lock-writes-before-links", CLI_LOCK,
+      "    render.refuse_links(loaded.images_dir)  # before a lock file is written into images/, and the re-render\n",
+      "",
+      "`lock SELECTOR` writes requirements.lock (through a linked folder, out of images/) before the re-render "
+      "refuses the link"),
     M("archs-budget-per-section", ARCH_PROBE,
       "        for kind, version, flags in fatbin_entries(read, offset, size, work):",
       "        for kind, version, flags in fatbin_entries(read, offset, size, limit):",
@@ -1135,6 +1140,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     MAKEFILE: (r"make_args", r"make_args"),
     MAKE_ARGS: (r"make_args", r"make_args"),
     BENCH_CLI: (r"bench_scripts", r"bench_cli"),
+    CLI_LOCK: (r"render_links", r"render_links"),
 }
 
 

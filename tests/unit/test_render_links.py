@@ -108,3 +108,16 @@ def test_an_images_folder_that_is_a_link_is_refused(tmp_path: Path, check: list[
     (tmp_path / "images").symlink_to(outside, target_is_directory=True)
     _refused_links(tmp_path, check, [tmp_path / "images"])
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt", "venv.sh"]
+
+
+def test_lock_refuses_a_link_before_it_writes_a_lock_file(tmp_path: Path) -> None:
+    """`lock SELECTOR` writes requirements.lock into images/ and re-renders: a link is named before either (and
+    before the engine is asked, which none answers here)."""
+    link = _folder(tmp_path) / "steps"
+    link.symlink_to(tmp_path / "gone")
+    argv = ["lock", *_common(tmp_path), _plan().combinations[0].images[0].tag]
+    before = listing(tmp_path)
+    code, out, err = run(argv)
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert err.startswith(f"{link}: error: {LINKED}") and "no Docker engine" not in err, err
+    assert listing(tmp_path) == before
