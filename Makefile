@@ -17,6 +17,17 @@ TEST_WORKERS ?= 2
 HOST_PIP ?= 1
 # `make engine EMULATION=1` also runs `make emulation` (QEMU for the other platform's containers): 1 or 0.
 EMULATION ?= 0
+# Docker image for bench-compression and bench-pull (their default where empty); `make mutants MUTANTS_ARGS=...`.
+IMAGE ?=
+MUTANTS_ARGS ?=
+# The values a user sets that reach a command are arguments, never shell text: each goes to the recipes unexpanded
+# (`$(value ...)`) as the environment variable MAKEARG_<NAME>, and scripts/make_args.py makes it the command's
+# arguments (`=NAME`: one argument, left out where empty; `+NAME`: split as a shell splits words, nothing run).
+# A `;`, a quote, `$(...)` or a backtick in TAG or BUILD_ARGS is text the tool receives, never a command.
+USER_VARIABLES := TAG MATRIX BUILD_ARGS TEST_ARGS DOCTOR_ARGS PYTEST_ARGS TEST_WORKERS IMAGE MUTANTS_ARGS
+$(foreach name,$(USER_VARIABLES),$(eval export MAKEARG_$(name) := $$(value $(name))))
+unexport $(USER_VARIABLES)
+RUN = $(PY) scripts/make_args.py
 WITH_SOURCES = $(if $(filter 1,$(HOST_PIP)),eval "$$(scripts/host-pip-sources)";)
 
 $(VENV)/.installed: pyproject.toml
@@ -40,26 +51,26 @@ emulation: ## run the other platform's containers under QEMU, linux/arm64 on x86
 	@scripts/setup-emulation.sh
 
 build: $(VENV)/.installed engine ## build, verify and tag images: make build TAG=2.7.0-cuda11.8 [BUILD_ARGS=...]
-	@if [ -z "$(TAG)" ]; then echo "usage: make build TAG=<tag prefix or glob>, e.g. TAG=2.7.0-cuda11.8 (make list shows tags)"; exit 2; fi
-	$(WITH_SOURCES) $(PY) build.py build --matrix $(MATRIX) $(BUILD_ARGS) '$(TAG)'
+	@if [ -z "$$MAKEARG_TAG" ]; then echo "usage: make build TAG=<tag prefix or glob>, e.g. TAG=2.7.0-cuda11.8 (make list shows tags)"; exit 2; fi
+	$(WITH_SOURCES) $(RUN) build.py build --matrix =MATRIX +BUILD_ARGS =TAG
 
 doctor: $(VENV)/.installed ## check this machine for the selected images: make doctor TAG=2.14.1-cuda13.0 [DOCTOR_ARGS=--host-only]
-	$(PY) build.py doctor --matrix $(MATRIX) $(DOCTOR_ARGS) $(if $(TAG),'$(TAG)')
+	$(RUN) build.py doctor --matrix =MATRIX +DOCTOR_ARGS =TAG
 
 render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and templates
-	$(PY) build.py render --matrix $(MATRIX)
+	$(RUN) build.py render --matrix =MATRIX
 
 check-render: $(VENV)/.installed ## fail if the committed Dockerfiles are stale
-	$(PY) build.py render --matrix $(MATRIX) --check
+	$(RUN) build.py render --matrix =MATRIX --check
 
 reference: $(VENV)/.installed ## write docs/reference/{cli,settings,gpu-archs}.md from the parsers, the settings table and the knowledge base
 	$(PY) -m torchimages.cli.reference
 
 validate: $(VENV)/.installed ## check the matrix against the knowledge base
-	$(PY) build.py validate --matrix $(MATRIX)
+	$(RUN) build.py validate --matrix =MATRIX
 
 list: $(VENV)/.installed ## list image tags (TAG= narrows by prefix)
-	$(PY) build.py list --matrix $(MATRIX) $(TAG)
+	$(RUN) build.py list --matrix =MATRIX =TAG
 
 lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, the mutants table against the code, hadolint over every Dockerfile, shellcheck over every step script
 	$(VENV)/bin/ruff check .
@@ -75,14 +86,14 @@ test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests on TES
 	@EXTRA_PACKAGES="docker-registry skopeo zstd cosign" scripts/start-docker.sh >/dev/null
 	@scripts/setup-emulation.sh || echo "make test: no emulation (above): tests/e2e/test_arm64.py will skip, or fail with REQUIRE_DOCKER=1" >&2
 	$(MAKE) --no-print-directory lint check-render
-	$(WITH_SOURCES) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
+	$(WITH_SOURCES) $(RUN) -m pytest -n =TEST_WORKERS --dist loadscope --no-loadscope-reorder +PYTEST_ARGS
 
 test-unit: $(VENV)/.installed ## unit tests only (no Docker)
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(RUN) -m pytest tests/unit +PYTEST_ARGS
 
 test-images: $(VENV)/.installed ## smoke-test built images: make test-images TAG=... [TEST_ARGS=--gpus all]
-	@if [ -z "$(TAG)" ]; then echo "usage: make test-images TAG=<tag prefix>"; exit 2; fi
-	$(PY) build.py test --matrix $(MATRIX) $(TEST_ARGS) '$(TAG)'
+	@if [ -z "$$MAKEARG_TAG" ]; then echo "usage: make test-images TAG=<tag prefix>"; exit 2; fi
+	$(RUN) build.py test --matrix =MATRIX +TEST_ARGS =TAG
 
 bench: $(VENV)/.installed ## print the validate+plan+render figures (see docs/benchmarks.md)
 	$(PY) bench/plan_render.py
@@ -93,11 +104,11 @@ bench-image: $(VENV)/.installed ## both flavors: stored bytes, cold build, size 
 
 bench-compression: $(VENV)/.installed ## push and pull of the CUDA runtime with gzip vs zstd layers, loopback registry (10-15 min)
 	@EXTRA_PACKAGES="docker-registry skopeo zstd" scripts/start-docker.sh >/dev/null
-	$(PY) bench/compression.py $(IMAGE)
+	$(RUN) bench/compression.py =IMAGE
 
 bench-pull: $(VENV)/.installed ## cold pulls of one image (IMAGE) pushed with gzip, then zstd: seconds, layers, largest layer
 	@EXTRA_PACKAGES="docker-registry skopeo zstd" scripts/start-docker.sh >/dev/null
-	$(PY) bench/pull.py $(IMAGE)
+	$(RUN) bench/pull.py =IMAGE
 
 bench-jobs: $(VENV)/.installed ## --jobs 1 against --jobs 2 over four cold CPU builds (5-15 min)
 	@scripts/start-docker.sh >/dev/null
@@ -108,7 +119,7 @@ bench-cache: $(VENV)/.installed ## a second CI run on a fresh engine with and wi
 	$(WITH_SOURCES) $(PY) bench/cache.py
 
 mutants: $(VENV)/.installed ## plant each hand-written rule-breaking bug in a copy of the tree, run its unit tests (a few min; docs/mutants.md)
-	$(PY) bench/mutants.py $(MUTANTS_ARGS)
+	$(RUN) bench/mutants.py +MUTANTS_ARGS
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

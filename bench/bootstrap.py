@@ -9,7 +9,10 @@ Run: .venv/bin/python bench/bootstrap.py [OS ...]   (default: ubuntu22.04 ubuntu
 
 from __future__ import annotations
 
-import argparse
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/bootstrap.py")
+
 import datetime
 import subprocess
 import sys
@@ -50,9 +53,13 @@ def measure(name: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_cli.parser(description=__doc__.splitlines()[0])
     parser.add_argument("oses", nargs="*", default=["ubuntu22.04", "ubuntu24.04", "debian12"])
     args = parser.parse_args()
+    known = compat.load().os
+    unknown = [name for name in args.oses if name not in known]
+    if unknown:
+        parser.error(f"no such OS: {', '.join(map(repr, unknown))[:200]} (known: {', '.join(sorted(known))})")
     print(f"# bench/bootstrap.py, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
     for name in args.oses:
         print(measure(name), flush=True)
@@ -60,4 +67,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.run("bench/bootstrap.py", main))

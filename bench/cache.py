@@ -15,6 +15,10 @@ Run: .venv/bin/python bench/cache.py [--entry '{torch: ..., cuda: cpu, ...}']
 
 from __future__ import annotations
 
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/cache.py")
+
 import argparse
 import contextlib
 import datetime
@@ -32,11 +36,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the private engine of the fault tests
 
-from tests.e2e.test_faults import BASE, private_engine  # noqa: E402
-from torchimages.engine import find_build_client  # noqa: E402
+from tests.e2e.test_faults import BASE, private_engine
+from torchimages.engine import find_build_client
 
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}"
 VENV_STEP = re.compile(r"^#(\d+) \[runtime +\d+/\d+\] RUN --mount=type=cache,target=/home/torch/.cache/pip", re.M)
@@ -98,9 +104,15 @@ def cached_steps(logs: Path) -> tuple[int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entry", default=ENTRY, help="the matrix include entry to build (default: %(default)s)")
     args = parser.parse_args()
+    try:
+        entry = yaml.safe_load(args.entry)
+    except yaml.YAMLError as exc:
+        parser.error(f"--entry is not YAML: {' '.join(str(exc).split())[:200]}")
+    if not isinstance(entry, dict):
+        parser.error(f"--entry {args.entry[:80]!r} is not one mapping (e.g. {ENTRY})")
     if os.geteuid() != 0:
         sys.exit("needs root: it starts private dockerds")
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp, registry(Path(tmp)) as address:
@@ -109,7 +121,7 @@ def main() -> None:
         subprocess.run(["docker", "save", "-o", str(archive), BASE], check=True)
         repository = f"{address}/torchimages-bench-{uuid.uuid4().hex[:8]}/pytorch"
         matrix = folder / "matrix.yaml"
-        matrix.write_text(f"repository: {repository}\nmatrix:\n  include:\n    - {args.entry}\n")
+        matrix.write_text(yaml.safe_dump({"repository": repository, "matrix": {"include": [entry]}}))
         subprocess.run([sys.executable, str(ROOT / "build.py"), "render", "--matrix", str(matrix)], check=True)
         now = datetime.datetime.now(datetime.UTC)
         print(f"# {now:%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores")
@@ -127,4 +139,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(bench_cli.run("bench/cache.py", main))

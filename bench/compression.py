@@ -17,6 +17,10 @@ Run: .venv/bin/python bench/compression.py [IMAGE]  (default: the CUDA 13.0 runt
 
 from __future__ import annotations
 
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/compression.py")
+
 import argparse
 import datetime
 import gzip
@@ -34,6 +38,7 @@ from typing import IO, Any
 
 from image_build import loopback_registry  # bench/: the folder this script runs from
 
+from torchimages import values
 from torchimages.engine import DockerEngine, stored_size
 
 DEFAULT_IMAGE = "torchimages/pytorch:2.14.1-cuda13.0-cudnn9-runtime-debian12"
@@ -162,10 +167,16 @@ def decompress_seconds(data: Path, manifest: dict[str, Any]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("image", nargs="?", default=DEFAULT_IMAGE)
     args = parser.parse_args()
+    try:
+        values.reference(args.image, "IMAGE")
+    except values.BadValue as exc:
+        parser.error(str(exc))
     engine = DockerEngine()
+    if not engine.sdk.images.list(name=args.image):
+        parser.error(f"IMAGE {args.image!r}: no such image on this engine")
     sdk, docker = engine.sdk, engine.docker_cli
     run = uuid.uuid4().hex[:8]
     print(f"date: {datetime.date.today()}  machine: {platform.machine()}, {os.cpu_count()} cores", flush=True)
@@ -222,4 +233,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(bench_cli.run("bench/compression.py", main))

@@ -9,7 +9,10 @@ Run: .venv/bin/python bench/image_build.py [--combination PREFIX] [--skip-regist
 
 from __future__ import annotations
 
-import argparse
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/image_build.py")
+
 import datetime
 import os
 import platform
@@ -30,6 +33,7 @@ from torchimages import render
 from torchimages.building.wheels import WheelSources, secret_file, serve
 from torchimages.engine import DockerEngine
 from torchimages.planning import plan
+from torchimages.problems import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COMBINATION = "2.14.1-cuda13.0-cudnn9-*-debian12"
@@ -166,16 +170,23 @@ def single_layer_copy(docker: str, sdk: Any, base: str, runtime: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = bench_cli.parser(description=__doc__)
     parser.add_argument("--combination", default=DEFAULT_COMBINATION, help="selector of one combination's images")
     parser.add_argument("--ca-cert", default=os.environ.get("TORCHIMAGES_CA_CERT"))
     parser.add_argument("--skip-registry", action="store_true", help="leave out the push/pull figures")
     args = parser.parse_args()
+    if args.ca_cert and not Path(args.ca_cert).is_file():
+        parser.error(f"--ca-cert {args.ca_cert!r}: no such file")
+    loaded = plan.load(ROOT / "matrix.yaml")
+    try:
+        found = plan.select(loaded, [args.combination])
+    except InputError as exc:
+        parser.error(f"--combination {args.combination!r}: {exc}")
+    if len({selected.combination.folder for selected in found}) != 1:
+        parser.error(f"--combination {args.combination!r} selects {len(found)} images, not one combination's")
+    combination = found[0].combination
     engine = DockerEngine()
     sdk, docker = engine.sdk, engine.build_client.docker
-    loaded = plan.load(ROOT / "matrix.yaml")
-    (selected,) = plan.select(loaded, [args.combination])
-    combination = selected.combination
     devel, runtime = combination.image("devel").reference, combination.image("runtime").reference
     logs = Path(tempfile.mkdtemp()) / "logs"
     cli = [sys.executable, ROOT / "build.py", "build", args.combination, "--log-dir", logs]
@@ -262,4 +273,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(bench_cli.run("bench/image_build.py", main))

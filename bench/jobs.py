@@ -15,6 +15,10 @@ Run: .venv/bin/python bench/jobs.py [--jobs 1 2] [--as-rendered]
 
 from __future__ import annotations
 
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/jobs.py")
+
 import argparse
 import datetime
 import os
@@ -106,9 +110,12 @@ def remove_repository(repository: str) -> None:
         subprocess.run(["docker", "rmi", name], capture_output=True, check=False)
 
 
+JOBS = bench_cli.whole_number(1, 64)  # an argparse type: the --jobs values
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="the --jobs values to time, in order")
+    parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=JOBS, nargs="+", default=[1, 2], help="the --jobs values to time, in order")
     parser.add_argument("--as-rendered", action="store_true", help="build the Dockerfiles as rendered (no pin)")
     args = parser.parse_args()
     repository = f"torchimages-bench-{uuid.uuid4().hex[:8]}/pytorch"
@@ -140,4 +147,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(bench_cli.run("bench/jobs.py", main))

@@ -20,7 +20,10 @@ Run (from the repository root, with the machine's wheel sources as `make build` 
 
 from __future__ import annotations
 
-import argparse
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/layer_equality.py")
+
 import json
 import os
 import subprocess
@@ -98,7 +101,7 @@ def compare(old: Sequence[Built], new: Sequence[Built]) -> tuple[list[str], bool
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_cli.parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", required=True, help="the revision to compare against (git rev)")
     parser.add_argument("--new", help="the revision to compare (default: the working tree as it is)")
     parser.add_argument("tags", nargs="+", help="tag prefixes or globs, as `build.py build` takes them")
@@ -131,4 +134,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.run("bench/layer_equality.py", main))

@@ -18,6 +18,10 @@ Run: .venv/bin/python bench/layer_scan.py --synthetic 600 [--runs 3]
 
 from __future__ import annotations
 
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/layer_scan.py")
+
 import argparse
 import gzip
 import hashlib
@@ -147,12 +151,15 @@ def bounded(most: int) -> Callable[[str], int]:
     return parse
 
 
+LIMIT = bench_cli.whole_number(1, 1 << 50)  # an argparse type: the cache's limit in bytes
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="time the layer scan of images without, then with its cache")
+    parser = bench_cli.parser(description="time the layer scan of images without, then with its cache")
     parser.add_argument("images", nargs="*", metavar="IMAGE", help="local image references, scanned in this order")
     parser.add_argument("--no-baseline", action="store_true", help="skip the scan without a cache")
     parser.add_argument("--docker", default=None, help="the docker client (default: the first on PATH)")
-    parser.add_argument("--limit", type=int, default=64 << 20, help="the cache's size limit in bytes")
+    parser.add_argument("--limit", type=LIMIT, default=64 << 20, help="the cache's size limit in bytes")
     parser.add_argument(
         "--synthetic", type=bounded(MAX_SYNTHETIC_MB), metavar="MB", help="time a synthetic archive instead (no Docker)"
     )
@@ -178,4 +185,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.run("bench/layer_scan.py", main))

@@ -13,7 +13,10 @@ status 1. A row whose original text is no longer in its file (exactly once) is s
 
 from __future__ import annotations
 
-import argparse
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/mutants.py")
+
 import os
 import re
 import shutil
@@ -74,6 +77,8 @@ KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 KB_RANGED = "kb/ranged.py"
 COMPAT = "compat.py"
+MAKEFILE, MAKE_ARGS = "../Makefile", "../scripts/make_args.py"  # outside the package: from its folder
+BENCH_CLI, CLI_LOCK = "../bench/bench_cli.py", "cli/lock.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -157,8 +162,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return sorted(set(names))",
       "architectures sorted as text (sm_100 before sm_75)"),
     M("archs-no-entry-bound", ARCH_PROBE,
-      "            steps += 1\n            if steps > limit:\n",
-      "            steps += 1\n            if False:\n",
+      "        while entry < container_end:\n            work.spend()\n",
+      "        while entry < container_end:\n",
       "a fatbin with a huge number of entries is read without end (no bound)"),
     M("archs-padding-unbounded", ARCH_PROBE,
       "            if padding > MAX_PADDING:\n",
@@ -1082,6 +1087,62 @@ MUTATIONS: tuple[Mutation, ...] = (
       "range(1, throughput.PROCESSES + 1)",
       "range(1, 2)",
       "the spread of one probe process is measured: a process's own noise (cuDNN's choice, the clocks) is not"),
+    # --- issue 42: render's writes stay inside images/, the archs probe's budget per file, make, bench ---------
+    M("render-follows-links", RENDER,
+      "    refuse_links(images)\n",
+      "    pass\n",
+      "render writes through a link out of images/ (a linked steps/ emptied, a linked script's target overwritten) "
+      "and --check calls a linked file up to date"),
+    M("render-images-folder-link", RENDER,
+      "    if images.is_symlink():\n        return [images]\n",
+      "",
+      "an images folder that is itself a link is rendered into, wherever it points"),
+    M("render-dangling-link-missed", RENDER,
+      "if os.path.islink(os.path.join(folder, name))]",
+      "if os.path.exists(os.path.join(folder, name)) and os.path.islink(os.path.join(folder, name))]",
+      "a dangling link in images/ is written through (a file made where it points) or ends in a traceback"),
+    M("lock-writes-before-links", CLI_LOCK,
+      "    render.refuse_links(loaded.images_dir)  # before a lock file is written into images/, and the re-render\n",
+      "",
+      "`lock SELECTOR` writes requirements.lock (through a linked folder, out of images/) before the re-render "
+      "refuses the link"),
+    M("archs-budget-per-section", ARCH_PROBE,
+      "        for kind, version, flags in fatbin_entries(read, offset, size, work):",
+      "        for kind, version, flags in fatbin_entries(read, offset, size, limit):",
+      "a crafted 4 MB library of 65,000 sections over the same entries keeps the archs probe (and the build) "
+      "reading for hours"),
+    M("archs-padding-free", ARCH_PROBE,
+      "    while position < end:\n        work.spend()\n",
+      "    while position < end:\n",
+      "zero padding and empty containers cost the archs probe nothing: a file of them is read far past the bound"),
+    M("make-tag-as-shell-text", MAKEFILE,
+      "	$(WITH_SOURCES) $(RUN) build.py build --matrix =MATRIX +BUILD_ARGS =TAG\n",
+      "	$(WITH_SOURCES) $(RUN) build.py build --matrix =MATRIX +BUILD_ARGS '$(TAG)'\n",
+      "`make build TAG=\"a'b; touch f\"` runs `touch f`: the tag is shell text again"),
+    M("make-values-expanded", MAKEFILE,
+      "$(eval export MAKEARG_$(name) := $$(value $(name)))",
+      "$(eval export MAKEARG_$(name) := $$($(name)))",
+      "make expands what a user sets: TAG='$(shell touch f)' runs `touch f`, and the tool gets other text"),
+    M("make-args-split-on-blanks", MAKE_ARGS,
+      "                found += shlex.split(value)\n",
+      "                found += value.split()\n",
+      "BUILD_ARGS=\"--label 'a b'\" reaches the tool as the words '--label', \"'a\", \"b'\" (quotes ignored)"),
+    M("bench-early-heeds-nothing", BENCH_CLI,
+      "    for sig in stopping.heeded():\n        signal.signal(sig, stop)\n",
+      "    for sig in ():\n        signal.signal(sig, stop)\n",
+      "Ctrl-C while a bench script loads its modules (its first ~0.1 s and more) prints a KeyboardInterrupt traceback"),
+    M("bench-run-stopped-uncaught", BENCH_CLI,
+      "    except (stopping.Stopped, KeyboardInterrupt) as exc:\n",
+      "    except KeyboardInterrupt as exc:\n",
+      "Ctrl-C in a bench script's main prints a Stopped traceback, exit 1, not one line and 130"),
+    M("bench-usage-block", BENCH_CLI,
+      '            self.exit(2, f"{self.prog}: error: ',
+      "            return super().error(message)  # ",
+      "a mistyped bench option prints argparse's usage block (several lines), not one line"),
+    M("bench-numbers-unbounded", BENCH_CLI,
+      "        if not least <= value <= most:\n",
+      "        if False:\n",
+      "`mutants.py --jobs 0`, `plan_render.py --repeat 0` end in a traceback later (no workers, no timing)"),
 )
 # fmt: on
 
@@ -1149,6 +1210,10 @@ RELEVANT: dict[str, tuple[str, str]] = {
     KB_RANGED: (r"^kb/", r"torchimages\.kb\b"),
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
     "smoke/throughput.py": (r"test_throughput", r"smoke import throughput"),
+    MAKEFILE: (r"make_args", r"make_args"),
+    MAKE_ARGS: (r"make_args", r"make_args"),
+    BENCH_CLI: (r"bench_scripts", r"bench_cli"),
+    CLI_LOCK: (r"render_links", r"render_links"),
 }
 
 
@@ -1278,16 +1343,22 @@ def check_isolation(tree: Path) -> None:
         raise SystemExit(f"mutants: the copy imports {where}, not its own package: refusing to run")
 
 
+JOBS, TIMEOUT = bench_cli.whole_number(1, 64), bench_cli.seconds(86_400)  # argparse types
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=2, help="mutations tried at once, one tree copy each (2)")
+    parser = bench_cli.parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=JOBS, default=2, help="mutations tried at once, one tree copy each (2)")
     parser.add_argument("--only", default="", help="comma-separated mutation ids")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's tests (300)")
+    parser.add_argument("--timeout", type=TIMEOUT, default=300.0, help="seconds per mutation's tests (300)")
     parser.add_argument("--list", action="store_true", help="print the table and exit")
     parser.add_argument(
         "--check", action="store_true", help="only check the table against the code (seconds; `make lint` runs it)"
     )
     args = parser.parse_args(argv)
+    unknown = sorted(set(filter(None, args.only.split(","))) - {m.id for m in MUTATIONS})
+    if unknown:
+        parser.error(f"--only: no such mutation ids: {', '.join(unknown)[:200]} (--list shows them)")
     wanted = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
     if args.list:
         for m in wanted:
@@ -1341,4 +1412,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.run("bench/mutants.py", main))

@@ -6,9 +6,13 @@ with synthetic torch releases (2.100 and up, cloned from 2.14) to reach the size
 
 from __future__ import annotations
 
-import argparse
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/plan_render.py")
+
 import copy
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,9 +50,9 @@ def matrix_text(minors: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--combinations", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = bench_cli.parser(description=__doc__)
+    parser.add_argument("--combinations", type=bench_cli.whole_number(len(VARIANTS), 100_000), default=1000)
+    parser.add_argument("--repeat", type=bench_cli.whole_number(1, 1000), default=5)
     args = parser.parse_args()
     minors = args.combinations // len(VARIANTS)
     kb = synthetic_kb(minors)
@@ -71,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(bench_cli.run("bench/plan_render.py", main))

@@ -23,6 +23,10 @@ Run: .venv/bin/python bench/pull.py [IMAGE] [--registry 127.0.0.1:PORT] [--runs 
 
 from __future__ import annotations
 
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/pull.py")
+
 import argparse
 import contextlib
 import datetime
@@ -84,7 +88,7 @@ def registry(text: str) -> str:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("image", nargs="?", default=DEFAULT_IMAGE, help=f"a local image (default {DEFAULT_IMAGE})")
     parser.add_argument(
         "--registry", type=registry, help="HOST:PORT of a registry on loopback (default: docker-registry started here)"
@@ -199,4 +203,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.run("bench/pull.py", main))

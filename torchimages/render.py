@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -12,6 +13,7 @@ import jinja2
 
 from torchimages import platforms, textfile
 from torchimages.combination import LOCK_FILE, Combination
+from torchimages.problems import InputError, Problem
 
 # Shipped inside the package (package data); the top-level templates/ is a symlink to this folder.
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -278,8 +280,46 @@ def _generated(images: Path) -> list[Path]:
     return sorted([*images.glob("*/Dockerfile"), *images.glob(f"*/{STEPS_FOLDER}/*")])
 
 
+def links(images: Path) -> list[Path]:
+    """Every symbolic link in `images` (the folder itself, its folders and files, dangling ones too), sorted;
+    none is followed, so a linked folder's contents are not looked at."""
+    if images.is_symlink():
+        return [images]
+    found: list[Path] = []
+    for folder, folders, files in os.walk(images):  # os.walk follows no link to a folder
+        found += [Path(folder, name) for name in [*folders, *files] if os.path.islink(os.path.join(folder, name))]
+    return sorted(found)
+
+
+def refuse_links(images: Path) -> None:
+    """InputError naming each symbolic link in `images`: rendering writes and compares only the tree's own files
+    (a link would have a write land, or a check look, outside it)."""
+    found = links(images)
+    if found:
+        raise InputError(
+            [
+                Problem(
+                    f"a symbolic link (to {_target(path)}) in the images folder: render follows no link; "
+                    "replace it with the file or folder itself, or remove it",
+                    file=str(path),
+                )
+                for path in found
+            ]
+        )
+
+
+def _target(link: Path) -> str:
+    """Where a link points, quoted (one line whatever it holds)."""
+    try:
+        return repr(os.readlink(link))
+    except OSError as exc:  # removed or replaced since it was found
+        return f"unreadable: {exc.strerror}"
+
+
 def stale(rendered: dict[str, str], images: Path) -> list[str]:
-    """Paths whose file differs from the rendering, is missing, or is no longer generated."""
+    """Paths whose file differs from the rendering, is missing, or is no longer generated; InputError when
+    `images` holds a symbolic link (refuse_links)."""
+    refuse_links(images)
     changed = [p for p, text in rendered.items() if _read(images / p) != text.encode()]
     orphans = [
         p.relative_to(images).as_posix()
@@ -290,7 +330,9 @@ def stale(rendered: dict[str, str], images: Path) -> list[str]:
 
 
 def write(rendered: dict[str, str], images: Path) -> list[str]:
-    """Write the rendering (atomically per file), remove orphaned Dockerfiles; return what changed."""
+    """Write the rendering (atomically per file), remove orphaned Dockerfiles; return what changed. Everything is
+    checked before the first write: a symbolic link anywhere in `images` (refuse_links), a generated path that is
+    no regular file (`_read`), and nothing is written."""
     changed = stale(rendered, images)
     for rel in changed:
         target = images / rel

@@ -11,6 +11,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -216,11 +217,66 @@ def test_more_containers_and_entries_than_the_bound_is_an_error(probe: types.Mod
     fatbin = container(*[entry(2, 75)] * 4)
     data = elf({".nv_fatbin": fatbin})
     assert probe.read_archs(Budget(data), len(data), limit=5) == {"sass": ["sm_75"], "ptx": []}
-    with pytest.raises(probe.FormatError, match="more than 4 fatbin containers and entries"):
+    with pytest.raises(probe.FormatError, match=r"over budget: more than 4 fatbin headers"):
         probe.read_archs(Budget(data), len(data), limit=4)
     empty = elf({".nv_fatbin": container() * 6})  # containers with no entries count too
-    with pytest.raises(probe.FormatError, match="more than 5 fatbin containers"):
+    with pytest.raises(probe.FormatError, match=r"over budget: more than 5 fatbin headers"):
         probe.read_archs(Budget(empty), len(empty), limit=5)
+
+
+def many_sections(count: int, region: bytes) -> bytes:
+    """An ELF64 file of `count` `.nv_fatbin` sections that all name the same bytes (`region`): each alone is
+    within bounds, the file is not."""
+    names = b"\0.nv_fatbin\0.shstrtab\0"
+    region_at = 64
+    names_at = region_at + len(region) + (-len(region) % 8)
+    table = names_at + len(names) + (-len(names) % 8)
+    headers = bytearray(64)  # section 0
+    headers += struct.pack("<IIQQQQIIQQ", 1, 1, 0, 0, region_at, len(region), 0, 0, 8, 0) * count
+    headers += struct.pack("<IIQQQQIIQQ", 12, 3, 0, 0, names_at, len(names), 0, 0, 1, 0)
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", header, 0x28, table)
+    struct.pack_into("<HHH", header, 0x3A, 64, count + 2, count + 1)
+    body = region + b"\0" * (-len(region) % 8) + names + b"\0" * (-len(names) % 8)
+    return bytes(header) + body + bytes(headers)
+
+
+def test_the_bound_covers_the_whole_file_not_each_section(probe: types.ModuleType) -> None:
+    """Three sections over one container of 4 entries: 15 reads in all, each section's 5 under a limit of 6."""
+    data = many_sections(3, container(*[entry(2, 75, header_size=48, payload=0)] * 4))
+    assert probe.read_archs(Budget(data), len(data), limit=15) == {"sass": ["sm_75"], "ptx": []}
+    with pytest.raises(probe.FormatError, match=r"over budget: more than 14 fatbin headers"):
+        probe.read_archs(Budget(data, reads=14 + 10), len(data), limit=14)
+
+
+def test_padding_spends_the_budget_too(probe: types.ModuleType) -> None:
+    """Zero padding between containers is header reads like any other: 512 words of it under a limit of 100."""
+    data = elf({".nv_fatbin": container(entry(2, 75)) + b"\0" * 4096 + container(entry(2, 80))})
+    assert probe.read_archs(Budget(data), len(data)) == {"sass": ["sm_75", "sm_80"], "ptx": []}
+    with pytest.raises(probe.FormatError, match=r"over budget: more than 100 fatbin headers"):
+        probe.read_archs(Budget(data, reads=100 + 10), len(data), limit=100)
+
+
+def test_a_crafted_4_mb_file_is_reported_over_budget_in_seconds(probe: types.ModuleType, tmp_path: Path) -> None:
+    """65,000 sections over the same 3,000 entries (4.3 MB): 195 million header reads at a bound per section (hours);
+    the bound per file stops it after MAX_ENTRIES, and the probe reports the file as not read, over budget."""
+    region = container(*[entry(2, 75, header_size=48, payload=0)] * 3000)
+    data = many_sections(65_000, region)
+    assert 4_000_000 < len(data) < 5_000_000
+    with pytest.raises(probe.FormatError, match=r"over budget"):  # fails fast where the bound is not the file's
+        probe.read_archs(Budget(data, reads=probe.MAX_ENTRIES + 10), len(data))
+    root = tmp_path / "site-packages"
+    (root / "torch" / "lib").mkdir(parents=True)
+    (root / "torch" / "lib" / "libcrafted.so").write_bytes(data)
+    start = time.monotonic()
+    files, errors = probe.scan([(str(root), "torch")])
+    assert time.monotonic() - start < 30
+    assert files == {}
+    assert errors == {
+        "torch/lib/libcrafted.so": f"over budget: more than {probe.MAX_ENTRIES} fatbin headers (containers, entries, "
+        "padding words) in the file; not read further"
+    }
 
 
 def test_a_long_run_of_zero_bytes_is_an_error(probe: types.ModuleType) -> None:

@@ -336,7 +336,7 @@ def test_a_ca_cert_that_is_not_a_file_says_what_it_is(
     ("make", "expected"),
     [
         (lambda p: p.mkdir(), "a rendered Dockerfile must be a regular file, not a directory"),
-        (lambda p: p.symlink_to("/dev/zero"), "a rendered Dockerfile must be a regular file, not a character device"),
+        (lambda p: p.symlink_to("/dev/zero"), "a symbolic link (to '/dev/zero') in the images folder"),
     ],
     ids=["directory", "dev-zero"],
 )
@@ -360,7 +360,7 @@ def test_a_rendered_dockerfile_that_is_not_a_file_is_refused(
     [
         (lambda p: p.mkdir(), "a rendered step script must be a regular file, not a directory"),
         (lambda p: os.mkfifo(p), "a rendered step script must be a regular file, not a FIFO (named pipe)"),
-        (lambda p: p.symlink_to("/dev/zero"), "a rendered step script must be a regular file, not a character device"),
+        (lambda p: p.symlink_to("/dev/zero"), "a symbolic link (to '/dev/zero') in the images folder"),
     ],
     ids=["directory", "fifo", "dev-zero"],
 )

@@ -30,6 +30,7 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchimages import render
     from torchimages.planning import locking
     from torchimages.planning import plan as planning
 
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
         registry.check_settings()
         loaded = common.load_plan(args)
+        render.refuse_links(loaded.images_dir)  # the re-render after the lock would refuse them: before any write
         if args.selectors:
             chosen = common.select(args, loaded, in_full=True)
         else:  # every registry base of the plan
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from torchimages.building import locks
 
     loaded = common.load_plan(args)
+    render.refuse_links(loaded.images_dir)  # before a lock file is written into images/, and the re-render
     chosen = common.select(args, loaded, in_full=True)
     common.check_platforms(  # packages are read from built images, found by their public tags
         chosen, "lock", "leave it unlocked for now: one lock file would constrain every platform's build"

@@ -14,6 +14,13 @@ a container header (u32 magic 0xBA55ED50, u16 version 1, u16 header size, u64 si
 then entries, each: u16 kind (1 PTX, 2 ELF), u16, u32 header size, u64 payload size (padded),
 ..., u32 SM version at offset 28, u64 flags at offset 40 (0x100000: arch-specific `a`,
 0x200000: family-specific `f`); the next entry follows the payload. Containers lie back to back.
+
+The work on one file is bounded as a whole, whatever its sections hold (several sections may name the same bytes):
+the ELF header and first section header (128 bytes), the section headers (at most MAX_SECTIONS, 4 MiB), the
+section name table (at most MAX_NAMES_BYTES, 1 MiB), then at most MAX_ENTRIES header reads of at most 48 bytes
+over all its `.nv_fatbin` sections together (each container header, entry header, 8 zero bytes of padding and
+section tail spends one): about 15 MB read in at most 200,000 + 3 reads, a second or so. A file that needs more
+is one error ("over budget"), reported as not read.
 """
 
 from __future__ import annotations
@@ -36,7 +43,9 @@ KIND_PTX = 1
 KIND_ELF = 2
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a, compute_100a
 FLAG_FAMILY_SPECIFIC = 0x200000  # sm_100f, compute_120f
-MAX_ENTRIES = 200_000  # containers and entries per file; torch 2.14.1's libtorch_cuda.so holds about 3,000 entries
+# Header reads per file, over all its sections (containers, entries, padding words, section tails); torch
+# 2.14.1's libtorch_cuda.so needs about 3,000.
+MAX_ENTRIES = 200_000
 MAX_PADDING = 4096  # zero bytes between two containers (none in torch 2.14.1's files; alignment, if any)
 MAX_SECTIONS = 65_535
 MAX_NAMES_BYTES = 1 << 20  # a section-name table larger than this is not a real one
@@ -53,6 +62,22 @@ Reader = Callable[[int, int], bytes]
 
 class FormatError(Exception):
     """The bytes are not what the ELF or fatbin layout says; the message is one line."""
+
+
+class Work:
+    """The header reads left for one file (MAX_ENTRIES by default), shared by all of its sections."""
+
+    def __init__(self, limit: int = MAX_ENTRIES) -> None:
+        self.limit = self.left = limit
+
+    def spend(self) -> None:
+        """One header read more; FormatError (over budget) past the limit."""
+        self.left -= 1
+        if self.left < 0:
+            raise FormatError(
+                f"over budget: more than {self.limit} fatbin headers (containers, entries, padding words) "
+                "in the file; not read further"
+            )
 
 
 def u16(data: bytes, offset: int) -> int:
@@ -121,15 +146,19 @@ def fatbin_sections(read: Reader, file_size: int) -> list[tuple[int, int]]:
     return found
 
 
-def fatbin_entries(read: Reader, start: int, size: int, limit: int = MAX_ENTRIES) -> Iterator[tuple[int, int, int]]:
+def fatbin_entries(
+    read: Reader, start: int, size: int, work: Work | int = MAX_ENTRIES
+) -> Iterator[tuple[int, int, int]]:
     """(kind, SM version, flags) of each entry of the fatbin containers in [start, start + size).
 
     Up to MAX_PADDING zero bytes between containers (alignment) are skipped; every step moves
-    forward, and more than `limit` containers and entries together is an error."""
+    forward, and each read spends one of `work` (a file's, shared by its sections; a number: this call's own)."""
+    work = Work(work) if isinstance(work, int) else work
     end = start + size
     position = start
-    steps = padding = 0
+    padding = 0
     while position < end:
+        work.spend()
         if end - position < CONTAINER_HEADER.size:
             if read_exactly(read, position, end - position, "padding").strip(b"\0"):
                 raise FormatError(f"{end - position} bytes after the last fatbin container at offset {position}")
@@ -142,9 +171,6 @@ def fatbin_entries(read: Reader, start: int, size: int, limit: int = MAX_ENTRIES
             position += 8
             continue
         padding = 0
-        steps += 1
-        if steps > limit:
-            raise FormatError(f"more than {limit} fatbin containers and entries")
         magic, version, header_size, body = CONTAINER_HEADER.unpack(header)
         if magic != FATBIN_MAGIC:
             raise FormatError(f"no fatbin container at offset {position} (magic {magic:#010x})")
@@ -157,9 +183,7 @@ def fatbin_entries(read: Reader, start: int, size: int, limit: int = MAX_ENTRIES
             raise FormatError(f"fatbin container at offset {position} runs past the section's end")
         entry = position + header_size
         while entry < container_end:
-            steps += 1
-            if steps > limit:
-                raise FormatError(f"more than {limit} fatbin containers and entries")
+            work.spend()
             if container_end - entry < ENTRY_FIELDS_END:
                 raise FormatError(f"a fatbin entry header at offset {entry} is cut short by its container's end")
             fields = read_exactly(read, entry, ENTRY_FIELDS_END, "a fatbin entry header")
@@ -200,14 +224,16 @@ def sorted_archs(names: Iterable[str]) -> list[str]:
 
 
 def read_archs(read: Reader, file_size: int, limit: int = MAX_ENTRIES) -> dict[str, list[str]] | None:
-    """{"sass": [...], "ptx": [...]} of an ELF file's `.nv_fatbin` sections; None when it has none."""
+    """{"sass": [...], "ptx": [...]} of an ELF file's `.nv_fatbin` sections; None when it has none. At most `limit`
+    header reads over all the sections together (the module's docstring: the whole file's bound)."""
     sections = fatbin_sections(read, file_size)
     if not sections:
         return None
     sass: set[str] = set()
     ptx: set[str] = set()
+    work = Work(limit)
     for offset, size in sections:
-        for kind, version, flags in fatbin_entries(read, offset, size, limit):
+        for kind, version, flags in fatbin_entries(read, offset, size, work):
             name = arch_name(kind, version, flags)
             if name is not None:
                 (sass if kind == KIND_ELF else ptx).add(name)
