@@ -359,8 +359,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if pin.name in installed and not _keeps(pin, installed[pin.name])",
       "an image that uninstalled a pinned distribution passes"),
     M("constraints-local-label-ignored", CONSTRAINTS,
-      'SpecifierSet(f"=={pin.version}")',
-      'SpecifierSet(f"=={pin.version.split(\'+\')[0]}")',
+      "        return Version(installed) == Version(pin.version)\n",
+      "        return Version(installed).public == Version(pin.version).public\n",
       "torch 2.7.0+cpu replacing 2.7.0+cu118 passes"),
     M("constraints-foreign-file-checked", CONSTRAINTS,
       "    if not found.ours:\n",
@@ -1011,6 +1011,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None\n',
       "    return url\n",
       "a page's javascript: or file: link is kept as a file to fetch"),
+    # --- outdated, constraints, bases from the image's label (issues 42, 45) ---------------------------
+    M("constraints-public-pin-admits-local", CONSTRAINTS,
+      "        return Version(installed) == Version(pin.version)\n",
+      "        return Version(installed) == Version(pin.version) or Version(installed).public == pin.version\n",
+      "a PyPI torch==2.14.1 replaced by 2.14.1+cpu or 2.14.1+cu126 (pip and uv admit both) passes the drift check"),
 )
 # fmt: on
 
