@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_docker(args.docker)
     checks = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
+    engine.check_client()  # the containers' CLI answers for the engine: else nothing would be checked (exit 2)
     stale = 0
     for s in chosen:
         for image in s.images:

@@ -21,7 +21,7 @@ from typing import IO, Any
 from torchimages import registry, settings, stopping, values
 from torchimages.engine import manifests, zstd_push
 from torchimages.engine.attestation import SbomAttestation, sbom_attestation, uses_containerd_store
-from torchimages.engine.discovery import find_build_client, takes_named_contexts
+from torchimages.engine.discovery import find_build_client, server_problem, takes_named_contexts
 from torchimages.engine.process import MAX_OUTPUT_BYTES, Captured, captured, run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
 from torchimages.engine.requests import (
@@ -136,12 +136,15 @@ def _sdk_client() -> Any:
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
     """What the SDK raises, besides its DockerException, when the engine is gone: requests' errors
-    (connection refused, reset, read timeout) and the OSErrors beneath them."""
+    (connection refused, reset, read timeout), urllib3's where the SDK reads a stream itself (a pull's progress:
+    a connection dropped mid-answer is urllib3's ProtocolError, which requests never wraps there) and the
+    OSErrors beneath them."""
     try:
         import requests.exceptions
+        import urllib3.exceptions
     except ImportError:  # no SDK (nor requests) on this machine: commands that need no engine still run
         return (OSError,)
-    return (requests.exceptions.RequestException, OSError)
+    return (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError)
 
 
 CONNECTION_ERRORS = _connection_errors()
@@ -433,6 +436,13 @@ class DockerEngine:
 
     def remove_container(self, name: str) -> None:
         self._removed(name)
+
+    def check_client(self) -> None:
+        """EngineError unless the docker CLI that runs the checks' containers (`docker_cli`) answers for the
+        engine (discovery.server_problem): a `--docker /bin/false` would run no container and check nothing."""
+        problem = server_problem(self.docker_cli)
+        if problem:
+            raise EngineError(problem)
 
     def gpu_runtime_available(self) -> bool:
         with self._failures("asking the engine for its runtimes"):

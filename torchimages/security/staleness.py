@@ -50,9 +50,14 @@ def check(
     pull: bool = False,
     cancelled: threading.Event | None = None,
 ) -> Staleness:
-    """Whether `image` (its platform's reference, pulled first with `pull`) is stale (see the module)."""
+    """Whether `image` (its platform's reference, pulled first with `pull`) is stale (see the module). With
+    `pull` the registry is asked for the tag's manifest first, within the registry deadline (a pull through the
+    engine has none): EngineError when the registry cannot be asked (no answer, a dropped connection), so the
+    command stops and says so instead of waiting or calling the image stale."""
     reference = image.platform_reference
     if pull:
+        if engine.manifest(reference) is None:
+            return Staleness(reference, ("not in its registry: never pushed (build --push), or removed there",))
         errors = engine.pull(reference)
         if errors:
             return Staleness(reference, (f"could not pull it: {errors[-1]}",))
