@@ -65,6 +65,7 @@ SIGNING, MULTI_NODE = "security/signing.py", "smoke/suites/test_multi_node.py"
 STAGING, INDEX, MANIFESTS = "building/staging.py", "building/index.py", "engine/manifests.py"
 SIGNATURES, CLI_JOIN, REGISTRY = "building/signatures.py", "cli/join.py", "registry.py"
 DOCKER_ENGINE = "engine/docker_engine.py"
+DISCOVERY = "engine/discovery.py"
 PROCESS = "engine/process.py"
 ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
@@ -1016,6 +1017,22 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        return Version(installed) == Version(pin.version)\n",
       "        return Version(installed) == Version(pin.version) or Version(installed).public == pin.version\n",
       "a PyPI torch==2.14.1 replaced by 2.14.1+cpu or 2.14.1+cu126 (pip and uv admit both) passes the drift check"),
+    M("outdated-client-unchecked", OUTDATED,
+      "    engine.check_client()",
+      "    pass",
+      "outdated --docker /bin/false checks nothing and exits 0 (every image 'current')"),
+    M("engine-client-silence-answers", DISCOVERY,
+      "    if result.status == 0 and said:\n",
+      "    if result.status == 0:\n",
+      "a docker client that exits 0 and says nothing (/bin/true) passes for one that asks the engine"),
+    M("outdated-pull-unbounded", STALENESS,
+      "        if engine.manifest(reference) is None:\n",
+      "        if False:\n",
+      "outdated --pull against a registry that never answers waits on the engine's pull, with no deadline"),
+    M("engine-sdk-stream-drop-traceback", DOCKER_ENGINE,
+      "urllib3.exceptions.HTTPError, OSError)",
+      "OSError)",
+      "a pull whose stream is dropped midway (the registry went away) ends in a urllib3 traceback"),
 )
 # fmt: on
 
@@ -1071,6 +1088,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),
     ENTRY: (r"hostile_output|signals", r"cli\.entry"),
     DOCKER_ENGINE: (r"manifests|bounds|signals|shell", r"docker_engine|DockerEngine"),
+    DISCOVERY: (r"discovery|outdated", r"server_problem|find_build_client"),
     CLI: (r"signals", r"WHILE_IMPORTING"),
     ARCH_PROBE: (r"cuda_archs", r"cuda_archs"),
     KB_DERIVE: (r"^kb/", r"torchimages\.kb\b"),

@@ -160,3 +160,50 @@ def test_a_registry_that_never_answers_or_drops_the_connection_ends_in_one_line_
         assert "could not be read from its registry" in said, said
     else:
         assert f"no answer from its registry within {DEADLINE_S:g} s" in said, said
+
+
+@contextlib.contextmanager
+def dropping_engine(folder: Path) -> Iterator[str]:
+    """`unix://PATH` of an engine that answers its version and ping, and drops a pull's progress stream midway
+    (the registry behind it went away): what the SDK reads itself, through urllib3."""
+    path = folder / "engine.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
+
+    def answer(connection: socket.socket) -> None:
+        with contextlib.suppress(OSError), connection:
+            while request := connection.recv(65536):
+                head = request.split(b"\r\n", 1)[0]
+                if b"/images/create" in head:  # the progress stream, cut after its first chunk
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                    connection.sendall(b'Transfer-Encoding: chunked\r\n\r\n20\r\n{"status":"Pulling from a/b"}\r\n')
+                    connection.sendall(b'40\r\n{"status":')
+                    return
+                body = b"OK" if b"/_ping" in head else b'{"ApiVersion": "1.45", "Version": "26.1.4"}'
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+                    + body
+                )
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                threading.Thread(target=answer, args=(listener.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"unix://{path}"
+    finally:
+        listener.close()
+
+
+def test_a_pull_whose_stream_the_engine_drops_is_one_line_never_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with dropping_engine(tmp_path) as address:
+        monkeypatch.setenv("DOCKER_HOST", address)
+        monkeypatch.setenv("TORCHIMAGES_ENGINE_TIMEOUT_S", "20")
+        said = engine_package.DockerEngine().pull("127.0.0.1:5000/a/b:1")
+    assert len(said) == 1 and said[0].startswith("pulling 127.0.0.1:5000/a/b:1 failed: "), said
+    assert "does not answer" in said[0] and "\n" not in said[0], said
