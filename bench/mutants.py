@@ -66,6 +66,7 @@ STAGING, INDEX, MANIFESTS = "building/staging.py", "building/index.py", "engine/
 SIGNATURES, CLI_JOIN, REGISTRY = "building/signatures.py", "cli/join.py", "registry.py"
 DOCKER_ENGINE = "engine/docker_engine.py"
 DISCOVERY = "engine/discovery.py"
+IMAGE_BASES, CLI_TEST = "cli/image_bases.py", "cli/test.py"
 PROCESS = "engine/process.py"
 ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
@@ -1026,13 +1027,29 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if result.status == 0:\n",
       "a docker client that exits 0 and says nothing (/bin/true) passes for one that asks the engine"),
     M("outdated-pull-unbounded", STALENESS,
-      "        if engine.manifest(reference) is None:\n",
-      "        if False:\n",
+      "    if engine.manifest(reference) is None:\n",
+      "    if False:\n",
       "outdated --pull against a registry that never answers waits on the engine's pull, with no deadline"),
     M("engine-sdk-stream-drop-traceback", DOCKER_ENGINE,
       "urllib3.exceptions.HTTPError, OSError)",
       "OSError)",
       "a pull whose stream is dropped midway (the registry went away) ends in a urllib3 traceback"),
+    M("bases-label-ignored", IMAGE_BASES,
+      "    built = built_on(labels)\n",
+      "    built = planned\n",
+      "outdated calls an image built with --bases bootstrap stale (and test fails it) unless --bases is repeated"),
+    M("bases-disagreement-silent", IMAGE_BASES,
+      "        if built == told:\n",
+      "        if True:\n",
+      "--bases registry on an image built with --bases bootstrap judges it so without a word"),
+    M("test-bases-from-the-plan", CLI_TEST,
+      "        images = image_bases.judged(args, engine.labels, selected, _say_note)\n",
+      "        images = [(s.combination, i) for s in selected for i in s.images]\n",
+      "test IMAGE of an image built with --bases bootstrap expects the registry build's labels and fails"),
+    M("outdated-bases-from-the-plan", OUTDATED,
+      "                found = staleness.check(engine, combination, judged, checks)\n",
+      "                found = staleness.check(engine, s.combination, image, checks)\n",
+      "outdated calls an image built with --bases bootstrap stale (other inputs, other bases) without --bases"),
 )
 # fmt: on
 
@@ -1089,6 +1106,8 @@ RELEVANT: dict[str, tuple[str, str]] = {
     ENTRY: (r"hostile_output|signals", r"cli\.entry"),
     DOCKER_ENGINE: (r"manifests|bounds|signals|shell", r"docker_engine|DockerEngine"),
     DISCOVERY: (r"discovery|outdated", r"server_problem|find_build_client"),
+    IMAGE_BASES: (r"image_bases|staleness|outdated", r"image_bases"),
+    CLI_TEST: (r"image_bases|exit_statuses|any_image", r"cli\(\"test\""),
     CLI: (r"signals", r"WHILE_IMPORTING"),
     ARCH_PROBE: (r"cuda_archs", r"cuda_archs"),
     KB_DERIVE: (r"^kb/", r"torchimages\.kb\b"),
