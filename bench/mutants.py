@@ -905,7 +905,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            self.stream.write(text)\n",
       "an escape sequence in a file name reaches the terminal"),
     M("probe-container-left", DOCKER_ENGINE,
-      "            self._remove_after_interrupt(name)\n            raise\n",
+      "            self._remove_after_interrupt(name, reference)\n            raise\n",
       "            raise\n",
       "a signal during a probe's `docker run` leaves its container behind"),
     M("signal-while-importing", CLI,
@@ -1050,6 +1050,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                found = staleness.check(engine, combination, judged, checks)\n",
       "                found = staleness.check(engine, s.combination, image, checks)\n",
       "outdated calls an image built with --bases bootstrap stale (other inputs, other bases) without --bases"),
+    M("engine-interrupt-create-unclaimed", DOCKER_ENGINE,
+      "            claimed = self._claimed(name, reference)\n",
+      "            claimed = None\n",
+      "a signal while the engine makes a scan's or probe's container leaves it, where the create lands late"),
 )
 # fmt: on
 
