@@ -107,9 +107,10 @@ def _pin(body: str) -> Pin | None:
 
 def _keeps(pin: Pin, installed: str) -> bool:
     """Whether the installed version is the pinned one exactly, local label included: `torch==2.14.1` admits
-    `2.14.1+cpu` and `2.14.1+cu126` in pip and uv alike (PEP 440 ignores a candidate's local label when the pin
-    has none, and neither tool has a form that refuses every other label: uv's `===` admits them too), so the
-    check holds the image to the build it was made with. Versions compare by PEP 440 (13.0.3 is 13.0.3.0)."""
+    `2.14.1+cpu` and `2.14.1+cu126` in pip and uv alike (PEP 440 ignores a candidate's local label when the
+    pin has none, and no form refuses every other label in both: uv's `===` is reported to admit them,
+    uv#14981), so the check holds the image to the build it was made with. Versions compare by PEP 440
+    (13.0.3 is 13.0.3.0)."""
     try:
         return Version(installed) == Version(pin.version)
     except InvalidVersion:
