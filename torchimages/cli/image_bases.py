@@ -50,7 +50,7 @@ def choose(told: str | None, planned: str, labels: Mapping[str, str] | None, ref
     return Choice(built, note)
 
 
-Labels = Callable[[str], "dict[str, str] | None"]
+Labels = Callable[[str], dict[str, str] | None]  # an image's labels (None: no such image)
 
 
 def judged(
