@@ -68,6 +68,8 @@ SIGNING, MULTI_NODE = "security/signing.py", "smoke/suites/test_multi_node.py"
 STAGING, INDEX, MANIFESTS = "building/staging.py", "building/index.py", "engine/manifests.py"
 SIGNATURES, CLI_JOIN, REGISTRY = "building/signatures.py", "cli/join.py", "registry.py"
 DOCKER_ENGINE = "engine/docker_engine.py"
+DISCOVERY = "engine/discovery.py"
+IMAGE_BASES, CLI_TEST = "cli/image_bases.py", "cli/test.py"
 PROCESS = "engine/process.py"
 ARCH_PROBE = "probes/scripts/cuda_archs.py"
 OUTDATED, ENTRY, CLI = "cli/outdated.py", "cli/entry.py", "cli/__init__.py"
@@ -365,8 +367,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if pin.name in installed and not _keeps(pin, installed[pin.name])",
       "an image that uninstalled a pinned distribution passes"),
     M("constraints-local-label-ignored", CONSTRAINTS,
-      'SpecifierSet(f"=={pin.version}")',
-      'SpecifierSet(f"=={pin.version.split(\'+\')[0]}")',
+      "        return Version(installed) == Version(pin.version)\n",
+      "        return Version(installed).public == Version(pin.version).public\n",
       "torch 2.7.0+cpu replacing 2.7.0+cu118 passes"),
     M("constraints-foreign-file-checked", CONSTRAINTS,
       "    if not found.ours:\n",
@@ -909,7 +911,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            self.stream.write(text)\n",
       "an escape sequence in a file name reaches the terminal"),
     M("probe-container-left", DOCKER_ENGINE,
-      "            self._remove_after_interrupt(name)\n            raise\n",
+      "            self._remove_after_interrupt(name, reference)\n            raise\n",
       "            raise\n",
       "a signal during a probe's `docker run` leaves its container behind"),
     M("signal-while-importing", CLI,
@@ -1143,6 +1145,47 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if not least <= value <= most:\n",
       "        if False:\n",
       "`mutants.py --jobs 0`, `plan_render.py --repeat 0` end in a traceback later (no workers, no timing)"),
+    # --- outdated, constraints, bases from the image's label (issues 42, 45) ---------------------------
+    M("constraints-public-pin-admits-local", CONSTRAINTS,
+      "        return Version(installed) == Version(pin.version)\n",
+      "        return Version(installed) == Version(pin.version) or Version(installed).public == pin.version\n",
+      "a PyPI torch==2.14.1 replaced by 2.14.1+cpu or 2.14.1+cu126 (pip and uv admit both) passes the drift check"),
+    M("outdated-client-unchecked", OUTDATED,
+      "    engine.check_client()",
+      "    pass",
+      "outdated --docker /bin/false checks nothing and exits 0 (every image 'current')"),
+    M("engine-client-silence-answers", DISCOVERY,
+      "    if result.status == 0 and said:\n",
+      "    if result.status == 0:\n",
+      "a docker client that exits 0 and says nothing (/bin/true) passes for one that asks the engine"),
+    M("outdated-pull-unbounded", STALENESS,
+      "    if engine.manifest(reference) is None:\n",
+      "    if False:\n",
+      "outdated --pull against a registry that never answers waits on the engine's pull, with no deadline"),
+    M("engine-sdk-stream-drop-traceback", DOCKER_ENGINE,
+      "urllib3.exceptions.HTTPError, OSError)",
+      "OSError)",
+      "a pull whose stream is dropped midway (the registry went away) ends in a urllib3 traceback"),
+    M("bases-label-ignored", IMAGE_BASES,
+      "    built = built_on(labels)\n",
+      "    built = planned\n",
+      "outdated calls an image built with --bases bootstrap stale (and test fails it) unless --bases is repeated"),
+    M("bases-disagreement-silent", IMAGE_BASES,
+      "        if built == told:\n",
+      "        if True:\n",
+      "--bases registry on an image built with --bases bootstrap judges it so without a word"),
+    M("test-bases-from-the-plan", CLI_TEST,
+      "        images = image_bases.judged(args, engine.labels, selected, _say_note)\n",
+      "        images = [(s.combination, i) for s in selected for i in s.images]\n",
+      "test IMAGE of an image built with --bases bootstrap expects the registry build's labels and fails"),
+    M("outdated-bases-from-the-plan", OUTDATED,
+      "                found = staleness.check(engine, combination, judged, checks)\n",
+      "                found = staleness.check(engine, s.combination, image, checks)\n",
+      "outdated calls an image built with --bases bootstrap stale (other inputs, other bases) without --bases"),
+    M("engine-interrupt-create-unclaimed", DOCKER_ENGINE,
+      "            claimed = self._claimed(name, reference)\n",
+      "            claimed = None\n",
+      "a signal while the engine makes a scan's or probe's container leaves it, where the create lands late"),
 )
 # fmt: on
 
@@ -1198,6 +1241,9 @@ RELEVANT: dict[str, tuple[str, str]] = {
     OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),
     ENTRY: (r"hostile_output|signals", r"cli\.entry"),
     DOCKER_ENGINE: (r"manifests|bounds|signals|shell", r"docker_engine|DockerEngine"),
+    DISCOVERY: (r"discovery|outdated", r"server_problem|find_build_client"),
+    IMAGE_BASES: (r"image_bases|staleness|outdated", r"image_bases"),
+    CLI_TEST: (r"image_bases|exit_statuses|any_image", r"cli\(\"test\""),
     CLI: (r"signals", r"WHILE_IMPORTING"),
     ARCH_PROBE: (r"cuda_archs", r"cuda_archs"),
     KB_DERIVE: (r"^kb/", r"torchimages\.kb\b"),

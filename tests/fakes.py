@@ -250,6 +250,7 @@ class FakeEngine:
         # digest); `serve` puts a manifest there, push and create_index write there as a registry would.
         self.served: dict[str, bytes] = {}
         self.tags_served: dict[str, str] = {}
+        self.client_error: EngineError | None = None  # check_client's: the docker CLI does not answer for the engine
         self.index_errors: list[str] = []  # create_index's errors
         self.point_errors: dict[str, list[str]] = {}  # repository:tag -> point_tag's errors for it (it is not moved)
         self.index_annotations: list[tuple[tuple[str, str], ...]] = []  # each create_index's annotations
@@ -523,6 +524,11 @@ class FakeEngine:
             return self.served.get(reference)
         digest = self.tags_served.get(reference)
         return None if digest is None else self.served[f"{reference.rsplit(':', 1)[0]}@{digest}"]
+
+    def check_client(self) -> None:
+        self.calls.append(("check_client", None))
+        if self.client_error is not None:
+            raise self.client_error
 
     def answers(self) -> bool:
         self.calls.append(("answers", None))

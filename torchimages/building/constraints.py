@@ -5,8 +5,10 @@ line HEADER, then `name==version` of torch, its companions, triton and NVIDIA's 
 installed. PIP_CONSTRAINT and UV_CONSTRAINT name it, so pip and uv hold every later install, in the image and
 in an image built FROM it, to those pins. One that lifted them on purpose and replaced a pinned distribution
 is told here: the facts probe reads the file (within bounds) and every installed distribution's version;
-`check` lists each pin the image no longer keeps. No file (an older image, a foreign one), one torchimages
-did not write, or one that cannot be read is said, never failed: there is no promise to hold it to.
+`check` lists each pin the image no longer keeps, by the exact version: another local label of it is
+another build (`2.14.1+cpu` does not keep `torch==2.14.1`, though pip and uv would install it). No file (an
+older image, a foreign one), one torchimages did not write, or one that cannot be read is said, never failed:
+there is no promise to hold it to.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -105,10 +106,14 @@ def _pin(body: str) -> Pin | None:
 
 
 def _keeps(pin: Pin, installed: str) -> bool:
-    """Whether the installed version satisfies the pin as pip and uv read `==` (a local label must match)."""
+    """Whether the installed version is the pinned one exactly, local label included: `torch==2.14.1` admits
+    `2.14.1+cpu` and `2.14.1+cu126` in pip and uv alike (PEP 440 ignores a candidate's local label when the
+    pin has none, and no form refuses every other label in both: uv's `===` is reported to admit them,
+    uv#14981), so the check holds the image to the build it was made with. Versions compare by PEP 440
+    (13.0.3 is 13.0.3.0)."""
     try:
-        return SpecifierSet(f"=={pin.version}").contains(installed, prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
+        return Version(installed) == Version(pin.version)
+    except InvalidVersion:
         return False
 
 

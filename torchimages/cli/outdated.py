@@ -8,9 +8,10 @@ import argparse
 import sys
 
 from torchimages import values
-from torchimages.cli import common
+from torchimages.cli import common, image_bases
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
+from torchimages.planning.plan import Plan, Selected
 from torchimages.problems import shown
 
 NAME = "outdated"
@@ -38,6 +39,11 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.engine(parser)
 
 
+def say(line: str) -> None:
+    """A note beside the details (a disagreement on the bases): on standard error, one line."""
+    print(shown(f"note: {line}"), file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from torchimages.security import staleness
 
@@ -46,13 +52,21 @@ def run(args: argparse.Namespace) -> int:
     common.check_docker(args.docker)
     checks = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
+    engine.check_client()  # the containers' CLI answers for the engine: else nothing would be checked (exit 2)
+    details = sys.stderr if args.tags else sys.stdout
     stale = 0
+    plans: dict[str, Plan] = {}  # the plan of each other bases an image is judged by
     for s in chosen:
         for image in s.images:
-            found = staleness.check(engine, s.combination, image, checks, pull=args.pull)
+            # Pulled first (--pull), so that the bases it is judged by are those the published image says.
+            found = staleness.pulled(engine, image.platform_reference) if args.pull else None
+            if found is None:
+                ((combination, judged),) = image_bases.judged(
+                    args, engine.labels, [Selected(s.combination, (image,))], say, plans
+                )
+                found = staleness.check(engine, combination, judged, checks)
             # Each line one line, whatever the image and the registry said (shown); stdout of --tags holds the
             # matrix's tags alone, one per line.
-            details = sys.stderr if args.tags else sys.stdout
             print("\n".join(shown(line) for line in found.lines()), file=details, flush=True)
             if args.tags and found.stale:
                 print(shown(image.own_tag), flush=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from torchimages import values
-from torchimages.cli import common, preflight
+from torchimages.cli import common, image_bases, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 from torchimages.problems import shown, shown_lines
@@ -89,6 +89,10 @@ def _say_error(error: str) -> None:
     print(shown(f"error: {error}"), file=sys.stderr)
 
 
+def _say_note(note: str) -> None:
+    print(shown(f"note: {note}"), file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from torchimages.engine import split_run_args
     from torchimages.reporting import session
@@ -117,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("name the images to test (SELECTOR... or --image REF), or use --host local")
         selected = common.select(args, common.load_plan(args))
         common.check_emulation(selected)  # another platform's images are tested under emulation
-        images = [(s.combination, i) for s in selected for i in s.images]
         engine = common.connect()
+        # Judged by the bases each image was built on (its label), unless --bases says otherwise.
+        images = image_bases.judged(args, engine.labels, selected, _say_note)
         chosen = targets.matrix_targets(engine, images)
     junit_dir = session.start(args.report)
     tested = targets.test_all(engine, chosen, options, junit_dir, args.junit, on_error=_say_error)

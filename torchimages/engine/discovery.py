@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from torchimages import settings
+from torchimages.engine.process import captured
 from torchimages.engine.requests import BuildClient
 from torchimages.engine.types import HOW_TO_GET_BUILDKIT, EngineError
 
@@ -16,6 +18,7 @@ BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
 # Builds only where named contexts work: without them, `probectx` is an image to pull (and no registry has it).
 CONTEXTS_PROBE = "FROM scratch\nCOPY --from=probectx marker /marker\n"
 CONTEXTS_PROBE_TIMEOUT_S = 60
+SERVER_ANSWER_BYTES = 64 * 1024  # what `docker version --format` may say: a version string
 BUILDKIT_PROBE_TIMEOUT_S = 120  # a tiny build from scratch: seconds, where an engine answers
 
 
@@ -43,6 +46,29 @@ def client_problem(named: str) -> str | None:
     if not os.access(path, os.X_OK):
         return f"the docker client '{named}' is not executable (chmod +x it, or name another)"
     return None
+
+
+SERVER_ASK_TIMEOUT_S = 60.0  # `docker version`: a second where the engine answers
+
+
+def server_problem(docker: str, timeout_s: float = SERVER_ASK_TIMEOUT_S) -> str | None:
+    """Why the docker client `docker` cannot ask the engine (None: it can): its `version` must name the server's
+    (a client that exits 0 and says nothing, as /bin/true does, asks nothing either). Bounded by `timeout_s`."""
+    cmd = [docker, "version", "--format", "{{.Server.Version}}"]
+    shown_cmd = shlex.join(cmd)
+    try:
+        result = captured(cmd, timeout_s=timeout_s, limit_bytes=SERVER_ANSWER_BYTES)
+    except OSError as exc:
+        return f"the docker client {docker} cannot ask the engine: `{shown_cmd}` did not run ({exc})"
+    said = result.stdout.decode(errors="replace").strip() if isinstance(result.stdout, bytes) else ""
+    if result.stopped:
+        return f"the docker client {docker} cannot ask the engine: `{shown_cmd}` {result.stopped}"
+    if result.status == 0 and said:
+        return None
+    stderr = result.stderr.decode(errors="replace") if isinstance(result.stderr, bytes) else ""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    why = lines[-1][:300] if lines else f"exit status {result.status}, no server version"
+    return f"the docker client {docker} cannot ask the engine: `{shown_cmd}` failed ({why})"
 
 
 def _builds(client: BuildClient) -> bool:

@@ -21,7 +21,7 @@ from typing import IO, Any
 from torchimages import registry, settings, stopping, values
 from torchimages.engine import manifests, zstd_push
 from torchimages.engine.attestation import SbomAttestation, sbom_attestation, uses_containerd_store
-from torchimages.engine.discovery import find_build_client, takes_named_contexts
+from torchimages.engine.discovery import find_build_client, server_problem, takes_named_contexts
 from torchimages.engine.process import MAX_OUTPUT_BYTES, Captured, captured, run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
 from torchimages.engine.requests import (
@@ -83,6 +83,8 @@ def _text(output: bytes | str | None) -> str:
 
 
 REMOVE_AGAIN_S = 0.5
+LANDING_S = 30.0  # how long a create on its way to the engine (its name taken) may take to land
+CONFLICT = 409  # the engine's answer to a create whose name is taken
 
 
 def container_name(purpose: str) -> str:
@@ -136,12 +138,15 @@ def _sdk_client() -> Any:
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
     """What the SDK raises, besides its DockerException, when the engine is gone: requests' errors
-    (connection refused, reset, read timeout) and the OSErrors beneath them."""
+    (connection refused, reset, read timeout), urllib3's where the SDK reads a stream itself (a pull's progress:
+    a connection dropped mid-answer is urllib3's ProtocolError, which requests never wraps there) and the
+    OSErrors beneath them."""
     try:
         import requests.exceptions
+        import urllib3.exceptions
     except ImportError:  # no SDK (nor requests) on this machine: commands that need no engine still run
         return (OSError,)
-    return (requests.exceptions.RequestException, OSError)
+    return (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError)
 
 
 CONNECTION_ERRORS = _connection_errors()
@@ -357,7 +362,9 @@ class DockerEngine:
         """Through the docker CLI (`docker run --rm`), bounded: stopped at PROBE_TIMEOUT_S or once its output
         passes MAX_OUTPUT_BYTES (an image whose files are endless), its container removed whatever happens."""
         name = container_name("probe")
-        result = self._contained(name, python_command(self.docker_cli, reference, name, args), PROBE_TIMEOUT_S)
+        result = self._contained(
+            name, reference, python_command(self.docker_cli, reference, name, args), PROBE_TIMEOUT_S
+        )
         stderr = _text(result.stderr).strip()
         if result.timed_out:
             raise ProbeError(f"python did not finish within {PROBE_TIMEOUT_S:g} s in {reference}: stopped")
@@ -377,7 +384,7 @@ class DockerEngine:
         failure (no such image, a network that is not there)."""
         name = container_name("shell")
         cmd = shell_command(self.docker_cli, reference, name, script, user=user, network=network)
-        result = self._contained(name, cmd, timeout_s)
+        result = self._contained(name, reference, cmd, timeout_s)
         stderr = _text(result.stderr)
         if result.stopped:
             return ShellResult(-1, _text(result.stdout), stderr, result.timed_out, result.overflowed)
@@ -386,7 +393,7 @@ class DockerEngine:
             raise EngineError(f"could not run a container of {reference}: {stderr.strip()[-2000:] or 'exit 125'}")
         return ShellResult(result.status or 0, _text(result.stdout), stderr)
 
-    def _contained(self, name: str, cmd: list[str], timeout_s: float) -> Captured:
+    def _contained(self, name: str, reference: str, cmd: list[str], timeout_s: float) -> Captured:
         """A `docker run` of a container named `name`, bounded (process.captured); the container is removed
         when the run is stopped (time, output) or interrupted (removal held against a second signal)."""
         try:
@@ -394,21 +401,40 @@ class DockerEngine:
         except OSError as exc:
             raise EngineError(f"could not run {cmd[0]}: {exc}") from None
         except BaseException:  # interrupted: the container may be running still, or about to be
-            self._remove_after_interrupt(name)
+            self._remove_after_interrupt(name, reference)
             raise
         if result.stopped:
             self.remove_container(name)
         return result
 
-    def _remove_after_interrupt(self, name: str) -> None:
-        """Remove a container whose `docker run` was cut short: a create still on its way to the engine may
-        land after a first look finds nothing, so an empty look is made again a moment later. A second signal
-        waits for the end (stopping.held)."""
+    def _remove_after_interrupt(self, name: str, reference: str) -> None:
+        """Remove a container whose `docker run` was cut short (its client killed by now). A create the client
+        sent may still be on its way to the engine, so a look that finds nothing proves nothing: the name is then
+        claimed by a container of ours (made, never started). Either ours gets it (a create landing later is
+        refused the name by the engine) and is removed, or the engine says the name is taken, by the create on
+        its way, and that container is looked for until it lands (LANDING_S) and removed. Where no claim can be
+        made (the image is not here), a second look a moment later. A second signal waits for the end
+        (stopping.held)."""
         with stopping.held(), contextlib.suppress(EngineError):
-            for attempt in range(2):
-                if self._removed(name) or attempt:
-                    return
+            if self._removed(name):
+                return
+            claimed = self._claimed(name, reference)
+            if claimed:
+                self._removed(name)
+                return
+            end = time.monotonic() + (LANDING_S if claimed is False else REMOVE_AGAIN_S)
+            while not self._removed(name) and time.monotonic() < end:
                 time.sleep(REMOVE_AGAIN_S)
+
+    def _claimed(self, name: str, reference: str) -> bool | None:
+        """Make a container named `name` of `reference`, never started: True when made, False when the engine
+        says the name is taken (409), None when it made none for another reason (no such image here)."""
+        with self._failures(f"claiming the container name {name}"):
+            try:
+                self.sdk.containers.create(reference, ["true"], name=name, entrypoint=[], network_disabled=True)
+            except self._errors.APIError as exc:
+                return False if exc.status_code == CONFLICT else None
+            return True
 
     def _removed(self, name: str) -> bool:
         """Remove a container; whether there was one."""
@@ -425,7 +451,7 @@ class DockerEngine:
         """Through the docker CLI (the SDK takes no CLI options, and `run_args` are CLI options), bounded by
         START_TIMEOUT_S; the caller names it (container_name) and removes it by that name whatever happens."""
         cmd = run_command(self.docker_cli, reference, name, gpus=gpus, shm_size=shm_size, run_args=run_args)
-        result = self._contained(name, cmd, START_TIMEOUT_S)
+        result = self._contained(name, reference, cmd, START_TIMEOUT_S)
         if result.status != 0:
             self.remove_container(name)  # `docker run` may leave a created container behind
             stderr = result.stopped or _text(result.stderr).strip()[-2000:] or f"exit status {result.status}"
@@ -433,6 +459,13 @@ class DockerEngine:
 
     def remove_container(self, name: str) -> None:
         self._removed(name)
+
+    def check_client(self) -> None:
+        """EngineError unless the docker CLI that runs the checks' containers (`docker_cli`) answers for the
+        engine (discovery.server_problem): a `--docker /bin/false` would run no container and check nothing."""
+        problem = server_problem(self.docker_cli)
+        if problem:
+            raise EngineError(problem)
 
     def gpu_runtime_available(self) -> bool:
         with self._failures("asking the engine for its runtimes"):

@@ -50,12 +50,13 @@ def check(
     pull: bool = False,
     cancelled: threading.Event | None = None,
 ) -> Staleness:
-    """Whether `image` (its platform's reference, pulled first with `pull`) is stale (see the module)."""
+    """Whether `image` (its platform's reference, pulled first with `pull`: see `pulled`) is stale (see the
+    module)."""
     reference = image.platform_reference
     if pull:
-        errors = engine.pull(reference)
-        if errors:
-            return Staleness(reference, (f"could not pull it: {errors[-1]}",))
+        failed = pulled(engine, reference)
+        if failed is not None:
+            return failed
     info = engine.inspect(reference)
     if info is None:
         return Staleness(reference, ("not there: never built here, or not pulled (--pull)",))
@@ -78,6 +79,19 @@ def check(
         if e.check == SECRETS
     ]
     return Staleness(reference, tuple(reasons), tuple(unchecked))
+
+
+def pulled(engine: Engine, reference: str) -> Staleness | None:
+    """Pull `reference`; None when it is here now, else why it is stale. The registry is asked for the tag's
+    manifest first, within the registry deadline (a pull through the engine has none): EngineError when the
+    registry cannot be asked (no answer, a dropped connection), so the command stops and says so instead of
+    waiting or calling the image stale."""
+    if engine.manifest(reference) is None:
+        return Staleness(reference, ("not in its registry: never pushed (build --push), or removed there",))
+    errors = engine.pull(reference)
+    if errors:
+        return Staleness(reference, (f"could not pull it: {errors[-1]}",))
+    return None
 
 
 def bases_changed(combination: Combination, labels: dict[str, str]) -> list[str]:

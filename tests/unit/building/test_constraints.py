@@ -137,12 +137,28 @@ def test_every_drift_is_named_in_the_files_order() -> None:
     ]
 
 
-def test_names_and_versions_compare_as_pip_compares_them() -> None:
-    """Names normalized (PEP 503), versions by PEP 440: 13.0.3 is 13.0.3.0; a pin without a local label
-    accepts any build of that version, as pip's `==` does."""
-    text = f"{HEADER}\nCuda_Toolkit==13.0.3\nnvidia.cudnn-cu11==9.1.0.70\ntorch==2.7.0\n"
+def test_names_normalize_and_versions_compare_by_pep_440() -> None:
+    """Names normalized (PEP 503), versions by PEP 440: 13.0.3 is 13.0.3.0."""
+    text = f"{HEADER}\nCuda_Toolkit==13.0.3\nnvidia.cudnn-cu11==9.1.0.70\ntorch==2.7.0+cu118\n"
     installed = {"Cuda-Toolkit": "13.0.3.0", "nvidia-cudnn-cu11": "9.1.0.70", "torch": "2.7.0+cu118"}
     assert drifts(constraints_answer(text, installed)) == []
+
+
+@pytest.mark.parametrize(
+    ("pinned", "installed"),
+    [
+        ("2.14.1", "2.14.1+cpu"),  # a PyPI build replaced by a local one: pip's and uv's `==2.14.1` admit it
+        ("2.14.1", "2.14.1+cu126"),
+        ("2.14.1+cu126", "2.14.1"),  # a local build replaced by the PyPI one
+        ("2.14.1+cu126", "2.14.1+cpu"),
+    ],
+)
+def test_another_local_label_of_the_pinned_version_is_a_drift(pinned: str, installed: str) -> None:
+    """The pin is the exact build: another local label of the same version is another build of torch."""
+    text = f"{HEADER}\ntorch=={pinned}\n"
+    assert drifts(constraints_answer(text, {"torch": installed})) == [
+        f"torch: the image was built with {pinned}, it now has {installed}"
+    ]
 
 
 def test_a_lifted_variable_is_said_beside_the_drift() -> None:

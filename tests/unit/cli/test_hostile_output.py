@@ -58,6 +58,9 @@ def test_outdated_tags_stay_one_tag_per_line_whatever_the_images_hold(
     stale tags alone, each once; stderr one line per reason, nothing raw."""
 
     class Hostile(FakeEngine):
+        def manifest(self, reference: str) -> bytes | None:
+            return b"{}"  # the registry holds each tag
+
         def pull(self, reference: str) -> list[str]:
             return [f"manifest unknown: {HOSTILE}"] if reference.endswith("devel") else []
 

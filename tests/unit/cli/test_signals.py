@@ -383,10 +383,12 @@ def test_a_signal_while_the_modules_load_is_said_as_later(
 
 class _Containers:
     """The SDK's containers of a stand-in engine: every look finds none (the `docker run` was cut short before
-    the engine made it); the first sends SIGTERM again, as an impatient user would."""
+    the engine made it); the first sends SIGTERM again, as an impatient user would. The name is free: the
+    claim on it (a container made, never started) is granted."""
 
     def __init__(self) -> None:
         self.looked: list[str] = []
+        self.claimed: list[str] = []
 
     def get(self, name: str) -> object:
         import docker.errors
@@ -395,6 +397,34 @@ class _Containers:
         if len(self.looked) == 1:
             os.kill(os.getpid(), signal.SIGTERM)
         raise docker.errors.NotFound("no such container")
+
+    def create(self, image: str, command: list[str], *, name: str, **_: object) -> None:
+        self.claimed.append(name)
+
+
+class _Landing:
+    """The SDK's containers of an engine a create is on its way to: the name is taken (the claim is refused,
+    409), and the container is there from the `lands`-th look on; removing it is recorded."""
+
+    def __init__(self, lands: int) -> None:
+        self.lands = lands
+        self.looked: list[str] = []
+        self.removed: list[str] = []
+
+    def get(self, name: str) -> object:
+        import docker.errors
+
+        self.looked.append(name)
+        if len(self.looked) < self.lands:
+            raise docker.errors.NotFound("no such container")
+        removed = self.removed
+        return type("Container", (), {"remove": lambda self, force: removed.append(name)})()
+
+    def create(self, image: str, command: list[str], *, name: str, **_: object) -> None:
+        import docker.errors
+
+        response = type("Response", (), {"status_code": 409, "reason": "Conflict"})()
+        raise docker.errors.APIError(f"Conflict. The container name {name} is already in use", response)
 
 
 def test_a_signal_during_a_probe_s_docker_run_removes_its_container_by_name(
@@ -426,7 +456,38 @@ def test_a_signal_during_a_probe_s_docker_run_removes_its_container_by_name(
     assert stopped.value.signum == signal.SIGTERM
     assert len(containers.looked) == 2 and containers.looked[0] == containers.looked[1]
     assert containers.looked[0].startswith("torchimages-probe-")
+    assert containers.claimed == containers.looked[:1], "the name claimed after the first look found none"
     assert not alive(int((tmp_path / "pid").read_text())), "the docker client outlived the signal"
+
+
+def test_a_signal_during_a_scan_s_container_creation_removes_the_container_that_lands_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`outdated`'s OS scan interrupted while the engine makes its container: the create on its way holds the name
+    (the claim is refused), so the container is waited for and removed when it lands, however late."""
+    import docker.errors
+
+    from torchimages import engine
+    from torchimages.engine import docker_engine
+
+    monkeypatch.setattr(docker_engine, "REMOVE_AGAIN_S", 0.05)
+    cli = tmp_path / "docker"
+    cli.write_text("#!/bin/sh\nexec sleep 30\n")
+    cli.chmod(0o755)
+    found = engine.DockerEngine.__new__(engine.DockerEngine)
+    containers = _Landing(lands=6)  # well after two looks 0.05 s apart
+    sdk = type("Sdk", (), {"containers": containers})()
+    found.__dict__.update(sdk=sdk, _errors=docker.errors, _docker_cli=str(cli), _client=None, _named_contexts=None)
+    previous = stopping.install()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        with pytest.raises(stopping.Stopped) as stopped:
+            found.run_shell("img:1", "true", user="0:0")
+    finally:
+        stopping.restore(previous)
+    assert stopped.value.signum == signal.SIGINT
+    assert len(containers.looked) == 6 and containers.removed == containers.looked[:1], containers.looked
+    assert containers.removed[0].startswith("torchimages-shell-")
 
 
 def test_a_signal_right_after_the_engine_made_a_smoke_container_removes_it() -> None:
