@@ -1021,8 +1021,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if False:\n        raise Refused(",
       "a Requires-Dist line that does not parse is skipped: a CUDA wheel is read as a cpu build (2.8's default flips)"),
     M("kb-marker-error-not-applying", KB_DERIVE,
-      '        raise Refused(f"the marker of Requires-Dist {_short(str(requirement))!r} cannot be evaluated") from None\n',
-      "        return False\n",
+      '        raise Refused(f"the marker of',
+      '        return False\n        raise Refused(f"the marker of',
       "a CUDA pin whose marker cannot be evaluated is dropped: the wheel is read as a cpu build"),
     M("kb-indexes-disagree-last-wins", KB_DERIVE,
       "    if disagreeing:\n",
@@ -1092,6 +1092,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if result.refused is not None:\n",
       "    if False:\n",
       "kb sync says nothing to change (exit 0) where the indexes disagree"),
+    M("kb-unparsable-companion-silent", KB_SYNC,
+      "            if meta.bad:  # a requirement not known",
+      "            if False:  # a requirement not known",
+      "a companion whose Requires-Dist does not parse is read as pinning no torch, and nothing says it was not read"),
 )
 # fmt: on
 

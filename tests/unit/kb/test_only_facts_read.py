@@ -180,3 +180,25 @@ def test_a_wheel_whose_sha256_lies_is_not_read(tmp_path: Path, capsys: pytest.Ca
             )  # fmt: skip
         assert code == code_wanted, out + err
     assert f"{base}/f/{X86}: its sha256 is not the one the index's page gives" in err and "2.20.6" not in out
+
+
+def test_a_companion_whose_requirement_does_not_parse_is_said_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vision = "torchvision-0.19.2-cp311-cp311-manylinux1_x86_64.whl"
+    older = "torchvision-0.19.1-cp311-cp311-manylinux1_x86_64.whl"
+    replies = {
+        "/simple/torch/": _page((X86, {})),
+        f"/f/{X86}.metadata": Reply(META),
+        "/simple/torchvision/": _page((vision, {}), (older, {})),
+        f"/f/{vision}.metadata": Reply(b"Name: torchvision\nVersion: 0.19.2\nRequires-Dist: torch (==2.4.1\n"),
+        f"/f/{older}.metadata": Reply(b"Name: torchvision\nVersion: 0.19.1\nRequires-Dist: torch==2.4.1\n"),
+    }
+    with served(replies) as base:
+        code, out, err = _run(
+            capsys, "check", "--verbose", "--release", "2.4.1", "--compat", str(_copy(tmp_path)),
+            "--index", base + "/simple",
+        )  # fmt: skip
+    assert code == 0 and "agrees with the indexes" in out, out + err  # 0.19.1 pins 2.4.1, as the file says
+    assert "torchvision: 1 wheel whose metadata could not be read (e.g. torchvision-0.19.2-" in err
+    assert f"{vision}.metadata: Requires-Dist 'torch (==2.4.1' does not parse" in err
