@@ -1,6 +1,7 @@
 """`kb sync` and `kb check`: the knowledge base against what the indexes serve (torchimages.kb). sync prints the
 difference (each change with its source) and, with --write, applies it; check exits 1 when the file disagrees
-with the indexes. Exit 2 on an error (a file that does not load, no index answering; check: any not answering)."""
+with the indexes. Exit 2 on an error (a file that does not load, no index answering, indexes that disagree;
+check: any not answering, or a release or an index of which no facts were read)."""
 
 from __future__ import annotations
 
@@ -125,11 +126,16 @@ def run(args: argparse.Namespace) -> int:
             print(shown(f"note: not read: {miss.detail}"), file=sys.stderr)
         if reading.problem:
             print(shown(f"warning: {reading.problem}: its facts are not read (nothing is removed)"), file=sys.stderr)
+    for unread in result.unread:
+        print(shown(f"warning: {unread}: its facts are not compared"), file=sys.stderr)
     for change in result.changes:
         print(shown(change.line()))
     said = f"{len(result.changes)} changes, {result.requests} requests, {result.seconds:.1f} s"
     if len(result.unanswered) == len(result.readings):
         print(shown(f"error: no index answered ({said})"), file=sys.stderr)
+        return EXIT_USAGE
+    if result.refused is not None:
+        print(shown(f"error: {result.refused}: nothing is written ({said})"), file=sys.stderr)
         return EXIT_USAGE
     if args.kb_command == "check":
         if result.unanswered:
@@ -139,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
         disagrees = diff.disagrees(result.changes)
+        if result.unread and not disagrees:  # "agrees" only of what was read, and all of it was
+            print(shown(f"error: {'; '.join(result.unread)}: cannot tell ({said})"), file=sys.stderr)
+            return EXIT_USAGE
         print(f"{path}: {'disagrees with' if disagrees else 'agrees with'} the indexes ({said})")
         return EXIT_FAILED if disagrees else EXIT_OK
     return _sync(args, path, text, result, said)

@@ -27,8 +27,29 @@ PINS = {
 }
 NVIDIA = re.compile(r"nvidia-.*|cuda-toolkit|cuda-bindings")
 BUILD_LABEL = re.compile(r"cpu|cu\d{3,4}")
-PIN = re.compile(r"\d{1,6}(\.\d{1,9}){0,4}(\+[a-z0-9]{1,20})?")  # 9.1.0.70, 2.6.0+cu126: nothing else is written
+PIN = re.compile(r"\d{1,6}(\.\d{1,9}){0,4}")  # 9.1.0.70: a plain version, nothing else is written
+TORCH_PIN = re.compile(r"\d{1,6}(\.\d{1,9}){0,4}(\+[a-z0-9]{1,20})?")  # a companion's torch==2.6.0+cu126
 VARIANT_KEYS = ("cudnn", "nccl", "cuda_toolkit")  # what compat.yaml's variants hold
+
+
+class Refused(ValueError):
+    """A wheel's metadata is not read as facts; the message says why in one line (a Requires-Dist or marker that
+    does not parse, a cpu build that pins CUDA libraries, indexes that disagree)."""
+
+
+def final(version: str) -> bool:
+    """Whether a version is a final release written as such (`2.8.0`; not `2.8.0.post1`, `2.8.0.dev1`, `2.8.0rc1`,
+    `1!2.8.0`, `2.8.0+cu128`, nor a spelling the version normalises, `02.8.0`): only these become facts."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return False
+    plain = parsed.epoch == 0 and parsed.pre is None and parsed.post is None and parsed.dev is None
+    return plain and parsed.local is None and str(parsed) == version
+
+
+class Inconsistent(Refused):
+    """A wheel's metadata contradicts its build (a cpu build that pins CUDA libraries)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,7 @@ class Build:
     cuda_runtime: str | None
     cuda_toolkit: str | None
     source: str
+    origin: str = ""  # the index that serves it (named where two indexes disagree)
 
 
 @dataclass(frozen=True)
@@ -92,20 +114,31 @@ def _environment(platform: str, python: str) -> dict[str, str]:
 
 
 def _applies(requirement: Requirement, environment: dict[str, str]) -> bool:
+    """Whether a requirement applies in `environment` (Refused: its marker cannot be evaluated, so the wheel's
+    requirements are not known: never read as not applying, which would make a CUDA build cpu)."""
     if requirement.marker is None:
         return True
     try:
         return bool(requirement.marker.evaluate(environment))
     except (ValueError, TypeError, markers.UndefinedComparison, markers.UndefinedEnvironmentName):
-        return False
+        raise Refused(f"the marker of Requires-Dist {_short(str(requirement))!r} cannot be evaluated") from None
+
+
+def _short(text: str) -> str:
+    return " ".join(text.split())[:120]
 
 
 def exact(requirement: Requirement) -> str | None:
     """The version an `==X` requirement pins (None: no single exact pin of a plain version: not `===` or `==9.*`)."""
+    return _exact(requirement, PIN)
+
+
+def _exact(requirement: Requirement, pattern: re.Pattern[str]) -> str | None:
     specs = list(requirement.specifier)
-    if len(specs) != 1 or specs[0].operator != "==" or not PIN.fullmatch(specs[0].version):
+    if len(specs) != 1 or specs[0].operator != "==" or not pattern.fullmatch(specs[0].version):
         return None
-    return specs[0].version
+    version = specs[0].version
+    return version if final(version.split("+")[0]) else None  # `09.1`, `9.1.0.post1`: no plain version
 
 
 def pins(requires: Iterable[Requirement], environment: dict[str, str]) -> dict[str, str]:
@@ -135,8 +168,14 @@ def build_name(local: str | None, pinned: dict[str, str], any_nvidia: bool) -> s
     return None if any_nvidia else "cpu"
 
 
-def builds(wheel: Wheel, meta: Metadata, source: str) -> tuple[Build, ...]:
-    """One torch wheel's builds, one for each Linux platform its file name names."""
+def builds(wheel: Wheel, meta: Metadata, source: str, origin: str = "") -> tuple[Build, ...]:
+    """One torch wheel's builds, one for each Linux platform its file name names (none for a version that is not
+    a final release). Refused: a Requires-Dist or marker that does not parse (the wheel is unread, never cpu),
+    or a cpu build whose metadata pins CUDA libraries (inconsistent)."""
+    if not final(wheel.public):
+        return ()
+    if meta.bad:
+        raise Refused(f"Requires-Dist {meta.bad[0]!r} does not parse: the wheel's requirements are not known")
     out = []
     python = wheel.pythons[-1] if wheel.pythons else "3.11"
     for platform in wheel.platforms:
@@ -147,6 +186,9 @@ def builds(wheel: Wheel, meta: Metadata, source: str) -> tuple[Build, ...]:
         variant = build_name(wheel.local, pinned, nvidia)
         if variant is None:
             continue
+        if variant == "cpu" and (pinned or nvidia):
+            said = ", ".join(f"{k} {v}" for k, v in pinned.items()) or "NVIDIA libraries"
+            raise Inconsistent(f"a cpu build ({wheel.version}, {platform}) whose metadata pins {said}: inconsistent")
         out.append(
             Build(
                 version=wheel.public,
@@ -159,6 +201,7 @@ def builds(wheel: Wheel, meta: Metadata, source: str) -> tuple[Build, ...]:
                 cuda_runtime=pinned.get("cuda_runtime"),
                 cuda_toolkit=pinned.get("cuda_toolkit"),
                 source=source,
+                origin=origin,
             )
         )
     return tuple(out)
@@ -177,16 +220,51 @@ def _cu13(variant: str) -> bool:
     return variant.startswith("cu") and variant[2:4].isdigit() and int(variant[2:4]) >= 13
 
 
+FACTS = ("cudnn", "nccl", "cuda_runtime", "cuda_toolkit")  # a build's pins, which two readings must agree on
+
+
+def _where(build: Build, other: Build) -> str:
+    """Who says it: the index, or the metadata file where both are of one index."""
+    return build.source if build.origin == other.origin or not build.origin else build.origin
+
+
+def disagreements(found: Iterable[Build]) -> list[str]:
+    """Where two readings of one torch version disagree (one line each, naming both values and where each was
+    read): a build's pin on one platform, or the build its plain version is (the default) on one platform."""
+    builds: dict[tuple[str, str, str], Build] = {}
+    defaults: dict[tuple[str, str], Build] = {}
+    out = []
+    for build in sorted(found, key=lambda b: (b.origin, b.source)):
+        other = builds.setdefault((build.version, build.variant, build.platform), build)
+        said = [(other, f"{build.variant} {f}", getattr(other, f), getattr(build, f)) for f in FACTS]
+        if build.index == "pypi":  # a labelled version's build is its label: only a plain one's can differ
+            default = defaults.setdefault((build.version, build.platform), build)
+            said.append((default, "default build", default.variant, build.variant))
+        out += [
+            f"torch {build.version} {build.platform} {fact}: {theirs or 'none'} from {_where(first, build)}, "
+            f"{mine or 'none'} from {_where(build, first)}"
+            for first, fact, theirs, mine in said
+            if theirs != mine
+        ]
+    return out
+
+
 def releases(found: Iterable[Build], listed: Iterable[Wheel] = ()) -> dict[str, ReleaseFacts]:
     """Each torch minor's facts: every patch and linux/amd64 Python its wheels' names show (`listed`, read or
     not, and the builds'), each build's pins as its newest patch pins them, the default (plain version) build
-    of the newest patch read, and the linux/arm64 builds."""
+    of the newest patch read, and the linux/arm64 builds. Only final releases are facts (a post, dev or
+    epoch version is left out); Refused: two readings of one version disagree (`disagreements`)."""
+    found = [b for b in found if final(b.version)]
+    disagreeing = disagreements(found)
+    if disagreeing:
+        raise Refused("the indexes disagree: " + "; ".join(disagreeing))
     by_minor: dict[str, list[Build]] = {}
     for build in found:
         by_minor.setdefault(minor_of(build.version), []).append(build)
     names: dict[str, list[Wheel]] = {}
     for wheel in listed:
-        names.setdefault(minor_of(wheel.public), []).append(wheel)
+        if final(wheel.public):
+            names.setdefault(minor_of(wheel.public), []).append(wheel)
     out = {}
     for minor in {*by_minor, *names}:
         seen, named = by_minor.get(minor, []), names.get(minor, [])
@@ -221,22 +299,21 @@ def companion_pin(meta: Metadata) -> str | None:
     """The torch version a torchvision or torchaudio pins (`torch==2.6.0`, its local label dropped; None: no
     exact pin, as torchaudio 2.11.1's `torch>=2.11`)."""
     for requirement in meta.requires:
-        if canonicalize_name(requirement.name) == "torch" and (version := exact(requirement)):
-            try:
-                return Version(version).public
-            except InvalidVersion:
-                return None
+        if canonicalize_name(requirement.name) == "torch" and (version := _exact(requirement, TORCH_PIN)):
+            return version.split("+")[0]
     return None
 
 
 def pairs(metas: Iterable[Metadata]) -> dict[str, str]:
-    """torch version -> the companion version that pins it (the newest such companion)."""
+    """torch version -> the companion version that pins it (the newest such companion; both final releases, a
+    companion's local label dropped: `0.21.0+cu126` is 0.21.0)."""
     out: dict[str, str] = {}
     for meta in sorted(metas, key=lambda m: version_key(m.version)):
         torch = companion_pin(meta)
-        if torch is not None:
-            try:
-                out[torch] = Version(meta.version).public
-            except InvalidVersion:
-                continue
+        try:
+            public = Version(meta.version).public
+        except InvalidVersion:
+            continue
+        if torch is not None and final(public):
+            out[torch] = public
     return out

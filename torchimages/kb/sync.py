@@ -56,6 +56,7 @@ class Miss:
 NO_METADATA = "without a metadata file"
 UNREADABLE = "whose metadata could not be read"
 ANOTHER = "whose metadata names another project or version"
+INCONSISTENT = "whose metadata is refused as inconsistent"
 
 
 def condensed(index: str, misses: Iterable[Miss]) -> tuple[str, ...]:
@@ -84,6 +85,7 @@ class Reading:
     misses: tuple[Miss, ...] = ()  # the wheels whose metadata was not read (condensed(): the notes said)
     json_api: int = 0  # how many versions' metadata came from PyPI's JSON API
     ranged: int = 0  # how many wheels' METADATA was read by range requests
+    served: bool = True  # whether it serves a torch page (False: HTTP 404, such as a mistyped index URL)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class Result:
     tag: str
     requests: int
     seconds: float
+    refused: str | None = None  # why the facts read are refused (indexes that disagree): no change is said
+    unread: tuple[str, ...] = ()  # what no index gave facts of (an index, a release): `kb check` cannot tell
 
     @property
     def unanswered(self) -> tuple[Reading, ...]:
@@ -126,11 +130,6 @@ def _version(text: str) -> Version | None:
         return Version(text)
     except InvalidVersion:
         return None
-
-
-def _stable(version: str) -> bool:
-    parsed = _version(version)
-    return parsed is not None and not (parsed.is_prerelease or parsed.is_devrelease)
 
 
 def _page(client: Client, index: str, project: str) -> tuple[Link, ...]:
@@ -262,6 +261,8 @@ def _first_metadata(asking: Asking, group: Group) -> tuple[Link, Wheel, Metadata
                 tried.append(f"{link.filename}: its metadata is of {meta.name} {meta.version}")
                 reason = ANOTHER
                 continue
+            if meta.bad:  # a requirement not known is not one absent: the wheel is unread (never a cpu build)
+                raise IndexProblem(f"{source}: Requires-Dist {meta.bad[0]!r} does not parse")
             return link, wheel, meta, source
         except IndexProblem as exc:
             if asking.client.deadline.expired:
@@ -285,15 +286,15 @@ def read_index(client: Client, index: str, oldest: str, release: str | None, jso
     try:
         torch_links = _page(client, index, "torch")
     except NotServed:
-        return Reading(index, notes=(f"{index}: serves no torch",))
+        return Reading(index, notes=(f"{index}: serves no torch",), served=False)
     except IndexProblem as exc:
         return Reading(index, problem=str(exc))
 
     def named(wheel: Wheel) -> bool:  # the wheels whose names count: every patch of the minors read
         minor = derive.version_key(minor_of(wheel.public))
         if release is not None:
-            return _stable(wheel.public) and minor == derive.version_key(minor_of(release))
-        return _stable(wheel.public) and minor >= derive.version_key(oldest)
+            return derive.final(wheel.public) and minor == derive.version_key(minor_of(release))
+        return derive.final(wheel.public) and minor >= derive.version_key(oldest)
 
     def reading(
         builds: list[derive.Build], companions: dict[str, tuple[Metadata, ...]], problem: str | None
@@ -311,9 +312,12 @@ def read_index(client: Client, index: str, oldest: str, release: str | None, jso
         for _key, group in sorted(groups.items()):
             read = _first_metadata(asking, group)
             if read is not None:
-                _link, wheel, meta, source = read
-                builds += derive.builds(wheel, meta, source)
-                notes += [f"{source}: Requires-Dist {bad!r} does not parse: skipped" for bad in meta.bad]
+                link, wheel, meta, source = read
+                try:
+                    builds += derive.builds(wheel, meta, source, index)
+                except derive.Refused as exc:
+                    reason = INCONSISTENT if isinstance(exc, derive.Inconsistent) else UNREADABLE
+                    asking.misses.append(Miss("torch", reason, link.filename, f"{source}: {exc}"))
         floor = min((w.public for w in listed), key=derive.version_key, default=None) if builds else None
         limit = MAX_MISSES if release is None else None
         companions = {p: _companions(asking, index, p, floor, limit, notes) for p in COMPANIONS} if floor else {}
@@ -337,7 +341,7 @@ def _companions(
             raise
         notes.append(f"{exc}: no {project} pairs read")
         return ()
-    groups = _groups(links, project, lambda w: _stable(w.public))
+    groups = _groups(links, project, lambda w: derive.final(w.public))
     by_version: dict[str, list[tuple[Link, Wheel]]] = {}
     for (version, _platform), group in groups.items():
         by_version.setdefault(version, []).extend(group)
@@ -374,10 +378,39 @@ def sync(
     oldest = min((str(m) for m in kb.get("torch") or {}), key=derive.version_key, default="0.0")
     readings = tuple(read_index(client, url, oldest, release, json_api_of(url)) for url in urls)
     builds = [b for r in readings for b in r.builds]
-    found = derive.releases(builds, (w for r in readings for w in r.listed))
-    pairs = {p: derive.pairs(m for r in readings for m in r.companions.get(p, ())) for p in COMPANIONS}
     answered = [r.index for r in readings if r.problem is None]
     json_api = any(r.json_api for r in readings)
     ranges = any(r.ranged for r in readings)
     tag, text = source_tag(answered or urls, day or datetime.datetime.now(datetime.UTC).date(), json_api, ranges)
-    return Result(readings, changes(kb, found, pairs, tag, text), tag, client.requests, time.monotonic() - started)
+    unread = unread_facts(readings, [str(m) for m in kb.get("torch") or {}], release)
+    try:
+        found = derive.releases(builds, (w for r in readings for w in r.listed))
+    except derive.Refused as exc:
+        return Result(readings, (), tag, client.requests, time.monotonic() - started, str(exc), unread)
+    pairs = {p: derive.pairs(m for r in readings for m in r.companions.get(p, ())) for p in COMPANIONS}
+    found_changes = changes(kb, found, pairs, tag, text)
+    return Result(readings, found_changes, tag, client.requests, time.monotonic() - started, None, unread)
+
+
+def unread_facts(readings: Iterable[Reading], minors: Iterable[str], release: str | None) -> tuple[str, ...]:
+    """What no torch facts were read of, one line each: an index that answered but serves no torch page (a
+    mistyped URL), each index that lists wheels of `release` (else of a minor of the knowledge base's `minors`)
+    but gave no build of it, and what no index lists a wheel of."""
+    readings = tuple(readings)
+
+    def key(version: str) -> str:
+        return version if release is not None else minor_of(version)
+
+    wanted = {release} if release is not None else set(minors)
+    out = [f"{r.index}: serves no torch page" for r in readings if r.problem is None and not r.served]
+    listed_anywhere: set[str] = set()
+    for r in readings:
+        listed = {key(w.public) for w in r.listed} & wanted
+        listed_anywhere |= listed
+        missing = sorted(listed - {key(b.version) for b in r.builds}, key=derive.version_key)
+        if missing:
+            out.append(f"{r.index}: no build of torch {', '.join(missing)} read, though it lists wheels of it")
+    unlisted = sorted(wanted - listed_anywhere, key=derive.version_key)
+    if unlisted:
+        out.append(f"no index lists a wheel of torch {', '.join(unlisted)}")
+    return tuple(out)

@@ -148,3 +148,37 @@ def test_the_lines_name_their_source() -> None:
     found = _changes({"2.6": _facts("2.6", {"cu124": _v("9.1.0.70", "2.21.6", source="https://i/t.whl.metadata")})})
     lines = [c.line() for c in found]
     assert "~ torch.2.6.variants.cu124.nccl: 2.21.5 -> 2.21.6 [https://i/t.whl.metadata]" in lines
+
+
+# --- issue 43: planted bugs no test caught ---------------------------------------------------------------------
+def test_an_added_pin_goes_in_its_build_not_its_release() -> None:
+    assert _changes({"2.8": _facts("2.8", {"cu128": _v("9.10.2.21", "2.27.3")})}) == ()  # agrees
+    added = _changes({"2.8": _facts("2.8", {"cu128": _v("9.10.2.21", "2.27.3", "12.8.1")})})
+    assert [(c.kind, c.path, c.new) for c in added if c.path[0] == "torch"] == [
+        ("added", ("torch", "2.8", "variants", "cu128", "cuda_toolkit"), "12.8.1")
+    ]
+    release = yaml.safe_load(writer.apply(KB, added, TAG))["torch"]["2.8"]
+    assert release == {
+        "patches": ["2.8.0"],
+        "python": ["3.9"],
+        "pypi_default": "cu128",
+        "variants": {"cu128": {"cudnn": "9.10.2.21", "nccl": "2.27.3", "cuda_toolkit": "12.8.1"}},
+        "confidence": "V",
+        "sources": ["PYPI", TAG],
+    }
+
+
+def test_a_changed_pin_goes_in_its_build_not_its_release() -> None:
+    found = _changes({"2.6": _facts("2.6", {"cu126": _v("9.5.1.17", "2.21.6")})})
+    release = yaml.safe_load(writer.apply(KB, found, TAG))["torch"]["2.6"]
+    assert release["variants"]["cu126"] == {"cudnn": "9.5.1.17", "nccl": "2.21.6"}
+    assert set(release) == {*yaml.safe_load(KB)["torch"]["2.6"]}  # no key of the release added or lost
+
+
+def test_an_arm64_build_of_a_build_the_release_lacks_is_left_out() -> None:
+    # PyPI's aarch64 wheel of a build that is not among the release's (file's or index's) builds: no fact
+    facts = _facts("2.6", {"cu124": _v("9.1.0.70", "2.21.5")}, arm64={"cu129": ("pypi", "a.metadata")})
+    assert [c for c in _changes({"2.6": facts}) if c.path[0] == "torch"] == []
+    new = _facts("2.7", {"cu126": _v("9.5.1.17", "2.26.2")}, pypi_default="cu126", arm64={"cu129": ("pypi", "a")})
+    release = diff.new_release(new, {}, TAG)
+    assert "platforms" not in release and list(release["variants"]) == ["cu126"]

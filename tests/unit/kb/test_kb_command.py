@@ -76,8 +76,10 @@ def test_a_metadata_file_whose_hash_lies_is_not_read(tmp_path: Path, capsys: pyt
     }
     with served(replies) as base:
         code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
-        assert code == 0, out + err  # nothing read: nothing disagrees
-        assert err.count("\n") == 1 and "torch: 1 wheel whose metadata could not be read (e.g. torch-2.4.1-" in err
+        assert code == 2 and "agrees" not in out, out + err  # nothing read: it cannot tell
+        assert "torch: 1 wheel whose metadata could not be read (e.g. torch-2.4.1-" in err
+        said = f"error: {base}/simple: no build of torch 2.4 read, though it lists wheels of it; no index lists a "
+        assert said + "wheel of torch 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13, 2.14, 2.15: cannot tell" in err
         code, out, err = _run(
             capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
         )
@@ -95,7 +97,7 @@ def test_metadata_of_another_wheel_is_not_read(tmp_path: Path, capsys: pytest.Ca
         code, out, err = _run(
             capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
         )
-    assert code == 0, out + err
+    assert code == 2, out + err  # nothing read: it cannot tell
     assert "its metadata is of torch 2.4.0" in err and "1 wheel whose metadata names another project" in err
 
 
@@ -114,14 +116,16 @@ def test_a_small_wheel_is_read_where_no_metadata_file_is_served(
     anchor = f'<a href="/f/{name}#sha256={hashlib.sha256(small).hexdigest()}">{name}</a>'
     big = f'<a href="/g/{name}">{name}</a>'
     with served({"/simple/torch/": Reply(anchor.encode(), "text/html"), f"/f/{name}": Reply(small)}) as base:
-        code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
+        code, out, err = _run(
+            capsys, "check", "--release", "2.4.1", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
+        )
     assert code == 1 and "~ torch.2.4.variants.cu121.nccl: 2.20.5 -> 2.20.6" in out, out + err
     huge = Reply(b"x", length=64 * 1024 + 1)  # a wheel past the bound (64 KiB) is never read
     with served({"/simple/torch/": Reply(big.encode(), "text/html"), f"/g/{name}": huge}) as base:
         code, out, err = _run(
             capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
         )
-    assert code == 0 and "announced, more than" in err, out + err
+    assert code == 2 and "announced, more than" in err and "no build of torch 2.4 read" in err, out + err
 
 
 def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -136,7 +140,7 @@ def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     with served(replies) as base:
         code, out, err = _run(capsys, "sync", "--write", "--compat", str(copy), "--index", base + "/simple")
         assert code == 0 and "nothing to change (0 changes, " in out, out + err
-        code, out, err = _run(capsys, "check", "--compat", str(copy), "--index", base + "/simple")
+        code, out, err = _run(capsys, "check", "--release", "2.4.1", "--compat", str(copy), "--index", base + "/simple")
         assert code == 0 and "agrees with the indexes" in out, out + err
     assert copy.read_bytes() == COMPAT.read_bytes()
 
