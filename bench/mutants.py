@@ -73,6 +73,7 @@ VENV_STEP, COMMON_STEP = "templates/steps/venv.sh.j2", "templates/steps/common.s
 KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 COMPAT = "compat.py"
+BOOTSTRAP, VALUES, APT_STEP = "building/bootstrap.py", "values.py", "templates/steps/apt-install.sh.j2"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1011,6 +1012,64 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None\n',
       "    return url\n",
       "a page's javascript: or file: link is kept as a file to fetch"),
+    # --- mirror logins and a base's release date (issue 42): building/bootstrap.py, values.py, requests.py,
+    # the apt step, security/leaks.py ------------------------------------------------------------------------
+    M("mirror-login-in-sources", BOOTSTRAP,
+      "    bare = values.mirror_without_login(mirror) if mirror else None\n",
+      "    bare = mirror\n",
+      "a --mirror login is written into the bootstrapped base's /etc/apt/sources.list and its sources label"),
+    M("mirror-auth-file-kept", BOOTSTRAP,
+      """        cmd.append(f'--customize-hook=rm -f "$1"/{AUTH_FILE}')\n""",
+      "        pass\n",
+      "the apt auth.conf holding the mirror's login stays in the bootstrapped root until the tar is copied"),
+    M("mirror-auth-file-not-dropped", BOOTSTRAP,
+      'DROPPED = frozenset({"var/lib/apt/lists/lock", "var/cache/apt/archives/lock", AUTH_FILE})',
+      'DROPPED = frozenset({"var/lib/apt/lists/lock", "var/cache/apt/archives/lock"})',
+      "an auth.conf left in the bootstrapped root (a failed hook) is imported into the base with the login"),
+    M("mirror-auth-not-given", BOOTSTRAP,
+      "    if auth is not None:\n        put = ",
+      "    if False:\n        put = ",
+      "a mirror that needs a login fails the bootstrap: mmdebstrap's apt never gets the login"),
+    M("mirror-login-in-label", BOOTSTRAP,
+      "SOURCES_LABEL: \"; \".join(values.mirror_without_login(source) for source in self.sources)",
+      "SOURCES_LABEL: \"; \".join(self.sources)",
+      "a source with a login becomes the base's sources label, which every image built on it inherits"),
+    M("mirror-login-in-message", VALUES,
+      "        raise BadValue(where, mirror_without_login(text), exc.reason) from None\n",
+      "        raise BadValue(where, text, exc.reason) from None\n",
+      "a refused --mirror value is shown with its password"),
+    M("mirror-login-not-mounted", REQUESTS,
+      '        secrets.append(("aptauth", apt_auth))\n',
+      "        pass\n",
+      "an image's apt steps on a base from a mirror that needs a login fail: the aptauth secret is not mounted"),
+    M("mirror-login-not-used-by-apt", APT_STEP,
+      'retry apt-get update "${auth[@]}" --error-on=any',
+      "retry apt-get update --error-on=any",
+      "apt-get update in an image's apt step ignores the mounted login (the mirror refuses it)"),
+    M("release-date-first-suite", BOOTSTRAP,
+      "        if newest is None or when > newest[0]:\n",
+      "        if newest is None:\n",
+      "a base's release-date label is the release suite's (April 2024, never moves), not its newest suite's"),
+    M("release-date-inrelease-only", BOOTSTRAP,
+      'for f in "$1"/var/lib/apt/lists/*_Release "$1"/var/lib/apt/lists/*_InRelease; ',
+      'for f in "$1"/var/lib/apt/lists/*_InRelease; ',
+      "a suite served with a Release file only (no InRelease) is left out of the base's release date"),
+    M("gate-apt-sources-list", LEAKS,
+      '    CredentialFile(("apt", "sources.list"), "apt sources with credentials in a URL", USERINFO),\n',
+      "",
+      "an image whose /etc/apt/sources.list holds a mirror's user:password@ passes the secrets gate"),
+    M("gate-apt-deb822-sources", LEAKS,
+      '    CredentialFile(("apt", "sources.list.d", "*.sources"), "apt sources with credentials in a URL", USERINFO),\n',
+      "",
+      "an image whose deb822 /etc/apt/sources.list.d/*.sources holds a login passes the secrets gate"),
+    M("gate-apt-auth-conf-d", LEAKS,
+      '    CredentialFile(("apt", "auth.conf.d", "*"), "an apt auth.conf with a password", APT_PASSWORD),\n',
+      "",
+      "an image that keeps an apt auth.conf.d file with a mirror's password passes the secrets gate"),
+    M("gate-npmrc-url-login", LEAKS,
+      '        re.compile(USERINFO.pattern + rb"|_(?:authToken|auth|password)[ \\t]{0,16}=", re.IGNORECASE),\n',
+      '        re.compile(rb"_(?:authToken|auth|password)[ \\t]{0,16}=", re.IGNORECASE),\n',
+      "an .npmrc whose registry URL holds user:password@ passes the secrets gate"),
 )
 # fmt: on
 
@@ -1076,6 +1135,9 @@ RELEVANT: dict[str, tuple[str, str]] = {
     KB_PAGES: (r"^kb/", r"torchimages\.kb\b"),
     CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
+    BOOTSTRAP: (r"bootstrap|mirror_logins", r"building import bootstrap|bootstrap\.(?:command|ensure|release_date)"),
+    VALUES: (r"test_values|mirror_logins", r"values\.mirror"),
+    APT_STEP: (r"blocks|render|mirror_logins", r"apt-install"),
 }
 
 
