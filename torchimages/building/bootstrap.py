@@ -134,7 +134,11 @@ def mirror_for(mirrors: Iterable[str], family: str) -> str | None:
 def apt_auth(combination: Combination, mirrors: Iterable[str]) -> str:
     """The apt auth.conf an image's build mounts as a secret for its apt steps: the login of the mirror its
     bootstrapped base was made from (its sources.list names the mirror without it); "" for none."""
-    mirror = mirror_for(mirrors, combination.os.family) if needed(combination) else None
+    return apt_auth_text(mirror_for(mirrors, combination.os.family) if needed(combination) else None)
+
+
+def apt_auth_text(mirror: str | None) -> str:
+    """The apt auth.conf that gives apt `mirror`'s login; "" for a mirror without one (or none)."""
     login = values.mirror_login(mirror) if mirror else None
     return login.auth_conf() if login else ""
 
@@ -368,11 +372,10 @@ def _bootstrap_once(
     os, platform = base.os, base.platform
     with tempfile.TemporaryDirectory(prefix="torchimages-bootstrap-") as folder, log.open("ab") as out:
         rootfs, record = Path(folder, "rootfs.tar"), Path(folder)
-        login = values.mirror_login(mirror) if mirror else None
         auth = None
-        if login is not None:  # in the private temporary folder, removed with it
+        if text := apt_auth_text(mirror):  # in the private temporary folder, removed with it
             auth = Path(folder, "auth.conf")
-            auth.write_text(login.auth_conf())
+            auth.write_text(text)
         cmd = command(os, mirror, str(rootfs), record, platform, auth)
         strap = run_cancellable(cmd, cancelled, stdout=out, stderr=out)
         if cancelled is not None and cancelled.is_set():
