@@ -1070,6 +1070,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       '            found += [("apt auth.conf", auth.encode()), ("--mirror", mirror.encode())]\n',
       "            pass\n",
       "the secrets gate is not told the mirror's login: an image holding it under another name passes"),
+    M("mirror-login-in-settings", "cli/settings.py",
+      '    return values.mirror_without_login(value) if setting.kind == "mirror" else value\n',
+      "    return value\n",
+      "`settings` prints TORCHIMAGES_MIRROR's password"),
     M("gate-npmrc-url-login", LEAKS,
       '        re.compile(USERINFO.pattern + rb"|_(?:authToken|auth|password)[ \\t]{0,16}=", re.IGNORECASE),\n',
       '        re.compile(rb"_(?:authToken|auth|password)[ \\t]{0,16}=", re.IGNORECASE),\n',
@@ -1141,6 +1145,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
     BOOTSTRAP: (r"bootstrap|mirror_logins", r"building import bootstrap|bootstrap\.(?:command|ensure|release_date)"),
     VALUES: (r"test_values|mirror_logins", r"values\.mirror"),
+    "cli/settings.py": (r"test_settings", r"\"settings\""),
     APT_STEP: (r"blocks|render|mirror_logins", r"apt-install"),
 }
 
