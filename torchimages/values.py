@@ -339,7 +339,7 @@ def mirror(text: str, where: str = "") -> str:
     try:
         return _mirror(text, where)
     except BadValue as exc:
-        raise BadValue(where, mirror_without_login(text), exc.reason) from None
+        raise BadValue(where, mirror_without_login(exc.value), exc.reason) from None
 
 
 def _mirror(text: str, where: str) -> str:
