@@ -168,6 +168,9 @@ BUILD_READY_HOOK = "printf '127.0.0.1\\tlocalhost\\n::1\\tlocalhost ip6-localhos
 # the tar is copied without it).
 AUTH_FILE = "etc/apt/auth.conf.d/90torchimages-mirror.conf"
 DROPPED = frozenset({"var/lib/apt/lists/lock", "var/cache/apt/archives/lock", AUTH_FILE})
+# The rules the provenance labels follow, in the digest: a change here makes every base again (2: the release
+# date is the newest of its suites', issue 42; before, the release suite's alone).
+RECORDED = "provenance 2"
 RELEASE_HEAD = 65536  # bytes of each suite's Release file kept to read its Date: (a header field, near the top)
 
 
@@ -263,9 +266,11 @@ def read_provenance(suite: str, record: Path) -> Provenance:
 
 
 def digest(os: OsRelease, mirror: str | None, platform: str = platforms.DEFAULT) -> str:
-    """What shapes the base image (not where it is written, nor what is recorded about it, nor the mirror's
-    login: the command holds the sources without it)."""
-    return "sha256:" + hashlib.sha256("\0".join(command(os, mirror, platform=platform)).encode()).hexdigest()
+    """What shapes the base image (not where it is written, nor the mirror's login: the command holds the
+    sources without it), and the rules its labels follow (RECORDED): a base labelled by older rules is made
+    again, never kept with a label that is no longer true."""
+    shaped = "\0".join(command(os, mirror, platform=platform))
+    return "sha256:" + hashlib.sha256(f"{shaped}\0{RECORDED}".encode()).hexdigest()
 
 
 def import_changes(wanted_digest: str, provenance: Provenance) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ imports nothing), with a stand-in mmdebstrap on PATH and an in-memory engine."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import subprocess
@@ -125,6 +126,9 @@ def test_the_digest_follows_what_shapes_the_image_only(tmp_path: Path) -> None:
     shaped = "\0".join(bootstrap.command(DEBIAN, None))
     assert "release-date" not in shaped and "rootfs.tar" not in shaped  # the record hook is no part of it
     assert bootstrap.BUILD_READY_HOOK in shaped  # what the base holds is
+    # a base labelled by older rules (its release date the release suite's) is made again, not kept
+    older = "sha256:" + hashlib.sha256(shaped.encode()).hexdigest()
+    assert bootstrap.digest(DEBIAN, None) != older
 
 
 def test_provenance_becomes_quoted_labels(tmp_path: Path) -> None:
