@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_NAME = 255  # the distribution spec's limit on a repository name, domain included
 MAX_SHOWN = 200  # a value longer than this is shown by its start and end
@@ -288,10 +288,61 @@ def mirror_family(text: str) -> tuple[str | None, str]:
     return (head, rest) if equals and head.isidentifier() else (None, text)
 
 
+# A URL's userinfo (`scheme://USER:PASSWORD@`): up to the last `@` before the host's end (`/`, `?`, `#`, a blank).
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#]*@")
+
+
+@dataclass(frozen=True)
+class MirrorLogin:
+    """The login of a mirror's URL (`http://USER:PASSWORD@HOST[:PORT]/PATH`), decoded: what apt is given in an
+    auth.conf (`machine SCHEME://HOST[:PORT]/PATH login USER password PASSWORD`), never in a sources.list."""
+
+    machine: str  # SCHEME://HOST[:PORT]/PATH: apt matches it with the scheme (http needs it said)
+    user: str
+    password: str = field(repr=False)
+
+    def auth_conf(self) -> str:
+        """The apt auth.conf line (apt_auth.conf(5)) that gives apt this login for the mirror."""
+        return f"machine {self.machine} login {self.user} password {self.password}\n"
+
+
+def mirror_without_login(text: str) -> str:
+    """A `--mirror` value (`[FAMILY=]URL` or a sources.list line) with every URL's login removed: what may be
+    shown, written in a base's sources.list, labelled or hashed into a digest."""
+    return _USERINFO.sub(r"\1", text)
+
+
+def _mirror_url(text: str) -> str:
+    """The URL of a `--mirror` value: the value itself, or a sources.list line's."""
+    words = mirror_family(text)[1].split()
+    if words and words[0] in ("deb", "deb-src"):
+        return next((w for w in words[1:] if not w.startswith("[")), "")
+    return words[0] if words else ""
+
+
+def mirror_login(text: str) -> MirrorLogin | None:
+    """The login in a `--mirror` value's URL, None without one (a value `mirror` took)."""
+    parts = urllib.parse.urlsplit(_mirror_url(text))
+    if "@" not in parts.netloc:
+        return None
+    login, _, host = parts.netloc.rpartition("@")
+    user, _, password = login.partition(":")
+    machine = f"{parts.scheme}://{host}{parts.path}"
+    return MirrorLogin(machine, urllib.parse.unquote(user), urllib.parse.unquote(password))
+
+
 def mirror(text: str, where: str = "") -> str:
     """A distribution mirror as mmdebstrap takes it: a URL (http(s) with a host, file:///path), or a whole
     sources.list line (`deb URL SUITE COMPONENT...`) whose URL is one; `FAMILY=` before it (ubuntu, debian)
-    names the one distribution it serves."""
+    names the one distribution it serves. A login in the URL (`http://USER:PASSWORD@HOST/...`) is taken (apt
+    gets it from an auth.conf); a refusal shows the value without it."""
+    try:
+        return _mirror(text, where)
+    except BadValue as exc:
+        raise BadValue(where, mirror_without_login(exc.value), exc.reason) from None
+
+
+def _mirror(text: str, where: str) -> str:
     if not text or not text.isprintable():
         raise BadValue(where, text, "a mirror is a URL or a sources.list line, without control characters")
     family, rest = mirror_family(text)
@@ -300,7 +351,7 @@ def mirror(text: str, where: str = "") -> str:
             raise BadValue(where, text, f"a mirror's family is {' or '.join(MIRROR_FAMILIES)} (FAMILY=MIRROR)")
         if mirror_family(rest)[0] is not None:
             raise BadValue(where, text, "a mirror names one family (FAMILY=MIRROR), once")
-        return f"{family}={mirror(rest, where)}"
+        return f"{family}={_mirror(rest, where)}"
     words = text.split()
     if not words:
         raise BadValue(where, text, "a mirror is a URL or a sources.list line, not blanks")
@@ -309,7 +360,16 @@ def mirror(text: str, where: str = "") -> str:
         if len(words) < 3:
             raise BadValue(where, text, "a sources.list line is `deb URL SUITE [COMPONENT...]`")
         url(source, where, ("http", "https", "file"))
-        return text
-    if len(words) != 1:
+    elif len(words) != 1:
         raise BadValue(where, text, "a mirror is one URL (or a whole `deb URL SUITE ...` line), without spaces")
-    return url(text, where, ("http", "https", "file"))
+    else:
+        url(text, where, ("http", "https", "file"))
+    login = mirror_login(text)
+    if login is not None and not (login.user and login.password and _login_word(login.user + login.password)):
+        raise BadValue(where, text, "a mirror's login is USER:PASSWORD, both set, without blanks or controls")
+    return text
+
+
+def _login_word(text: str) -> bool:
+    """Whether `text` (a decoded login) is one word of an apt auth.conf: printable, without blanks."""
+    return text.isprintable() and not any(c.isspace() for c in text)

@@ -28,7 +28,8 @@ UV_RUN = (
 APT_RUN = (
     "RUN --mount=type=cache,target=/var/cache/apt,sharing=locked "
     "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\\n"
-    f"    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert {STEPS_MOUNT} \\\n"
+    "    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert "
+    f"--mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf {STEPS_MOUNT} \\\n"
 )
 # The last command of every step that writes files (reproducible layers, issue 19): common.sh's clamp.
 CLAMP = (
@@ -92,9 +93,9 @@ def test_apt_step_retries_the_network_only_purges_first_and_records_the_packages
         }
         # shellcheck disable=SC2086 # package names, one word each
         if [ -n "$purge" ]; then apt-get purge -y --allow-change-held-packages $purge; fi
-        retry apt-get update --error-on=any -o Acquire::Retries=3
+        retry apt-get update "${auth[@]}" --error-on=any -o Acquire::Retries=3
         apt-get install --simulate -y --no-install-recommends "$@" > /dev/null
-        retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
+        retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
         apt-get install -y --no-install-recommends "$@"
         rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log \\
             /var/log/apt/term.log /var/cache/ldconfig/aux-cache
@@ -104,6 +105,8 @@ def test_apt_step_retries_the_network_only_purges_first_and_records_the_packages
         """
     )
     assert "echo 'Acquire::https::CAInfo \"/var/cache/apt/torchimages-cacert\";'" in script
+    # the mirror's login (the aptauth secret): apt is pointed at it by an option, so no file of the image names it
+    assert "auth=(-o Dir::Etc::netrc=/var/cache/apt/torchimages-auth.conf)" in script
 
 
 def test_the_common_step_clamps_times_and_makes_the_venv_group_writable() -> None:

@@ -130,6 +130,15 @@ def test_the_scan_finds_each_form_of_environment_read() -> None:
     assert isinstance(key, ast.Name) and constants(tree)[key.id] == "B"
 
 
+def test_a_mirrors_login_is_never_shown(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TORCHIMAGES_MIRROR with a login (issue 42): shown without it; the builds still get it whole."""
+    monkeypatch.setenv("TORCHIMAGES_MIRROR", "debian=http://builder:s3cret-words@mirror.example/debian")
+    for args in (("settings",), ("settings", "--json")):
+        code, out, _ = cli(*args)
+        assert code == 0 and "s3cret" not in out and "debian=http://mirror.example/debian" in out
+    assert settings.value("TORCHIMAGES_MIRROR") == "debian=http://builder:s3cret-words@mirror.example/debian"
+
+
 def test_a_secret_is_never_shown(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """COSIGN_PASSWORD: `***` when set (an empty one too: a key without a password), unset otherwise; its value
     is in no output of `settings`."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from torchimages import platforms, textfile, values
-from torchimages.building import wheels
+from torchimages.building import bootstrap, wheels
 from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
 from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, build_request, wheel_secrets
 from torchimages.building.wheels import WheelSources
@@ -276,9 +276,13 @@ def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
         for s in chosen:
             for image in s.images:
                 pip_text, uv_text = wheel_secrets(served, s.combination, image.platform)  # its platform's index
+                auth_text = bootstrap.apt_auth(s.combination, options.mirrors)  # the mirror's login, for apt
+                apt_auth = None
                 try:
                     pip_conf = wheels.write_secret(secrets_dir, pip_text)
                     uv_conf = wheels.write_secret(secrets_dir, uv_text, "uv-{digest}.toml")
+                    if auth_text:
+                        apt_auth = wheels.write_secret(secrets_dir, auth_text, "apt-auth-{digest}.conf")
                 except OSError as exc:
                     raise UsageError(f"--secrets-dir {request.secrets_dir}: {exc.strerror or exc}") from None
                 runtime = next(
@@ -287,7 +291,9 @@ def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
                 reference = bake_reference(s.combination, image, request.temporary_registry)
                 on = runtime and image.flavor == "devel" and request.named_contexts
                 base = f"target:{target_name(runtime)}" if on and runtime else None
-                build = build_request(options, s.combination, image, reference, served, pip_conf, uv_conf, base)
+                build = build_request(
+                    options, s.combination, image, reference, served, pip_conf, uv_conf, base, apt_auth
+                )
                 found.append(Entry(s.combination, image, build))
     return found
 

@@ -9,6 +9,13 @@ archive's Release date) in labels. apt inside mmdebstrap retries downloads; a bo
 network is run again (at most BOOTSTRAP_TRIES times, with backoff); an interrupt stops it at once. Two
 processes on one machine that need the same base take turns (machine_lock): the second waits for the first
 one's bootstrap and finds the base made.
+
+A login in the mirror's URL (`http://USER:PASSWORD@HOST/...`) reaches apt only through an auth.conf
+(AUTH_FILE, written by a setup hook, removed by the last customize hook and dropped from the tar): mmdebstrap is
+given the sources without it, so the base's sources.list, its labels and its digest never hold it. An image
+built on such a base gets the login for its apt steps as a BuildKit secret (`apt_auth`). The release-date label
+is the newest Date: of the Release files of every suite the base was made from (noble, noble-updates,
+noble-security): when its packages were published, not when the release was.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import tarfile
 import tempfile
@@ -23,6 +31,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from torchimages import platforms, settings, values
@@ -62,7 +72,7 @@ class Provenance:
     def labels(self) -> dict[str, str]:
         return {
             SUITE_LABEL: self.suite,
-            SOURCES_LABEL: "; ".join(self.sources),
+            SOURCES_LABEL: "; ".join(values.mirror_without_login(source) for source in self.sources),
             RELEASE_DATE_LABEL: self.release_date,
         }
 
@@ -121,6 +131,18 @@ def mirror_for(mirrors: Iterable[str], family: str) -> str | None:
     return chosen[-1] if chosen else None
 
 
+def apt_auth(combination: Combination, mirrors: Iterable[str]) -> str:
+    """The apt auth.conf an image's build mounts as a secret for its apt steps: the login of the mirror its
+    bootstrapped base was made from (its sources.list names the mirror without it); "" for none."""
+    return apt_auth_text(mirror_for(mirrors, combination.os.family) if needed(combination) else None)
+
+
+def apt_auth_text(mirror: str | None) -> str:
+    """The apt auth.conf that gives apt `mirror`'s login; "" for a mirror without one (or none)."""
+    login = values.mirror_login(mirror) if mirror else None
+    return login.auth_conf() if login else ""
+
+
 def log_file(log_dir: Path, os: OsRelease, platform: str = platforms.DEFAULT) -> Path:
     """Where a bootstrap of `os` for `platform` writes mmdebstrap's and the import's output."""
     suffix = "" if platform == platforms.DEFAULT else f"-{platforms.arch(platform)}"
@@ -142,7 +164,14 @@ def provenance_in(labels: dict[str, str]) -> dict[str, str] | None:
 # mounting its own there; apt's lock files (mmdebstrap's cleanup leaves them) are dropped from the tar, so no
 # step leaves the whiteouts of removing them (a whiteout carries the time it was made).
 BUILD_READY_HOOK = "printf '127.0.0.1\\tlocalhost\\n::1\\tlocalhost ip6-localhost ip6-loopback\\n' > \"$1/etc/hosts\""
-DROPPED = frozenset({"var/lib/apt/lists/lock", "var/cache/apt/archives/lock"})
+# The mirror's login, for mmdebstrap's apt only (apt_auth.conf(5)); never in the base (the hook removes it, and
+# the tar is copied without it).
+AUTH_FILE = "etc/apt/auth.conf.d/90torchimages-mirror.conf"
+DROPPED = frozenset({"var/lib/apt/lists/lock", "var/cache/apt/archives/lock", AUTH_FILE})
+# The rules the provenance labels follow, in the digest: a change here makes every base again (2: the release
+# date is the newest of its suites', issue 42; before, the release suite's alone).
+RECORDED = "provenance 2"
+RELEASE_HEAD = 65536  # bytes of each suite's Release file kept to read its Date: (a header field, near the top)
 
 
 def without(source: Path, target: Path, dropped: frozenset[str]) -> None:
@@ -159,11 +188,15 @@ def command(
     output: str = "-",
     record: Path | None = None,
     platform: str = platforms.DEFAULT,
+    auth: Path | None = None,
 ) -> list[str]:
     """The mmdebstrap command that writes the root filesystem to `output` (a tar file, or "-": stdout), of
     `platform`'s architecture (another than this machine's runs under emulation: binfmt_misc and QEMU).
-    With `record`, a hook writes the archive's Release date and the apt sources into that folder."""
+    The sources are `mirror`'s without its login; `auth`, an apt auth.conf holding it, is put where apt reads
+    it for the bootstrap and removed before the tar is written. With `record`, a hook copies each suite's
+    Release file and the apt sources into that folder."""
     archive = archive_of(os)
+    bare = values.mirror_without_login(mirror) if mirror else None
     cmd = ["mmdebstrap", "--variant=minbase", "--quiet"]
     if platform != platforms.DEFAULT:
         cmd.append(f"--architectures={platforms.arch(platform)}")
@@ -174,18 +207,49 @@ def command(
     cmd += [f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES]
     cmd += ["--dpkgopt=path-include=/usr/share/doc/*/copyright"]
     cmd += [f'--aptopt=Acquire::Retries "{APT_RETRIES}"']
+    if auth is not None:
+        put = f'mkdir -p "$1"/{posix_dir(AUTH_FILE)} && cat {shlex.quote(str(auth))} > "$1"/{AUTH_FILE}'
+        cmd.append(f"--setup-hook={put}")
     cmd.append(f"--customize-hook={BUILD_READY_HOOK}")
     if record is not None:
-        cmd.append(f"--customize-hook={record_hook(archive.suite, record)}")
-    return [*cmd, archive.suite, output, *archive.sources(platforms.arch(platform), mirror)]
+        cmd.append(f"--customize-hook={record_hook(record)}")
+    if auth is not None:
+        cmd.append(f'--customize-hook=rm -f "$1"/{AUTH_FILE}')
+    return [*cmd, archive.suite, output, *archive.sources(platforms.arch(platform), bare)]
 
 
-def record_hook(suite: str, record: Path) -> str:
-    """A customize hook ("$1" is the new root): the suite's Release date and the sources, before cleanup."""
+def posix_dir(path: str) -> str:
+    """The folder part of a relative POSIX path."""
+    return path.rpartition("/")[0]
+
+
+def record_hook(record: Path) -> str:
+    """A customize hook ("$1" is the new root): each suite's Release file (its head) and the sources, before
+    cleanup removes apt's lists."""
+    folder = shlex.quote(str(record / "releases"))
     return (
-        f'sed -n "s/^Date: //p" "$1"/var/lib/apt/lists/*_dists_{suite}_InRelease | head -n 1 > {record}/release-date'
-        f' && cat "$1"/etc/apt/sources.list > {record}/sources.list'
+        f'mkdir -p {folder} && for f in "$1"/var/lib/apt/lists/*_Release "$1"/var/lib/apt/lists/*_InRelease; '
+        f'do [ ! -f "$f" ] || head -c {RELEASE_HEAD} "$f" > {folder}/"${{f##*/}}"; done'
+        f' && cat "$1"/etc/apt/sources.list > {shlex.quote(str(record / "sources.list"))}'
     )
+
+
+def release_date(releases: Iterable[str]) -> str:
+    """The newest Date: of the suites' Release (or InRelease) files, as written; "unknown" without one that
+    parses. Each file's first Date: line is its own (the header comes before any signature or index)."""
+    newest: tuple[datetime, str] | None = None
+    for text in releases:
+        found = re.search(r"^Date:[ \t]*(.+?)[ \t]*$", text, re.MULTILINE)
+        if found is None:
+            continue
+        try:
+            when = parsedate_to_datetime(found[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        if newest is None or when > newest[0]:
+            newest = (when, found[1])
+    return newest[1] if newest else "unknown"
 
 
 def read_provenance(suite: str, record: Path) -> Provenance:
@@ -196,12 +260,17 @@ def read_provenance(suite: str, record: Path) -> Provenance:
         return path.read_text(errors="replace") if path.is_file() else ""
 
     sources = tuple(" ".join(line.split()[1:]) for line in text("sources.list").splitlines() if line.startswith("deb "))
-    return Provenance(suite, sources, text("release-date").strip() or "unknown")
+    folder = record / "releases"
+    releases = sorted(folder.iterdir()) if folder.is_dir() else []
+    return Provenance(suite, sources, release_date(p.read_text(errors="replace") for p in releases if p.is_file()))
 
 
 def digest(os: OsRelease, mirror: str | None, platform: str = platforms.DEFAULT) -> str:
-    """What shapes the base image (not where it is written, nor what is recorded about it)."""
-    return "sha256:" + hashlib.sha256("\0".join(command(os, mirror, platform=platform)).encode()).hexdigest()
+    """What shapes the base image (not where it is written, nor the mirror's login: the command holds the
+    sources without it), and the rules its labels follow (RECORDED): a base labelled by older rules is made
+    again, never kept with a label that is no longer true."""
+    shaped = "\0".join(command(os, mirror, platform=platform))
+    return "sha256:" + hashlib.sha256(f"{shaped}\0{RECORDED}".encode()).hexdigest()
 
 
 def import_changes(wanted_digest: str, provenance: Provenance) -> tuple[str, ...]:
@@ -308,7 +377,12 @@ def _bootstrap_once(
     os, platform = base.os, base.platform
     with tempfile.TemporaryDirectory(prefix="torchimages-bootstrap-") as folder, log.open("ab") as out:
         rootfs, record = Path(folder, "rootfs.tar"), Path(folder)
-        strap = run_cancellable(command(os, mirror, str(rootfs), record, platform), cancelled, stdout=out, stderr=out)
+        auth = None
+        if text := apt_auth_text(mirror):  # in the private temporary folder, removed with it
+            auth = Path(folder, "auth.conf")
+            auth.write_text(text)
+        cmd = command(os, mirror, str(rootfs), record, platform, auth)
+        strap = run_cancellable(cmd, cancelled, stdout=out, stderr=out)
         if cancelled is not None and cancelled.is_set():
             return "interrupted"
         if strap.returncode:

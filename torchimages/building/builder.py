@@ -480,10 +480,15 @@ class Builder:
 
     def _secrets(self, served: Served, combination: Combination, image: Image) -> tuple[tuple[str, bytes], ...]:
         """The secrets an image's build mounts that may hold credentials, (name, content): the wheel sources'
-        pip.conf and uv.toml (index URLs with a login). The CA bundle is left out: public certificates, which an
-        image's own ca-certificates may hold byte for byte."""
+        pip.conf and uv.toml (index URLs with a login), and the mirror's login (the apt auth.conf its apt steps
+        mount, and the mirror's URL: its login is searched for). The CA bundle is left out: public certificates,
+        which an image's own ca-certificates may hold byte for byte."""
         pip, uv = wheel_secrets(served, combination, image.platform)
-        return (("pip.conf", pip.encode()), ("uv.toml", uv.encode()))
+        found = [("pip.conf", pip.encode()), ("uv.toml", uv.encode())]
+        if auth := bootstrap.apt_auth(combination, self.options.mirrors):
+            mirror = bootstrap.mirror_for(self.options.mirrors, combination.os.family) or ""
+            found += [("apt auth.conf", auth.encode()), ("--mirror", mirror.encode())]
+        return tuple(found)
 
     def _check_before_tagging(
         self,

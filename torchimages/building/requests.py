@@ -5,6 +5,7 @@ not handle them yet (`unsupported`)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
@@ -71,16 +72,20 @@ def build_request(
     pip_conf: Path,
     uv_conf: Path,
     runtime: str | None = None,
+    apt_auth: Path | None = None,
 ) -> BuildRequest:
     """The one BuildKit build of an image: its target of the combination's Dockerfile, the wheel sources
     (`uv_conf` for uv, `pip_conf` for pip, see `wheel_secrets`) and the CA bundle as secrets, host network
     when a local wheel folder is served, the BuildKit cache sources and exports (`{tag}` made this image's).
     `runtime`: what the runtime stage is instead of being built again, a named context's value
-    (`docker-image://REF`, bake's `target:NAME`)."""
+    (`docker-image://REF`, bake's `target:NAME`). `apt_auth`: the mirror's login for the apt steps, an apt
+    auth.conf (`bootstrap.apt_auth`), mounted as the aptauth secret."""
     folder = options.images_dir / combination.folder
     secrets = [("pipconf", pip_conf), ("uvconf", uv_conf)]
     if options.ca_cert:
         secrets.append(("cacert", options.ca_cert))
+    if apt_auth is not None:
+        secrets.append(("aptauth", apt_auth))
     return BuildRequest(
         context=folder,
         dockerfile=folder / "Dockerfile",
@@ -190,11 +195,13 @@ def run_build(
             progress.update(image.tag, state.stage, state.detail)
 
     pip_text, uv_text = wheel_secrets(served, combination, image.platform)
+    auth_text = bootstrap.apt_auth(combination, options.mirrors)
     with (
         secret_file(pip_text) as pip_conf,
         secret_file(uv_text) as uv_conf,
+        secret_file(auth_text) if auth_text else contextlib.nullcontext() as apt_auth,
         log.open("wb") as handle,
         following(log, seen),
     ):
-        request = build_request(options, combination, image, reference, served, pip_conf, uv_conf, runtime)
+        request = build_request(options, combination, image, reference, served, pip_conf, uv_conf, runtime, apt_auth)
         return engine.build(request, handle, cancelled)

@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         network=args.network,
         source_date_epoch=settings.epoch("SOURCE_DATE_EPOCH"),
         provenance=common.provenance(loaded.images_dir),
+        mirrors=tuple(args.mirror),
     )
     cache = bake.Cache(
         tuple(map(str, common.cache_specs("--cache-from", args.cache_from, bake.TARGET_PLACEHOLDER))),

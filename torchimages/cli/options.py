@@ -181,7 +181,8 @@ def build_environment(parser: argparse.ArgumentParser) -> None:
         metavar="[FAMILY=]MIRROR",
         help="distribution mirror for bootstrapped bases: a URL or a whole sources.list line, for one family "
         "(ubuntu=URL, debian=URL; repeatable) or, bare, for every family (default: the knowledge base's "
-        "archive for Ubuntu, mmdebstrap's for Debian)",
+        "archive for Ubuntu, mmdebstrap's for Debian); a login in the URL (http://USER:PASSWORD@HOST/...) reaches "
+        "apt only as an auth.conf, never the base or the image",
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from torchimages import settings
+from torchimages import settings, values
 from torchimages.cli.common import EXIT_OK
 from torchimages.problems import shown
 
@@ -28,11 +28,17 @@ def spelled(value: object) -> str:
     return str(value)
 
 
+def shown_value(setting: settings.Setting) -> str:
+    """A setting's value as it may be shown: a mirror without its login (`http://USER:PASSWORD@HOST`)."""
+    value = spelled(settings.value(setting.name))
+    return values.mirror_without_login(value) if setting.kind == "mirror" else value
+
+
 def run(args: argparse.Namespace) -> int:
     rows = [
         {
             "name": s.name,
-            "value": spelled(settings.value(s.name)),
+            "value": shown_value(s),
             "source": settings.source(s.name),
             "default": s.default,
             "kind": s.kind,

@@ -3,7 +3,8 @@ and applies them; content.py searches a file's whole content with these patterns
 
 The rules, each a table below:
     credentials    by path, anywhere in the image (any home): CREDENTIAL_FILES; some only with a mark in their
-                   content (an auth token in .npmrc, a password in a pip.conf URL), searched in the whole file
+                   content (an auth token in .npmrc, a password in a pip.conf URL or apt's sources, one in
+                   apt's auth.conf), searched in the whole file
     private keys   by content, anywhere in any file, whatever its name and size: a PEM private key (PKCS#8,
                    encrypted, RSA, EC, DSA, OpenSSH's, PGP's private key block) whose BEGIN line is followed by
                    its base64 body (also with JSON's escaped newlines: a service account key), or a PuTTY key;
@@ -68,6 +69,8 @@ PUBLISHED_KEYS = frozenset(
 KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data"})
 # https://user:password@host: a URL's userinfo (group 1)
 USERINFO = re.compile(rb"[a-z][a-z0-9+.-]{0,30}://([^\s/@\"']{1,1024})@", re.IGNORECASE)
+# apt_auth.conf(5) (netrc's format): a `password` token and its value
+APT_PASSWORD = re.compile(rb"(?:^|\s)password[ \t\r\n]{1,64}\S", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,10 @@ CREDENTIAL_FILES = (
     CredentialFile(
         (".docker", "config.json"),
         "a Docker client configuration with registry credentials",
-        re.compile(rb'"(?:auth|identitytoken|registrytoken)"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]'),
+        re.compile(
+            rb'"(?:auth|identitytoken|registrytoken)"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]|' + USERINFO.pattern,
+            re.IGNORECASE,
+        ),
     ),
     # packaging.python.org/specifications/pypirc: twine's upload credentials
     CredentialFile((".pypirc",), "a .pypirc (PyPI upload credentials)"),
@@ -133,9 +139,12 @@ CREDENTIAL_FILES = (
         (".config", "gh", "hosts.yml"), "GitHub CLI tokens", re.compile(rb"oauth_token[ \t]{0,16}:[ \t]{0,16}\S")
     ),
     CredentialFile((".config", "hub"), "hub's GitHub tokens", re.compile(rb"oauth_token[ \t]{0,16}:[ \t]{0,16}\S")),
-    # docs.npmjs.com/cli/configuring-npm/npmrc: `//registry/:_authToken=...`, _auth, _password; Yarn 2+'s
+    # docs.npmjs.com/cli/configuring-npm/npmrc: `//registry/:_authToken=...`, _auth, _password, or a registry
+    # URL's login; Yarn 2+'s
     CredentialFile(
-        (".npmrc",), "an .npmrc with an auth token", re.compile(rb"_(?:authToken|auth|password)[ \t]{0,16}=")
+        (".npmrc",),
+        "an .npmrc with an auth token or credentials in a URL",
+        re.compile(USERINFO.pattern + rb"|_(?:authToken|auth|password)[ \t]{0,16}=", re.IGNORECASE),
     ),
     CredentialFile(
         (".yarnrc.yml",),
@@ -145,6 +154,13 @@ CREDENTIAL_FILES = (
     # pip.pypa.io/en/stable/topics/configuration; docs.astral.sh/uv/reference/settings: an index URL's userinfo
     CredentialFile(("pip.conf",), "a pip.conf with credentials in a URL", USERINFO),
     CredentialFile(("uv.toml",), "a uv.toml with credentials in a URL", USERINFO),
+    # apt's sources (sources.list(5): one-line .list and deb822 .sources) with a mirror's login in a URL, and its
+    # logins (apt_auth.conf(5)): a build gives apt a mirror's login through a BuildKit secret, never a file
+    CredentialFile(("apt", "sources.list"), "apt sources with credentials in a URL", USERINFO),
+    CredentialFile(("apt", "sources.list.d", "*.list"), "apt sources with credentials in a URL", USERINFO),
+    CredentialFile(("apt", "sources.list.d", "*.sources"), "apt sources with credentials in a URL", USERINFO),
+    CredentialFile(("apt", "auth.conf"), "an apt auth.conf with a password", APT_PASSWORD),
+    CredentialFile(("apt", "auth.conf.d", "*"), "an apt auth.conf with a password", APT_PASSWORD),
     # Maven's settings.xml <server><password>; Cargo's, RubyGems' and Terraform's tokens; Vault's token
     CredentialFile((".m2", "settings.xml"), "a Maven settings.xml with a password", re.compile(rb"<password>[^<\s]")),
     CredentialFile((".cargo", "credentials"), "Cargo registry tokens"),

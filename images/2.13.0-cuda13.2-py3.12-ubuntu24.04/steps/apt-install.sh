@@ -8,8 +8,9 @@
 # Acquire::Retries, then the whole step again (a new apt process: apt's http method gives up on a host that
 # refused it), twice, 10 s and 20 s later, each retry said in the log. Resolving the package names needs no
 # network and is not retried: a real error (an unknown package) fails at once. The CA bundle (a secret) is
-# mounted inside apt's cache mount, so mounting it changes no folder of the image. `--purge` removes a package
-# of the base first (the toolkit image's NCCL, which would be a second copy beside the wheel's).
+# mounted inside apt's cache mount, so mounting it changes no folder of the image; so is the mirror's login (the
+# aptauth secret: an auth.conf that apt is pointed at by an option, so no file of the image names it). `--purge`
+# removes a package of the base first (the toolkit image's NCCL, which would be a second copy beside the wheel's).
 set -o errexit -o nounset -o pipefail
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "${BASH_SOURCE[0]%/*}/common.sh"
@@ -21,6 +22,10 @@ while [ "${1:-}" = --purge ]; do purge="$purge ${2:?apt-install.sh: --purge what
 if [ -s /var/cache/apt/torchimages-cacert ]; then
     echo 'Acquire::https::CAInfo "/var/cache/apt/torchimages-cacert";' > /etc/apt/apt.conf.d/99build-ca
 fi
+auth=()
+if [ -s /var/cache/apt/torchimages-auth.conf ]; then
+    auth=(-o Dir::Etc::netrc=/var/cache/apt/torchimages-auth.conf)
+fi
 retry() {
     for try in 1 2 3; do
         "$@" && return 0
@@ -31,9 +36,9 @@ retry() {
 }
 # shellcheck disable=SC2086 # package names, one word each
 if [ -n "$purge" ]; then apt-get purge -y --allow-change-held-packages $purge; fi
-retry apt-get update --error-on=any -o Acquire::Retries=3
+retry apt-get update "${auth[@]}" --error-on=any -o Acquire::Retries=3
 apt-get install --simulate -y --no-install-recommends "$@" > /dev/null
-retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
+retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
 apt-get install -y --no-install-recommends "$@"
 rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log \
     /var/log/apt/term.log /var/cache/ldconfig/aux-cache

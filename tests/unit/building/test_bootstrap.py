@@ -4,8 +4,10 @@ imports nothing), with a stand-in mmdebstrap on PATH and an in-memory engine."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import subprocess
 import tarfile
 import textwrap
 import threading
@@ -53,8 +55,8 @@ def fake_mmdebstrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
               slow) sleep 600;;
             esac
             record=$(dirname "$last")
-            echo "Date: Sat, 11 Jul 2026 10:16:37 UTC" > "$record/release-date.tmp"
-            sed -n "s/^Date: //p" "$record/release-date.tmp" > "$record/release-date"
+            mkdir -p "$record/releases"
+            printf 'Origin: Debian\\nDate: Sat, 11 Jul 2026 10:16:37 UTC\\n' > "$record/releases/x_InRelease"
             echo "deb http://deb.example.org/debian bookworm main" > "$record/sources.list"
             tar -cf "$last" -C "$record" sources.list
             """
@@ -76,8 +78,46 @@ def test_the_command_writes_a_tar_and_records_the_release_date_and_sources(tmp_p
     ready, hook = [c for c in cmd if c.startswith("--customize-hook=")]
     assert ready == f"--customize-hook={bootstrap.BUILD_READY_HOOK}"  # /etc/hosts there, apt's locks gone
     assert '> "$1/etc/hosts"' in ready
-    assert f'"$1"/var/lib/apt/lists/*_dists_{DEBIAN.suite}_InRelease' in hook and f"> {record}/release-date" in hook
-    assert f'cat "$1"/etc/apt/sources.list > {record}/sources.list' in hook
+    assert hook == f"--customize-hook={bootstrap.record_hook(record)}"
+    assert not any(c.startswith("--setup-hook=") for c in cmd)  # no login: no auth.conf
+
+
+# Release files as the archive serves them (heads), literal: the suite's, updates' and security's.
+NOBLE = "Origin: Ubuntu\nLabel: Ubuntu\nSuite: noble\nCodename: noble\nDate: Thu, 25 Apr 2024 15:10:33 UTC\n"
+NOBLE_UPDATES = (
+    "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\nOrigin: Ubuntu\nSuite: noble-updates\n"
+    "Date: Fri, 04 Dec 2026 21:07:12 UTC\nValid-Until: Never\n"
+)
+NOBLE_SECURITY = "Origin: Ubuntu\nSuite: noble-security\nDate: Thu, 03 Dec 2026 09:40:01 UTC\n"
+
+
+def test_the_release_date_is_the_newest_date_of_the_suites_the_base_was_made_from() -> None:
+    assert bootstrap.release_date([NOBLE, NOBLE_UPDATES, NOBLE_SECURITY]) == "Fri, 04 Dec 2026 21:07:12 UTC"
+    assert bootstrap.release_date([NOBLE_SECURITY, NOBLE]) == "Thu, 03 Dec 2026 09:40:01 UTC"  # any order
+    assert bootstrap.release_date([NOBLE]) == "Thu, 25 Apr 2024 15:10:33 UTC"
+    # by time, not by text; another zone; a file without a Date: (or an unreadable one) is no answer
+    west = "Date: Fri, 04 Dec 2026 20:00:00 -0500\n"  # 01:00 UTC on the 5th
+    assert bootstrap.release_date([NOBLE_UPDATES, west, "Origin: x\n", "Date: soon\n"]) == west[6:-1]
+    assert bootstrap.release_date(["Origin: x\n"]) == "unknown"
+
+
+def test_the_record_hook_keeps_every_suites_release_file_and_the_sources(tmp_path: Path) -> None:
+    """The hook run as mmdebstrap runs it (`sh -c HOOK exec ROOT`) on a root with apt's lists."""
+    root, record = tmp_path / "root", tmp_path / "record"
+    lists = root / "var/lib/apt/lists"
+    lists.mkdir(parents=True)
+    (root / "etc/apt").mkdir(parents=True)
+    (root / "etc/apt/sources.list").write_text("deb http://archive.example/ubuntu noble main\n")
+    (lists / "archive.example_ubuntu_dists_noble_InRelease").write_text(NOBLE)
+    (lists / "archive.example_ubuntu_dists_noble-updates_InRelease").write_text(NOBLE_UPDATES)
+    (lists / "security.example_ubuntu_dists_noble-security_Release").write_text(NOBLE_SECURITY)
+    (lists / "archive.example_ubuntu_dists_noble_main_binary-amd64_Packages").write_text("Package: x\n")
+    record.mkdir()
+    subprocess.run(["sh", "-c", bootstrap.record_hook(record), "exec", str(root)], check=True)
+    provenance = bootstrap.read_provenance("noble", record)
+    assert provenance.release_date == "Fri, 04 Dec 2026 21:07:12 UTC"
+    assert provenance.sources == ("http://archive.example/ubuntu noble main",)
+    assert len(list((record / "releases").iterdir())) == 3  # the Packages index is no Release file
 
 
 def test_the_digest_follows_what_shapes_the_image_only(tmp_path: Path) -> None:
@@ -86,10 +126,14 @@ def test_the_digest_follows_what_shapes_the_image_only(tmp_path: Path) -> None:
     shaped = "\0".join(bootstrap.command(DEBIAN, None))
     assert "release-date" not in shaped and "rootfs.tar" not in shaped  # the record hook is no part of it
     assert bootstrap.BUILD_READY_HOOK in shaped  # what the base holds is
+    # a base labelled by older rules (its release date the release suite's) is made again, not kept
+    older = "sha256:" + hashlib.sha256(shaped.encode()).hexdigest()
+    assert bootstrap.digest(DEBIAN, None) != older
 
 
 def test_provenance_becomes_quoted_labels(tmp_path: Path) -> None:
-    (tmp_path / "release-date").write_text("Sat, 11 Jul 2026 10:16:37 UTC\n")
+    (tmp_path / "releases").mkdir()
+    (tmp_path / "releases/x_dists_bookworm_InRelease").write_text("Date: Sat, 11 Jul 2026 10:16:37 UTC\n")
     (tmp_path / "sources.list").write_text(
         "deb http://deb.example.org/debian bookworm main\n# a comment\n"
         "deb http://security.example.org/debian-security bookworm-security main\n"

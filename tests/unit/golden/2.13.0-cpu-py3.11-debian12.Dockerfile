@@ -10,7 +10,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh ca-certificates python3.11 python3.11-venv python3.11-dev gcc g++ libibverbs1 ibverbs-providers librdmacm1
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/add-user.sh
 USER 1000:0
@@ -38,7 +38,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.13.0" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.13.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:485141171a6d8613486ecc2e3c07981719400d77e80330fc80bb62d6212107bf" \
+      io.torchimages.input-digest="sha256:cb21481bdb3db863c8c1893aec3bc39726fcc9b01ba31037286a0addf16f0c18" \
       org.opencontainers.image.description="PyTorch 2.13.0, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -48,7 +48,7 @@ FROM runtime AS devel
 ARG SOURCE_DATE_EPOCH=1795910400
 USER 0:0
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh git make
 USER 1000:0
 # The toolkit wheels and build tools, into the same venv.
@@ -60,4 +60,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:4b103f645e6ecc5758073091fa1acac768553d876ddea3a1a82631a6a9d811da"
+      io.torchimages.input-digest="sha256:b60f2bc91c8c33ecb25aafc4b97264584af34cbf1e9a642aa387d0f4640a96a7"

@@ -10,7 +10,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh ca-certificates python3.11 python3.11-venv python3.11-dev gcc g++ libibverbs1 ibverbs-providers librdmacm1
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/add-user.sh
 USER 1000:0
@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.14.1" io.torchimages.torchvision="0.29.1+cu130" io.torchimages.torchaudio="2.11.1+cu130" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.14.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.0" io.torchimages.cudnn="9.24.0.43" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" io.torchimages.cuda.archs="sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" \
-      io.torchimages.input-digest="sha256:9fa94f0f63582d2a1991a93cc5a601325c7b77dd214f5504cb0fa01dd6be2538" \
+      io.torchimages.input-digest="sha256:e23e18dc3efadd2072a361f9b4ff3dfb2f1474ca40d0467ef7d5d41d87d86434" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -72,7 +72,7 @@ FROM runtime AS devel
 ARG SOURCE_DATE_EPOCH=1795910400
 USER 0:0
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh git make
 USER 1000:0
 # The toolkit wheels and build tools, into the same venv.
@@ -87,4 +87,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:e7239d379bce67eacdeefd1688e4938ef7a51f028e95487d101b405551a2bdc6"
+      io.torchimages.input-digest="sha256:4bcc2ce99f61a9639f6de0f3ea76674f786d76d0a30a7bb1957ef7d47b1fb14c"

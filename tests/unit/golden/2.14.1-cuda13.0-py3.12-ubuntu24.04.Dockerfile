@@ -10,7 +10,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh ca-certificates python3.12 python3.12-venv python3.12-dev gcc g++ libibverbs1 ibverbs-providers librdmacm1t64
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/add-user.sh
 USER 1000:0
@@ -59,7 +59,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.14.1" io.torchimages.torchvision="0.29.1+cu130" io.torchimages.torchaudio="2.11.1+cu130" io.torchimages.python="3.12" io.torchimages.os="ubuntu24.04" org.opencontainers.image.version="2.14.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.0" io.torchimages.cudnn="9.24.0.43" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" io.torchimages.cuda.archs="sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" \
-      io.torchimages.input-digest="sha256:40f641aced26c3af0214e11008c2439d1c28b8f64d2e005dc20604af87a563cf" \
+      io.torchimages.input-digest="sha256:2f0aa6ad5809e6a4057c5f45f0ca293f9bf759a22d350bb10ea942126411eecf" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.12 on ubuntu24.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04"
 WORKDIR /home/torch
@@ -71,7 +71,7 @@ FROM runtime AS devel
 ARG SOURCE_DATE_EPOCH=1795910400
 USER 0:0
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh git make
 USER 1000:0
 # The toolkit wheels and build tools, into the same venv.
@@ -86,4 +86,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:a4a017d587548f755e043a02b6a793d10b09b7482166e911b4432f244db857e0"
+      io.torchimages.input-digest="sha256:1f7670d33e21493a42e5af64e24fb7ae88681ae5b36fab76655f301e34a255bb"

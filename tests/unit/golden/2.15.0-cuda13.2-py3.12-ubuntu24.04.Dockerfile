@@ -10,7 +10,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh ca-certificates python3.12 python3.12-venv python3.12-dev gcc g++ libibverbs1 ibverbs-providers librdmacm1t64
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/add-user.sh
 USER 1000:0
@@ -59,7 +59,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.15.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.15.0" io.torchimages.torchvision="none" io.torchimages.torchaudio="2.11.1+cu132" io.torchimages.python="3.12" io.torchimages.os="ubuntu24.04" org.opencontainers.image.version="2.15.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.2" io.torchimages.cudnn="9.26.0.51" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" \
-      io.torchimages.input-digest="sha256:279663eeeac21ef80a07366d007ece397e84fc848ba768a9c74a73f8514dc5a4" \
+      io.torchimages.input-digest="sha256:79b908a2bbc845d1b1617aae4900b473fca937f5f0962dc74a9b4e391a00bee0" \
       org.opencontainers.image.description="PyTorch 2.15.0, CUDA 13.2, Python 3.12 on ubuntu24.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04"
 WORKDIR /home/torch

@@ -10,7 +10,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG SOURCE_DATE_EPOCH=1795910400
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh ca-certificates python3.10 python3.10-venv python3.10-dev gcc g++ libibverbs1 ibverbs-providers librdmacm1
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/add-user.sh
 USER 1000:0
@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:70eb7c5aa0edb7692ca924b0de254240660041f6eb4881d4ee879ea2d9451a9a" \
+      io.torchimages.input-digest="sha256:a76d819ac125bb85947ea978b8d8545b11fcbdde07d93991908df40d559d00ed" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:22.04"
 WORKDIR /home/torch
@@ -74,7 +74,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV CUDA_HOME=/usr/local/cuda DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:${PATH}
 ARG SOURCE_DATE_EPOCH=1795910400
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh --purge libnccl2 --purge libnccl-dev ca-certificates python3.10 python3.10-venv python3.10-dev gcc g++ libibverbs1 ibverbs-providers librdmacm1 git make
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/add-user.sh
 COPY --from=runtime --chown=1000:0 /opt/venv /opt/venv
@@ -92,7 +92,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (devel)" io.torchimages.flavor="devel" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:5923d71048350c67013938b25e42fe6ac9dd1f4c7a52e07337c0275477d80481" \
+      io.torchimages.input-digest="sha256:d65df9c7e3078884f5604d41e3d439abd87a321f1201e5f1ad3f84d115765e04" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
 WORKDIR /home/torch

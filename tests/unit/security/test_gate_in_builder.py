@@ -11,6 +11,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from tests.unit.building.test_builder import MATRIX, bake_into, true_facts
+from torchimages.building import bootstrap
 from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome
 from torchimages.building.references import TEMP_REPOSITORY
@@ -119,3 +120,24 @@ def test_build_and_promote_each_say_a_check_not_scanned(first: list[plan.Selecte
     scanned = Verdict((CheckResult("secrets", "passed"), CheckResult("python", "passed")), ())
     Builder(engine, opts, out=said.append, security_gate=Gate(scanned)).build(first)
     assert not any("not scanned" in line for line in said), said
+
+
+def test_the_gate_searches_every_layer_for_a_mirrors_login(write_matrix: Callable[[str], Path], tmp_path: Path) -> None:
+    """An image on a base bootstrapped from a mirror with a login (issue 42): its apt steps mount the login, and
+    the gate is given it (the auth.conf, and the URL whose login it searches for)."""
+    selected = plan.select(plan.load(write_matrix(MATRIX), os_bases="bootstrap"), [])[:1]
+    combination = selected[0].combination
+    mirror = "ubuntu=http://builder:s3cret-pass-word@mirror.example/ubuntu"
+    engine = FakeEngine(true_facts(combination))
+    for base in bootstrap.bootstrapped([combination]):  # made already, from that mirror
+        made = bootstrap.digest(base.os, "http://mirror.example/ubuntu", base.platform)
+        engine.images[base.reference] = {bootstrap.DIGEST_LABEL: made}
+    gate = Gate(PASSING)
+    build(engine, selected, tmp_path, gate, mirrors=(mirror,))
+    assert gate.asked
+    for _tag, _reference, secrets in gate.asked:
+        named = dict(secrets)
+        line = b"machine http://mirror.example/ubuntu login builder password s3cret-pass-word\n"
+        assert named["apt auth.conf"] == line
+        assert b"builder:s3cret-pass-word@" in named["--mirror"]
+    assert all("aptauth" in dict(request.secrets) for request in engine.built)

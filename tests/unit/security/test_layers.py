@@ -199,6 +199,15 @@ CREDENTIALS = [
     ("root/.gnupg/secring.gpg", b"\x95\x03"),
     ("root/.config/hub", b"github.com:\n- user: me\n  oauth_token: ghp_x\n"),
     ("home/torch/.npmrc", b"# " + b"x" * 200_000 + b"\n//registry.npmjs.org/:_authToken=npm_x\n"),  # past 64 KiB
+    # a mirror's login (issue 42): apt's sources and auth files, and the other URL-bearing configurations
+    ("etc/apt/sources.list", b"deb http://builder:s3cret@mirror.example/debian bookworm main\n"),
+    ("etc/apt/sources.list.d/mirror.list", b"deb [arch=amd64] https://u:p@mirror.example/ubuntu noble main\n"),
+    ("etc/apt/sources.list.d/ubuntu.sources", b"Types: deb\nURIs: http://u:p@mirror.example/ubuntu\nSuites: noble\n"),
+    ("etc/apt/auth.conf", b"machine mirror.example login builder password s3cret\n"),
+    ("etc/apt/auth.conf.d/90torchimages-mirror.conf", b"machine http://mirror.example/debian\nlogin b\npassword s\n"),
+    ("home/torch/.npmrc", b"registry=https://builder:s3cret@npm.example.org/\n"),
+    ("home/torch/.pip/pip.conf", b"[global]\nindex-url = http://builder:s3cret@mirror.example/simple\n"),
+    ("root/.docker/config.json", b'{"proxies":{"default":{"httpProxy":"http://u:p@proxy.example:3128"}}}'),
 ]
 
 
@@ -230,6 +239,12 @@ NEAR_CREDENTIALS = [
     ("home/torch/.m2/settings.xml", b"<settings><mirrors/></settings>"),
     ("home/torch/.s3cfg", b"[default]\nhost_base = s3.example.org\n"),
     ("home/torch/.gnupg/pubring.kbx", b"KBXf"),
+    # apt's own files as a distribution ships them: no login
+    ("etc/apt/sources.list", b"deb http://deb.debian.org/debian bookworm main\n# deb http://mirror/ x main\n"),
+    ("etc/apt/sources.list.d/ubuntu.sources", b"Types: deb\nURIs: http://archive.ubuntu.com/ubuntu/\n"),
+    ("etc/apt/sources.list.d/cuda.list", b"deb [signed-by=/k.gpg] https://dev.example/repos/x86_64/ /\n"),
+    ("etc/apt/auth.conf.d/empty.conf", b"# machine example.org login me\n"),
+    ("usr/share/doc/apt/examples/sources.list", b"deb http://u:p@mirror.example/debian bookworm main\n"),
 ]
 
 
@@ -473,7 +488,9 @@ def test_a_link_at_a_credentials_file_s_path_is_that_file_wherever_it_points() -
     )
     found = scan(_joined([("srv/auth.json", b"{}"), ("opt/secrets/key", PEM_KEY)], links)).findings
     assert [f.key for f in found] == ["/opt/secrets/key", "/home/u/.npmrc", "/root/.docker/config.json", "/opt/key.pem"]
-    assert found[1].detail.endswith("an .npmrc with an auth token: a symbolic link to /etc/npm/defaults")
+    assert found[1].detail.endswith(
+        "an .npmrc with an auth token or credentials in a URL: a symbolic link to /etc/npm/defaults"
+    )
 
 
 def test_a_stray_symlink_is_a_leftover_too() -> None:

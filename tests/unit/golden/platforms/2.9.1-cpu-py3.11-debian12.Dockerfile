@@ -11,7 +11,7 @@ ARG SOURCE_DATE_EPOCH=1795910400
 ARG TARGETARCH
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:${PATH}
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh ca-certificates python3.11 python3.11-venv python3.11-dev gcc g++ libibverbs1 ibverbs-providers librdmacm1
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/add-user.sh
 USER 1000:0
@@ -39,7 +39,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.9.1" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.9.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:d1996968b95e64351bd68dec05977bc7972ebe87f78e7dffc52c4ea91f910792" \
+      io.torchimages.input-digest="sha256:fd8d896e97c92ce4e1b2202a72c6a06b9520005083baaa3cb50b7b73f0f775d3" \
       org.opencontainers.image.description="PyTorch 2.9.1, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -50,7 +50,7 @@ ARG SOURCE_DATE_EPOCH=1795910400
 ARG TARGETARCH
 USER 0:0
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
-    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=bind,source=steps,target=/mnt \
+    --mount=type=secret,id=cacert,target=/var/cache/apt/torchimages-cacert --mount=type=secret,id=aptauth,target=/var/cache/apt/torchimages-auth.conf --mount=type=bind,source=steps,target=/mnt \
     bash /mnt/apt-install.sh git make
 USER 1000:0
 # The toolkit wheels and build tools, into the same venv.
@@ -62,4 +62,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:c7b42c4ff816cafe020b71f7abbd6034717c3ed8254a45a6bd79492c131088df"
+      io.torchimages.input-digest="sha256:dbc3e9eafbc9385533a50930718fc363f3da0a3e257b61dcf0e20de3c894d812"
