@@ -1342,6 +1342,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        re.compile(USERINFO.pattern + rb"|_(?:authToken|auth|password)[ \\t]{0,16}=", re.IGNORECASE),\n',
       '        re.compile(rb"_(?:authToken|auth|password)[ \\t]{0,16}=", re.IGNORECASE),\n',
       "an .npmrc whose registry URL holds user:password@ passes the secrets gate"),
+    # --- issue 45: a release PyPI reads but for a build (2.15.0: no +cpu wheel on PyPI) -------------------------
+    M("kb-release-settled-without-default", KB_DIFF,
+      "    if default not in facts.variants or not patches <= set(facts.patches):\n        return []\n",
+      "    if False:\n        return []\n",
+      "a release whose default build or a patch no index served is marked verified"),
+    M("kb-release-settled-pair-unread", KB_DIFF,
+      "            if pinned.get(str(patch)) != str(version)\n",
+      "            if False\n",
+      "a companion pair no wheel pinned becomes verified with the release that PyPI settled"),
 )
 # fmt: on
 

@@ -182,3 +182,47 @@ def test_an_arm64_build_of_a_build_the_release_lacks_is_left_out() -> None:
     new = _facts("2.7", {"cu126": _v("9.5.1.17", "2.26.2")}, pypi_default="cu126", arm64={"cu129": ("pypi", "a")})
     release = diff.new_release(new, {}, TAG)
     assert "platforms" not in release and list(release["variants"]) == ["cu126"]
+
+
+UNCERTAIN_RELEASE = """\
+sources:
+  PYPI: "PyPI"
+torch:
+  "2.15":
+    patches: ["2.15.0"]
+    python: ["3.12"]
+    pypi_default: cu132
+    variants:
+      cpu: {}
+      cu132: {cudnn: "9.26.0.51", nccl: "2.30.7"}
+    torchvision: {}
+    torchaudio: {"2.15.0": "2.11.1"}
+    confidence: U
+    sources: [PYPI]
+"""
+
+
+def _release_changes(facts: ReleaseFacts, companions: dict[str, dict[str, str]] | None = None) -> tuple:
+    return diff.changes(yaml.safe_load(UNCERTAIN_RELEASE), {"2.15": facts}, companions or {}, TAG, "the index")
+
+
+def test_a_release_read_but_for_a_build_is_settled_but_for_what_was_not_read() -> None:
+    """PyPI serves 2.15.0's default build (cu132) and no `+cpu` wheel: the release is settled, and the cpu build
+    and the torchaudio pair no wheel pinned stay uncertain by name (never "verified" unread)."""
+    facts = _facts("2.15", {"cu132": _v("9.26.0.51", "2.30.7")}, patches=("2.15.0",), python=("3.12",))
+    found = _release_changes(facts)
+    assert not diff.disagrees(found)
+    release = yaml.safe_load(writer.apply(UNCERTAIN_RELEASE, found, TAG))["torch"]["2.15"]
+    assert release["confidence"] == "V"
+    assert release["uncertain"] == ["torchaudio.2.15.0", "variants.cpu"]
+    paired = _release_changes(facts, {"torchaudio": {"2.15.0": "2.11.1"}})
+    assert yaml.safe_load(writer.apply(UNCERTAIN_RELEASE, paired, TAG))["torch"]["2.15"]["uncertain"] == [
+        "variants.cpu"
+    ]
+
+
+def test_a_release_whose_default_build_or_a_patch_was_not_read_stays_uncertain() -> None:
+    other = _facts("2.15", {"cpu": _v(None, None)}, patches=("2.15.0",), python=("3.12",))
+    assert _release_changes(other) == ()
+    no_patch = _facts("2.15", {"cu132": _v("9.26.0.51", "2.30.7")}, patches=("2.15.1",), python=("3.12",))
+    assert all(c.path[-1] != "confidence" for c in _release_changes(no_patch))
