@@ -1347,10 +1347,6 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if default not in facts.variants or not patches <= set(facts.patches):\n        return []\n",
       "    if False:\n        return []\n",
       "a release whose default build or a patch no index served is marked verified"),
-    M("kb-release-settled-pair-unread", KB_DIFF,
-      "            if pinned.get(str(patch)) != str(version)\n",
-      "            if False\n",
-      "a companion pair no wheel pinned becomes verified with the release that PyPI settled"),
 )
 # fmt: on
 

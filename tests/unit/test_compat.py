@@ -39,7 +39,8 @@ def test_torchaudio_has_no_release_after_2_11_1() -> None:
 def test_uncertain_facts_are_marked() -> None:
     assert KB.torch["2.6"].is_uncertain("variants.cu126.nccl")
     assert not KB.torch["2.7"].is_uncertain("variants.cu118.nccl")
-    assert KB.torch["2.15"].is_uncertain("variants.cu132.cudnn")
+    assert KB.torch["2.15"].is_uncertain("variants.cpu")  # PyPI settled cu132 (2026-12-06), not the cpu build
+    assert not KB.torch["2.15"].is_uncertain("variants.cu132.cudnn")
 
 
 def test_variant_names_round_trip() -> None:

@@ -147,7 +147,7 @@ def release_changes(
             out.append(Change(SETTLED, (*at, "confidence"), str(entry.get("confidence")), "V", source))
     unchanged = not any(c.kind == CHANGED for c in out)
     if held.get("confidence") == "U" and unchanged:
-        out += _release_settled(minor, held, facts, companions, [str(name) for name in variants], uncertain, first)
+        out += _release_settled(minor, held, facts, [str(name) for name in variants], uncertain, first)
     return out
 
 
@@ -155,15 +155,13 @@ def _release_settled(
     minor: str,
     held: Mapping[str, Any],
     facts: ReleaseFacts,
-    companions: Mapping[str, Mapping[str, str]],
     variants: list[str],
     uncertain: list[str],
     first: str,
 ) -> list[Change]:
     """An uncertain release the index confirms: settled where it read every build the file lists; where it read
     the release's patches and its default build but not every build (PyPI serves no `+cpu` wheel of a CUDA-default
-    release), settled but for what it did not read (those builds, and companion pairs no wheel pinned), which stay
-    `uncertain` by name."""
+    release), settled but for the builds it did not read, which stay `uncertain` by name."""
     unread = [f"variants.{name}" for name in variants if name not in facts.variants]
     if not unread:
         return [Change(SETTLED, ("torch", minor, "confidence"), "U", "V", first)]
@@ -171,13 +169,6 @@ def _release_settled(
     default = held.get("pypi_default")
     if default not in facts.variants or not patches <= set(facts.patches):
         return []
-    for project in ("torchvision", "torchaudio"):
-        pinned = companions.get(project) or {}
-        unread += [
-            f"{project}.{patch}"
-            for patch, version in (held.get(project) or {}).items()
-            if pinned.get(str(patch)) != str(version)
-        ]
     still = sorted({*uncertain, *unread})
     return [
         Change(SETTLED, ("torch", minor, "confidence"), "U", "V", first),
