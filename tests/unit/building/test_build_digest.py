@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fakes import FakeEngine
-from torchimages import compat
 from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, run
+from torchimages import compat
 from torchimages.building import bootstrap, build_digest
 from torchimages.building.build_digest import BUILD_DIGEST_LABEL, BuildInputs
 from torchimages.combination import BOOTSTRAP, INPUT_DIGEST_LABEL, Combination, Image

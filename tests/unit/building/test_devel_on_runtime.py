@@ -20,7 +20,6 @@ from torchimages.building import builder
 from torchimages.building.builder import Builder
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.building.requests import BuildOptions
-from torchimages.combination import INPUT_DIGEST_LABEL
 from torchimages.engine import BuildRequest
 from torchimages.planning import plan
 
