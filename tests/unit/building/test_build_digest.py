@@ -292,3 +292,26 @@ def test_devel_on_a_runtime_built_just_now_is_rebuilt(cpu: Path, tmp_path: Path)
     devel, built_runtime = run(engine, both, tmp_path)
     assert (devel.status, built_runtime.status) == ("built", "built")
     assert [r.target for r in engine.built] == ["runtime", "devel"]
+
+
+def test_build_rebuild_stale_asks_outdateds_question_of_every_check(cpu: Path, tmp_path: Path) -> None:
+    """The CLI's wiring: `--rebuild-stale` gives the builder security.staleness's answer; without it, no question
+    is asked."""
+    import argparse
+
+    from torchimages.building.renderers import PlainRenderer
+    from torchimages.building.requests import BuildOptions
+    from torchimages.cli import common
+    from torchimages.security.gate import GateOptions
+
+    chosen = selected(cpu)
+    engine = FakeEngine(CPU_HOLDS)  # the image is not there: staleness's first reason
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    gate = GateOptions((), frozenset({"os-updates", "python"}), False, None)
+    args = argparse.Namespace(test=["none"])
+    plain = common.make_builder(args, engine, options, PlainRenderer(lambda _: None), None, gate)  # type: ignore[arg-type]
+    assert plain.stale_check is None
+    asking = common.make_builder(args, engine, options, PlainRenderer(lambda _: None), None, gate, stale=True)  # type: ignore[arg-type]
+    assert asking.stale_check is not None
+    reasons = asking.stale_check(chosen[0].combination, the_image(chosen))
+    assert [r.split(":")[0] for r in reasons] == ["not there"]
