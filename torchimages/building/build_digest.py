@@ -103,14 +103,19 @@ def inputs_of(
     )
 
 
-def base_labels(engine: Engine, combination: Combination, image: Image) -> dict[str, str] | None:
-    """The labels of the bootstrapped base an image is built on (None: a registry base, or not there)."""
+def base_reference(combination: Combination, image: Image) -> str | None:
+    """The local name of the bootstrapped base an image is built on (None: a registry base)."""
     if not bootstrap.needed(combination):
         return None
-    local = combination.bootstrapped_base(image.platform) or bootstrap.reference(
+    return combination.bootstrapped_base(image.platform) or bootstrap.reference(
         combination.os, image.platform, combination.multi_platform
     )
-    return engine.labels(local)
+
+
+def base_labels(engine: Engine, combination: Combination, image: Image) -> dict[str, str] | None:
+    """The labels of the bootstrapped base an image is built on (None: a registry base, or not there)."""
+    local = base_reference(combination, image)
+    return engine.labels(local) if local else None
 
 
 def of_image(

@@ -153,12 +153,14 @@ def built_once(chosen: Sequence[plan.Selected], tmp_path: Path, **options: objec
     return {**engine.images[image.reference], INPUT_DIGEST_LABEL: image.input_digest}
 
 
-def base_engine(facts: dict[str, str] | None = None, mirror: str | None = None) -> FakeEngine:
-    """A fake engine holding the bootstrapped ubuntu24.04 base (made with `mirror`), labelled `facts`."""
+def base_engine(
+    facts: dict[str, str] | None = None, mirror: str | None = None, os_name: str = "ubuntu24.04"
+) -> FakeEngine:
+    """A fake engine holding the bootstrapped base of `os_name` (made with `mirror`), labelled `facts`."""
     engine = FakeEngine(CPU_HOLDS)
     if facts is None:
         return engine
-    os = compat.load().os["ubuntu24.04"]
+    os = compat.load().os[os_name]
     labels = {bootstrap.DIGEST_LABEL: bootstrap.digest(os, mirror), **facts}
     engine.add(ImageInfo(bootstrap.reference(os, "linux/amd64", False), "sha256:" + "b" * 64, labels, {}, "0", ()))
     return engine
@@ -315,3 +317,35 @@ def test_build_rebuild_stale_asks_outdateds_question_of_every_check(cpu: Path, t
     assert asking.stale_check is not None
     reasons = asking.stale_check(chosen[0].combination, the_image(chosen))
     assert [r.split(":")[0] for r in reasons] == ["not there"]
+
+
+DEBIAN_CPU = (
+    "matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none}\n"
+)
+
+
+@pytest.mark.parametrize("bootstrapped_here", [True, False])
+def test_a_baked_image_is_up_to_date_for_build_only_with_its_bases_facts(
+    write_matrix: Callable[[str], Path], tmp_path: Path, bootstrapped_here: bool
+) -> None:
+    """Every build path agrees: the build digest a bake target carries (its base's facts where `bake --bootstrap`
+    made the base here) is the one `build` computes, so a promoted image is up to date; a bake that never saw the
+    base labels a digest `build` does not match (rebuilt, never skipped on a guess)."""
+    from torchimages.building import bake
+    from torchimages.building.requests import BuildOptions
+    from torchimages.building.wheels import WheelSources
+
+    chosen = plan.select(plan.load(write_matrix(DEBIAN_CPU)), ["*-runtime"])
+    context(tmp_path, chosen)
+    image = the_image(chosen)
+    local = build_digest.base_reference(chosen[0].combination, image)
+    assert local is not None
+    mirror = "debian=https://deb.example/debian"
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs", mirrors=(mirror,))
+    facts = {local: BASE_FACTS} if bootstrapped_here else {}
+    request = bake.BakeRequest(options, WheelSources("https://pypi.example/simple"), secrets_dir=tmp_path / "s")
+    (entry,) = bake.entries(chosen, dataclasses.replace(request, base_labels=facts))
+    labels = {**dict(entry.request.labels), INPUT_DIGEST_LABEL: image.input_digest}
+    engine = base_engine(BASE_FACTS, "https://deb.example/debian", "debian12")
+    status, engine = again(chosen, tmp_path, labels, engine, mirrors=(mirror,))
+    assert (status == "skipped", len(engine.built)) == ((True, 0) if bootstrapped_here else (False, 1))
