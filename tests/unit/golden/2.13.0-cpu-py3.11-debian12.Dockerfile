@@ -38,7 +38,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.13.0" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.13.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:485141171a6d8613486ecc2e3c07981719400d77e80330fc80bb62d6212107bf" \
+      io.torchimages.input-digest="sha256:80d17d74fc7d14f492f609c20eff6bf61998984f564085c59c8c887275050843" \
       org.opencontainers.image.description="PyTorch 2.13.0, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -60,4 +60,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:4b103f645e6ecc5758073091fa1acac768553d876ddea3a1a82631a6a9d811da"
+      io.torchimages.input-digest="sha256:9ef9bf4d37c5a4162b9670d6f2caf5d598078bc00a2236a6267aed5547de8871"

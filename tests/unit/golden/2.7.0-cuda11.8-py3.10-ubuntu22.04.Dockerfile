@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:70eb7c5aa0edb7692ca924b0de254240660041f6eb4881d4ee879ea2d9451a9a" \
+      io.torchimages.input-digest="sha256:da22fd57983a12e9e0e7cf9c75afa5abc0a137ca01aa07c3d666dbb4cdf6bfdf" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:22.04"
 WORKDIR /home/torch
@@ -92,7 +92,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (devel)" io.torchimages.flavor="devel" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:5923d71048350c67013938b25e42fe6ac9dd1f4c7a52e07337c0275477d80481" \
+      io.torchimages.input-digest="sha256:d1cccaa72393170772ee5b2d2707bcdd1795d48157f2135890d266739df45380" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
 WORKDIR /home/torch

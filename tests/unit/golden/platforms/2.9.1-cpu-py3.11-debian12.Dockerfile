@@ -39,7 +39,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.9.1" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.9.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:d1996968b95e64351bd68dec05977bc7972ebe87f78e7dffc52c4ea91f910792" \
+      io.torchimages.input-digest="sha256:2fe9fca37d400363a49fbf3da88298222ff48fbdc2c6eb50f26c7f5a22f48dcf" \
       org.opencontainers.image.description="PyTorch 2.9.1, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -62,4 +62,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:c7b42c4ff816cafe020b71f7abbd6034717c3ed8254a45a6bd79492c131088df"
+      io.torchimages.input-digest="sha256:0c00d647f18b3ff97d93244b689e780c6f7a2eca01b7ce0bb15f2f921ec9601b"
