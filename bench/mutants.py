@@ -1057,6 +1057,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                labels = request.base_labels.get(local) if local else None\n",
       "                labels = None\n",
       "bake --bootstrap labels a build digest build never matches: every promoted image is rebuilt"),
+    M("staleness-build-digest-ignored", STALENESS,
+      "    elif build_digest is not None and info.labels.get(BUILD_DIGEST_LABEL) != build_digest:\n",
+      "    elif False:\n",
+      "outdated calls current an image build would rebuild (a hand-edited step script, another mirror)"),
 )
 # fmt: on
 

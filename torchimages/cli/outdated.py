@@ -34,14 +34,17 @@ def options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the stale images' tags alone, one per line (the details go to stderr): for a job's loop",
     )
+    shared.mirror(parser)
     shared.security_gate(parser, skip=False)
     shared.engine(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchimages.building import build_digest
     from torchimages.security import staleness
 
-    chosen = common.select(args, common.load_plan(args))
+    loaded = common.load_plan(args)
+    chosen = common.select(args, loaded)
     common.check_emulation(chosen)  # another platform's image runs the checks under emulation
     common.check_docker(args.docker)
     checks = common.security_options(args, network=args.network)
@@ -49,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     stale = 0
     for s in chosen:
         for image in s.images:
-            found = staleness.check(engine, s.combination, image, checks, pull=args.pull)
+            base = build_digest.base_labels(engine, s.combination, image)
+            digest = build_digest.of_image(s.combination, image, loaded.images_dir, args.mirror or (), base)
+            found = staleness.check(engine, s.combination, image, checks, pull=args.pull, build_digest=digest)
             # Each line one line, whatever the image and the registry said (shown); stdout of --tags holds the
             # matrix's tags alone, one per line.
             details = sys.stderr if args.tags else sys.stdout
