@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -144,7 +145,7 @@ def the_image(chosen: Sequence[plan.Selected]) -> Image:
     return image
 
 
-def built_once(chosen: Sequence[plan.Selected], tmp_path: Path, **options: object) -> dict[str, str]:
+def built_once(chosen: Sequence[plan.Selected], tmp_path: Path, **options: Any) -> dict[str, str]:
     """The labels a first build gave the image (the Dockerfile's input digest LABEL added: the fake engine reads
     no Dockerfile)."""
     engine = base_engine()
@@ -171,7 +172,7 @@ def again(
     tmp_path: Path,
     labels: dict[str, str],
     engine: FakeEngine | None = None,
-    **options: object,
+    **options: Any,
 ) -> tuple[str, FakeEngine]:
     """A second build of the image, whose public tag holds an image labelled `labels`: its status."""
     engine = engine or base_engine()
