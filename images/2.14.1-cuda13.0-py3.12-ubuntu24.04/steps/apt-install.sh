@@ -35,8 +35,8 @@ retry apt-get update --error-on=any -o Acquire::Retries=3
 apt-get install --simulate -y --no-install-recommends "$@" > /dev/null
 retry apt-get install --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
 apt-get install -y --no-install-recommends "$@"
-# Every installed package (the base's too) with a newer version in the <codename>-security suite is upgraded, and
-# nothing else: an image rebuilt from an older base holds every security fix published by then (docs/security.md).
+# Every installed package (the base's too) that <codename>-security has newer is upgraded, nothing else:
+# an image rebuilt on an older base holds every security fix published by then (docs/security.md).
 mapfile -t security < <(apt-get upgrade --simulate | sed -n 's/^Inst \([^ ]*\) .*-security.*/\1/p')
 if [ -n "${security[*]:-}" ]; then
     retry apt-get install --download-only -o Acquire::Retries=3 -y --only-upgrade "${security[@]}"

@@ -38,7 +38,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.13.0" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.13.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:80d17d74fc7d14f492f609c20eff6bf61998984f564085c59c8c887275050843" \
+      io.torchimages.input-digest="sha256:1f1475dbb73569a60d1eabadb833409d541c0f0059dd15fe6517af9594d57f7b" \
       org.opencontainers.image.description="PyTorch 2.13.0, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -60,4 +60,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:9ef9bf4d37c5a4162b9670d6f2caf5d598078bc00a2236a6267aed5547de8871"
+      io.torchimages.input-digest="sha256:095d6b55a87aa41201e292d6ac6a9347a3640c0f729d0355edc79184f16753c5"

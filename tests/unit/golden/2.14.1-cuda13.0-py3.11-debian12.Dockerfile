@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.14.1" io.torchimages.torchvision="0.29.1+cu130" io.torchimages.torchaudio="2.11.1+cu130" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.14.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.0" io.torchimages.cudnn="9.24.0.43" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" io.torchimages.cuda.archs="sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" \
-      io.torchimages.input-digest="sha256:e7d5ea6d5fb25a876a93003099f6ef7ae002a7fff2f3c5ac7197226beb66b0be" \
+      io.torchimages.input-digest="sha256:bf9e8c8ca5274701a0f541c9a552305562243db3d2cb0431e15cac459bddb870" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -87,4 +87,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:fe0348d28f3779b0ab35cdb096a2749e5c46908d566e1e6447f9563c9efbf008"
+      io.torchimages.input-digest="sha256:6f4f10413b8afb954c41e0f1acea1861d628035a91626343117c8f4675458255"

@@ -59,7 +59,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.14.1" io.torchimages.torchvision="0.29.1+cu130" io.torchimages.torchaudio="2.11.1+cu130" io.torchimages.python="3.12" io.torchimages.os="ubuntu24.04" org.opencontainers.image.version="2.14.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.0" io.torchimages.cudnn="9.24.0.43" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" io.torchimages.cuda.archs="sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" \
-      io.torchimages.input-digest="sha256:eefe8bb1b36b00568e5997a21e8011f71b839d1b41b8b034af192b8082f3ac67" \
+      io.torchimages.input-digest="sha256:d7aa5521f316b16fe41ab07ec81a10838ea5c89a14d78fa2860cf1df0cc752ba" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.12 on ubuntu24.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04"
 WORKDIR /home/torch
@@ -86,4 +86,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:29eaadc8182012faf4a4609d73393ec0f9c057e3f387968ba0a0725738024b08"
+      io.torchimages.input-digest="sha256:68cb07f4c4cb8f96247aaf66ca0d89ba1580400656ee8974373414caccd1f70e"

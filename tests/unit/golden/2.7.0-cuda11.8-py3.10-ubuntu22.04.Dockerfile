@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:da22fd57983a12e9e0e7cf9c75afa5abc0a137ca01aa07c3d666dbb4cdf6bfdf" \
+      io.torchimages.input-digest="sha256:138d12295ee3af9875e12e3244c615331b83d02e064e968b304395c1a41230c3" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:22.04"
 WORKDIR /home/torch
@@ -92,7 +92,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (devel)" io.torchimages.flavor="devel" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:d1cccaa72393170772ee5b2d2707bcdd1795d48157f2135890d266739df45380" \
+      io.torchimages.input-digest="sha256:0dcc3a315328d3c99112e9c1769a2a7581ea4712943447c3ca1bbd42283ffb05" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
 WORKDIR /home/torch

@@ -39,7 +39,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.9.1" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.9.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:2fe9fca37d400363a49fbf3da88298222ff48fbdc2c6eb50f26c7f5a22f48dcf" \
+      io.torchimages.input-digest="sha256:f1cabebb3af5dfeaeeea3ecd64177f0c2ea7a0d480dc3e375e1922b17afe7864" \
       org.opencontainers.image.description="PyTorch 2.9.1, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -62,4 +62,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:0c00d647f18b3ff97d93244b689e780c6f7a2eca01b7ce0bb15f2f921ec9601b"
+      io.torchimages.input-digest="sha256:f1ae63f7728296a6fd05789c268c0d63a7286331dd319e9e4cea83dbfe27765e"
