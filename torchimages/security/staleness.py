@@ -3,10 +3,10 @@ scheduled job rebuilds exactly those images.
 
 An image is stale when it is not there, was built from other inputs than the matrix's now (its input digest),
 would not be built the same now (its build digest, where the caller gives the one a build computes: `build`'s own
-meaning of up to date), has an OS package with a pending security update or a Python package with a known vulnerability that no
-entry allows, is covered by an expired allowlist entry, or was built on another registry base than the one
-the bases lock pins now (its `base.digest` label). A check that could not look is said, and is staleness
-only under `--require-scan`.
+meaning of up to date), has an OS package with a pending security update or a Python package with a known
+vulnerability that no entry allows, is covered by an expired allowlist entry, or was built on another registry
+base than the one the bases lock pins now (its `base.digest` label). A check that could not look is said, and is
+staleness only under `--require-scan`.
 """
 
 from __future__ import annotations
