@@ -78,6 +78,7 @@ VENV_STEP, COMMON_STEP = "templates/steps/venv.sh.j2", "templates/steps/common.s
 KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 KB_RANGED = "kb/ranged.py"
+BUILD_DIGEST, BAKE = "building/build_digest.py", "building/bake.py"
 COMPAT = "compat.py"
 MAKEFILE, MAKE_ARGS = "../Makefile", "../scripts/make_args.py"  # outside the package: from its folder
 BENCH_CLI, CLI_LOCK = "../bench/bench_cli.py", "cli/lock.py"
@@ -459,8 +460,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        """\n        clashes = shared_names(selected)\n        if False:\n',
       "two images sharing a public name are built (the later overwrites the other's tag)"),
     M("builder-up-to-date-any", BUILDER,
-      "return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest",
-      "return labels is not None",
+      "        if labels is None or labels.get(INPUT_DIGEST_LABEL) != image.input_digest:\n",
+      "        if labels is None:\n",
       "any image under the tag counts as up to date, whatever its inputs"),
     M("builder-interrupted-build-verified", BUILDER,
       '                if self.cancelled.is_set():\n'
@@ -1180,8 +1181,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        images = [(s.combination, i) for s in selected for i in s.images]\n",
       "test IMAGE of an image built with --bases bootstrap expects the registry build's labels and fails"),
     M("outdated-bases-from-the-plan", OUTDATED,
-      "                found = staleness.check(engine, combination, judged, checks)\n",
-      "                found = staleness.check(engine, s.combination, image, checks)\n",
+      "                found = staleness.check(engine, combination, judged, checks, build_digest=digest)\n",
+      "                found = staleness.check(engine, s.combination, image, checks, build_digest=digest)\n",
       "outdated calls an image built with --bases bootstrap stale (other inputs, other bases) without --bases"),
     M("engine-interrupt-create-unclaimed", DOCKER_ENGINE,
       "            claimed = self._claimed(name, reference)\n",
@@ -1347,6 +1348,55 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if default not in facts.variants or not patches <= set(facts.patches):\n        return []\n",
       "    if False:\n        return []\n",
       "a release whose default build or a patch no index served is marked verified"),
+    # --- one meaning of "up to date" (issue 42): building/build_digest.py, builder.py's skip, bake's labels ----------
+    M("digest-context-ignored", BUILD_DIGEST,
+      "    for name, content in inputs.context:\n",
+      "    for name, content in ():\n",
+      "a step script edited by hand leaves the build digest as it was: build skips the old image"),
+    M("digest-bases-ignored", BUILD_DIGEST,
+      '"bases": inputs.bases, "base": inputs.base,',
+      '"base": inputs.base,',
+      "the bases provider is not in the digest: an image of a registry base passes for a bootstrapped one"),
+    M("digest-base-ignored", BUILD_DIGEST,
+      '"base": inputs.base, "mirror"',
+      '"mirror"',
+      "the base's identity is not in the digest: an image on a base locked to another digest is skipped"),
+    M("digest-mirror-ignored", BUILD_DIGEST,
+      ', "mirror": inputs.mirror}',
+      "}",
+      "an image bootstrapped from another mirror is skipped as up to date"),
+    M("digest-mirror-login-kept", BUILD_DIGEST,
+      "    return values.mirror_without_login(mirror)\n",
+      "    return mirror\n",
+      "a mirror's login goes into the digest: a rotated password rebuilds every image"),
+    M("digest-base-facts-dropped", BUILD_DIGEST,
+      "    return (*pulled, *(f\"{name}={facts.get(name, '')}\" for name in BASE_FACTS))\n",
+      "    return pulled\n",
+      "an image on a bootstrapped base of another Release date or sources is skipped as up to date"),
+    M("builder-skip-input-digest-only", BUILDER,
+      "        return labels.get(build_digest.BUILD_DIGEST_LABEL) == now\n",
+      "        return True\n",
+      "build skips on the input digest alone: a hand-edited step script, other bases or mirror keep the old image"),
+    M("builder-stale-not-asked", BUILDER,
+      "            if skip and self._stale(combination, image, progress):",
+      "            if False:",
+      "build --rebuild-stale skips an image outdated calls stale (a pending OS security update stays)"),
+    M("builder-stale-with-cache", BUILDER,
+      "                skip, options = False, dataclasses.replace(options, no_cache=True)\n",
+      "                skip = False\n",
+      "a stale image is rebuilt from BuildKit's cache: the old apt layer is replayed, the update never lands"),
+    M("builder-devel-on-fresh-runtime-skipped", BUILDER,
+      '                fresh = there and runtime.status == "built"\n',
+      "                fresh = False\n",
+      "devel is skipped as up to date on a runtime rebuilt just now: it keeps the old runtime's layers"),
+    M("bake-base-facts-dropped", BAKE,
+      "                labels = request.base_labels.get(local) if local else None\n",
+      "                labels = None\n",
+      "bake --bootstrap labels a build digest build never matches: every promoted image is rebuilt"),
+    M("staleness-build-digest-ignored", STALENESS,
+      "    elif build_digest is not None and info.labels.get(BUILD_DIGEST_LABEL) != build_digest:\n",
+      "    elif False:\n",
+      "outdated calls current an image build would rebuild (a hand-edited step script, another mirror)"),
 )
 # fmt: on
 
@@ -1425,6 +1475,8 @@ RELEVANT: dict[str, tuple[str, str]] = {
     VALUES: (r"test_values|mirror_logins", r"values\.mirror"),
     "cli/settings.py": (r"test_settings", r"\"settings\""),
     APT_STEP: (r"blocks|render|mirror_logins", r"apt-install"),
+    BUILD_DIGEST: (r"build_digest|builder", r"build_digest|Builder\b"),
+    BAKE: (r"bake|build_digest", r"\bbake\b"),
 }
 
 

@@ -161,3 +161,66 @@ def test_the_bootstrapped_base_is_scanned_within_seconds(images: Images) -> None
 def test_an_unknown_image_is_an_engine_error(images: Images, tmp_path: Path) -> None:
     with pytest.raises(engine.EngineError, match="could not run a container"):
         os_updates.scan(engine.DockerEngine(), f"torchimages-e2e-os-updates/none:{tmp_path.name}", None)
+
+
+STALE_DOCKERFILE = """\
+FROM {image} AS older
+USER 0
+RUN apt-get update \\
+    && apt-get install -y --allow-downgrades --no-install-recommends {wanted} \\
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+USER 1000:0
+"""
+
+
+def installed_versions(client: Any, image: str) -> dict[str, str]:
+    listed = sh(client, image, f"dpkg-query -W -f '${{Package}} ${{Version}}\\n' {' '.join(PACKAGES)}")
+    return dict(line.split() for line in listed.splitlines() if line.strip())
+
+
+def test_the_weekly_loop_puts_a_pending_security_update_into_an_image_build_alone_skips(
+    images: Images, docker_client: Any, matrix: Any, ca_bundle: tuple[Path, bytes], tmp_path: Path
+) -> None:
+    """Issue 42: the documented loop (`outdated --tags`, then `build --rebuild-stale TAG`) rebuilds an image whose
+    only fault is a pending OS security update, and the rebuilt image holds the update; a plain `build` skips that
+    image (its build digest is unchanged). The pending update is made as the module's `old` image makes it: the
+    built runtime image, its libssl3 and libexpat1 taken back to the main suite's versions, keeping its labels."""
+    from .conftest import run_cli
+
+    (image,) = [i for _, i in matrix.plan.images() if i.flavor == "runtime"]
+    options = ("--log-dir", tmp_path / "logs", "--ca-cert", ca_bundle[0], "--skip-check", "secrets", "--test", "none")
+    first = run_cli("build", "--matrix", matrix.path, *options, image.tag)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    security = security_versions(docker_client, image.reference, images.suite)
+    older = tmp_path / "older"
+    older.mkdir()
+    wanted = " ".join(f"{package}/{images.suite}" for package in PACKAGES)
+    (older / "Dockerfile").write_text(STALE_DOCKERFILE.format(image=image.reference, wanted=wanted))
+    with (tmp_path / "older.log").open("wb") as log:
+        request = engine.BuildRequest(older, older / "Dockerfile", "older", image.reference)
+        status = engine.DockerEngine().build(request, log)
+    assert status == 0, (tmp_path / "older.log").read_text()[-3000:]
+    downgraded = installed_versions(docker_client, image.reference)
+    newer = {p: newest_newer(docker_client, image.reference, downgraded[p], security.get(p, [])) for p in PACKAGES}
+    pending = {p: v for p, v in newer.items() if v}
+    if not pending:
+        pytest.skip(f"the {images.suite} point release has caught up with the security suite for {PACKAGES}")
+    stale_id = docker_client.images.get(image.reference).id
+
+    plain = run_cli("build", "--matrix", matrix.path, *options, image.tag)
+    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
+    assert "up to date (build digest unchanged), skipped" in plain.stdout + plain.stderr
+    assert docker_client.images.get(image.reference).id == stale_id  # build alone left the update out
+
+    outdated = run_cli("outdated", "--matrix", matrix.path, "--tags", image.tag)
+    assert outdated.returncode == 1 and outdated.stdout.split() == [image.tag], outdated.stdout + outdated.stderr
+    for tag in outdated.stdout.split():  # the loop of docs/security.md
+        rebuilt = run_cli("build", "--matrix", matrix.path, *options, "--rebuild-stale", tag)
+        assert rebuilt.returncode == 0, rebuilt.stdout[-3000:] + rebuilt.stderr[-3000:]
+        assert "stale" in rebuilt.stdout + rebuilt.stderr
+    assert docker_client.images.get(image.reference).id != stale_id
+    now = installed_versions(docker_client, image.reference)
+    for package, version in pending.items():  # the security suite's version, read independently of the check
+        assert now[package] == version, (package, now, pending)
+    again = run_cli("outdated", "--matrix", matrix.path, "--tags", image.tag)
+    assert again.stdout.split() == [], again.stdout + again.stderr

@@ -21,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchimages import platforms, textfile, values
-from torchimages.building import bootstrap, wheels
+from torchimages.building import bootstrap, build_digest, wheels
 from torchimages.building.references import TEMP_REPOSITORY, Baked, is_temporary, temporary_reference
 from torchimages.building.requests import RUNTIME_STAGE, BuildOptions, build_request, wheel_secrets
 from torchimages.building.wheels import WheelSources
@@ -244,6 +244,9 @@ class BakeRequest:
     temporary_registry: str | None = None
     cache: Cache = Cache()
     named_contexts: bool = True  # devel targets built on their runtime target (`contexts`); False for 20.10 builders
+    # The labels of each bootstrapped base (by its local name) where `--bootstrap` made them here: their facts go
+    # into the targets' build digests (without them, `build` never takes a baked image of that base as up to date).
+    base_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def check_sources(sources: WheelSources) -> None:
@@ -291,8 +294,19 @@ def entries(chosen: Sequence[Selected], request: BakeRequest) -> list[Entry]:
                 reference = bake_reference(s.combination, image, request.temporary_registry)
                 on = runtime and image.flavor == "devel" and request.named_contexts
                 base = f"target:{target_name(runtime)}" if on and runtime else None
+                local = build_digest.base_reference(s.combination, image)
+                labels = request.base_labels.get(local) if local else None
                 build = build_request(
-                    options, s.combination, image, reference, served, pip_conf, uv_conf, base, apt_auth
+                    options,
+                    s.combination,
+                    image,
+                    reference,
+                    served,
+                    pip_conf,
+                    uv_conf,
+                    base,
+                    apt_auth=apt_auth,
+                    base_labels=labels,
                 )
                 found.append(Entry(s.combination, image, build))
     return found

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from torchimages import platforms
-from torchimages.building import architectures, bootstrap, index, readings, signatures, verify
+from torchimages.building import architectures, bootstrap, build_digest, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
@@ -70,6 +70,9 @@ SmokeGate = Callable[[Combination, Image, str, verify.Facts], list[str]]
 # The security gate (torchimages.security.gate): run on the temporary reference after verification, with the
 # contents of the files the build mounted as secrets (no layer may hold them); its verdict.
 SecurityGate = Callable[[Image, str, tuple[tuple[str, bytes], ...]], Verdict]
+# `build --rebuild-stale`: `outdated`'s question, asked of an image its build digest calls up to date (its public
+# reference, as this engine holds it): why it is stale (none: it is not).
+StaleCheck = Callable[[Combination, Image], Sequence[str]]
 
 
 @dataclass
@@ -106,9 +109,11 @@ class Builder:
         cancelled: threading.Event | None = None,
         renderer: Renderer | None = None,
         security_gate: SecurityGate | None = None,
+        stale_check: StaleCheck | None = None,
     ) -> None:
         self.engine, self.options, self.smoke_gate, self.out = engine, options, smoke_gate, out
         self.security_gate = security_gate
+        self.stale_check = stale_check
         # How progress is shown (default: plain lines to `out`).
         self.renderer = renderer or PlainRenderer(out)
         # Set by cancel(); shared with the engine's builds and, through the caller, the smoke gate.
@@ -235,11 +240,13 @@ class Builder:
         self, combination: Combination, image: Image, served: Served, progress: Progress, held: str, runtime: Outcome
     ) -> Outcome:
         """devel on the runtime image `held` (there when runtime was built, verified or not, or was up to date;
-        devel is verified on its own either way); an up-to-date devel needs none; else not built, saying why."""
+        devel is verified on its own either way; on a runtime built just now it is never up to date: its first
+        layers changed); an up-to-date devel needs none; else not built, saying why."""
         try:
             there = self.engine.labels(held) is not None
-            if there or (not self.options.no_cache and self.up_to_date(image)):
-                return self.build_image(combination, image, served, progress, base=held if there else None)
+            if there or (not self.options.no_cache and self.up_to_date(combination, image)):
+                fresh = there and runtime.status == "built"
+                return self.build_image(combination, image, served, progress, base=held if there else None, fresh=fresh)
         except EngineError as exc:
             return self._engine_failed(combination, image, time.monotonic(), exc, progress)
         if self.cancelled.is_set() or runtime.status == "interrupted":
@@ -268,10 +275,29 @@ class Builder:
                 raise
             progress.finish(base.reference, said, counted=False)
 
-    def up_to_date(self, image: Image) -> bool:
-        """A verified image with this input digest already carries the public tag."""
+    def up_to_date(self, combination: Combination, image: Image) -> bool:
+        """A verified image that building now would make again already carries the public tag: its input digest
+        and its build digest (build_digest.py: the build context's bytes now, the bases, the mirror) are this
+        build's. An image without a build digest (built by a plain `docker build`) is not."""
         labels = self.engine.labels(image.platform_reference)
-        return labels is not None and labels.get(INPUT_DIGEST_LABEL) == image.input_digest
+        if labels is None or labels.get(INPUT_DIGEST_LABEL) != image.input_digest:
+            return False
+        base = build_digest.base_labels(self.engine, combination, image)
+        now = build_digest.of_image(combination, image, self.options.images_dir, self.options.mirrors, base)
+        return labels.get(build_digest.BUILD_DIGEST_LABEL) == now
+
+    def _stale(self, combination: Combination, image: Image, progress: Progress) -> Sequence[str]:
+        """With `--rebuild-stale`, why an up-to-date image is stale all the same (`outdated`'s answer), said."""
+        if self.stale_check is None:
+            return ()
+        progress.update(image.own_tag, "outdated?")
+        reasons = self.stale_check(combination, image)
+        if reasons:
+            said = "; ".join(shown(r) for r in reasons)
+            progress.say(
+                f"{image.own_tag}: up to date by its build digest but stale ({said}): rebuilt without the cache"
+            )
+        return reasons
 
     def build_image(
         self,
@@ -281,13 +307,15 @@ class Builder:
         progress: Progress,
         hold: str | None = None,
         base: str | None = None,
+        fresh: bool = False,
     ) -> Outcome:
         """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie.
         The outcome says how long the build and the checks took, and the image's size. `hold`: a temporary
         reference the image gets too once built (or found up to date), for the caller to build on and remove;
-        `base`: the runtime image this one is built on (its runtime stage), checked to be its first layers."""
+        `base`: the runtime image this one is built on (its runtime stage), checked to be its first layers;
+        `fresh`: that base was built just now (the image is not up to date, whatever its labels say)."""
         measures = _Measures()
-        outcome = self._build_image(combination, image, served, progress, measures, hold, base)
+        outcome = self._build_image(combination, image, served, progress, measures, hold, base, fresh)
         return measures.on(outcome)
 
     def _build_image(
@@ -299,12 +327,17 @@ class Builder:
         measures: _Measures,
         hold: str | None,
         base: str | None,
+        fresh: bool = False,
     ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
             return self._finish(combination, image, "interrupted", start, "not started", progress)
+        options = self.options
         try:
-            if not self.options.no_cache and self.up_to_date(image):
+            skip = not fresh and not options.no_cache and self.up_to_date(combination, image)
+            if skip and self._stale(combination, image, progress):  # the cache would replay the stale layers
+                skip, options = False, dataclasses.replace(options, no_cache=True)
+            if skip:
                 measures.size_bytes = readings.size(self.engine, image.platform_reference)
                 if hold:
                     self.engine.tag(image.platform_reference, *_split(hold))
@@ -313,7 +346,7 @@ class Builder:
                     return self._finish(
                         combination, image, "failed", start, _listed("not published", problems), progress
                     )
-                progress.finish(image.own_tag, f"{image.own_tag}: up to date (input digest unchanged), skipped")
+                progress.finish(image.own_tag, f"{image.own_tag}: up to date (build digest unchanged), skipped")
                 return Outcome(combination, image, "skipped", 0.0, "up to date")
         except EngineError as exc:
             return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
@@ -323,11 +356,21 @@ class Builder:
         progress.begin(image.own_tag)
         try:
             began = time.monotonic()
-            options = self.options
+            labels = build_digest.base_labels(self.engine, combination, image)
             for attempt in (1, 2):
                 runtime = image_context(base) if base else None
                 status = run_build(
-                    self.engine, options, combination, image, reference, served, log, progress, self.cancelled, runtime
+                    self.engine,
+                    options,
+                    combination,
+                    image,
+                    reference,
+                    served,
+                    log,
+                    progress,
+                    self.cancelled,
+                    runtime,
+                    labels,
                 )
                 measures.build_seconds = time.monotonic() - began
                 if self.cancelled.is_set():

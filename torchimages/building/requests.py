@@ -8,12 +8,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchimages import platforms, values
-from torchimages.building import bootstrap
+from torchimages.building import bootstrap, build_digest
 from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
 from torchimages.building.provenance import Provenance, provenance_labels
@@ -73,13 +73,15 @@ def build_request(
     uv_conf: Path,
     runtime: str | None = None,
     apt_auth: Path | None = None,
+    base_labels: Mapping[str, str] | None = None,
 ) -> BuildRequest:
     """The one BuildKit build of an image: its target of the combination's Dockerfile, the wheel sources
     (`uv_conf` for uv, `pip_conf` for pip, see `wheel_secrets`) and the CA bundle as secrets, host network
     when a local wheel folder is served, the BuildKit cache sources and exports (`{tag}` made this image's).
     `runtime`: what the runtime stage is instead of being built again, a named context's value
     (`docker-image://REF`, bake's `target:NAME`). `apt_auth`: the mirror's login for the apt steps, an apt
-    auth.conf (`bootstrap.apt_auth`), mounted as the aptauth secret."""
+    auth.conf (`bootstrap.apt_auth`), mounted as the aptauth secret; `base_labels`: a bootstrapped base's labels
+    (its build digest's base facts; None: not known here)."""
     folder = options.images_dir / combination.folder
     secrets = [("pipconf", pip_conf), ("uvconf", uv_conf)]
     if options.ca_cert:
@@ -99,7 +101,7 @@ def build_request(
         contexts=(*(((RUNTIME_STAGE, runtime),) if runtime else ()), *bootstrap.contexts(combination, image.platform)),
         build_args=(("SOURCE_DATE_EPOCH", str(options.epoch(combination))),),
         platform=image.platform if combination.multi_platform else None,
-        labels=build_labels(options, combination, image),
+        labels=build_labels(options, combination, image, base_labels),
         sbom=options.sbom.attached,
     )
 
@@ -117,14 +119,18 @@ def platform_labels(combination: Combination, image: Image) -> tuple[tuple[str, 
     return tuple((k, v) for k, v in image.labels if written.get(k) != v)
 
 
-def build_labels(options: BuildOptions, combination: Combination, image: Image) -> tuple[tuple[str, str], ...]:
-    """Every `--label` of an image's build: those its Dockerfile's LABEL lacks (`platform_labels`), then what
-    varies per commit or build (`provenance_labels`: created, revision, source), which touches its configuration
-    only (no layer, no input digest)."""
+def build_labels(
+    options: BuildOptions, combination: Combination, image: Image, base_labels: Mapping[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
+    """Every `--label` of an image's build: those its Dockerfile's LABEL lacks (`platform_labels`), what varies
+    per commit or build (`provenance_labels`: created, revision, source), which touches its configuration only
+    (no layer, no input digest), and its build digest (build_digest.py: what decides it is up to date)."""
+    digest = build_digest.of_image(combination, image, options.images_dir, options.mirrors, base_labels)
     return (
         *platform_labels(combination, image),
         *bases_labels(combination, image),
         *provenance_labels(options.provenance, options.epoch(combination)),
+        (build_digest.BUILD_DIGEST_LABEL, digest),
     )
 
 
@@ -183,9 +189,10 @@ def run_build(
     progress: Progress,
     cancelled: threading.Event,
     runtime: str | None = None,
+    base_labels: Mapping[str, str] | None = None,
 ) -> int:
     """The BuildKit build into `log`; its stages and bytes fetched, read from the log as it is written,
-    told to `progress`. `runtime`: what the runtime stage is (see `build_request`)."""
+    told to `progress`. `runtime`, `base_labels`: see `build_request`."""
     state = LogState()
 
     def seen(line: str) -> None:  # in the follower's thread, the only one to touch `state`
@@ -203,5 +210,16 @@ def run_build(
         log.open("wb") as handle,
         following(log, seen),
     ):
-        request = build_request(options, combination, image, reference, served, pip_conf, uv_conf, runtime, apt_auth)
+        request = build_request(
+            options,
+            combination,
+            image,
+            reference,
+            served,
+            pip_conf,
+            uv_conf,
+            runtime,
+            apt_auth=apt_auth,
+            base_labels=base_labels,
+        )
         return engine.build(request, handle, cancelled)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import sys
@@ -69,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
         ca_cert=args.ca_cert,
         sources=sources,
         network=args.network,
+        mirrors=tuple(args.mirror),
         source_date_epoch=settings.epoch("SOURCE_DATE_EPOCH"),
         provenance=common.provenance(loaded.images_dir),
-        mirrors=tuple(args.mirror),
     )
     cache = bake.Cache(
         tuple(map(str, common.cache_specs("--cache-from", args.cache_from, bake.TARGET_PLACEHOLDER))),
@@ -105,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
             log = bootstrap.log_file(Path("logs"), base.os, base.platform)
             mirror = bootstrap.mirror_for(args.mirror, base.os.family)
             say(bootstrap.ensure(engine, base.os, mirror, log, say, base=base))
+            request = dataclasses.replace(
+                request, base_labels={**request.base_labels, base.reference: engine.labels(base.reference) or {}}
+            )
     with preflight.all_or_nothing(args.secrets_dir):  # no secret (it may hold credentials) without its bake file
         entries = bake.entries(chosen, request)
         try:

@@ -32,6 +32,12 @@ def options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start without first asking whether the wheel indexes and registry images the selection needs answer",
     )
+    parser.add_argument(
+        "--rebuild-stale",
+        action="store_true",
+        help="ask `outdated`'s question (pending OS security updates, vulnerabilities, expired allowlist entries, a "
+        "moved base) of each image that is up to date, and rebuild a stale one without the build cache",
+    )
     shared.build_environment(parser)
     shared.wheel_sources(parser)
     shared.engine(parser)
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     options = dataclasses.replace(options, sbom=engine.sbom_attestation())
     print(f"SBOM attestation: {options.sbom.note}", file=sys.stderr)
     junit_dir = common.start_outputs(args.log_dir, args.report)
-    build = common.make_builder(args, engine, options, shown, junit_dir, gate)
+    build = common.make_builder(args, engine, options, shown, junit_dir, gate, stale=args.rebuild_stale)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))
     outcomes = done.result
     print(outcome.summary(outcomes))

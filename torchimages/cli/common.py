@@ -4,6 +4,7 @@ its smoke gate, and the report's last lines."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import threading
@@ -22,7 +23,7 @@ from torchimages.smoke import SUITES
 if TYPE_CHECKING:
     from torchimages.building import builder, requests
     from torchimages.building.provenance import Provenance
-    from torchimages.combination import Image
+    from torchimages.combination import Combination, Image
     from torchimages.engine import CacheSpec, DockerEngine, Engine
     from torchimages.reporting.session import Finished
     from torchimages.security.gate import GateOptions
@@ -116,9 +117,12 @@ def make_builder(
     shown: progress.Renderer,
     junit_dir: Path | None = None,
     security: GateOptions | None = None,
+    stale: bool = False,
 ) -> builder.Builder:
     """The Builder of `build` and `promote`, with the smoke gate `--test` asks for (its JUnit files into
-    `junit_dir` for a report) and the security gate (`security`); the gates share the builder's cancel event."""
+    `junit_dir` for a report) and the security gate (`security`); the gates share the builder's cancel event.
+    `stale` (`build --rebuild-stale`): an up-to-date image is asked `outdated`'s question (security.staleness,
+    every check, whatever `--skip-check` leaves out of the gate) before it is skipped."""
     from torchimages.building import builder
     from torchimages.security import gate as security_gate
     from torchimages.smoke import runner
@@ -135,7 +139,18 @@ def make_builder(
         def checks(image: Image, reference: str, secrets: tuple[tuple[str, bytes], ...]) -> security_gate.Verdict:
             return security_gate.verdict(engine, image.own_tag, reference, chosen, secrets, cancelled)
 
-    return builder.Builder(engine, options, gate, cancelled=cancelled, renderer=shown, security_gate=checks)
+    stale_check = None
+    if stale and security is not None:
+        from torchimages.security import staleness
+
+        asked = dataclasses.replace(security, skip=frozenset())
+
+        def stale_check(combination: Combination, image: Image) -> tuple[str, ...]:
+            return staleness.check(engine, combination, image, asked, cancelled=cancelled).reasons
+
+    return builder.Builder(
+        engine, options, gate, cancelled=cancelled, renderer=shown, security_gate=checks, stale_check=stale_check
+    )
 
 
 def security_options(args: argparse.Namespace, network: str | None = None) -> GateOptions:

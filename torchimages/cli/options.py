@@ -172,6 +172,11 @@ def build_environment(parser: argparse.ArgumentParser) -> None:
         help="network for RUN steps: default, none or host (build: host is used automatically for local wheel "
         "folders; buildx 0.13 ignores a bake target's network, later releases read it)",
     )
+    mirror(parser)
+
+
+def mirror(parser: argparse.ArgumentParser) -> None:
+    """The distribution mirror of bootstrapped bases (build, bake; outdated: the build digest it compares)."""
     add(
         parser,
         "--mirror",

@@ -35,6 +35,7 @@ def options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the stale images' tags alone, one per line (the details go to stderr): for a job's loop",
     )
+    shared.mirror(parser)
     shared.security_gate(parser, skip=False)
     shared.engine(parser)
 
@@ -45,9 +46,11 @@ def say(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchimages.building import build_digest
     from torchimages.security import staleness
 
-    chosen = common.select(args, common.load_plan(args))
+    loaded = common.load_plan(args)
+    chosen = common.select(args, loaded)
     common.check_emulation(chosen)  # another platform's image runs the checks under emulation
     common.check_docker(args.docker)
     checks = common.security_options(args, network=args.network)
@@ -64,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
                 ((combination, judged),) = image_bases.judged(
                     args, engine.labels, [Selected(s.combination, (image,))], say, plans
                 )
-                found = staleness.check(engine, combination, judged, checks)
+                base = build_digest.base_labels(engine, combination, judged)
+                digest = build_digest.of_image(combination, judged, loaded.images_dir, args.mirror or (), base)
+                found = staleness.check(engine, combination, judged, checks, build_digest=digest)
             # Each line one line, whatever the image and the registry said (shown); stdout of --tags holds the
             # matrix's tags alone, one per line.
             print("\n".join(shown(line) for line in found.lines()), file=details, flush=True)

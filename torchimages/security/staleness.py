@@ -2,10 +2,11 @@
 scheduled job rebuilds exactly those images.
 
 An image is stale when it is not there, was built from other inputs than the matrix's now (its input digest),
-has an OS package with a pending security update or a Python package with a known vulnerability that no
-entry allows, is covered by an expired allowlist entry, or was built on another registry base than the one
-the bases lock pins now (its `base.digest` label). A check that could not look is said, and is staleness
-only under `--require-scan`.
+would not be built the same now (its build digest, where the caller gives the one a build computes: `build`'s own
+meaning of up to date), has an OS package with a pending security update or a Python package with a known
+vulnerability that no entry allows, is covered by an expired allowlist entry, or was built on another registry
+base than the one the bases lock pins now (its `base.digest` label). A check that could not look is said, and is
+staleness only under `--require-scan`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torchimages.security.gate import GateOptions
 from torchimages.security.model import FAILED, NOT_SCANNED, OS_UPDATES, PYTHON, SECRETS
 
 BASE_NAME_LABEL = "org.opencontainers.image.base.name"
+BUILD_DIGEST_LABEL = "io.torchimages.build-digest"  # building/build_digest.py's (a layer above: not imported)
 BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 
 
@@ -49,9 +51,11 @@ def check(
     options: GateOptions,
     pull: bool = False,
     cancelled: threading.Event | None = None,
+    build_digest: str | None = None,
 ) -> Staleness:
     """Whether `image` (its platform's reference, pulled first with `pull`: see `pulled`) is stale (see the
-    module)."""
+    module); `build_digest`: the one a build would label it with now (building/build_digest.py; None: not
+    compared)."""
     reference = image.platform_reference
     if pull:
         failed = pulled(engine, reference)
@@ -63,6 +67,11 @@ def check(
     reasons: list[str] = []
     if info.labels.get(INPUT_DIGEST_LABEL) != image.input_digest:
         reasons.append("built from other inputs than the matrix and templates now give (its input digest differs)")
+    elif build_digest is not None and info.labels.get(BUILD_DIGEST_LABEL) != build_digest:
+        reasons.append(
+            "a build now would not give this image: its build context (a step script edited?), base or mirror "
+            "differs, or a plain docker build made it (its build digest differs)"
+        )
     reasons += bases_changed(combination, info.labels)
     reasons += base_moved(combination, image.flavor, info.labels)
     unchecked: list[str] = []

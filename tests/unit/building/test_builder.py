@@ -73,6 +73,18 @@ def run(
     return Builder(engine, opts, gate, out=lambda _: None, cancelled=cancelled).build(selected)
 
 
+def labels_of_a_build(selected: Sequence[plan.Selected], tmp_path: Path, holds: Raw) -> dict[str, dict[str, str]]:
+    """The labels a first build gave each image, by its public reference (the Dockerfile's input digest LABEL
+    added: the fake engine reads no Dockerfile): what makes it up to date for the next build."""
+    first = FakeEngine(holds)
+    run(first, list(selected), tmp_path)
+    return {
+        i.reference: {**first.images[i.reference], INPUT_DIGEST_LABEL: i.input_digest}
+        for s in selected
+        for i in s.images
+    }
+
+
 def names(selected: Sequence[plan.Selected]) -> set[str]:
     return {f"{i.repository}:{n}" for s in selected for i in s.images for n in i.names}
 
@@ -169,8 +181,7 @@ def test_images_that_would_share_a_name_are_refused_before_any_build(
 def test_an_up_to_date_image_keeps_its_aliases_and_is_pushed(selection: list[plan.Selected], tmp_path: Path) -> None:
     first = selection[1:]
     engine = FakeEngine(true_facts(first[0].combination))
-    for image in first[0].images:
-        engine.images[image.reference] = {INPUT_DIGEST_LABEL: image.input_digest}
+    engine.images |= labels_of_a_build(first, tmp_path, true_facts(first[0].combination))
     outcomes = run(engine, first, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["skipped", "skipped"]
     assert engine.built == []
@@ -183,8 +194,9 @@ def test_a_changed_input_digest_or_no_cache_rebuilds(
 ) -> None:
     first = selection[:1]
     engine = FakeEngine(true_facts(first[0].combination))
+    engine.images |= labels_of_a_build(first, tmp_path, true_facts(first[0].combination))
     for image in first[0].images:
-        engine.images[image.reference] = {INPUT_DIGEST_LABEL: label or image.input_digest}
+        engine.images[image.reference][INPUT_DIGEST_LABEL] = label or image.input_digest
     assert [o.status for o in run(engine, first, tmp_path, no_cache=no_cache)] == ["built", "built"]
     assert len(engine.built) == 2
 
@@ -649,8 +661,7 @@ def test_outcomes_say_how_long_the_build_and_the_checks_took(selection: list[pla
     (built, _) = run(engine, selection[1:], tmp_path)
     assert built.build_seconds is not None and built.test_seconds is not None
     assert 0 <= built.build_seconds + built.test_seconds <= built.seconds
-    for image in selection[1].images:
-        engine.images[image.reference] = {INPUT_DIGEST_LABEL: image.input_digest}
+    engine.images |= labels_of_a_build(selection[1:], tmp_path, true_facts(selection[1].combination))
     (skipped, _) = run(engine, selection[1:], tmp_path)  # up to date: neither ran
     assert skipped.status == "skipped" and skipped.build_seconds is None and skipped.test_seconds is None
     engine.build_status = 1
@@ -781,8 +792,7 @@ def test_a_failed_push_fails_the_image_naming_the_error(selection: list[plan.Sel
 def test_a_failed_push_of_an_up_to_date_image_fails_it(selection: list[plan.Selected], tmp_path: Path) -> None:
     first = selection[1:]
     engine = FakeEngine(true_facts(first[0].combination))
-    for image in first[0].images:
-        engine.images[image.reference] = {INPUT_DIGEST_LABEL: image.input_digest}
+    engine.images |= labels_of_a_build(first, tmp_path, true_facts(first[0].combination))
     runtime = first[0].images[1]
     engine.push_errors[f"{runtime.repository}:{runtime.tag}"] = [["unauthorized: authentication required"]]
     outcomes = run(engine, first, tmp_path, push=True)

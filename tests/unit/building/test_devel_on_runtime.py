@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeEngine
-from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, MATRIX, run, true_facts
+from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, MATRIX, labels_of_a_build, run, true_facts
 from torchimages.building import builder
 from torchimages.building.builder import Builder
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.building.requests import BuildOptions
-from torchimages.combination import INPUT_DIGEST_LABEL
 from torchimages.engine import BuildRequest
 from torchimages.planning import plan
 
@@ -54,7 +53,9 @@ def test_an_up_to_date_runtime_is_what_devel_is_built_on(selection: list[plan.Se
     """runtime skipped (its input digest unchanged): devel starts from the runtime image that carries the tag."""
     engine = FakeEngine(true_facts(selection[0].combination))
     runtime = selection[0].combination.image("runtime")
-    engine.images[runtime.reference] = {INPUT_DIGEST_LABEL: runtime.input_digest}
+    engine.images[runtime.reference] = labels_of_a_build(selection, tmp_path, true_facts(selection[0].combination))[
+        runtime.reference
+    ]
     engine.layers[runtime.reference] = ("base", "venv")
     outcomes = run(engine, selection, tmp_path)
     assert [o.status for o in outcomes] == ["built", "skipped"]

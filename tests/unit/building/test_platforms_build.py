@@ -22,6 +22,7 @@ from tests.fakes import OCI_INDEX, OCI_MANIFEST, FakeEngine, Raw, image_manifest
 from tests.unit.building.test_builder import bake_into, promote, run
 from torchimages import compat, platforms
 from torchimages.building import bootstrap, index, staging
+from torchimages.building.build_digest import BUILD_DIGEST_LABEL
 from torchimages.building.builder import Builder
 from torchimages.building.references import Baked
 from torchimages.building.requests import BuildOptions
@@ -80,12 +81,15 @@ def test_each_platform_is_built_for_itself_with_its_own_labels(selection: list[p
     assert (amd64.platform, arm64.platform) == ("linux/amd64", "linux/arm64")
     image = selection[0].combination.image("runtime", "linux/arm64")
     created = "org.opencontainers.image.created"
-    assert dict(arm64.labels) == {
+    built_digests = {dict(r.labels).get(BUILD_DIGEST_LABEL) for r in (amd64, arm64)}
+    assert len(built_digests) == 2 and None not in built_digests  # each platform's own build digest
+    assert {k: v for k, v in arm64.labels if k != BUILD_DIGEST_LABEL} == {
         "io.torchimages.input-digest": image.input_digest,
         "io.torchimages.platform": "linux/arm64",
         created: "2026-11-29T00:00:00Z",  # the build's SOURCE_DATE_EPOCH, every platform's
     }
-    assert amd64.labels == ((created, "2026-11-29T00:00:00Z"),)  # the Dockerfile's LABEL has linux/amd64's rest
+    # the Dockerfile's LABEL has linux/amd64's rest
+    assert [(k, v) for k, v in amd64.labels if k != BUILD_DIGEST_LABEL] == [(created, "2026-11-29T00:00:00Z")]
 
 
 def test_the_index_is_written_once_both_platforms_passed_and_read_back(

@@ -13,6 +13,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from torchimages import engine as engine_package
+from torchimages.building import build_digest
 from torchimages.cli import image_bases
 from torchimages.combination import BASES_LABEL, INPUT_DIGEST_LABEL
 from torchimages.engine import ImageInfo
@@ -50,11 +51,14 @@ def test_the_label_decides_unless_told_and_a_disagreement_is_said(
 
 
 def holding(write_matrix: Callable[[str], Path], labels: dict[str, str]) -> tuple[FakeEngine, Path, str]:
-    """An engine holding the runtime image with `labels` plus the input digest a bootstrap build gives it."""
+    """An engine holding the runtime image with `labels` plus the input and build digests a bootstrap build gives it
+    (the build digest's own rules: tests/unit/building/test_build_digest.py)."""
     matrix = write_matrix(MATRIX)
-    (image,) = [i for _, i in plan.load(matrix, os_bases="bootstrap").images() if i.own_tag == TAG]
+    loaded = plan.load(matrix, os_bases="bootstrap")
+    ((combination, image),) = [(c, i) for c, i in loaded.images() if i.own_tag == TAG]
     fake = FakeEngine()
-    built = {INPUT_DIGEST_LABEL: image.input_digest, **labels}
+    made = build_digest.of_image(combination, image, loaded.images_dir, (), None)  # no base held: no base facts
+    built = {INPUT_DIGEST_LABEL: image.input_digest, build_digest.BUILD_DIGEST_LABEL: made, **labels}
     fake.add(ImageInfo(image.platform_reference, "sha256:" + "1" * 64, built, {}, "", ()))
     return fake, matrix, image.platform_reference
 

@@ -38,7 +38,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.13.0" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.13.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:cb21481bdb3db863c8c1893aec3bc39726fcc9b01ba31037286a0addf16f0c18" \
+      io.torchimages.input-digest="sha256:3bc0e2ca84891f9b8788484d0d28156fcfbbbef75ea4ddbfd3f837448e03263b" \
       org.opencontainers.image.description="PyTorch 2.13.0, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -60,4 +60,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:b60f2bc91c8c33ecb25aafc4b97264584af34cbf1e9a642aa387d0f4640a96a7"
+      io.torchimages.input-digest="sha256:ddbd0f1df15806d0f322ddefb8575fe081125d245097dc3b786a9b096196a8aa"

@@ -61,6 +61,32 @@ def test_other_inputs_make_it_stale(runtime: tuple[Combination, Image]) -> None:
     assert "its input digest differs" in staleness.check(engine, combination, image, CURRENT).reasons[0]
 
 
+@pytest.mark.parametrize(
+    ("label", "asked", "stale"),
+    [
+        ("sha256:" + "5" * 64, "sha256:" + "5" * 64, False),
+        ("sha256:" + "5" * 64, "sha256:" + "6" * 64, True),
+        (None, "sha256:" + "6" * 64, True),
+        ("sha256:" + "5" * 64, None, False),
+    ],
+)
+def test_a_build_digest_a_build_would_not_give_makes_it_stale(
+    runtime: tuple[Combination, Image], label: str | None, asked: str | None, stale: bool
+) -> None:
+    """outdated and build share one meaning of up to date: an image whose build digest is not the one a build
+    now computes (a step script edited by hand, another base or mirror, a plain docker build) is stale."""
+    combination, image = runtime
+    built = labels(image, **({staleness.BUILD_DIGEST_LABEL: label} if label else {}))
+    found = staleness.check(holding(image, built), combination, image, CURRENT, build_digest=asked)
+    assert any("its build digest differs" in r for r in found.reasons) is stale, found.reasons
+
+
+def test_the_build_digest_label_is_the_builds() -> None:
+    from torchimages.building import build_digest
+
+    assert staleness.BUILD_DIGEST_LABEL == build_digest.BUILD_DIGEST_LABEL
+
+
 def test_a_registry_base_the_lock_moved_makes_it_stale(runtime: tuple[Combination, Image]) -> None:
     combination, image = runtime
     ubuntu = RegistryBase("ubuntu:24.04", "ubuntu:24.04", NOW)  # the lock pins NOW today
