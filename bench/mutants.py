@@ -73,6 +73,7 @@ VENV_STEP, COMMON_STEP = "templates/steps/venv.sh.j2", "templates/steps/common.s
 KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 COMPAT = "compat.py"
+BOOTSTRAP = "building/bootstrap.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1011,6 +1012,32 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None\n',
       "    return url\n",
       "a page's javascript: or file: link is kept as a file to fetch"),
+    # --- issue 43: a test that fails for every rule (bootstrapped bases, staleness, layer scan, publishing,
+    # probes) ----------------------------------------------------------------------------------------------
+    M("bootstrap-any-digest-label", BOOTSTRAP,
+      "    return labels is not None and labels.get(DIGEST_LABEL) == digest(\n",
+      "    return labels is not None and bool(labels.get(DIGEST_LABEL)) or not digest(\n",
+      "a base made by another command (another suite, mirror, keyring) is reused as up to date"),
+    M("bootstrap-platform-digest-ignored", BOOTSTRAP,
+      "        os, mirror, base.platform if base else platforms.DEFAULT\n",
+      "        os, mirror, platforms.DEFAULT\n",
+      "an arm64 base holding linux/amd64's root filesystem is taken as up to date"),
+    M("bootstrap-amd64-tagged-as-any-platform", BOOTSTRAP,
+      "    if base.platform == platforms.DEFAULT and name != archive.image and up_to_date(engine, os, mirror):\n",
+      "    if name != archive.image and up_to_date(engine, os, mirror):\n",
+      "the linux/amd64 base is tagged as the arm64 base: the arm64 image is built on x86_64 programs"),
+    M("bootstrap-lock-digest-labelled", COMBINATION,
+      '                labels[BASE_DIGEST_LABEL] = ""\n',
+      "                pass\n",
+      "an image built on a bootstrapped base says base.digest of the registry's image the lock pins"),
+    M("bootstrap-first-platforms-context", REQUESTS,
+      "*bootstrap.contexts(combination, image.platform)),",
+      "*bootstrap.contexts(combination, combination.platforms[0])),",
+      "the arm64 build of a two-platform combination is built on the linux/amd64 bootstrapped base"),
+    M("stale-any-base-bootstrapped", STALENESS,
+      "    if bootstrapped and base is not None and base.reference == combination.os.image:\n",
+      "    if bootstrapped and base is not None:\n",
+      "a devel image on an nvidia/cuda image the lock moved is called current under --bases bootstrap"),
 )
 # fmt: on
 
@@ -1076,6 +1103,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     KB_PAGES: (r"^kb/", r"torchimages\.kb\b"),
     CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
+    BOOTSTRAP: (r"bootstrap", r"building\.bootstrap|import bootstrap"),
 }
 
 
