@@ -1038,6 +1038,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if bootstrapped and base is not None and base.reference == combination.os.image:\n",
       "    if bootstrapped and base is not None:\n",
       "a devel image on an nvidia/cuda image the lock moved is called current under --bases bootstrap"),
+    M("scan-overlap-default-only", CONTENT,
+      "        self.overlap = max([MATCH_MAX, *(len(needle) for needle, _ in self.needles)])\n",
+      "        self.overlap = MATCH_MAX\n",
+      "a build secret longer than 16 KiB, copied into a file across a 1 MiB boundary, is not found"),
+    M("scan-key-in-chunk-only", CONTENT,
+      "            self.key = private_key(data, len(data) - self.overlap)\n",
+      "            self.key = private_key(chunk, len(chunk) - self.overlap)\n",
+      "a private key whose BEGIN line ends a chunk of a large file is not found"),
+    M("scan-mark-in-chunk-only", CONTENT,
+      "            self.marked = self.mark.search(data) is not None\n",
+      "            self.marked = self.mark.search(chunk) is not None\n",
+      "a credentials file's mark (an .npmrc's _authToken=) split between two chunks is not found"),
 )
 # fmt: on
 
