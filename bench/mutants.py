@@ -1050,6 +1050,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            self.marked = self.mark.search(data) is not None\n",
       "            self.marked = self.mark.search(chunk) is not None\n",
       "a credentials file's mark (an .npmrc's _authToken=) split between two chunks is not found"),
+    M("staging-last-entry-only", STAGING,
+      "            problems += documents.entry_problems(entry, engine.manifest(",
+      "            problems = documents.entry_problems(entry, engine.manifest(",
+      "an index whose first platform's manifest is gone or altered is made public (only the last entry counts)"),
+    M("staging-cancel-ignored", STAGING,
+      "    if not problems and cancelled is not None and cancelled.is_set():\n",
+      "    if False:\n",
+      "an interrupt after the checks still moves the public tags to the new index"),
+    M("manifests-media-type-unchecked", MANIFESTS,
+      "    if found.media_type != entry.media_type or found.is_index:\n",
+      "    if found.is_index:\n",
+      "an index whose entry says a Docker manifest where the registry serves an OCI one is made public"),
 )
 # fmt: on
 

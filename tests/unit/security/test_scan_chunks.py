@@ -23,7 +23,7 @@ TAIL = 200_000  # bytes after the split part: more than any overlap, so the last
 def text_secret(size: int, seed: int = 7) -> bytes:
     """A build secret of `size` bytes, no URL login in it (only its whole content is a needle)."""
     rng = random.Random(seed)
-    lines = []
+    lines: list[str] = []
     while sum(len(line) for line in lines) < size:
         lines.append(f"extra-{rng.randrange(10**12):012d} = {rng.randbytes(24).hex()}\n")
     return "".join(lines).encode()[:size]
