@@ -73,7 +73,7 @@ VENV_STEP, COMMON_STEP = "templates/steps/venv.sh.j2", "templates/steps/common.s
 KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.py", "kb/sync.py"
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 COMPAT = "compat.py"
-BOOTSTRAP = "building/bootstrap.py"
+BOOTSTRAP, PROBE_PLATFORM = "building/bootstrap.py", "probes/scripts/platform.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1062,6 +1062,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if found.media_type != entry.media_type or found.is_index:\n",
       "    if found.is_index:\n",
       "an index whose entry says a Docker manifest where the registry serves an OCI one is made public"),
+    M("probe-existing-folder-writable", PROBE_PLATFORM,
+      '        with tempfile.NamedTemporaryFile(dir=path, prefix=".smoke-write-"):\n            pass\n',
+      "        if not os.path.isdir(path):\n            raise NotADirectoryError(path)\n",
+      "a read-only HOME or cache folder is reported writable: the platform suite passes an image that fails"),
 )
 # fmt: on
 
@@ -1128,6 +1132,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
     BOOTSTRAP: (r"bootstrap", r"building\.bootstrap|import bootstrap"),
+    PROBE_PLATFORM: (r"probe_platform", r"probe_source\(\"platform\"\)"),
 }
 
 
