@@ -74,6 +74,7 @@ KB_DERIVE, KB_DIFF, KB_INDEX, KB_SYNC = "kb/derive.py", "kb/diff.py", "kb/index.
 KB_WRITER, KB_PAGES, CLI_KB = "kb/writer.py", "kb/pages.py", "cli/kb.py"
 COMPAT = "compat.py"
 BOOTSTRAP, PROBE_PLATFORM = "building/bootstrap.py", "probes/scripts/platform.py"
+FACTS_PROBE, CUDA_EXTENSION_PROBE = "probes/scripts/facts.py", "probes/scripts/cuda_extension.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1066,6 +1067,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        with tempfile.NamedTemporaryFile(dir=path, prefix=".smoke-write-"):\n            pass\n',
       "        if not os.path.isdir(path):\n            raise NotADirectoryError(path)\n",
       "a read-only HOME or cache folder is reported writable: the platform suite passes an image that fails"),
+    M("probe-elf-little-endian-only", FACTS_PROBE,
+      '"little" if header[5] == 1 else "big"',
+      '"little"',
+      "a big-endian image's (ppc64, s390x) interpreter and libraries are said to be built for another machine"),
+    M("probe-nvcc-not-executable", CUDA_EXTENSION_PROBE,
+      "if os.access(path, os.X_OK)",
+      "if os.path.exists(path)",
+      "an nvcc that cannot run (CUDA_HOME's, not executable) is reported as the compiler found"),
 )
 # fmt: on
 
@@ -1133,6 +1142,8 @@ RELEVANT: dict[str, tuple[str, str]] = {
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
     BOOTSTRAP: (r"bootstrap", r"building\.bootstrap|import bootstrap"),
     PROBE_PLATFORM: (r"probe_platform", r"probe_source\(\"platform\"\)"),
+    FACTS_PROBE: (r"probe_facts", r"probe_source\(\"facts\"\)"),
+    CUDA_EXTENSION_PROBE: (r"probe_torch_scripts", r"probe_source\(\"cuda_extension\"\)"),
 }
 
 
