@@ -1535,7 +1535,10 @@ RELEVANT: dict[str, tuple[str, str]] = {
     MAKE_ARGS: (r"make_args", r"make_args"),
     BENCH_CLI: (r"bench_scripts", r"bench_cli"),
     CLI_LOCK: (r"render_links", r"render_links"),
-    BOOTSTRAP: (r"bootstrap|mirror_logins", r"building\.bootstrap|import bootstrap|bootstrap\.(?:command|ensure|release_date)"),
+    BOOTSTRAP: (
+        r"bootstrap|mirror_logins",
+        r"building\.bootstrap|import bootstrap|bootstrap\.(?:command|ensure|release_date)",
+    ),
     VALUES: (r"test_values|mirror_logins", r"values\.mirror"),
     "cli/settings.py": (r"test_settings", r"\"settings\""),
     APT_STEP: (r"blocks|render|mirror_logins", r"apt-install"),

@@ -202,7 +202,9 @@ torch:
 """
 
 
-def _release_changes(facts: ReleaseFacts, companions: dict[str, dict[str, str]] | None = None) -> tuple:
+def _release_changes(
+    facts: ReleaseFacts, companions: dict[str, dict[str, str]] | None = None
+) -> tuple[diff.Change, ...]:
     return diff.changes(yaml.safe_load(UNCERTAIN_RELEASE), {"2.15": facts}, companions or {}, TAG, "the index")
 
 
