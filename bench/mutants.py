@@ -1461,6 +1461,23 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if os.access(path, os.X_OK)",
       "if os.path.exists(path)",
       "an nvcc that cannot run (CUDA_HOME's, not executable) is reported as the compiler found"),
+    # --- issue 45: the source check before a build (kb/reach.py) --------------------------------------------------
+    M("reach-login-said", "kb/reach.py",
+      "        lines.append(values.mirror_without_login(line))  # a source's login is never said\n",
+      "        lines.append(line)\n",
+      "a private index's password is printed in the build's refusal and doctor's report"),
+    M("reach-login-wanted-refuses", "kb/reach.py",
+      "        if not _served(need, answers) and not refused:",
+      "        if not _served(need, answers):",
+      "a build from an index that wants a login (netrc, a keyring) is refused though pip may be served"),
+    M("reach-local-label-ignored", "kb/reach.py",
+      "        and str(version) == need.version\n",
+      "        and version.public == need.version.split('+')[0]\n",
+      "PyPI's torch 2.7.0 is taken for 2.7.0+cu118: a build that cannot get its wheels starts anyway"),
+    M("reach-index-login-unsent", KB_INDEX,
+      '                headers = {"Accept": accept, "User-Agent": USER_AGENT, **_authorization(parts)}\n',
+      '                headers = {"Accept": accept, "User-Agent": USER_AGENT}\n',
+      "an index URL's login is not sent: a private index answers 401 to kb and to the source check"),
 )
 # fmt: on
 
@@ -1529,6 +1546,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     KB_PAGES: (r"^kb/", r"torchimages\.kb\b"),
     CLI_KB: (r"^kb/", r"torchimages\.kb\b"),
     KB_RANGED: (r"^kb/", r"torchimages\.kb\b"),
+    "kb/reach.py": (r"test_reach", r"kb import reach"),
     COMPAT: (r"resolve|knowledge|compat", r"settled_by|settling_index|would settle"),
     "smoke/throughput.py": (r"test_throughput", r"smoke import throughput"),
     MAKEFILE: (r"make_args", r"make_args"),

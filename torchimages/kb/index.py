@@ -8,6 +8,7 @@ one line that says which URL and why; a 404 is `NotServed` (the index does not h
 
 from __future__ import annotations
 
+import base64
 import http.client
 import socket
 import ssl
@@ -15,7 +16,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from torchimages import registry
+from torchimages import registry, values
 
 TIMEOUT_S = 10.0  # one socket operation: connect, or one read
 MAX_REDIRECTS = 5
@@ -25,6 +26,10 @@ USER_AGENT = "torchimages-kb"
 
 class IndexProblem(Exception):
     """An index did not answer, or answered what cannot be used; the message says which URL and why."""
+
+
+class Refused(IndexProblem):
+    """The index answered 401 or 403: it asks for a login this client does not have, or refuses it."""
 
 
 class NotServed(IndexProblem):
@@ -56,12 +61,12 @@ class Client:
                 if isinstance(found, Answer):
                     return found
                 url = found
-            raise IndexProblem(f"{url}: more than {MAX_REDIRECTS} redirects")
+            raise IndexProblem(f"{_shown(url)}: more than {MAX_REDIRECTS} redirects")
 
     def _once(self, url: str, accept: str, limit: int) -> Answer | str:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise IndexProblem(f"{url}: not an http or https URL")
+            raise IndexProblem(f"{_shown(url)}: not an http or https URL")
         self.requests += 1
         try:
             connection = _connection(parts, self._timeout(url))
@@ -69,14 +74,17 @@ class Client:
                 connection.connect()
                 self.deadline.watch(connection.sock)
                 path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-                connection.request("GET", path, headers={"Accept": accept, "User-Agent": USER_AGENT})
+                headers = {"Accept": accept, "User-Agent": USER_AGENT, **_authorization(parts)}
+                connection.request("GET", path, headers=headers)
                 answer = connection.getresponse()
                 if answer.status in (301, 302, 303, 307, 308):
                     return _redirect(url, answer.getheader("Location") or "")
                 if answer.status == 404:
-                    raise NotServed(f"{url}: not served (HTTP 404)")
+                    raise NotServed(f"{_shown(url)}: not served (HTTP 404)")
+                if answer.status in (401, 403):
+                    raise Refused(f"{_shown(url)}: HTTP {answer.status} {_printable(answer.reason)}")
                 if answer.status != 200:
-                    raise IndexProblem(f"{url}: HTTP {answer.status} {_printable(answer.reason)}")
+                    raise IndexProblem(f"{_shown(url)}: HTTP {answer.status} {_printable(answer.reason)}")
                 body = self._body(url, answer, connection, limit)
                 content_type = (answer.getheader("Content-Type") or "").split(";")[0].strip().lower()
                 return Answer(url=url, content_type=content_type, body=body)
@@ -85,13 +93,15 @@ class Client:
         except IndexProblem:
             raise
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise IndexProblem(f"{url}: {self._why(exc)}") from None
+            raise IndexProblem(f"{_shown(url)}: {self._why(exc)}") from None
 
     def _timeout(self, url: str) -> float:
         try:
             return self.deadline.timeout(self.timeout_s)
         except TimeoutError:
-            raise IndexProblem(f"{url}: no complete answer within {self.deadline.seconds:g} s (the deadline)") from None
+            raise IndexProblem(
+                f"{_shown(url)}: no complete answer within {self.deadline.seconds:g} s (the deadline)"
+            ) from None
 
     def _body(
         self, url: str, answer: http.client.HTTPResponse, connection: http.client.HTTPConnection, limit: int
@@ -100,7 +110,7 @@ class Client:
         bytes, and whole: fewer bytes than Content-Length promised is an incomplete answer."""
         declared = answer.getheader("Content-Length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise IndexProblem(f"{url}: {int(declared)} bytes announced, more than the {limit} allowed")
+            raise IndexProblem(f"{_shown(url)}: {int(declared)} bytes announced, more than the {limit} allowed")
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -112,12 +122,12 @@ class Client:
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                raise IndexProblem(f"{url}: more than the {limit} bytes allowed")
+                raise IndexProblem(f"{_shown(url)}: more than the {limit} bytes allowed")
         if self.deadline.expired:  # the deadline shut the socket: what came is not the whole answer
-            raise IndexProblem(f"{url}: {self._why(TimeoutError())}")
+            raise IndexProblem(f"{_shown(url)}: {self._why(TimeoutError())}")
         missing = answer.length  # what its Content-Length promised and the connection never sent
         if missing:
-            raise IndexProblem(f"{url}: the answer ended early ({size} bytes of {size + missing})")
+            raise IndexProblem(f"{_shown(url)}: the answer ended early ({size} bytes of {size + missing})")
         return b"".join(chunks)
 
     def _why(self, exc: BaseException) -> str:
@@ -136,6 +146,20 @@ class Client:
         return _printable(str(exc) or type(exc).__name__)
 
 
+def _authorization(parts: urllib.parse.SplitResult) -> dict[str, str]:
+    """HTTP basic authentication for a URL that holds a login (`https://user:password@host/simple`), as pip sends
+    it; nothing for one without."""
+    if parts.username is None:
+        return {}
+    login = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+    return {"Authorization": "Basic " + base64.b64encode(login.encode()).decode()}
+
+
+def _shown(url: str) -> str:
+    """`url` without its login, as it may be said."""
+    return values.mirror_without_login(url)
+
+
 def _connection(parts: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
     host, port = parts.hostname or "", parts.port  # port: ValueError for a bad one (said as such)
     if parts.scheme == "https":
@@ -146,7 +170,7 @@ def _connection(parts: urllib.parse.SplitResult, timeout: float) -> http.client.
 def _redirect(url: str, location: str) -> str:
     target = urllib.parse.urljoin(url, location.strip())
     if urllib.parse.urlsplit(target).scheme not in ("http", "https") or not location.strip():
-        raise IndexProblem(f"{url}: redirected to {_printable(location)!r}, which is not an http or https URL")
+        raise IndexProblem(f"{_shown(url)}: redirected to {_printable(location)!r}, which is not an http or https URL")
     return target
 
 

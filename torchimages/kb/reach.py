@@ -20,6 +20,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
 
+from torchimages import values
 from torchimages.building.wheels import WheelSources
 from torchimages.kb import index, pages
 from torchimages.planning.plan import Selected
@@ -52,6 +53,7 @@ class Answer:
 
     files: tuple[str, ...] | None
     why: str = ""
+    refused: bool = False  # it asks for a login the check does not have (401, 403): it cannot tell
 
 
 def pinned(requirement: str) -> tuple[str, str] | None:
@@ -152,6 +154,8 @@ def ask(source: str, project: str, as_index: bool, client: index.Client) -> Answ
         links = pages.project_page(answer.body, answer.content_type, answer.url)
     except index.NotServed:
         return Answer(())
+    except index.Refused as exc:
+        return Answer(None, str(exc), refused=True)
     except index.IndexProblem as exc:
         return Answer(None, str(exc))
     except pages.PageError as exc:
@@ -162,7 +166,8 @@ def ask(source: str, project: str, as_index: bool, client: index.Client) -> Answ
 def _asked(source: str, project: str, as_index: bool, client: index.Client) -> Answer:
     """`ask`, once more where the source did not answer (a dropped connection is not yet a refusal)."""
     answer = ask(source, project, as_index, client)
-    return ask(source, project, as_index, client) if answer.files is None and not client.deadline.expired else answer
+    again = answer.files is None and not answer.refused and not client.deadline.expired
+    return ask(source, project, as_index, client) if again else answer
 
 
 def _answers(
@@ -208,7 +213,8 @@ def problems(
     answers |= _answers(remote, find_links, client)
     missing: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[Need]] = {}
     for need in wanted:
-        if not _served(need, answers):
+        refused = any((a := answers.get((s, need.project))) is not None and a.refused for s in need.sources)
+        if not _served(need, answers) and not refused:  # a source that wants a login may serve it: not refused
             missing.setdefault((need.tags, need.sources, need.own_index), []).append(need)
     lines = []
     for (tags, sources, own), needs_ in missing.items():
@@ -220,8 +226,9 @@ def problems(
             if replaced and own not in sources
             else ""
         )
-        lines.append(
+        line = (
             f"{', '.join(tags)}: no source serves {wheels} (Python {first.python}, {first.platform}): "
             f"searched {asked}{hint}"
         )
+        lines.append(values.mirror_without_login(line))  # a source's login is never said
     return lines

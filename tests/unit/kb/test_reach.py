@@ -178,3 +178,47 @@ def test_a_dropped_first_answer_is_asked_once_more() -> None:
         server.shutdown()
         server.server_close()
     assert asked == ["/simple/torch/", "/simple/torch/"]
+
+
+def test_an_index_with_a_login_is_asked_with_it_and_never_said() -> None:
+    """A private index (`https://user:secret@host/simple`): the check sends the login as pip does (HTTP basic),
+    and no line it says holds the login."""
+    import base64
+
+    seen: list[str] = []
+    body = json.dumps({"meta": {"api-version": "1.1"}, "files": []}).encode()
+
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization") or "")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://someone:s3cret-pw@127.0.0.1:{server.server_address[1]}/simple"
+        (line,) = reach.problems([_need(url)], ())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == ["Basic " + base64.b64encode(b"someone:s3cret-pw").decode()]
+    assert "s3cret-pw" not in line and "someone" not in line
+    assert f"http://127.0.0.1:{server.server_address[1]}/simple (answers, without it)" in line
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_an_index_that_asks_for_a_login_is_no_refusal(status: int) -> None:
+    """A source that wants a login the check lacks (pip may have it from netrc or a keyring) cannot tell: the
+    build is not refused for it, and its login is not said."""
+    with served({"/simple/torch/": Reply(b"no", "text/plain", status)}) as url:
+        assert reach.problems([_need(f"{url}/simple")], ()) == []
