@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def mutants() -> ModuleType:
+    if str(ROOT / "bench") not in sys.path:  # the script imports bench_cli beside it, as `python bench/...` finds it
+        sys.path.insert(0, str(ROOT / "bench"))
     spec = importlib.util.spec_from_file_location("mutants_table", ROOT / "bench" / "mutants.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

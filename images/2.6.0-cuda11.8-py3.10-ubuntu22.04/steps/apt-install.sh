@@ -44,7 +44,7 @@ apt-get install -y --no-install-recommends "$@"
 # an image rebuilt on an older base holds every security fix published by then (docs/security.md).
 mapfile -t security < <(apt-get upgrade --simulate | sed -n 's/^Inst \([^ ]*\) .*-security.*/\1/p')
 if [ -n "${security[*]:-}" ]; then
-    retry apt-get install --download-only -o Acquire::Retries=3 -y --only-upgrade "${security[@]}"
+    retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --only-upgrade "${security[@]}"
     apt-get install -y --only-upgrade --no-install-recommends "${security[@]}"
 fi
 rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log \
