@@ -76,4 +76,6 @@ def test_a_credentials_mark_split_between_two_chunks_is_found(into: int) -> None
     npmrc = b"; " + b"x" * (CHUNK - into - len(line) - 2) + line + b"_authToken=npm_0123456789\n" + b";" * TAIL
     assert npmrc[CHUNK - into : CHUNK] == b"_authToken="[:into]
     result = scan(layer(("home/dev/.npmrc", npmrc)))
-    assert [f.detail for f in result.findings] == ["/home/dev/.npmrc: an .npmrc with an auth token"]
+    assert [f.detail for f in result.findings] == [
+        "/home/dev/.npmrc: an .npmrc with an auth token or credentials in a URL"
+    ]
