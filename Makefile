@@ -52,10 +52,10 @@ emulation: ## run the other platform's containers under QEMU, linux/arm64 on x86
 
 build: $(VENV)/.installed engine ## build, verify and tag images: make build TAG=2.7.0-cuda11.8 [BUILD_ARGS=...]
 	@if [ -z "$$MAKEARG_TAG" ]; then echo "usage: make build TAG=<tag prefix or glob>, e.g. TAG=2.7.0-cuda11.8 (make list shows tags)"; exit 2; fi
-	$(WITH_SOURCES) $(RUN) build.py build --matrix =MATRIX +BUILD_ARGS =TAG
+	$(WITH_SOURCES) $(RUN) build.py build --matrix =MATRIX +BUILD_ARGS -- =TAG
 
 doctor: $(VENV)/.installed ## check this machine for the selected images: make doctor TAG=2.14.1-cuda13.0 [DOCTOR_ARGS=--host-only]
-	$(RUN) build.py doctor --matrix =MATRIX +DOCTOR_ARGS =TAG
+	$(RUN) build.py doctor --matrix =MATRIX +DOCTOR_ARGS -- =TAG
 
 render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and templates
 	$(RUN) build.py render --matrix =MATRIX
@@ -70,7 +70,7 @@ validate: $(VENV)/.installed ## check the matrix against the knowledge base
 	$(RUN) build.py validate --matrix =MATRIX
 
 list: $(VENV)/.installed ## list image tags (TAG= narrows by prefix)
-	$(RUN) build.py list --matrix =MATRIX =TAG
+	$(RUN) build.py list --matrix =MATRIX -- =TAG
 
 lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, the mutants table against the code, hadolint over every Dockerfile, shellcheck over every step script
 	$(VENV)/bin/ruff check .
@@ -93,7 +93,7 @@ test-unit: $(VENV)/.installed ## unit tests only (no Docker)
 
 test-images: $(VENV)/.installed ## smoke-test built images: make test-images TAG=... [TEST_ARGS=--gpus all]
 	@if [ -z "$$MAKEARG_TAG" ]; then echo "usage: make test-images TAG=<tag prefix>"; exit 2; fi
-	$(RUN) build.py test --matrix =MATRIX +TEST_ARGS =TAG
+	$(RUN) build.py test --matrix =MATRIX +TEST_ARGS -- =TAG
 
 bench: $(VENV)/.installed ## print the validate+plan+render figures (see docs/benchmarks.md)
 	$(PY) bench/plan_render.py

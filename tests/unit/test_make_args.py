@@ -72,17 +72,17 @@ def hostile(marker: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("target", "before", "after"),
     [
-        ("list", ["list", "--matrix", "matrix.yaml"], []),
-        ("doctor", ["doctor", "--matrix", "matrix.yaml"], []),
-        ("build", ["build", "--matrix", "matrix.yaml"], []),
-        ("test-images", ["test", "--matrix", "matrix.yaml"], []),
+        ("list", ["list", "--matrix", "matrix.yaml", "--"], []),
+        ("doctor", ["doctor", "--matrix", "matrix.yaml", "--"], []),
+        ("build", ["build", "--matrix", "matrix.yaml", "--"], []),
+        ("test-images", ["test", "--matrix", "matrix.yaml", "--"], []),
     ],
 )
 def test_a_tag_of_any_text_reaches_the_tool_as_one_argument_and_runs_nothing(
     tree: Path, target: str, before: list[str], after: list[str]
 ) -> None:
     marker = tree / "pwned"
-    for tag in [*hostile(marker), "a'b", "x$$y", "a b"]:
+    for tag in [*hostile(marker), "a'b", "x$$y", "a b", "--json", "--matrix=/etc/hostname"]:  # never an option
         code, err, calls = make(tree, target, TAG=tag)
         assert code == 0, err
         assert calls == [[*before, tag, *after]], (tag, calls)
@@ -103,7 +103,7 @@ def test_args_are_split_as_a_shell_splits_words_and_run_nothing(
     tree: Path, target: str, variable: str, before: list[str]
 ) -> None:
     marker = tree / "pwned"
-    tag = ["2.7.0"] if target in ("build", "doctor", "test-images") else []
+    tag = ["--", "2.7.0"] if target in ("build", "doctor", "test-images") else []
     cases = {
         "--bases bootstrap --jobs 2": ["--bases", "bootstrap", "--jobs", "2"],
         '--label \'"a b" c\' "d e"': ["--label", '"a b" c', "d e"],
@@ -121,7 +121,7 @@ def test_the_other_values_are_arguments_too(tree: Path) -> None:
     marker = tree / "pwned"
     for value in hostile(marker):
         assert make(tree, "bench-pull", IMAGE=value)[2] == [[value]]
-        assert make(tree, "list", MATRIX=value)[2] == [["list", "--matrix", value]]
+        assert make(tree, "list", MATRIX=value)[2] == [["list", "--matrix", value, "--"]]
         assert make(tree, "render", MATRIX=value)[2] == [["render", "--matrix", value]]
     assert not marker.exists()
 

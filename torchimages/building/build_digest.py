@@ -71,7 +71,8 @@ def digest(inputs: BuildInputs) -> str:
     head = {"input_digest": inputs.input_digest, "bases": inputs.bases, "base": inputs.base, "mirror": inputs.mirror}
     h.update(json.dumps(head, sort_keys=True).encode() + b"\0")
     for name, content in inputs.context:
-        h.update(f"{len(name)}:{name}:{len(content)}:".encode() + content)
+        raw = os.fsencode(name)  # a file name need not be UTF-8
+        h.update(f"{len(raw)}:".encode() + raw + f":{len(content)}:".encode() + content)
     return "sha256:" + h.hexdigest()
 
 

@@ -146,7 +146,9 @@ def make_builder(
         asked = dataclasses.replace(security, skip=frozenset())
 
         def stale_check(combination: Combination, image: Image) -> tuple[str, ...]:
-            return staleness.check(engine, combination, image, asked, cancelled=cancelled).reasons
+            """Why the image is stale; a check that could not look is a reason too (it is not known current)."""
+            found = staleness.check(engine, combination, image, asked, cancelled=cancelled)
+            return (*found.reasons, *(f"not known current: {u}" for u in found.unchecked))
 
     return builder.Builder(
         engine, options, gate, cancelled=cancelled, renderer=shown, security_gate=checks, stale_check=stale_check

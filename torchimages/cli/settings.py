@@ -29,9 +29,9 @@ def spelled(value: object) -> str:
 
 
 def shown_value(setting: settings.Setting) -> str:
-    """A setting's value as it may be shown: a mirror without its login (`http://USER:PASSWORD@HOST`)."""
-    value = spelled(settings.value(setting.name))
-    return values.mirror_without_login(value) if setting.kind == "mirror" else value
+    """A setting's value as it may be shown: every URL in it without its login (`http://USER:PASSWORD@HOST`: a
+    mirror's, an index's, a registry's)."""
+    return values.mirror_without_login(spelled(settings.value(setting.name)))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from torchimages import values
 from torchimages.compat import minor_of
 from torchimages.kb import derive, pages, ranged
 from torchimages.kb.diff import Change, changes
@@ -111,7 +112,7 @@ def source_tag(
 ) -> tuple[str, str]:
     """The `sources` key and text of facts read from `indexes` on `day` (`json_api`: some from PyPI's JSON API,
     `ranges`: some from wheels read by range requests)."""
-    urls = sorted(set(indexes))
+    urls = sorted({values.mirror_without_login(url) for url in indexes})  # an index's login is never written
     suffix = "" if urls == [DEFAULT_INDEX] else "-" + hashlib.sha256(" ".join(urls).encode()).hexdigest()[:4].upper()
     how = "PEP 658 metadata"
     if ranges:
@@ -119,8 +120,9 @@ def source_tag(
     if json_api:
         how += f", or PyPI's JSON API ({PYPI_JSON}/<project>/<version>/json) where pypi.org serves no metadata file"
     text = (
-        f"Requires-Dist and file names of torch, torchvision and torchaudio wheels ({how}, no wheel "
-        f"downloaded) served by {', '.join(urls)}, read by `torchimages kb sync` on {day.isoformat()}"
+        f"Requires-Dist and file names of torch, torchvision and torchaudio wheels ({how}; a wheel downloaded "
+        f"whole only where it is at most 64 KiB) served by {', '.join(urls)}, read by `torchimages kb sync` on "
+        f"{day.isoformat()}"
     )
     return f"KB{day.strftime('%Y%m%d')}{suffix}", text
 

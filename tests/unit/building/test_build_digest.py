@@ -350,3 +350,44 @@ def test_a_baked_image_is_up_to_date_for_build_only_with_its_bases_facts(
     engine = base_engine(BASE_FACTS, "https://deb.example/debian", "debian12")
     status, engine = again(chosen, tmp_path, labels, engine, mirrors=(mirror,))
     assert (status == "skipped", len(engine.built)) == ((True, 0) if bootstrapped_here else (False, 1))
+
+
+def test_rebuild_stale_takes_a_check_that_could_not_look_as_a_reason(cpu: Path, tmp_path: Path) -> None:
+    """`--rebuild-stale` never calls an image up to date on checks that did not run (the fake engine answers no
+    container): each is a reason, said, so the image is rebuilt rather than skipped."""
+    import argparse
+
+    from torchimages.building.renderers import PlainRenderer
+    from torchimages.building.requests import BuildOptions
+    from torchimages.cli import common
+    from torchimages.combination import INPUT_DIGEST_LABEL
+    from torchimages.engine import ImageInfo
+    from torchimages.security.gate import GateOptions
+
+    chosen = selected(cpu)
+    image = the_image(chosen)
+    engine = FakeEngine(CPU_HOLDS)
+    engine.add(ImageInfo(image.platform_reference, "sha256:" + "1" * 64, {INPUT_DIGEST_LABEL: "x"}, {}, "", ()))
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    gate = GateOptions((), frozenset(), False, None)
+    args = argparse.Namespace(test=["none"])
+    asking = common.make_builder(args, engine, options, PlainRenderer(lambda _: None), None, gate, stale=True)  # type: ignore[arg-type]
+    assert asking.stale_check is not None
+    reasons = asking.stale_check(chosen[0].combination, image)
+    assert any(r.startswith("not known current: os-updates") for r in reasons), reasons
+
+
+def test_a_file_name_that_is_not_utf8_is_hashed_not_a_traceback(tmp_path: Path) -> None:
+    import os
+
+    from torchimages.building import build_digest
+
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "a.sh").write_bytes(b"echo\n")
+    before = build_digest.context_files(tmp_path)
+    os.symlink("/dev/zero", tmp_path / "zero")  # a link is hashed as its target's name, never read
+    open(os.path.join(os.fsencode(tmp_path), b"steps", b"bad\xff"), "wb").close()
+    after = build_digest.context_files(tmp_path)
+    assert before != after and ("zero", b"link:/dev/zero") in after
+    inputs = build_digest.BuildInputs("sha256:x", after, "registry", (), None)
+    assert build_digest.digest(inputs).startswith("sha256:")

@@ -222,3 +222,13 @@ def test_an_index_that_asks_for_a_login_is_no_refusal(status: int) -> None:
     build is not refused for it, and its login is not said."""
     with served({"/simple/torch/": Reply(b"no", "text/plain", status)}) as url:
         assert reach.problems([_need(f"{url}/simple")], ()) == []
+
+
+def test_kb_never_writes_an_index_login_into_a_source() -> None:
+    import datetime
+
+    from torchimages.kb import sync
+
+    tag, text = sync.source_tag(["https://alice:s3cret@mirror.example/simple"], datetime.date(2026, 12, 6))
+    assert "s3cret" not in text and "alice" not in text and "https://mirror.example/simple" in text
+    assert tag == sync.source_tag(["https://mirror.example/simple"], datetime.date(2026, 12, 6))[0]
