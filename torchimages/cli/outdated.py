@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 print(shown(image.own_tag), flush=True)
             stale += found.stale
     total = sum(len(s.images) for s in chosen)
-    said = f"{stale} of {total} images stale" + (": rebuild them (build.py build --rebuild-stale <tag>)" if stale else "")
+    hint = ": rebuild them (build.py build --rebuild-stale <tag>)" if stale else ""
+    said = f"{stale} of {total} images stale{hint}"
     print(said, file=sys.stderr if args.tags else sys.stdout)
     return EXIT_FAILED if stale else EXIT_OK
