@@ -204,6 +204,11 @@ def check_sources(sources: WheelSources) -> None:
         )
 
 
+def _login_wanted(why: str) -> bool:
+    """Whether a registry's refusal asks for a login (401, 403, "unauthorized", "denied")."""
+    return re.search(r"\b(401|403)\b|unauthori[sz]ed|denied", why, re.IGNORECASE) is not None
+
+
 def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, engine: Engine) -> None:
     """Before anything is bootstrapped or built: UsageError (exit 2, in seconds) naming each pinned wheel no source
     serves and each registry image that the engine does not hold and whose registry does not answer, with the ways
@@ -214,10 +219,11 @@ def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, 
     lines = reach.problems(reach.needs(chosen, sources), sources.find_links, replaced=bool(sources.index_url))
     bases = selection.needs(chosen).registry_bases
     absent = [b.reference for b in bases if engine.inspect(b.reference) is None]
-    unreached = [f"{reference}: {why}" for reference, why in facts.base_errors(absent) if why]
+    # A registry that wants a login (docker login's, which the engine has and this question does not) cannot tell.
+    unreached = {ref: why for ref, why in facts.base_errors(absent) if why and not _login_wanted(why)}
     if not lines and not unreached:
         return
-    said = [*(f"wheels: {line}" for line in lines), *(f"registry image {line}" for line in unreached)]
+    said = [*(f"wheels: {line}" for line in lines), *(f"registry image {ref}: {why}" for ref, why in unreached.items())]
     ways = []
     if lines:
         ways.append(
@@ -225,10 +231,16 @@ def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, 
             "folder)"
         )
     if unreached:
-        ways.append("a registry mirror that holds them (--base-registry), or bases made here (--bases bootstrap)")
-    ways.append("or the images PyPI alone serves (`list --pypi-only`)")
-    for line in said:  # a registry's or an index's words among them
-        print(f"needed: {shown(line)}", file=sys.stderr)
+        ways.append("a registry mirror that holds them (--base-registry)")
+        os_images = {s.combination.os.image for s in chosen if s.combination.os.image}
+        if any(b.name in os_images and b.reference in unreached for b in bases):
+            ways.append("OS bases made here from the distribution's archive (--bases bootstrap)")
+        if any(b.name not in os_images and b.reference in unreached for b in bases):
+            ways.append("the runtime images alone (a devel image on nvidia/cuda needs that image)")
+    if any(not s.combination.pypi_only for s in chosen):
+        ways.append("the images PyPI alone serves (`list --pypi-only`)")
+    for line in said:  # a registry's or an index's words among them, never a login
+        print(f"needed: {shown(values.mirror_without_login(line))}", file=sys.stderr)
     raise UsageError(f"the selection cannot be built from this machine (needed: above); ways out: {'; '.join(ways)}")
 
 
