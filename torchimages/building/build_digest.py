@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torchimages import values
 from torchimages.building import bootstrap
-from torchimages.combination import BOOTSTRAP, LABEL_PREFIX, Combination, Image
+from torchimages.combination import BOOTSTRAP, INPUT_DIGEST_LABEL, LABEL_PREFIX, Combination, Image
 from torchimages.engine import Engine
 
 BUILD_DIGEST_LABEL = f"{LABEL_PREFIX}.build-digest"
@@ -128,3 +128,14 @@ def of_image(
 ) -> str:
     """The build digest of an image built now from `images_dir` (its base's labels `labels`: `base_labels`)."""
     return digest(inputs_of(combination, image, images_dir / combination.folder, mirrors, labels))
+
+
+def current(engine: Engine, combination: Combination, image: Image, images_dir: Path, mirrors: Sequence[str]) -> bool:
+    """Whether the engine holds the image as building it now would make it: its input digest and its build digest
+    (the build context's bytes now, the bases, the mirror) are this build's. An image without a build digest (a
+    plain `docker build`) is not."""
+    labels = engine.labels(image.platform_reference)
+    if labels is None or labels.get(INPUT_DIGEST_LABEL) != image.input_digest:
+        return False
+    now = of_image(combination, image, images_dir, mirrors, base_labels(engine, combination, image))
+    return labels.get(BUILD_DIGEST_LABEL) == now

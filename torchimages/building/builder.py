@@ -45,7 +45,7 @@ from torchimages.building.requests import (
     wheel_secrets,
 )
 from torchimages.building.wheels import Served, serve
-from torchimages.combination import INPUT_DIGEST_LABEL, Combination, Image
+from torchimages.combination import Combination, Image
 from torchimages.engine import Engine, EngineError
 from torchimages.planning.plan import Selected
 from torchimages.problems import InputError, Problem, shown
@@ -276,15 +276,9 @@ class Builder:
             progress.finish(base.reference, said, counted=False)
 
     def up_to_date(self, combination: Combination, image: Image) -> bool:
-        """A verified image that building now would make again already carries the public tag: its input digest
-        and its build digest (build_digest.py: the build context's bytes now, the bases, the mirror) are this
-        build's. An image without a build digest (built by a plain `docker build`) is not."""
-        labels = self.engine.labels(image.platform_reference)
-        if labels is None or labels.get(INPUT_DIGEST_LABEL) != image.input_digest:
-            return False
-        base = build_digest.base_labels(self.engine, combination, image)
-        now = build_digest.of_image(combination, image, self.options.images_dir, self.options.mirrors, base)
-        return labels.get(build_digest.BUILD_DIGEST_LABEL) == now
+        """A verified image that building now would make again already carries the public tag
+        (build_digest.current)."""
+        return build_digest.current(self.engine, combination, image, self.options.images_dir, self.options.mirrors)
 
     def _stale(self, combination: Combination, image: Image, progress: Progress) -> Sequence[str]:
         """With `--rebuild-stale`, why an up-to-date image is stale all the same (`outdated`'s answer), said."""

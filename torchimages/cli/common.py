@@ -204,6 +204,27 @@ def check_sources(sources: WheelSources) -> None:
         )
 
 
+def to_build(
+    chosen: Sequence[planning.Selected], engine: Engine, options: requests.BuildOptions, rebuild_stale: bool
+) -> list[planning.Selected]:
+    """The images a build may build (all with --no-cache or --rebuild-stale; else those not up to date), by
+    combination: what the source check asks about."""
+    from torchimages.building import build_digest
+
+    if options.no_cache or rebuild_stale:
+        return list(chosen)
+    found = []
+    for s in chosen:
+        images = tuple(
+            i
+            for i in s.images
+            if not build_digest.current(engine, s.combination, i, options.images_dir, options.mirrors)
+        )
+        if images:
+            found.append(dataclasses.replace(s, images=images))
+    return found
+
+
 def _login_wanted(why: str) -> bool:
     """Whether a registry's refusal asks for a login (401, 403, "unauthorized", "denied")."""
     return re.search(r"\b(401|403)\b|unauthori[sz]ed|denied", why, re.IGNORECASE) is not None

@@ -391,3 +391,24 @@ def test_a_file_name_that_is_not_utf8_is_hashed_not_a_traceback(tmp_path: Path) 
     assert before != after and ("zero", b"link:/dev/zero") in after
     inputs = build_digest.BuildInputs("sha256:x", after, "registry", (), None)
     assert build_digest.digest(inputs).startswith("sha256:")
+
+
+def test_the_source_check_asks_only_about_images_a_build_would_build(cpu: Path, tmp_path: Path) -> None:
+    """An image already up to date needs no wheel index or registry: `build` asks the sources only of the images
+    it may build (all of them with --no-cache or --rebuild-stale)."""
+    import dataclasses as dc
+
+    from torchimages.building.requests import BuildOptions
+    from torchimages.cli import common
+
+    chosen = selected(cpu)
+    context(tmp_path, chosen)
+    labels = built_once(chosen, tmp_path)
+    engine = base_engine()
+    engine.images[the_image(chosen).reference] = dict(labels)
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    assert common.to_build(chosen, engine, options, rebuild_stale=False) == []
+    assert common.to_build(chosen, engine, options, rebuild_stale=True) == list(chosen)
+    assert common.to_build(chosen, engine, dc.replace(options, no_cache=True), rebuild_stale=False) == list(chosen)
+    engine.images[the_image(chosen).reference] = {**labels, "io.torchimages.build-digest": "sha256:" + "0" * 64}
+    assert common.to_build(chosen, engine, options, rebuild_stale=False) == list(chosen)
