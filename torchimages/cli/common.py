@@ -230,16 +230,17 @@ def _login_wanted(why: str) -> bool:
     return re.search(r"\b(401|403)\b|unauthori[sz]ed|denied", why, re.IGNORECASE) is not None
 
 
-def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, engine: Engine) -> None:
+def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, engine: Engine | None) -> None:
     """Before anything is bootstrapped or built: UsageError (exit 2, in seconds) naming each pinned wheel no source
     serves and each registry image that the engine does not hold and whose registry does not answer, with the ways
-    out. The machine's own pip set-up counts where it is handed to the build (`make`: scripts/host-pip-sources)."""
+    out. The machine's own pip set-up counts where it is handed to the build (`make`: scripts/host-pip-sources).
+    `engine` None (`plan`): every registry image is asked of its registry."""
     from torchimages.doctor import facts, selection
     from torchimages.kb import reach
 
     lines = reach.problems(reach.needs(chosen, sources), sources.find_links, replaced=bool(sources.index_url))
     bases = selection.needs(chosen).registry_bases
-    absent = [b.reference for b in bases if engine.inspect(b.reference) is None]
+    absent = [b.reference for b in bases if engine is None or engine.inspect(b.reference) is None]
     # A registry that wants a login (docker login's, which the engine has and this question does not) cannot tell.
     unreached = {ref: why for ref, why in facts.base_errors(absent) if why and not _login_wanted(why)}
     if not lines and not unreached:

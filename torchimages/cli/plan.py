@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from torchimages.building.wheels import WheelSources
 from torchimages.cli import options as shared
-from torchimages.cli.common import EXIT_OK, load_plan, select
+from torchimages.cli.common import EXIT_FAILED, EXIT_OK, check_reachable, load_plan, select
 from torchimages.planning import views
+from torchimages.problems import UsageError
 
 NAME = "plan"
 HELP = "show what would be built, in order (or a CI matrix)"
@@ -21,6 +24,13 @@ def options(parser: argparse.ArgumentParser) -> None:
         default="text",
         help="github: a GitHub Actions matrix, one job per combination (`build.py build ${{ matrix.tags }}`)",
     )
+    parser.add_argument(
+        "--check-sources",
+        action="store_true",
+        help="also ask, as build does before it starts, whether each pinned wheel and registry image the selection "
+        "needs is served from this machine (exit 1 naming what is not)",
+    )
+    shared.wheel_sources(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,4 +40,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         for line in views.steps(chosen):
             print(line)
+    if args.check_sources:
+        sources = WheelSources(args.index_url, tuple(args.extra_index_url or ()), tuple(args.find_links or ()))
+        try:
+            check_reachable(chosen, sources, None)
+        except UsageError as exc:
+            print(f"plan: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        print("plan: every pinned wheel and registry image the selection needs is served from this machine")
     return EXIT_OK

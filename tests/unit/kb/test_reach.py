@@ -8,6 +8,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -232,3 +233,20 @@ def test_kb_never_writes_an_index_login_into_a_source() -> None:
     tag, text = sync.source_tag(["https://alice:s3cret@mirror.example/simple"], datetime.date(2026, 12, 6))
     assert "s3cret" not in text and "alice" not in text and "https://mirror.example/simple" in text
     assert tag == sync.source_tag(["https://mirror.example/simple"], datetime.date(2026, 12, 6))[0]
+
+
+def test_plan_check_sources_says_what_a_build_would_lack(
+    cli: Any, write_matrix: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan --check-sources` asks what `build` asks before it starts (cli.common.check_reachable) and exits 1
+    naming the wheels no source serves; without the flag, plan asks nothing."""
+    for name in ("TORCHIMAGES_INDEX_URL", "TORCHIMAGES_EXTRA_INDEX_URLS", "TORCHIMAGES_FIND_LINKS"):
+        monkeypatch.delenv(name, raising=False)
+    matrix = write_matrix("matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: debian12, flavors: [runtime]}\n")
+    with served({"/simple/torch/": _page("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl")}) as url:
+        code, out, err = cli("plan", "--matrix", str(matrix), "--bases", "bootstrap", "--index-url", f"{url}/simple",
+                             "--check-sources", "2.13.0-cpu-runtime")  # fmt: skip
+        assert code == 1, out + err
+        assert "no source serves torch 2.13.0+cpu" in err and "plan: the selection cannot be built" in err
+        code, out, err = cli("plan", "--matrix", str(matrix), "--index-url", f"{url}/simple", "2.13.0-cpu-runtime")
+        assert code == 0 and "no source serves" not in err
