@@ -31,7 +31,7 @@ from torchimages.planning import plan
 STEP = b"#!/bin/bash\nset -o errexit\napt-get install -y python3.12\n"
 BASE_FACTS = {
     bootstrap.SUITE_LABEL: "noble",
-    bootstrap.SOURCES_LABEL: "deb http://archive.ubuntu.com/ubuntu noble main",
+    bootstrap.SOURCES_LABEL: "deb http://archive.example.org/ubuntu noble main",
     bootstrap.RELEASE_DATE_LABEL: "Thu, 25 Apr 2024 15:10:33 UTC",
 }
 

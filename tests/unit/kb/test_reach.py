@@ -4,9 +4,14 @@ searched order, and local sources read before the network."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import http.server
 import json
 import socket
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,18 +153,17 @@ def test_the_network_is_not_asked_when_a_local_source_serves(tmp_path: Path) -> 
     assert reach.problems([_need(dead, str(tmp_path))], (str(tmp_path),)) == []
 
 
-def test_a_dropped_first_answer_is_asked_once_more() -> None:
-    """A connection closed without an answer (a flaky mirror) is not yet a refusal: one more question."""
-    import http.server
-    import threading
-
-    asked: list[str] = []
-    body = json.dumps({"meta": {"api-version": "1.1"}, "files": [{"filename": WHEEL, "url": WHEEL}]}).encode()
+@contextlib.contextmanager
+def _recording(files: list[str], drop_first: bool = False) -> Iterator[tuple[int, list[tuple[str, str]]]]:
+    """A loopback index listing `files` for any project that records each request's path and Authorization
+    header; `drop_first`: the first connection is closed without an answer (a flaky mirror)."""
+    asked: list[tuple[str, str]] = []
+    body = json.dumps({"meta": {"api-version": "1.1"}, "files": [{"filename": f, "url": f} for f in files]}).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            asked.append(self.path)
-            if len(asked) == 1:
+            asked.append((self.path, self.headers.get("Authorization") or ""))
+            if drop_first and len(asked) == 1:
                 self.close_connection = True
                 return
             self.send_response(200)
@@ -174,47 +178,29 @@ def test_a_dropped_first_answer_is_asked_once_more() -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        assert reach.problems([_need(f"http://127.0.0.1:{server.server_address[1]}/simple")], ()) == []
+        yield server.server_address[1], asked
     finally:
         server.shutdown()
         server.server_close()
-    assert asked == ["/simple/torch/", "/simple/torch/"]
+
+
+def test_a_dropped_first_answer_is_asked_once_more() -> None:
+    """A connection closed without an answer (a flaky mirror) is not yet a refusal: one more question."""
+    with _recording([WHEEL], drop_first=True) as (port, asked):
+        assert reach.problems([_need(f"http://127.0.0.1:{port}/simple")], ()) == []
+    assert [path for path, _ in asked] == ["/simple/torch/", "/simple/torch/"]
 
 
 def test_an_index_with_a_login_is_asked_with_it_and_never_said() -> None:
     """A private index (`https://user:secret@host/simple`): the check sends the login as pip does (HTTP basic),
     and no line it says holds the login."""
-    import base64
-
-    seen: list[str] = []
-    body = json.dumps({"meta": {"api-version": "1.1"}, "files": []}).encode()
-
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.headers.get("Authorization") or "")
-            self.send_response(200)
-            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://someone:s3cret-pw@127.0.0.1:{server.server_address[1]}/simple"
+    with _recording([]) as (port, asked):
+        url = f"http://someone:s3cret-pw@127.0.0.1:{port}/simple"
         (line,) = reach.problems([_need(url)], ())
-    finally:
-        server.shutdown()
-        server.server_close()
+    seen = [auth for _, auth in asked]
     assert seen == ["Basic " + base64.b64encode(b"someone:s3cret-pw").decode()]
     assert "s3cret-pw" not in line and "someone" not in line
-    assert f"http://127.0.0.1:{server.server_address[1]}/simple (answers, without it)" in line
+    assert f"http://127.0.0.1:{port}/simple (answers, without it)" in line
 
 
 @pytest.mark.parametrize("status", [401, 403])

@@ -240,8 +240,8 @@ NEAR_CREDENTIALS = [
     ("home/torch/.s3cfg", b"[default]\nhost_base = s3.example.org\n"),
     ("home/torch/.gnupg/pubring.kbx", b"KBXf"),
     # apt's own files as a distribution ships them: no login
-    ("etc/apt/sources.list", b"deb http://deb.debian.org/debian bookworm main\n# deb http://mirror/ x main\n"),
-    ("etc/apt/sources.list.d/ubuntu.sources", b"Types: deb\nURIs: http://archive.ubuntu.com/ubuntu/\n"),
+    ("etc/apt/sources.list", b"deb http://archive.example.org/debian bookworm main\n# deb http://mirror/ x main\n"),
+    ("etc/apt/sources.list.d/ubuntu.sources", b"Types: deb\nURIs: http://archive.example.org/ubuntu/\n"),
     ("etc/apt/sources.list.d/cuda.list", b"deb [signed-by=/k.gpg] https://dev.example/repos/x86_64/ /\n"),
     ("etc/apt/auth.conf.d/empty.conf", b"# machine example.org login me\n"),
     ("usr/share/doc/apt/examples/sources.list", b"deb http://u:p@mirror.example/debian bookworm main\n"),
