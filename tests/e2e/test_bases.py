@@ -86,6 +86,21 @@ def matrix(tmp_path: Path) -> Path:
     return path
 
 
+def wheels_here(matrix: Path, *selectors: str) -> list[str | Path]:
+    """Doctor's arguments that serve every wheel the selected images pin from a folder of this test (empty files
+    of the right names): its "wheel sources" check passes on any machine, with no index asked."""
+    from torchimages.building.wheels import WheelSources
+    from torchimages.kb import reach
+    from torchimages.planning import plan
+
+    folder = matrix.parent / "wheels"
+    folder.mkdir(exist_ok=True)
+    for need in reach.needs(plan.select(plan.load(matrix), list(selectors)), WheelSources()):
+        python = "cp" + need.python.replace(".", "")
+        (folder / f"{need.project}-{need.version}-{python}-{python}-manylinux_2_28_x86_64.whl").touch()
+    return ["--find-links", folder]
+
+
 def test_lock_bases_pins_every_registry_base_through_the_mirror(
     matrix: Path,
     mirror: dict[str, str],
@@ -154,7 +169,8 @@ def test_doctor_passes_with_the_mirror_and_says_there_is_no_gpu(
     registry: str,  # noqa: F811
 ) -> None:
     assert run_cli("lock", "--bases", "--matrix", matrix, "--base-registry", registry).returncode == 0
-    result = run_cli("doctor", "--matrix", matrix, "--base-registry", registry, f"{SELECTION}-runtime")
+    wheels = wheels_here(matrix, f"{SELECTION}-runtime")
+    result = run_cli("doctor", "--matrix", matrix, "--base-registry", registry, *wheels, f"{SELECTION}-runtime")
     assert failed_checks(result.stdout) == set(), result.stdout + result.stderr
     assert "ok    registry bases" in result.stdout and "each locked to a digest" in result.stdout
     if NO_GPU_HERE:
@@ -166,19 +182,20 @@ def test_doctor_without_a_registry_fails_ubuntu_and_passes_debian(matrix: Path) 
     # A registry of its own that does not answer (nothing listens on the port), so that no image already on this
     # engine (an `ubuntu:24.04` pulled by anyone) can stand in for the base.
     unreachable = f"127.0.0.1:{free_port()}"
-    ubuntu = run_cli("doctor", "--matrix", matrix, "--base-registry", unreachable, f"{SELECTION}-runtime")
+    wheels = wheels_here(matrix, f"{SELECTION}-runtime", f"{SELECTION}-runtime-debian12")
+    ubuntu = run_cli("doctor", "--matrix", matrix, "--base-registry", unreachable, *wheels, f"{SELECTION}-runtime")
     assert ubuntu.returncode == 1, ubuntu.stdout
     assert f"FAIL  registry bases            not reachable and not present here: {unreachable}/" in ubuntu.stdout
     assert f"{unreachable} does not answer" in ubuntu.stdout
     assert "fix: make the registry reachable, or mirror the bases and pass --base-registry" in ubuntu.stdout
     assert not NO_GPU_HERE or "no NVIDIA GPU here" in ubuntu.stdout
     assert failed_checks(ubuntu.stdout) == {"registry bases"}, ubuntu.stdout
-    debian = run_cli("doctor", "--matrix", matrix, f"{SELECTION}-runtime-debian12")
+    debian = run_cli("doctor", "--matrix", matrix, *wheels, f"{SELECTION}-runtime-debian12")
     assert failed_checks(debian.stdout) == set(), debian.stdout
     assert debian.returncode == (1 if "FAIL  free disk" in debian.stdout else 0), debian.stdout
     assert "ok    registry bases            none needed" in debian.stdout
     if NO_GPU_HERE:
-        required = run_cli("doctor", "--matrix", matrix, "--require-gpu", f"{SELECTION}-runtime-debian12")
+        required = run_cli("doctor", "--matrix", matrix, "--require-gpu", *wheels, f"{SELECTION}-runtime-debian12")
         assert required.returncode == 1
         assert "FAIL  NVIDIA driver" in required.stdout
         assert "install an NVIDIA GPU driver >= 580.65.06" in required.stdout

@@ -132,7 +132,8 @@ def test_an_install_failure_fails_only_its_combination(
     with uv's error in the summary; the 2.13.0 images are built, verified and tagged; exit 1. (Their smoke
     suites, proven on the shared build, are left out.)"""
     failing = fail_install(matrix, "2.12.1")
-    result = run_cli(*matrix.build_args(ca_bundle, "--test", "none", *NO_LAYER_SCAN))
+    # 2.12.1's torch is never fetched (its install fails first), and this machine may not reach its index.
+    result = run_cli(*matrix.build_args(ca_bundle, "--test", "none", "--no-source-check", *NO_LAYER_SCAN))
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 1, output

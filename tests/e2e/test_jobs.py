@@ -31,7 +31,10 @@ def test_two_jobs_build_two_combinations_at_once_and_a_failure_stops_only_its_ow
     failing = fail_install(matrix, "2.12.1")
     good = next(c for c in matrix.plan.combinations if c.torch == "2.13.0")
     (bad_image,), (good_image,) = failing.images, good.images
-    result = run_cli(*matrix.build_args(ca_bundle, "--jobs", "2", "--test", "none", *NO_LAYER_SCAN))
+    # 2.12.1's torch is never fetched (its install fails first), and this machine may not reach its index.
+    result = run_cli(
+        *matrix.build_args(ca_bundle, "--jobs", "2", "--test", "none", "--no-source-check", *NO_LAYER_SCAN)
+    )
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 1, output

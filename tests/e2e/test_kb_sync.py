@@ -229,7 +229,9 @@ def _comes_back(tmp_path: Path, index: str, minor: str, following: str, release:
     assert text.index(f'  "{minor}":') < text.index(f'  "{following}":')  # in its place
     assert "# The compatibility knowledge base" in text and "# torch minor -> what was published" in text
     rest = text.replace(text[text.index(f'  "{minor}":') : text.index(f'  "{following}":')], "")
-    assert "".join(line for line in rest.splitlines(True) if not line.startswith("  KB2")) == before.decode()
+    had = before.decode().splitlines(True)  # a source of the same day may be there already: only new ones go
+    kept = [line for line in rest.splitlines(True) if not line.startswith("  KB2") or line in had]
+    assert "".join(kept) == "".join(had)
     again = _run("check", "--compat", str(copy), "--release", release, *_indexes(index))
     assert again.returncode == 0, again.stdout + again.stderr
 

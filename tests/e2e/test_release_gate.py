@@ -151,6 +151,13 @@ def test_pending_security_updates_are_refused_then_pass_allowlisted_signed_and_o
             "FROM torchimages/bootstrap-debian:12 AS runtime", f"FROM {setup.old_base} AS runtime", 1
         )
     )
+    # The apt step upgrades what -security has newer: planted without it (as an image built before it, or by a
+    # Dockerfile of one's own), the old base's packages stay, and the gate is what must stop the image.
+    steps = setup.dockerfile.parent / "steps" / "apt-install.sh"
+    script = steps.read_text()
+    upgrade = "mapfile -t security < <(apt-get upgrade --simulate"
+    assert upgrade in script
+    steps.write_text(script.replace(upgrade, "security=() && : < <(true", 1))
     try:
         refused = build(setup)
         output = refused.stdout + refused.stderr
@@ -167,8 +174,14 @@ def test_pending_security_updates_are_refused_then_pass_allowlisted_signed_and_o
         report = setup.tmp / "report"
         passed = build(setup, "--allowlist", allow, "--report", report, "--push", "--sign-key", setup.key)
         assert passed.returncode == 0, passed.stdout + passed.stderr
+        # `outdated` judges the image against its build context: the planted one it was built from.
+        _signed_and_outdated_says_so(setup, report, allow, set(pending))
     finally:
         setup.dockerfile.write_text(setup.rendered)
+        steps.write_text(script)
+
+
+def _signed_and_outdated_says_so(setup: Setup, report: Path, allow: Path, pending: set[str]) -> None:
     (image,) = [i for i in json.loads((report / "manifest.json").read_text())["images"] if i["tag"] == setup.tag]
     checks = {c["check"]: c for c in image["security"]}
     assert checks["secrets"]["status"] == "passed"

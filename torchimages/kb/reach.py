@@ -42,9 +42,19 @@ class Need:
     sources: tuple[str, ...]
     own_index: str  # the combination's index, searched only where no --index-url replaces it
     tags: tuple[str, ...]
+    # `torch==2.14.1,!=2.14.1+cpu`: any build of the public version `version` but these (pip's reading)
+    excluded: tuple[str, ...] | None = None
+
+    @property
+    def wanted(self) -> str:
+        """`torch 2.7.0+cu118`, or `torch 2.14.1 (not +cpu, +cu126)`."""
+        if self.excluded is None:
+            return f"{self.project} {self.version}"
+        labels = ", ".join("+" + v.partition("+")[2] for v in self.excluded)
+        return f"{self.project} {self.version} (not {labels})" if labels else f"{self.project} {self.version}"
 
     def __str__(self) -> str:
-        return f"{self.project} {self.version} (Python {self.python}, {self.platform})"
+        return f"{self.wanted} (Python {self.python}, {self.platform})"
 
 
 @dataclass(frozen=True)
@@ -56,18 +66,32 @@ class Answer:
     refused: bool = False  # it asks for a login the check does not have (401, 403): it cannot tell
 
 
-def pinned(requirement: str) -> tuple[str, str] | None:
-    """`name==version` read as (canonical name, version); None for anything else (no exact pin to look for)."""
-    name, sep, version = requirement.partition("==")
-    if not sep or not name.strip() or not version.strip() or any(c in version for c in "*,;= "):
+def pinned(requirement: str) -> tuple[str, str, tuple[str, ...] | None] | None:
+    """`name==version` read as (canonical name, version, None); `name==2.14.1,!=2.14.1+cpu,...` (one public
+    version, some of its builds excluded: the Dockerfiles' pin where an index serves several) as (name, `2.14.1`,
+    the excluded versions); None for anything else (no exact pin to look for)."""
+    name, sep, rest = requirement.partition("==")
+    version, *others = [part.strip() for part in rest.split(",")]
+    if not sep or not name.strip() or not version or any(c in version for c in "*;=<>!~ "):
         return None
-    return str(canonicalize_name(name.strip())), version.strip()
+    excluded = []
+    for other in others:
+        build = other.removeprefix("!=").strip()
+        if not other.startswith("!=") or build.partition("+")[0] != version or not build.partition("+")[2]:
+            return None  # only exclusions of builds of that very version are read
+        if any(c in build for c in "*;=<>!~ ,"):
+            return None
+        excluded.append(build)
+    if others and "+" in version:
+        return None
+    return str(canonicalize_name(name.strip())), version, tuple(excluded) if others else None
 
 
 def needs(chosen: Iterable[Selected], sources: WheelSources) -> tuple[Need, ...]:
     """The pinned wheels of the selected images, one Need per distinct wheel and list of sources."""
-    found: dict[tuple[str, str, str, str, tuple[str, ...]], list[str]] = {}
-    owners: dict[tuple[str, str, str, str, tuple[str, ...]], str] = {}
+    Key = tuple[str, str, tuple[str, ...] | None, str, str, tuple[str, ...]]
+    found: dict[Key, list[str]] = {}
+    owners: dict[Key, str] = {}
     for selected in chosen:
         for image in selected.images:
             combination, platform = selected.combination, image.platform
@@ -82,9 +106,9 @@ def needs(chosen: Iterable[Selected], sources: WheelSources) -> tuple[Need, ...]
                 found.setdefault(key, []).append(tag)
                 owners[key] = own
     return tuple(
-        Need(project, version, python, platform, sources, owners[key], tuple(tags))
+        Need(project, version, python, platform, sources, owners[key], tuple(tags), excluded)
         for key, tags in found.items()
-        for project, version, python, platform, sources in [key]
+        for project, version, excluded, python, platform, sources in [key]
     )
 
 
@@ -110,11 +134,11 @@ def matches(filename: str, need: Need) -> bool:
         name, version, _build, tags = parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion, ValueError):
         return False
-    return (
-        str(name) == need.project
-        and str(version) == need.version
-        and any(_installs(tag, need.python, need.platform) for tag in tags)
-    )
+    if need.excluded is None:
+        right = str(version) == need.version
+    else:  # pip's `==2.14.1,!=2.14.1+cpu`: any local label of that public version but those excluded
+        right = version.public == need.version and str(version) not in need.excluded
+    return str(name) == need.project and right and any(_installs(tag, need.python, need.platform) for tag in tags)
 
 
 def _local(source: str) -> Path | None:
@@ -219,7 +243,7 @@ def problems(
     lines = []
     for (tags, sources, own), needs_ in missing.items():
         first = needs_[0]
-        wheels = ", ".join(f"{n.project} {n.version}" for n in needs_)
+        wheels = ", ".join(n.wanted for n in needs_)
         asked = "; ".join(_said(s, answers.get((s, first.project))) for s in sources)
         hint = (
             f"; its own index {own} is not searched (--index-url replaces it)"

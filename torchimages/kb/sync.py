@@ -10,7 +10,7 @@ import datetime
 import hashlib
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -125,6 +125,17 @@ def source_tag(
         f"{day.isoformat()}"
     )
     return f"KB{day.strftime('%Y%m%d')}{suffix}", text
+
+
+def free_tag(sources: Mapping[str, Any], tag: str, text: str) -> str:
+    """`tag`, unless the file's sources hold it with another text (the same day's read of the same indexes done
+    another way): then the first of `tag-2`, `tag-3`, ... that is free or holds `text`. A fact never cites a
+    source that says how another read was made."""
+    candidate, n = tag, 1
+    while candidate in sources and sources[candidate] != text:
+        n += 1
+        candidate = f"{tag}-{n}"
+    return candidate
 
 
 def _version(text: str) -> Version | None:
@@ -384,6 +395,7 @@ def sync(
     json_api = any(r.json_api for r in readings)
     ranges = any(r.ranged for r in readings)
     tag, text = source_tag(answered or urls, day or datetime.datetime.now(datetime.UTC).date(), json_api, ranges)
+    tag = free_tag(kb.get("sources") or {}, tag, text)
     unread = unread_facts(readings, [str(m) for m in kb.get("torch") or {}], release)
     try:
         found = derive.releases(builds, (w for r in readings for w in r.listed))

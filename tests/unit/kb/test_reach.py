@@ -58,8 +58,14 @@ def test_any_file_name_is_read_without_raising(filename: str) -> None:
 @pytest.mark.parametrize(
     ("requirement", "expected"),
     [
-        ("torch==2.7.0+cu118", ("torch", "2.7.0+cu118")),
-        ("Torch_Audio==2.7.0", ("torch-audio", "2.7.0")),
+        ("torch==2.7.0+cu118", ("torch", "2.7.0+cu118", None)),
+        ("Torch_Audio==2.7.0", ("torch-audio", "2.7.0", None)),
+        ("torch==2.14.1,!=2.14.1+cpu,!=2.14.1+cu126", ("torch", "2.14.1", ("2.14.1+cpu", "2.14.1+cu126"))),
+        ("torch==2.14.1, !=2.14.1+cpu", ("torch", "2.14.1", ("2.14.1+cpu",))),
+        ("torch==2.14.1,!=2.14.0+cpu", None),  # another version's build: not this form
+        ("torch==2.14.1,!=2.14.1", None),
+        ("torch==2.14.1,>=2.14", None),
+        ("torch==2.14.1+cu130,!=2.14.1+cpu", None),
         ("torch>=2.7", None),
         ("torch==2.*", None),
         ("torch", None),
@@ -68,6 +74,28 @@ def test_any_file_name_is_read_without_raising(filename: str) -> None:
 )
 def test_only_exact_pins_are_looked_for(requirement: str, expected: tuple[str, str] | None) -> None:
     assert reach.pinned(requirement) == expected
+
+
+EXCLUDING = reach.Need(
+    "torch", "2.14.1", "3.12", "linux/amd64", (), "https://own.example/whl/cu130", ("t",), ("2.14.1+cpu",)
+)
+
+
+@pytest.mark.parametrize(
+    ("filename", "expected"),
+    [
+        ("torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", True),
+        ("torch-2.14.1-cp312-cp312-manylinux_2_28_x86_64.whl", True),  # PyPI's: no local label, not excluded
+        ("torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl", False),  # excluded
+        ("torch-2.14.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", False),
+        ("torch-2.14.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl", False),
+    ],
+)
+def test_a_pin_with_exclusions_matches_any_other_build_of_its_version(filename: str, expected: bool) -> None:
+    """The Dockerfiles pin `torch==2.14.1,!=2.14.1+cpu,...` where an index serves several builds: as pip reads it,
+    any build of 2.14.1 but those; such a pin is looked for, never passed over."""
+    assert reach.matches(filename, EXCLUDING) is expected
+    assert str(EXCLUDING) == "torch 2.14.1 (not +cpu) (Python 3.12, linux/amd64)"
 
 
 def _need(*sources: str, own: str = "https://own.example/whl/cu118") -> reach.Need:
@@ -236,3 +264,19 @@ def test_plan_check_sources_says_what_a_build_would_lack(
         assert "no source serves torch 2.13.0+cpu" in err and "plan: the selection cannot be built" in err
         code, out, err = cli("plan", "--matrix", str(matrix), "--index-url", f"{url}/simple", "2.13.0-cpu-runtime")
         assert code == 0 and "no source serves" not in err
+
+
+def test_every_wheel_a_dockerfile_pins_is_looked_for(tmp_path: Path) -> None:
+    """torch and torchvision of a CUDA 13.0 image are pinned `==2.14.1,!=2.14.1+cpu,...`: each is a Need, with
+    torchaudio's and numpy's exact pins; none is passed over."""
+    from torchimages.building.wheels import WheelSources
+    from torchimages.planning import plan
+
+    path = tmp_path / "matrix.yaml"
+    path.write_text("matrix:\n  include:\n    - {torch: 2.14.1, cuda: '13.0', os: ubuntu24.04}\n")
+    chosen = plan.select(plan.load(path), ["2.14.1-cuda13.0-cudnn9-runtime"])
+    wanted = {n.project: n for n in reach.needs(chosen, WheelSources())}
+    assert {"torch", "torchvision", "torchaudio", "numpy"} <= set(wanted)
+    assert wanted["torch"].version == "2.14.1" and "2.14.1+cpu" in (wanted["torch"].excluded or ())
+    assert reach.matches("torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", wanted["torch"])
+    assert not reach.matches("torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl", wanted["torch"])

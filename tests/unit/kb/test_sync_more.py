@@ -194,3 +194,12 @@ def test_pypis_aarch64_cpu_wheel_is_kept_in_a_restored_release() -> None:
     assert release["variants"] == {"cpu": {}, "cu128": {"cudnn": "9.10.2.21", "nccl": "2.27.3"}}
     assert release["platforms"] == {"linux/arm64": {"cpu": {"index": "pypi", "confidence": "V", "sources": ["KB"]}}}
     assert release["uncertain"] == ["variants.cpu"]
+
+
+def test_a_source_key_of_the_same_day_with_another_text_is_not_reused() -> None:
+    """A fact must cite the text that says how it was read: the day's key held with another text gives `-2`."""
+    said = {"KB20261206": "read by range requests", "KB20261206-2": "read by the JSON API"}
+    assert sync.free_tag(said, "KB20261206", "read by range requests") == "KB20261206"
+    assert sync.free_tag(said, "KB20261206", "read by the JSON API") == "KB20261206-2"
+    assert sync.free_tag(said, "KB20261206", "read from metadata files") == "KB20261206-3"
+    assert sync.free_tag({}, "KB20261206", "anything") == "KB20261206"
