@@ -278,7 +278,9 @@ class Builder:
     def up_to_date(self, combination: Combination, image: Image) -> bool:
         """A verified image that building now would make again already carries the public tag
         (build_digest.current)."""
-        return build_digest.current(self.engine, combination, image, self.options.images_dir, self.options.mirrors)
+        options = self.options
+        settings = options.digest_settings(combination)
+        return build_digest.current(self.engine, combination, image, options.images_dir, options.mirrors, settings)
 
     def _stale(self, combination: Combination, image: Image, progress: Progress) -> Sequence[str]:
         """With `--rebuild-stale`, why an up-to-date image is stale all the same (`outdated`'s answer), said."""

@@ -62,6 +62,10 @@ class BuildOptions:
         """The SOURCE_DATE_EPOCH of the combination's builds: this option's, else the combination's own."""
         return combination.source_date_epoch if self.source_date_epoch is None else self.source_date_epoch
 
+    def digest_settings(self, combination: Combination) -> tuple[tuple[str, str], ...]:
+        """What of these options the combination's build digests cover (build_digest.settings_of)."""
+        return build_digest.settings_of(self.sources, self.epoch(combination))
+
 
 def build_request(
     options: BuildOptions,
@@ -125,7 +129,9 @@ def build_labels(
     """Every `--label` of an image's build: those its Dockerfile's LABEL lacks (`platform_labels`), what varies
     per commit or build (`provenance_labels`: created, revision, source), which touches its configuration only
     (no layer, no input digest), and its build digest (build_digest.py: what decides it is up to date)."""
-    digest = build_digest.of_image(combination, image, options.images_dir, options.mirrors, base_labels)
+    digest = build_digest.of_image(
+        combination, image, options.images_dir, options.mirrors, base_labels, options.digest_settings(combination)
+    )
     return (
         *platform_labels(combination, image),
         *bases_labels(combination, image),

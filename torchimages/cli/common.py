@@ -218,7 +218,9 @@ def to_build(
         images = tuple(
             i
             for i in s.images
-            if not build_digest.current(engine, s.combination, i, options.images_dir, options.mirrors)
+            if not build_digest.current(
+                engine, s.combination, i, options.images_dir, options.mirrors, options.digest_settings(s.combination)
+            )
         )
         if images:
             found.append(dataclasses.replace(s, images=images))

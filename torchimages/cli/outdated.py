@@ -36,6 +36,7 @@ def options(parser: argparse.ArgumentParser) -> None:
         help="print the stale images' tags alone, one per line (the details go to stderr): for a job's loop",
     )
     shared.mirror(parser)
+    shared.wheel_sources(parser)  # a build's image is judged as built with the sources it would be built with
     shared.security_gate(parser, skip=False)
     shared.engine(parser)
 
@@ -46,7 +47,9 @@ def say(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchimages import settings
     from torchimages.building import build_digest
+    from torchimages.building.wheels import WheelSources
     from torchimages.security import staleness
 
     loaded = common.load_plan(args)
@@ -54,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     common.check_emulation(chosen)  # another platform's image runs the checks under emulation
     common.check_docker(args.docker)
     checks = common.security_options(args, network=args.network)
+    sources = WheelSources(args.index_url, tuple(args.extra_index_url or ()), tuple(args.find_links or ()))
+    common.check_sources(sources)
+    source_date = settings.epoch("SOURCE_DATE_EPOCH")  # as `build` reads it
     engine = common.connect(args.docker)
     engine.check_client()  # the containers' CLI answers for the engine: else nothing would be checked (exit 2)
     details = sys.stderr if args.tags else sys.stdout
@@ -68,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
                     args, engine.labels, [Selected(s.combination, (image,))], say, plans
                 )
                 base = build_digest.base_labels(engine, combination, judged)
-                digest = build_digest.of_image(combination, judged, loaded.images_dir, args.mirror or (), base)
+                epoch = combination.source_date_epoch if source_date is None else source_date
+                made = build_digest.settings_of(sources, epoch)
+                digest = build_digest.of_image(combination, judged, loaded.images_dir, args.mirror or (), base, made)
                 found = staleness.check(engine, combination, judged, checks, build_digest=digest)
             # Each line one line, whatever the image and the registry said (shown); stdout of --tags holds the
             # matrix's tags alone, one per line.

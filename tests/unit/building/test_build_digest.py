@@ -24,6 +24,7 @@ from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, run
 from torchimages import compat
 from torchimages.building import bootstrap, build_digest
 from torchimages.building.build_digest import BUILD_DIGEST_LABEL, BuildInputs
+from torchimages.building.wheels import WheelSources
 from torchimages.combination import BOOTSTRAP, INPUT_DIGEST_LABEL, Combination, Image
 from torchimages.engine import ImageInfo
 from torchimages.planning import plan
@@ -232,6 +233,27 @@ def test_a_bootstrapped_base_of_another_release_date_or_mirror_is_rebuilt_not_it
     assert again(chosen, tmp_path, labels, other, mirrors=("ubuntu=https://other.example/ubuntu",))[0] == "built"
     newer = base_engine({**BASE_FACTS, bootstrap.RELEASE_DATE_LABEL: "Thu, 04 Dec 2026 10:00:00 UTC"}, mirror[7:])
     assert again(chosen, tmp_path, labels, newer, mirrors=(mirror,))[0] == "built"
+
+
+def test_other_wheel_sources_or_another_source_date_epoch_are_rebuilt_not_a_login(cpu: Path, tmp_path: Path) -> None:
+    """The wheels' index decides which files of a version come (PyPI's torch 2.14.1 or an index's +cu130), and
+    SOURCE_DATE_EPOCH every file's time: either changed, the image built now differs; a login does not."""
+    chosen = selected(cpu)
+    context(tmp_path, chosen)
+    mirror = WheelSources("https://mirror.example/simple")
+    labels = built_once(chosen, tmp_path, sources=mirror)
+    assert again(chosen, tmp_path, labels, sources=WheelSources("https://ci:pw@mirror.example/simple"))[0] == (
+        "skipped"
+    )
+    for other in (
+        WheelSources(),
+        WheelSources("https://other.example/simple"),
+        WheelSources("https://mirror.example/simple", ("https://extra.example/simple",)),
+        WheelSources("https://mirror.example/simple", (), ("https://wheels.example/",)),
+    ):
+        assert again(chosen, tmp_path, labels, sources=other)[0] == "built", other
+    assert again(chosen, tmp_path, labels, sources=mirror, source_date_epoch=1)[0] == "built"
+    assert again(chosen, tmp_path, labels, sources=mirror)[0] == "skipped"
 
 
 def test_a_registry_base_locked_to_another_digest_is_rebuilt(cpu: Path, tmp_path: Path) -> None:

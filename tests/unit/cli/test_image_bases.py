@@ -14,6 +14,7 @@ import pytest
 from tests.fakes import FakeEngine
 from torchimages import engine as engine_package
 from torchimages.building import build_digest
+from torchimages.building.wheels import WheelSources
 from torchimages.cli import image_bases
 from torchimages.combination import BASES_LABEL, INPUT_DIGEST_LABEL
 from torchimages.engine import ImageInfo
@@ -57,7 +58,8 @@ def holding(write_matrix: Callable[[str], Path], labels: dict[str, str]) -> tupl
     loaded = plan.load(matrix, os_bases="bootstrap")
     ((combination, image),) = [(c, i) for c, i in loaded.images() if i.own_tag == TAG]
     fake = FakeEngine()
-    made = build_digest.of_image(combination, image, loaded.images_dir, (), None)  # no base held: no base facts
+    default = build_digest.settings_of(WheelSources(), combination.source_date_epoch)  # outdated's, unasked
+    made = build_digest.of_image(combination, image, loaded.images_dir, (), None, default)  # no base held: no facts
     built = {INPUT_DIGEST_LABEL: image.input_digest, build_digest.BUILD_DIGEST_LABEL: made, **labels}
     fake.add(ImageInfo(image.platform_reference, "sha256:" + "1" * 64, built, {}, "", ()))
     return fake, matrix, image.platform_reference

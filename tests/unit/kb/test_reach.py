@@ -72,7 +72,7 @@ def test_any_file_name_is_read_without_raising(filename: str) -> None:
         ("==2.7.0", None),
     ],
 )
-def test_only_exact_pins_are_looked_for(requirement: str, expected: tuple[str, str] | None) -> None:
+def test_only_exact_pins_are_looked_for(requirement: str, expected: tuple[str, str, Any] | None) -> None:
     assert reach.pinned(requirement) == expected
 
 
