@@ -102,3 +102,16 @@ def fail(name: str, message: str) -> NoReturn:
     """A bad argument found after parsing: one line, exit 2."""
     print(f"{name}: error: {' '.join(message.split())}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def image(text: str) -> str:
+    """An argparse type: a local image reference (torchimages.values.reference's rules)."""
+    import argparse
+
+    from torchimages import values
+
+    try:
+        values.reference(text, "")
+    except values.BadValue as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text

@@ -30,10 +30,10 @@ BAD_VALUES = {
     "image_build.py": [["--combination", "no-such-tag"], ["--ca-cert", "/nonexistent/ca.pem"]],
     "jobs.py": [["--jobs", "0"], ["--jobs", "x"]],
     "layer_equality.py": [["--old"]],
-    "layer_scan.py": [["--limit", "-1"], ["--runs", "0"]],
+    "layer_scan.py": [["--limit", "-1"], ["--runs", "0"], ["\udcff"], ["a b"]],  # an image named by no byte of UTF-8
     "mutants.py": [["--jobs", "0"], ["--timeout", "nan"], ["--timeout", "-1"], ["--only", "no-such-row"]],
     "plan_render.py": [["--repeat", "0"], ["--combinations", "x"], ["--repeat", "9" * 5000]],
-    "pull.py": [["--runs", "0"], ["--registry", "example.com:5000"], [" "]],
+    "pull.py": [["--runs", "0"], ["--registry", "example.com:5000"], [" "], ["\udcff"], ["a\x1b[2J"]],
 }
 SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)  # in /proc/PID/status SigCgt: bench_cli.early() has run
 

@@ -45,8 +45,14 @@ def _seconds(text: str) -> float:
 def _index(text: str) -> str:
     from urllib.parse import urlsplit
 
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if not text.isprintable():  # a control character, or a byte that is not UTF-8 (a surrogate)
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an http or https URL (a character it cannot hold)")
+    try:
+        parts = urlsplit(text)
+        good = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # a bracket that does not close
+        good = False
+    if not good:
         raise argparse.ArgumentTypeError(f"{text!r} is not an http or https URL")
     return text.rstrip("/")
 

@@ -166,6 +166,9 @@ def test_a_changed_pin_fails_the_check(tmp_path: Path, capsys: pytest.CaptureFix
         ("sync", "--release", "2.8"),
         ("sync", "--release", "2.8.0+cu126"),
         ("check", "--index", "file:///etc"),
+        ("check", "--index", "http://x/\udcff"),  # a byte that is not UTF-8
+        ("check", "--index", "http://x/\x1b[2J"),
+        ("check", "--index", "http://[x/"),
         ("check", "--deadline", "-1"),
         ("sync", "--compat", ""),
     ],
