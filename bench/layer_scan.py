@@ -156,7 +156,9 @@ LIMIT = bench_cli.whole_number(1, 1 << 50)  # an argparse type: the cache's limi
 
 def main(argv: list[str] | None = None) -> int:
     parser = bench_cli.parser(description="time the layer scan of images without, then with its cache")
-    parser.add_argument("images", nargs="*", type=bench_cli.image, metavar="IMAGE", help="local image references, scanned in this order")
+    parser.add_argument(
+        "images", nargs="*", type=bench_cli.image, metavar="IMAGE", help="local image references, scanned in this order"
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip the scan without a cache")
     parser.add_argument("--docker", default=None, help="the docker client (default: the first on PATH)")
     parser.add_argument("--limit", type=LIMIT, default=64 << 20, help="the cache's size limit in bytes")

@@ -89,7 +89,9 @@ def registry(text: str) -> str:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("image", nargs="?", type=bench_cli.image, default=DEFAULT_IMAGE, help=f"a local image (default {DEFAULT_IMAGE})")
+    parser.add_argument(
+        "image", nargs="?", type=bench_cli.image, default=DEFAULT_IMAGE, help=f"a local image (default {DEFAULT_IMAGE})"
+    )
     parser.add_argument(
         "--registry", type=registry, help="HOST:PORT of a registry on loopback (default: docker-registry started here)"
     )
