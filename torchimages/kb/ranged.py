@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Protocol
 
+from torchimages import values
 from torchimages.kb import pages
 from torchimages.kb.index import MAX_REDIRECTS, USER_AGENT, Client, IndexProblem, NotServed, _connection, _redirect
 
@@ -126,7 +127,7 @@ def metadata_bytes(source: Source) -> bytes:
     local = tail[start - tail_at : end - tail_at] if start >= tail_at else bounded.span(start, end)
     data_at = start + local_data_offset(local, member)
     if data_at + member.compressed > directory_at:
-        raise ZipError(f"the member {member.name} runs into the central directory")
+        raise ZipError(f"the member {values.show(member.name)} runs into the central directory")
     held = local[data_at - start :]
     return inflate(member, held[: member.compressed])
 
@@ -183,25 +184,25 @@ def metadata_member(directory: bytes, entries: int, directory_at: int) -> Member
         raise ZipError(f"the wheel holds {len(found)} .dist-info/METADATA files, not one")
     member = found[0]
     if FULL32 in (member.compressed, member.size, member.offset):
-        raise ZipError(f"the member {member.name} has zip64 sizes: not read by range requests")
+        raise ZipError(f"the member {values.show(member.name)} has zip64 sizes: not read by range requests")
     if member.flags & 0x1:
-        raise ZipError(f"the member {member.name} is encrypted")
+        raise ZipError(f"the member {values.show(member.name)} is encrypted")
     if member.method not in (STORED, DEFLATED):
-        raise ZipError(f"the member {member.name} is compressed by method {member.method}, not stored or deflated")
+        raise ZipError(f"the member {values.show(member.name)} is compressed by method {member.method}, not stored or deflated")
     if max(member.compressed, member.size) > MAX_METADATA_BYTES:
-        raise ZipError(f"the member {member.name} is {member.size} bytes, more than the {MAX_METADATA_BYTES} read")
+        raise ZipError(f"the member {values.show(member.name)} is {member.size} bytes, more than the {MAX_METADATA_BYTES} read")
     if member.offset + LOCAL_SIZE + len(member.raw) + member.compressed > directory_at:
-        raise ZipError(f"the central directory places {member.name} outside the file's members")
+        raise ZipError(f"the central directory places {values.show(member.name)} outside the file's members")
     return member
 
 
 def local_data_offset(local: bytes, member: Member) -> int:
     """Where the member's data starts after its local header (read from `local`, which starts at the header)."""
     if len(local) < LOCAL_SIZE or local[:4] != LOCAL:
-        raise ZipError(f"no local header where the directory places {member.name}")
+        raise ZipError(f"no local header where the directory places {values.show(member.name)}")
     name_length, extra = struct.unpack_from("<HH", local, 26)
     if local[LOCAL_SIZE : LOCAL_SIZE + name_length] != member.raw:
-        raise ZipError(f"the local header at {member.offset} names another file than {member.name}")
+        raise ZipError(f"the local header at {member.offset} names another file than {values.show(member.name)}")
     return LOCAL_SIZE + int(name_length) + int(extra)
 
 
@@ -214,13 +215,13 @@ def inflate(member: Member, data: bytes) -> bytes:
         try:
             body = inflater.decompress(data, MAX_METADATA_BYTES + 1)
         except zlib.error as exc:
-            raise ZipError(f"the member {member.name} does not inflate ({exc})") from None
+            raise ZipError(f"the member {values.show(member.name)} does not inflate ({exc})") from None
         if len(body) > MAX_METADATA_BYTES:
-            raise ZipError(f"the member {member.name} inflates past {MAX_METADATA_BYTES} bytes")
+            raise ZipError(f"the member {values.show(member.name)} inflates past {MAX_METADATA_BYTES} bytes")
         if not inflater.eof:
-            raise ZipError(f"the member {member.name}'s deflated data ends early")
+            raise ZipError(f"the member {values.show(member.name)}'s deflated data ends early")
     if len(body) != member.size or zlib.crc32(body) != member.crc:
-        raise ZipError(f"the member {member.name}'s size or CRC-32 is not the central directory's")
+        raise ZipError(f"the member {values.show(member.name)}'s size or CRC-32 is not the central directory's")
     return body
 
 

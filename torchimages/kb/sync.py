@@ -409,7 +409,8 @@ def sync(
 def unread_facts(readings: Iterable[Reading], minors: Iterable[str], release: str | None) -> tuple[str, ...]:
     """What no torch facts were read of, one line each: an index that answered but serves no torch page (a
     mistyped URL), each index that lists wheels of `release` (else of a minor of the knowledge base's `minors`)
-    but gave no build of it, and what no index lists a wheel of."""
+    but gave no build of it, each index with torch wheels whose metadata was not read (a release read in part),
+    and what no index lists a wheel of."""
     readings = tuple(readings)
 
     def key(version: str) -> str:
@@ -424,6 +425,11 @@ def unread_facts(readings: Iterable[Reading], minors: Iterable[str], release: st
         missing = sorted(listed - {key(b.version) for b in r.builds}, key=derive.version_key)
         if missing:
             out.append(f"{r.index}: no build of torch {', '.join(missing)} read, though it lists wheels of it")
+    for r in readings:  # a release read in part is not read: "agrees" would speak of wheels never read
+        torch = [m for m in r.misses if m.project == "torch"]
+        if torch:
+            many = "wheel" if len(torch) == 1 else "wheels"
+            out.append(f"{r.index}: {len(torch)} torch {many} not read (e.g. {torch[0].filename}: {torch[0].reason})")
     unlisted = sorted(wanted - listed_anywhere, key=derive.version_key)
     if unlisted:
         out.append(f"no index lists a wheel of torch {', '.join(unlisted)}")

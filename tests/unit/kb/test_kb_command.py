@@ -78,8 +78,11 @@ def test_a_metadata_file_whose_hash_lies_is_not_read(tmp_path: Path, capsys: pyt
         code, out, err = _run(capsys, "check", "--compat", str(_copy(tmp_path)), "--index", base + "/simple")
         assert code == 2 and "agrees" not in out, out + err  # nothing read: it cannot tell
         assert "torch: 1 wheel whose metadata could not be read (e.g. torch-2.4.1-" in err
-        said = f"error: {base}/simple: no build of torch 2.4 read, though it lists wheels of it; no index lists a "
-        assert said + "wheel of torch 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13, 2.14, 2.15: cannot tell" in err
+        said = f"error: {base}/simple: no build of torch 2.4 read, though it lists wheels of it; {base}/simple: 1 "
+        assert said + "torch wheel not read (e.g. torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl: whose metadata" in err
+        assert (
+            "no index lists a wheel of torch 2.5, 2.6, 2.7, 2.8, 2.9, 2.10, 2.11, 2.12, 2.13, 2.14, 2.15: cannot" in err
+        )
         code, out, err = _run(
             capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
         )
@@ -143,6 +146,30 @@ def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         code, out, err = _run(capsys, "check", "--release", "2.4.1", "--compat", str(copy), "--index", base + "/simple")
         assert code == 0 and "agrees with the indexes" in out, out + err
     assert copy.read_bytes() == COMPAT.read_bytes()
+
+
+def test_a_release_read_in_part_is_not_said_to_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42: the x86_64 wheel's metadata agrees, the aarch64 wheel's is not served; `check` read part of
+    2.4.1, so it cannot tell (exit 2), and names the wheel it did not read."""
+    read = "torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"
+    unread = "torch-2.4.1-cp311-cp311-manylinux_2_28_aarch64.whl"
+    digest = hashlib.sha256(META).hexdigest()
+    page = {
+        "files": [
+            {"filename": read, "url": f"/f/{read}", "hashes": {}, "core-metadata": {"sha256": digest}},
+            {"filename": unread, "url": f"/f/{unread}", "hashes": {}, "core-metadata": {"sha256": digest}},
+        ]
+    }
+    replies = {
+        "/simple/torch/": Reply(json.dumps(page).encode(), "application/vnd.pypi.simple.v1+json"),
+        f"/f/{read}.metadata": Reply(META),
+    }
+    with served(replies) as base:
+        code, out, err = _run(
+            capsys, "check", "--release", "2.4.1", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
+        )
+    assert code == 2 and "agrees" not in out, out + err
+    assert f"{base}/simple: 1 torch wheel not read (e.g. {unread}: whose metadata could not be read)" in err, err
 
 
 def test_a_changed_pin_fails_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
