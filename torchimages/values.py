@@ -312,11 +312,23 @@ def mirror_without_login(text: str) -> str:
     return _USERINFO.sub(r"\1", text)
 
 
+def _after_options(words: list[str]) -> list[str]:
+    """A sources.list line's words after `deb` and its options (`[arch=amd64]`, `[ arch=amd64 signed-by=K ]`):
+    URL, SUITE, COMPONENT..."""
+    rest = words[1:]
+    if not rest or not rest[0].startswith("["):
+        return rest
+    for at, word in enumerate(rest):
+        if word.endswith("]"):
+            return rest[at + 1 :]
+    return []  # the options never close
+
+
 def _mirror_url(text: str) -> str:
     """The URL of a `--mirror` value: the value itself, or a sources.list line's."""
     words = mirror_family(text)[1].split()
     if words and words[0] in ("deb", "deb-src"):
-        return next((w for w in words[1:] if not w.startswith("[")), "")
+        return next(iter(_after_options(words)), "")
     return words[0] if words else ""
 
 
@@ -356,10 +368,10 @@ def _mirror(text: str, where: str) -> str:
     if not words:
         raise BadValue(where, text, "a mirror is a URL or a sources.list line, not blanks")
     if words[0] in ("deb", "deb-src"):
-        source = next((w for w in words[1:] if not w.startswith("[")), "")
-        if len(words) < 3:
-            raise BadValue(where, text, "a sources.list line is `deb URL SUITE [COMPONENT...]`")
-        url(source, where, ("http", "https", "file"))
+        after = _after_options(words)
+        if len(after) < 2:
+            raise BadValue(where, text, "a sources.list line is `deb [OPTIONS] URL SUITE [COMPONENT...]`")
+        url(after[0], where, ("http", "https", "file"))
     elif len(words) != 1:
         raise BadValue(where, text, "a mirror is one URL (or a whole `deb URL SUITE ...` line), without spaces")
     else:

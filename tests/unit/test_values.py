@@ -215,14 +215,34 @@ def test_other_sizes_are_refused(text: str) -> None:
         "file:///srv/mirror",
         "deb http://mirror.example.org/debian bookworm main",
         "deb [trusted=yes] http://127.0.0.1:3142/debian bookworm main contrib",
+        "deb [ arch=amd64 ] http://mirror.example.org/debian bookworm main",  # sources.list(5): blanks allowed
+        "deb [ arch=amd64 signed-by=/k.gpg ] http://ci:pw@mirror.example.org/debian bookworm main",
     ],
 )
 def test_mirrors_mmdebstrap_takes_are_taken(text: str) -> None:
     assert values.mirror(text) == text
 
 
+def test_the_url_of_a_line_with_blank_separated_options_is_its_url() -> None:
+    line = "deb [ arch=amd64 signed-by=/k.gpg ] http://ci:pw@mirror.example.org/debian bookworm main"
+    login = values.mirror_login(line)
+    assert login is not None and login.machine == "http://mirror.example.org/debian" and login.user == "ci"
+    assert values.mirror_without_login(line) == line.replace("ci:pw@", "")
+
+
 @pytest.mark.parametrize(
-    "text", ["", "ftp://x y", "http://:80/", "deb http://h", "deb ftp://h/ bookworm main", "a\nb", "x y"]
+    "text",
+    [
+        "",
+        "ftp://x y",
+        "http://:80/",
+        "deb http://h",
+        "deb ftp://h/ bookworm main",
+        "a\nb",
+        "x y",
+        "deb [ arch=amd64 http://h/ bookworm main",  # options that never close
+        "deb [ arch=amd64 ] bookworm main",
+    ],
 )
 def test_other_mirrors_are_refused(text: str) -> None:
     with pytest.raises(values.BadValue):
