@@ -188,9 +188,11 @@ def metadata_member(directory: bytes, entries: int, directory_at: int) -> Member
     if member.flags & 0x1:
         raise ZipError(f"the member {values.show(member.name)} is encrypted")
     if member.method not in (STORED, DEFLATED):
-        raise ZipError(f"the member {values.show(member.name)} is compressed by method {member.method}, not stored or deflated")
+        how = f"is compressed by method {member.method}, not stored or deflated"
+        raise ZipError(f"the member {values.show(member.name)} {how}")
     if max(member.compressed, member.size) > MAX_METADATA_BYTES:
-        raise ZipError(f"the member {values.show(member.name)} is {member.size} bytes, more than the {MAX_METADATA_BYTES} read")
+        size = f"is {member.size} bytes, more than the {MAX_METADATA_BYTES} read"
+        raise ZipError(f"the member {values.show(member.name)} {size}")
     if member.offset + LOCAL_SIZE + len(member.raw) + member.compressed > directory_at:
         raise ZipError(f"the central directory places {values.show(member.name)} outside the file's members")
     return member

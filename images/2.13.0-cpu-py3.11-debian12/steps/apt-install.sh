@@ -41,8 +41,9 @@ apt-get install --simulate -y --no-install-recommends "$@" > /dev/null
 retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
 apt-get install -y --no-install-recommends "$@"
 # Every installed package (the base's too) that <codename>-security has newer is upgraded, nothing else:
-# an image rebuilt on an older base holds every security fix published by then (docs/security.md). dist-upgrade's
-# plan lists also what plain upgrade keeps back (a fix that needs a new package); a failed plan fails the step.
+# an image rebuilt on an older base holds every security fix published by then (docs/security.md).
+# dist-upgrade's plan lists also what plain upgrade keeps back (a fix that needs a new package); a failed
+# plan fails the step.
 plan=$(apt-get dist-upgrade --simulate)
 mapfile -t security < <(sed -n 's/^Inst \([^ ]*\) \[[^]]*\] .*-security.*/\1/p' <<<"$plan")
 if [ -n "${security[*]:-}" ]; then
