@@ -128,7 +128,8 @@ def test_a_small_wheel_is_read_where_no_metadata_file_is_served(
         code, out, err = _run(
             capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
         )
-    assert code == 2 and "announced, more than" in err and "no build of torch 2.4 read" in err, out + err
+    # issue 45: a page that gives no size: the wheel too big to read whole is asked by ranges (this server has none)
+    assert code == 2 and "range request with the whole file" in err and "no build of torch 2.4 read" in err, out + err
 
 
 def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
