@@ -215,9 +215,7 @@ def registry(text: str, where: str = "") -> str:
     return trimmed
 
 
-def url(
-    text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https"), encoded_login: bool = True
-) -> str:
+def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https"), encoded_login: bool = True) -> str:
     """A URL of one of `schemes`: http(s) with a host (and a valid port), file: with an absolute path. The URL is
     read without its login (a refusal never says it); `encoded_login`: the URL is handed on whole (to pip), so a
     '/', '?', '#' or '@' of its login must be percent-encoded (False: the login is taken apart, as a mirror's)."""
@@ -304,10 +302,10 @@ def mirror_family(text: str) -> tuple[str | None, str]:
     return (head, rest) if equals and head.isidentifier() else (None, text)
 
 
-# A URL's userinfo (`scheme://USER:PASSWORD@`): up to the last `@` before the first blank, so that a password with
-# a '/', '?' or '#' that is not percent-encoded (as users type it) is all of it.
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)\S*@")
-_URL_LOGIN = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)(\S*)@(\S*)")  # a whole URL: scheme, login, the rest
+# A URL's userinfo (`scheme://USER:PASSWORD@`), within one word (up to the first blank): up to the last `@` that a
+# '/' follows (the host's end), or, where none does, the last `@`. A password with a '/', '?', '#' or '@' that is
+# not percent-encoded (as users type it) is all of it; an '@' in the path or query after the host is not.
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)(?:\S*@(?=\S*/)|\S*@)")
 
 
 @dataclass(frozen=True)
@@ -351,12 +349,13 @@ def _mirror_url(text: str) -> str:
 
 
 def mirror_login(text: str) -> MirrorLogin | None:
-    """The login in a `--mirror` value's URL, None without one (a value `mirror` took): all before the URL's last
-    `@` (what mirror_without_login removes), decoded."""
-    found = _URL_LOGIN.fullmatch(_mirror_url(text))
+    """The login in a `--mirror` value's URL, None without one (a value `mirror` took): what mirror_without_login
+    removes, decoded."""
+    word = _mirror_url(text)
+    found = _USERINFO.match(word)
     if found is None:
         return None
-    scheme, login, rest = found.groups()
+    scheme, login, rest = found.group(1), word[found.end(1) : found.end() - 1], word[found.end() :]
     user, _, password = login.partition(":")
     parts = urllib.parse.urlsplit(scheme + rest)
     machine = f"{parts.scheme}://{parts.netloc}{parts.path}"

@@ -12,9 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from torchimages import values
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
-from torchimages import values
 from torchimages.problems import shown
 
 NAME = "kb"

@@ -198,9 +198,13 @@ def metadata_member(directory: bytes, entries: int, directory_at: int) -> Member
     if member.flags & 0x1:
         raise ZipError(f"the member {values.show(member.name)} is encrypted")
     if member.method not in (STORED, DEFLATED):
-        raise ZipError(f"the member {values.show(member.name)} is compressed by method {member.method}, not stored or deflated")
+        raise ZipError(
+            f"the member {values.show(member.name)} is compressed by method {member.method}, not stored or deflated"
+        )
     if max(member.compressed, member.size) > MAX_METADATA_BYTES:
-        raise ZipError(f"the member {values.show(member.name)} is {member.size} bytes, more than the {MAX_METADATA_BYTES} read")
+        raise ZipError(
+            f"the member {values.show(member.name)} is {member.size} bytes, more than the {MAX_METADATA_BYTES} read"
+        )
     if member.offset + LOCAL_SIZE + len(member.raw) + member.compressed > directory_at:
         raise ZipError(f"the central directory places {values.show(member.name)} outside the file's members")
     return member
@@ -254,7 +258,9 @@ class HttpSource:
     def span(self, start: int, end: int) -> bytes:
         first, last, size, body = self._get(f"bytes={start}-{end - 1}", end - start)
         if (first, last, size) != (start, end - 1, self.size):
-            raise RangeError(f"{_shown(self.url)}: asked for bytes {start}-{end - 1}/{self.size}, got {first}-{last}/{size}")
+            raise RangeError(
+                f"{_shown(self.url)}: asked for bytes {start}-{end - 1}/{self.size}, got {first}-{last}/{size}"
+            )
         return body
 
     def _get(self, wanted: str, limit: int) -> tuple[int, int, int, bytes]:

@@ -368,7 +368,9 @@ def _companions(
         if read is None:
             misses += 1
             if misses == limit:
-                notes.append(f"{_shown(index)}: {project}: {limit} versions in a row without metadata, older ones not read")
+                notes.append(
+                    f"{_shown(index)}: {project}: {limit} versions in a row without metadata, older ones not read"
+                )
                 break
             continue
         misses = 0
@@ -432,7 +434,9 @@ def unread_facts(readings: Iterable[Reading], minors: Iterable[str], release: st
         torch = [m for m in r.misses if m.project == "torch"]
         if torch:
             many = "wheel" if len(torch) == 1 else "wheels"
-            out.append(f"{_shown(r.index)}: {len(torch)} torch {many} not read (e.g. {torch[0].filename}: {torch[0].reason})")
+            out.append(
+                f"{_shown(r.index)}: {len(torch)} torch {many} not read (e.g. {torch[0].filename}: {torch[0].reason})"
+            )
     unlisted = sorted(wanted - listed_anywhere, key=derive.version_key)
     if unlisted:
         out.append(f"no index lists a wheel of torch {', '.join(unlisted)}")
