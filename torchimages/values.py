@@ -366,11 +366,8 @@ def mirror(text: str, where: str = "") -> str:
     """A distribution mirror as mmdebstrap takes it: a URL (http(s) with a host, file:///path), or a whole
     sources.list line (`deb URL SUITE COMPONENT...`) whose URL is one; `FAMILY=` before it (ubuntu, debian)
     names the one distribution it serves. A login in the URL (`http://USER:PASSWORD@HOST/...`) is taken (apt
-    gets it from an auth.conf); a refusal shows the value without it."""
-    try:
-        return _mirror(text, where)
-    except BadValue as exc:
-        raise BadValue(where, mirror_without_login(exc.value), exc.reason) from None
+    gets it from an auth.conf); a refusal shows the value without it (as every BadValue)."""
+    return _mirror(text, where)
 
 
 def _mirror(text: str, where: str) -> str:

@@ -224,3 +224,11 @@ def test_ctrl_c(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch:
     code, _out, err = _run(capsys, "sync", "--write", "--compat", str(copy))
     assert code == 130 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert copy.read_bytes() == COMPAT.read_bytes()
+
+
+def test_no_kb_line_says_a_login_whatever_made_it() -> None:
+    """The last guard behind the kb modules (which say URLs without their logins): every line kb prints."""
+    from torchimages.cli import kb
+
+    line = "note: not read: https://u:p/ss@idx.example/f/torch.whl: HTTP 401 to a range request [http://a:b@h/s]"
+    assert kb._said(line) == "note: not read: https://idx.example/f/torch.whl: HTTP 401 to a range request [http://h/s]"
