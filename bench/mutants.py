@@ -1252,7 +1252,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if False:\n",
       "a small wheel whose sha256 is not the page's is read as the release's facts"),
     M("kb-mistyped-index-agrees", KB_SYNC,
-      '    out = [f"{_shown(r.index)}: serves no torch page" for r in readings if r.problem is None and not r.served]\n',
+      '    out = [f"{_shown(r.index)}: serves no torch page" for r in readings '
+      "if r.problem is None and not r.served]\n",
       "    out: list[str] = []\n",
       "kb check beside a mistyped index URL (HTTP 404) says agrees, having read nothing from it"),
     M("kb-unlisted-release-agrees", KB_SYNC,

@@ -6,16 +6,18 @@ values.mirror_without_login gives it. The logins are literals."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
 from torchimages.cli.entry import main, parser
 
 SECRET = "s3cretpw"
+Said = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def said(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def said(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Said:
     """Run build.py's main, an argparse refusal (SystemExit) included: (exit status, stdout, stderr)."""
     for name in [n for n in os.environ if n.startswith("TORCHIMAGES_")]:
         monkeypatch.delenv(name)
@@ -33,13 +35,13 @@ def said(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  
 
 @pytest.mark.parametrize("option", ["--index-url", "--extra-index-url", "--find-links"])
 @pytest.mark.parametrize("value", [f"https://user:{SECRET}@host:99999/simple", f"https://user:top/{SECRET}@host/x"])
-def test_a_refused_url_option_never_says_its_login(said, option: str, value: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_refused_url_option_never_says_its_login(said: Said, option: str, value: str) -> None:
     code, out, err = said("plan", option, value)
     assert code == 2 and f"argument {option}: 'https://host" in err, err
     assert SECRET not in out + err and "user" not in err
 
 
-def test_a_refused_url_setting_never_says_its_login(said, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_refused_url_setting_never_says_its_login(said: Said, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHIMAGES_INDEX_URL", f"https://user:{SECRET}@host:99999/simple")
     code, out, err = said("settings")
     assert code == 2 and "TORCHIMAGES_INDEX_URL 'https://host:99999/simple'" in err, err
@@ -55,7 +57,7 @@ def test_a_refused_url_setting_never_says_its_login(said, monkeypatch: pytest.Mo
         ("kb", "check", "--index", f"http://u:{SECRET}@[::1/simple"),
     ],
 )
-def test_argparse_errors_never_say_a_login(said, args: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+def test_argparse_errors_never_say_a_login(said: Said, args: tuple[str, ...]) -> None:
     code, out, err = said(*args)
     assert code == 2 and "error:" in err and SECRET not in out + err, err
     assert "http://host/debian" in err or "http://[::1/simple" in err, err
