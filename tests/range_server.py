@@ -4,6 +4,7 @@ does; a test writes the hostile ones), and what it sent counted (bytes written, 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.server
 import re
@@ -31,6 +32,7 @@ class Log:
     requests: dict[str, int] = field(default_factory=dict)
     sent: dict[str, int] = field(default_factory=dict)
     ranges: list[str | None] = field(default_factory=list)
+    authorizations: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Authorization header)
     done: threading.Event = field(default_factory=threading.Event)  # set when an answer ends
 
 
@@ -44,6 +46,11 @@ def asked(header: str | None, size: int) -> tuple[int, int] | None:
         return max(0, size - int(last)), size - 1
     end = size - 1 if not last else min(int(last), size - 1)
     return (int(first), end) if int(first) <= end else None
+
+
+def basic(login: str) -> str:
+    """The Authorization header of HTTP basic authentication with `login` (`USER:PASSWORD`)."""
+    return "Basic " + base64.b64encode(login.encode()).decode()
 
 
 def ranges(body: bytes) -> Answering:
@@ -63,8 +70,9 @@ def ranges(body: bytes) -> Answering:
 
 
 @contextlib.contextmanager
-def serving(files: Mapping[str, Answering], log: Log | None = None) -> Iterator[str]:
-    """Serve `files` (by path); yields the base URL (`http://127.0.0.1:PORT`); `log` records what was sent."""
+def serving(files: Mapping[str, Answering], log: Log | None = None, login: str | None = None) -> Iterator[str]:
+    """Serve `files` (by path); yields the base URL (`http://127.0.0.1:PORT`); `log` records what was sent;
+    `login` (`USER:PASSWORD`): every request without it as HTTP basic authentication is answered 401."""
     record = log if log is not None else Log()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -73,8 +81,11 @@ def serving(files: Mapping[str, Answering], log: Log | None = None) -> Iterator[
             header = self.headers.get("Range")
             record.ranges.append(header)
             record.requests[path] = record.requests.get(path, 0) + 1
+            record.authorizations.append((path, self.headers.get("Authorization")))
             answering = files.get(path)
             answer = answering(header) if answering else Answer(404, b"not here")
+            if login is not None and self.headers.get("Authorization") != basic(login):
+                answer = Answer(401, b"a login is needed", (("WWW-Authenticate", 'Basic realm="index"'),))
             self.send_response(answer.status)
             names = {name.lower() for name, _ in answer.headers}
             if "content-length" not in names:

@@ -44,9 +44,11 @@ def show(value: str) -> str:
 
 
 class BadValue(ValueError):
-    """A value that breaks its rule: `where` it came from, the value, and `reason` (the rule it breaks)."""
+    """A value that breaks its rule: `where` it came from, the value, and `reason` (the rule it breaks); a URL's
+    login in either is never kept (mirror_without_login)."""
 
     def __init__(self, where: str, value: str, reason: str) -> None:
+        value, reason = mirror_without_login(value), mirror_without_login(reason)  # a login is never said
         self.where, self.value, self.reason = where, value, reason
         super().__init__(f"{where} {show(value)}: {reason}" if where else f"{show(value)}: {reason}")
 
@@ -213,28 +215,40 @@ def registry(text: str, where: str = "") -> str:
     return trimmed
 
 
-def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https")) -> str:
-    """A URL of one of `schemes`: http(s) with a host (and a valid port), file: with an absolute path."""
+def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https"), encoded_login: bool = True) -> str:
+    """A URL of one of `schemes`: http(s) with a host (and a valid port), file: with an absolute path. The URL is
+    read without its login (a refusal never says it); `encoded_login`: the URL is handed on whole (to pip), so a
+    '/', '?', '#' or '@' of its login must be percent-encoded (False: the login is taken apart, as a mirror's)."""
     allowed = "/".join(schemes)
+    bare = mirror_without_login(text)
     if problem := _plain_problem(text, "a URL"):
-        raise BadValue(where, text, f"{problem} (percent-encode what needs it)")
+        raise BadValue(where, bare, f"{problem} (percent-encode what needs it)")
     try:
-        parts = urllib.parse.urlsplit(text)
+        parts = urllib.parse.urlsplit(bare)
         port = parts.port
     except ValueError as exc:
-        raise BadValue(where, text, f"not a URL: {exc}") from None
+        raise BadValue(where, bare, f"not a URL: {exc}") from None
     if parts.scheme not in schemes:
-        raise BadValue(where, text, f"a URL here is {allowed}://..., not {parts.scheme or 'one without a scheme'}")
+        raise BadValue(where, bare, f"a URL here is {allowed}://..., not {parts.scheme or 'one without a scheme'}")
     if parts.scheme == "file":
-        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-            raise BadValue(where, text, "a file: URL names an absolute path on this machine (file:///path)")
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/") or bare != text:
+            raise BadValue(where, bare, "a file: URL names an absolute path on this machine (file:///path)")
         return text
     if not parts.hostname:
-        raise BadValue(where, text, "a URL needs a host (http://HOST[:PORT]/...)")
-    netloc_host = parts.netloc.rpartition("@")[2]
-    if port == 0 or (problem := _domain_problem(netloc_host)):
-        raise BadValue(where, text, problem or "the port must be a number from 1 to 65535")
+        raise BadValue(where, bare, "a URL needs a host (http://HOST[:PORT]/...)")
+    if port == 0 or (problem := _domain_problem(parts.netloc)):
+        raise BadValue(where, bare, problem or "the port must be a number from 1 to 65535")
+    if encoded_login and _host_part(text) != parts.netloc:
+        raise BadValue(where, bare, "the URL's login has a '/', '?' or '#': percent-encode it (%2F, %3F, %23)")
     return text
+
+
+def _host_part(text: str) -> str | None:
+    """The host and port of a URL as it is read whole (the netloc after its last '@'); None: it does not split."""
+    try:
+        return urllib.parse.urlsplit(text).netloc.rpartition("@")[2]
+    except ValueError:
+        return None
 
 
 def wheel_source(text: str, where: str = "") -> str:
@@ -288,8 +302,10 @@ def mirror_family(text: str) -> tuple[str | None, str]:
     return (head, rest) if equals and head.isidentifier() else (None, text)
 
 
-# A URL's userinfo (`scheme://USER:PASSWORD@`): up to the last `@` before the host's end (`/`, `?`, `#`, a blank).
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#]*@")
+# A URL's userinfo (`scheme://USER:PASSWORD@`), within one word (up to the first blank): up to the last `@` that a
+# '/' follows (the host's end), or, where none does, the last `@`. A password with a '/', '?', '#' or '@' that is
+# not percent-encoded (as users type it) is all of it; an '@' in the path or query after the host is not.
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)(?:\S*@(?=\S*/)|\S*@)")
 
 
 @dataclass(frozen=True)
@@ -333,13 +349,16 @@ def _mirror_url(text: str) -> str:
 
 
 def mirror_login(text: str) -> MirrorLogin | None:
-    """The login in a `--mirror` value's URL, None without one (a value `mirror` took)."""
-    parts = urllib.parse.urlsplit(_mirror_url(text))
-    if "@" not in parts.netloc:
+    """The login in a `--mirror` value's URL, None without one (a value `mirror` took): what mirror_without_login
+    removes, decoded."""
+    word = _mirror_url(text)
+    found = _USERINFO.match(word)
+    if found is None:
         return None
-    login, _, host = parts.netloc.rpartition("@")
+    scheme, login, rest = found.group(1), word[found.end(1) : found.end() - 1], word[found.end() :]
     user, _, password = login.partition(":")
-    machine = f"{parts.scheme}://{host}{parts.path}"
+    parts = urllib.parse.urlsplit(scheme + rest)
+    machine = f"{parts.scheme}://{parts.netloc}{parts.path}"
     return MirrorLogin(machine, urllib.parse.unquote(user), urllib.parse.unquote(password))
 
 
@@ -347,11 +366,8 @@ def mirror(text: str, where: str = "") -> str:
     """A distribution mirror as mmdebstrap takes it: a URL (http(s) with a host, file:///path), or a whole
     sources.list line (`deb URL SUITE COMPONENT...`) whose URL is one; `FAMILY=` before it (ubuntu, debian)
     names the one distribution it serves. A login in the URL (`http://USER:PASSWORD@HOST/...`) is taken (apt
-    gets it from an auth.conf); a refusal shows the value without it."""
-    try:
-        return _mirror(text, where)
-    except BadValue as exc:
-        raise BadValue(where, mirror_without_login(exc.value), exc.reason) from None
+    gets it from an auth.conf); a refusal shows the value without it (as every BadValue)."""
+    return _mirror(text, where)
 
 
 def _mirror(text: str, where: str) -> str:
@@ -371,11 +387,11 @@ def _mirror(text: str, where: str) -> str:
         after = _after_options(words)
         if len(after) < 2:
             raise BadValue(where, text, "a sources.list line is `deb [OPTIONS] URL SUITE [COMPONENT...]`")
-        url(after[0], where, ("http", "https", "file"))
+        url(after[0], where, ("http", "https", "file"), encoded_login=False)
     elif len(words) != 1:
         raise BadValue(where, text, "a mirror is one URL (or a whole `deb URL SUITE ...` line), without spaces")
     else:
-        url(text, where, ("http", "https", "file"))
+        url(text, where, ("http", "https", "file"), encoded_login=False)
     login = mirror_login(text)
     if login is not None and not (login.user and login.password and _login_word(login.user + login.password)):
         raise BadValue(where, text, "a mirror's login is USER:PASSWORD, both set, without blanks or controls")

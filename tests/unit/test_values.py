@@ -144,6 +144,43 @@ def test_good_wheel_sources_pass() -> None:
         assert values.wheel_source(text) == text
 
 
+SECRET = "topsecret"
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (f"https://user:{SECRET}@host:99999/simple", "not a URL: Port out of range"),
+        (f"https://user:{SECRET}@host:0/simple", "the port must be"),
+        (f"https://user:{SECRET}@-host/simple", "registry host '-host'"),
+        (f"ftp://user:{SECRET}@host/simple", "not ftp"),
+        (f"https://user:{SECRET}@host/a\x1b[31m", "control characters"),
+        (f"https://user:top/{SECRET}@host/simple", "percent-encode it"),  # pip would read the host as `user`
+        (f"https://user:top{SECRET}#x@host/simple", "percent-encode it"),
+        (f"https://user:top/{SECRET}@host:99999/simple", "not a URL: Port out of range"),
+    ],
+)
+def test_a_refused_url_never_says_its_login(text: str, rule: str) -> None:
+    """Issue 45: --index-url, --extra-index-url, --find-links and their settings refuse a URL with its login cut."""
+    for validator in (values.url, values.wheel_source):
+        with pytest.raises(values.BadValue) as caught:
+            validator(text, "--index-url")
+        assert rule in caught.value.reason, str(caught.value)
+        assert SECRET not in str(caught.value) and "user" not in str(caught.value) and "top" not in str(caught.value)
+
+
+def test_a_url_with_a_percent_encoded_login_is_taken_whole() -> None:
+    for text in ("https://user:top%2Fsecret@host/simple", "https://u%40corp:p%23w@host:8443/simple?x=a@b"):
+        assert values.url(text) == text
+
+
+def test_no_bad_value_keeps_a_login() -> None:
+    """A refusal of any validator (a reference, a size...) never holds a URL's login, in its value or its reason."""
+    refused = values.BadValue("--opt", f"x https://u:{SECRET}@h/ y", f"because http://u:{SECRET}@h/")
+    assert SECRET not in str(refused) and SECRET not in refused.value + refused.reason
+    assert str(refused) == "--opt 'x https://h/ y': because http://h/"
+
+
 @pytest.mark.parametrize("text", [DIGEST + "\n", "\n" + DIGEST, DIGEST.upper(), DIGEST[:-1], "sha256:", "md5:00", ""])
 def test_a_digest_is_the_whole_text(text: str) -> None:
     assert not values.is_digest(text)

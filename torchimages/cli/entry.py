@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, TextIO, cast
+from typing import Any, NoReturn, TextIO, cast
 
 from torchimages import (
     __version__,
@@ -26,9 +26,17 @@ from torchimages.problems import InputError, distinct, escaped, shown
 DESCRIPTION = "Build, verify and test PyTorch/CUDA images."
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser (its sub-commands' too) whose refusals never say a URL's login: argparse echoes what it
+    refuses (`unrecognized arguments: --mirror http://USER:PASSWORD@...`)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(values.mirror_without_login(message))
+
+
 def parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The argument parser, from the command table; `prog` names the command as invoked."""
-    top = argparse.ArgumentParser(prog=prog or PROG, description=DESCRIPTION)
+    top = _Parser(prog=prog or PROG, description=DESCRIPTION)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     top.set_defaults(prog=top.prog)  # the command as invoked, for the messages that name another command
     sub = top.add_subparsers(dest="command", required=True)

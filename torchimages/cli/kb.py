@@ -12,12 +12,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from torchimages import values
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 from torchimages.problems import shown
 
 NAME = "kb"
 HELP = "keep the knowledge base true: `kb sync` reads the indexes' wheel metadata, `kb check` exits 1 on a difference"
+
+
+def _said(text: str) -> str:
+    """A line as it is printed: one line (`shown`), and no index's login in it, whatever made the text (the last
+    guard behind the kb modules, which say URLs without their logins)."""
+    return shown(values.mirror_without_login(text))
 
 
 def _release(text: str) -> str:
@@ -127,32 +134,32 @@ def run(args: argparse.Namespace) -> int:
     result = sync.sync(document, args.index, args.release, args.deadline)
     for reading in result.readings:
         for note in reading.notes + sync.condensed(reading.index, reading.misses):
-            print(shown(f"note: {note}"), file=sys.stderr)
+            print(_said(f"note: {note}"), file=sys.stderr)
         for miss in reading.misses if args.verbose else ():
-            print(shown(f"note: not read: {miss.detail}"), file=sys.stderr)
+            print(_said(f"note: not read: {miss.detail}"), file=sys.stderr)
         if reading.problem:
-            print(shown(f"warning: {reading.problem}: its facts are not read (nothing is removed)"), file=sys.stderr)
+            print(_said(f"warning: {reading.problem}: its facts are not read (nothing is removed)"), file=sys.stderr)
     for unread in result.unread:
-        print(shown(f"warning: {unread}: its facts are not compared"), file=sys.stderr)
+        print(_said(f"warning: {unread}: its facts are not compared"), file=sys.stderr)
     for change in result.changes:
-        print(shown(change.line()))
+        print(_said(change.line()))
     said = f"{len(result.changes)} changes, {result.requests} requests, {result.seconds:.1f} s"
     if len(result.unanswered) == len(result.readings):
-        print(shown(f"error: no index answered ({said})"), file=sys.stderr)
+        print(_said(f"error: no index answered ({said})"), file=sys.stderr)
         return EXIT_USAGE
     if result.refused is not None:
-        print(shown(f"error: {result.refused}: nothing is written ({said})"), file=sys.stderr)
+        print(_said(f"error: {result.refused}: nothing is written ({said})"), file=sys.stderr)
         return EXIT_USAGE
     if args.kb_command == "check":
         if result.unanswered:
             print(
-                shown(f"error: {len(result.unanswered)} index(es) did not answer: cannot tell ({said})"),
+                _said(f"error: {len(result.unanswered)} index(es) did not answer: cannot tell ({said})"),
                 file=sys.stderr,
             )
             return EXIT_USAGE
         disagrees = diff.disagrees(result.changes)
         if result.unread and not disagrees:  # "agrees" only of what was read, and all of it was
-            print(shown(f"error: {'; '.join(result.unread)}: cannot tell ({said})"), file=sys.stderr)
+            print(_said(f"error: {'; '.join(result.unread)}: cannot tell ({said})"), file=sys.stderr)
             return EXIT_USAGE
         print(f"{path}: {'disagrees with' if disagrees else 'agrees with'} the indexes ({said})")
         return EXIT_FAILED if disagrees else EXIT_OK
@@ -172,7 +179,7 @@ def _sync(args: argparse.Namespace, path: Path, text: str, result: Any, said: st
     try:
         compat.parse(yaml.load(written, Loader=textfile.LOADER))
     except (yaml.YAMLError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        print(shown(f"error: the changed file would not load ({exc!s:.200}): nothing written"), file=sys.stderr)
+        print(_said(f"error: the changed file would not load ({exc!s:.200}): nothing written"), file=sys.stderr)
         return EXIT_USAGE
     sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), written.splitlines(True), str(path), str(path)))
     if not args.write:

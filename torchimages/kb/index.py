@@ -36,6 +36,10 @@ class NotServed(IndexProblem):
     """The index answered 404: it does not serve that page or file."""
 
 
+class TooBig(IndexProblem):
+    """The answer is longer than the bytes allowed (announced so, or sent so): none of it is read."""
+
+
 @dataclass(frozen=True)
 class Answer:
     """One answer: the URL it came from (after redirects), its media type and its body."""
@@ -110,7 +114,7 @@ class Client:
         bytes, and whole: fewer bytes than Content-Length promised is an incomplete answer."""
         declared = answer.getheader("Content-Length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise IndexProblem(f"{_shown(url)}: {int(declared)} bytes announced, more than the {limit} allowed")
+            raise TooBig(f"{_shown(url)}: {int(declared)} bytes announced, more than the {limit} allowed")
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -122,7 +126,7 @@ class Client:
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                raise IndexProblem(f"{_shown(url)}: more than the {limit} bytes allowed")
+                raise TooBig(f"{_shown(url)}: more than the {limit} bytes allowed")
         if self.deadline.expired:  # the deadline shut the socket: what came is not the whole answer
             raise IndexProblem(f"{_shown(url)}: {self._why(TimeoutError())}")
         missing = answer.length  # what its Content-Length promised and the connection never sent

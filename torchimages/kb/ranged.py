@@ -21,7 +21,17 @@ from typing import Protocol
 
 from torchimages import values
 from torchimages.kb import pages
-from torchimages.kb.index import MAX_REDIRECTS, USER_AGENT, Client, IndexProblem, NotServed, _connection, _redirect
+from torchimages.kb.index import (
+    MAX_REDIRECTS,
+    USER_AGENT,
+    Client,
+    IndexProblem,
+    NotServed,
+    _authorization,
+    _connection,
+    _redirect,
+    _shown,
+)
 
 TAIL = 64 * 1024  # the first request: the file's last bytes (the end record and its comment, at most 65,557)
 MAX_DIRECTORY_BYTES = 8 * 1024 * 1024  # torch's central directory is about 1-2 MiB (some 10,000 entries)
@@ -239,14 +249,16 @@ class HttpSource:
     def tail(self, length: int) -> tuple[bytes, int]:
         first, last, size, body = self._get(f"bytes=-{length}", length)
         if last != size - 1 or first != max(0, size - length) or (self.size is not None and size != self.size):
-            raise RangeError(f"{self.url}: asked for the last {length} bytes, got bytes {first}-{last}/{size}")
+            raise RangeError(f"{_shown(self.url)}: asked for the last {length} bytes, got bytes {first}-{last}/{size}")
         self.size = size
         return body, size
 
     def span(self, start: int, end: int) -> bytes:
         first, last, size, body = self._get(f"bytes={start}-{end - 1}", end - start)
         if (first, last, size) != (start, end - 1, self.size):
-            raise RangeError(f"{self.url}: asked for bytes {start}-{end - 1}/{self.size}, got {first}-{last}/{size}")
+            raise RangeError(
+                f"{_shown(self.url)}: asked for bytes {start}-{end - 1}/{self.size}, got {first}-{last}/{size}"
+            )
         return body
 
     def _get(self, wanted: str, limit: int) -> tuple[int, int, int, bytes]:
@@ -256,13 +268,13 @@ class HttpSource:
                 if not isinstance(found, str):
                     return found
                 self.url = found
-            raise RangeError(f"{self.url}: more than {MAX_REDIRECTS} redirects")
+            raise RangeError(f"{_shown(self.url)}: more than {MAX_REDIRECTS} redirects")
 
     def _once(self, wanted: str, limit: int) -> tuple[int, int, int, bytes] | str:
         url, client = self.url, self.client
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise RangeError(f"{url}: not an http or https URL")
+            raise RangeError(f"{_shown(url)}: not an http or https URL")
         client.requests += 1
         try:
             connection = _connection(parts, client._timeout(url))
@@ -271,26 +283,28 @@ class HttpSource:
                 client.deadline.watch(connection.sock)
                 path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
                 headers = {"Range": wanted, "Accept": "*/*", "Accept-Encoding": "identity", "User-Agent": USER_AGENT}
+                headers.update(_authorization(parts))  # the index's login, as its pages are asked (not after a
+                # redirect to another host: the URL redirected to holds no login then)
                 connection.request("GET", path, headers=headers)
                 answer = connection.getresponse()
                 if answer.status in (301, 302, 303, 307, 308):
                     return _redirect(url, answer.getheader("Location") or "")
                 if answer.status == 404:
-                    raise NotServed(f"{url}: not served (HTTP 404)")
+                    raise NotServed(f"{_shown(url)}: not served (HTTP 404)")
                 if answer.status == 200:  # the whole file follows: none of it is read
-                    raise NoRanges(f"{url}: answers a range request with the whole file (HTTP 200): not read")
+                    raise NoRanges(f"{_shown(url)}: answers a range request with the whole file (HTTP 200): not read")
                 if answer.status != 206:
-                    raise RangeError(f"{url}: HTTP {answer.status} to a range request")
+                    raise RangeError(f"{_shown(url)}: HTTP {answer.status} to a range request")
                 said = " ".join((answer.getheader("Content-Range") or "").split())[:80]
                 match = CONTENT_RANGE.fullmatch(said)
                 if match is None or (answer.getheader("Content-Encoding") or "identity").lower() != "identity":
-                    raise RangeError(f"{url}: a 206 without a Content-Range of bytes ({said!r})")
+                    raise RangeError(f"{_shown(url)}: a 206 without a Content-Range of bytes ({said!r})")
                 first, last, size = (int(g) for g in match.groups())
                 if not first <= last < size or last - first + 1 > limit:
-                    raise RangeError(f"{url}: Content-Range {said!r} is not the range asked")
+                    raise RangeError(f"{_shown(url)}: Content-Range {said!r} is not the range asked")
                 body = client._body(url, answer, connection, last - first + 1)
                 if len(body) != last - first + 1:
-                    raise RangeError(f"{url}: {len(body)} bytes for Content-Range {said!r}")
+                    raise RangeError(f"{_shown(url)}: {len(body)} bytes for Content-Range {said!r}")
                 return first, last, size, body
             finally:
                 connection.close()
@@ -299,7 +313,7 @@ class HttpSource:
         except IndexProblem as exc:  # the client's bounds on a body: said as a read by ranges that failed
             raise RangeError(str(exc)) from None
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise RangeError(f"{url}: {client._why(exc)}") from None
+            raise RangeError(f"{_shown(url)}: {client._why(exc)}") from None
 
 
 def wheel_metadata(client: Client, url: str, size: int | None = None) -> pages.Metadata:
@@ -308,11 +322,11 @@ def wheel_metadata(client: Client, url: str, size: int | None = None) -> pages.M
     try:
         body = metadata_bytes(HttpSource(client, url, size))
     except ZipError as exc:
-        raise RangeError(f"{url}: {exc}") from None
+        raise RangeError(f"{_shown(url)}: {exc}") from None
     try:
         return pages.metadata(body)
     except pages.PageError as exc:
-        raise RangeError(f"{url}: {exc}") from None
+        raise RangeError(f"{_shown(url)}: {exc}") from None
 
 
 def unserved(problem: IndexProblem) -> bool:
@@ -321,5 +335,5 @@ def unserved(problem: IndexProblem) -> bool:
 
 
 def source(url: str) -> str:
-    """The source of a fact read from the wheel at `url` by range requests."""
-    return f"{url} ({SAID})"
+    """The source of a fact read from the wheel at `url` by range requests (its login never said)."""
+    return f"{_shown(url)} ({SAID})"

@@ -21,7 +21,7 @@ from torchimages import values
 from torchimages.compat import minor_of
 from torchimages.kb import derive, pages, ranged
 from torchimages.kb.diff import Change, changes
-from torchimages.kb.index import Client, IndexProblem, NotServed
+from torchimages.kb.index import Client, IndexProblem, NotServed, TooBig, _shown
 from torchimages.kb.pages import Link, Metadata, PageError, Wheel
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -66,7 +66,7 @@ def condensed(index: str, misses: Iterable[Miss]) -> tuple[str, ...]:
     for miss in misses:
         by.setdefault((miss.project, miss.reason), []).append(miss)
     return tuple(
-        f"{index}: {project}: {len(found)} wheel{'' if len(found) == 1 else 's'} {reason} "
+        f"{_shown(index)}: {project}: {len(found)} wheel{'' if len(found) == 1 else 's'} {reason} "
         f"(e.g. {found[0].filename}): not read"
         for (project, reason), found in by.items()
     )
@@ -151,7 +151,7 @@ def _page(client: Client, index: str, project: str) -> tuple[Link, ...]:
     try:
         return pages.project_page(answer.body, answer.content_type, answer.url)
     except PageError as exc:
-        raise IndexProblem(f"{url}: {exc}") from None
+        raise IndexProblem(f"{_shown(url)}: {exc}") from None
 
 
 def _metadata(client: Client, link: Link) -> Metadata:
@@ -159,11 +159,11 @@ def _metadata(client: Client, link: Link) -> Metadata:
     url = link.url + ".metadata"
     body = client.get(url, "*/*", MAX_METADATA_BYTES).body
     if link.metadata_sha256 and hashlib.sha256(body).hexdigest() != link.metadata_sha256:
-        raise IndexProblem(f"{url}: its sha256 is not the one the index's page gives")
+        raise IndexProblem(f"{_shown(url)}: its sha256 is not the one the index's page gives")
     try:
         return pages.metadata(body)
     except PageError as exc:
-        raise IndexProblem(f"{url}: {exc}") from None
+        raise IndexProblem(f"{_shown(url)}: {exc}") from None
 
 
 def _candidates(links: list[tuple[Link, Wheel]]) -> list[tuple[Link, Wheel]]:
@@ -196,14 +196,17 @@ def _groups(links: Iterable[Link], project: str, wanted: Callable[[Wheel], bool]
 def _wheel_metadata(client: Client, link: Link) -> Metadata:
     """The metadata inside a small wheel, read whole (its sha256 checked where the page gives it)."""
     if link.size is not None and link.size > MAX_WHEEL_BYTES:
-        raise NoMetadata(f"{link.url}: the wheel is {link.size} bytes: only its metadata is read, never it")
-    body = client.get(link.url, "*/*", MAX_WHEEL_BYTES).body
+        raise NoMetadata(f"{_shown(link.url)}: the wheel is {link.size} bytes: only its metadata is read, never it")
+    try:
+        body = client.get(link.url, "*/*", MAX_WHEEL_BYTES).body
+    except TooBig as exc:  # a page that gives no size: the wheel is read by ranges instead, never whole
+        raise NoMetadata(str(exc)) from None
     if link.sha256 and hashlib.sha256(body).hexdigest() != link.sha256:
-        raise IndexProblem(f"{link.url}: its sha256 is not the one the index's page gives")
+        raise IndexProblem(f"{_shown(link.url)}: its sha256 is not the one the index's page gives")
     try:
         return pages.wheel_metadata(body, MAX_METADATA_BYTES)
     except PageError as exc:
-        raise IndexProblem(f"{link.url}: {exc}") from None
+        raise IndexProblem(f"{_shown(link.url)}: {exc}") from None
 
 
 @dataclass
@@ -232,17 +235,17 @@ def _json_metadata(asking: Asking, base: str, wheel: Wheel, filename: str) -> tu
             answer = asking.client.get(url, "application/json", MAX_METADATA_BYTES)
             asking.answers[key] = pages.json_release(answer.body)
         except PageError as exc:
-            asking.answers[key] = IndexProblem(f"{url}: {exc}")
+            asking.answers[key] = IndexProblem(f"{_shown(url)}: {exc}")
         except NotServed:
-            asking.answers[key] = NoMetadata(f"{url}: not served (HTTP 404)")
+            asking.answers[key] = NoMetadata(f"{_shown(url)}: not served (HTTP 404)")
         except IndexProblem as exc:
             asking.answers[key] = exc
     found = asking.answers[key]
     if isinstance(found, IndexProblem):
         raise found
     if filename not in found.files:
-        raise IndexProblem(f"{url}: it lists no file {filename}")
-    return found.metadata, url
+        raise IndexProblem(f"{_shown(url)}: it lists no file {filename}")
+    return found.metadata, _shown(url)
 
 
 def _first_metadata(asking: Asking, group: Group) -> tuple[Link, Wheel, Metadata, str] | None:
@@ -252,13 +255,13 @@ def _first_metadata(asking: Asking, group: Group) -> tuple[Link, Wheel, Metadata
     tried, reason = [], NO_METADATA
     for link, wheel in _candidates(group):
         try:
-            source = link.url + ".metadata"
+            source = _shown(link.url) + ".metadata"  # where a fact is said to come from: never with a login
             try:
                 if link.metadata is False:
-                    raise NotServed(f"{link.url}: the page says no metadata file is served")
+                    raise NotServed(f"{_shown(link.url)}: the page says no metadata file is served")
                 meta = _metadata(asking.client, link)
             except NotServed:
-                source = link.url
+                source = _shown(link.url)
                 try:
                     meta = _wheel_metadata(asking.client, link)
                 except NoMetadata:
@@ -299,7 +302,7 @@ def read_index(client: Client, index: str, oldest: str, release: str | None, jso
     try:
         torch_links = _page(client, index, "torch")
     except NotServed:
-        return Reading(index, notes=(f"{index}: serves no torch",), served=False)
+        return Reading(index, notes=(f"{_shown(index)}: serves no torch",), served=False)
     except IndexProblem as exc:
         return Reading(index, problem=str(exc))
 
@@ -327,7 +330,7 @@ def read_index(client: Client, index: str, oldest: str, release: str | None, jso
             if read is not None:
                 link, wheel, meta, source = read
                 try:
-                    builds += derive.builds(wheel, meta, source, index)
+                    builds += derive.builds(wheel, meta, source, _shown(index))
                 except derive.Refused as exc:
                     reason = INCONSISTENT if isinstance(exc, derive.Inconsistent) else UNREADABLE
                     asking.misses.append(Miss("torch", reason, link.filename, f"{source}: {exc}"))
@@ -347,7 +350,7 @@ def _companions(
     try:
         links = _page(asking.client, index, project)
     except NotServed:
-        notes.append(f"{index}: serves no {project}")
+        notes.append(f"{_shown(index)}: serves no {project}")
         return ()
     except IndexProblem as exc:  # the torch facts stand without the pairs
         if asking.client.deadline.expired:
@@ -365,7 +368,9 @@ def _companions(
         if read is None:
             misses += 1
             if misses == limit:
-                notes.append(f"{index}: {project}: {limit} versions in a row without metadata, older ones not read")
+                notes.append(
+                    f"{_shown(index)}: {project}: {limit} versions in a row without metadata, older ones not read"
+                )
                 break
             continue
         misses = 0
@@ -417,19 +422,21 @@ def unread_facts(readings: Iterable[Reading], minors: Iterable[str], release: st
         return version if release is not None else minor_of(version)
 
     wanted = {release} if release is not None else set(minors)
-    out = [f"{r.index}: serves no torch page" for r in readings if r.problem is None and not r.served]
+    out = [f"{_shown(r.index)}: serves no torch page" for r in readings if r.problem is None and not r.served]
     listed_anywhere: set[str] = set()
     for r in readings:
         listed = {key(w.public) for w in r.listed} & wanted
         listed_anywhere |= listed
         missing = sorted(listed - {key(b.version) for b in r.builds}, key=derive.version_key)
         if missing:
-            out.append(f"{r.index}: no build of torch {', '.join(missing)} read, though it lists wheels of it")
+            out.append(f"{_shown(r.index)}: no build of torch {', '.join(missing)} read, though it lists wheels of it")
     for r in readings:  # a release read in part is not read: "agrees" would speak of wheels never read
         torch = [m for m in r.misses if m.project == "torch"]
         if torch:
             many = "wheel" if len(torch) == 1 else "wheels"
-            out.append(f"{r.index}: {len(torch)} torch {many} not read (e.g. {torch[0].filename}: {torch[0].reason})")
+            out.append(
+                f"{_shown(r.index)}: {len(torch)} torch {many} not read (e.g. {torch[0].filename}: {torch[0].reason})"
+            )
     unlisted = sorted(wanted - listed_anywhere, key=derive.version_key)
     if unlisted:
         out.append(f"no index lists a wheel of torch {', '.join(unlisted)}")

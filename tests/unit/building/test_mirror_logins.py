@@ -51,6 +51,38 @@ def test_a_mirror_without_its_login_keeps_everything_else(text: str, bare: str) 
     assert values.mirror_without_login(text) == bare
 
 
+@pytest.mark.parametrize(
+    ("text", "bare", "user", "password"),
+    [
+        ("https://user:se/cret@host/x", "https://host/x", "user", "se/cret"),
+        ("https://u:p#ss@host/", "https://host/", "u", "p#ss"),
+        ("https://u:p?ss@host", "https://host", "u", "p?ss"),
+        ("http://u:p@s/s#x@m.example:8080/debian", "http://m.example:8080/debian", "u", "p@s/s#x"),
+        ("ubuntu=https://u:a/b@m.example/ubuntu", "ubuntu=https://m.example/ubuntu", "u", "a/b"),
+        (
+            "deb [ arch=amd64 ] http://u:a/b#c@h:80/debian bookworm main",
+            "deb [ arch=amd64 ] http://h:80/debian bookworm main",
+            "u",
+            "a/b#c",
+        ),
+        ("http://u:pw9@m.example/x?q=a@b", "http://m.example/x?q=a@b", "u", "pw9"),  # an '@' after the host's '/'
+    ],
+)
+def test_a_password_with_a_slash_or_hash_is_all_removed_and_given_to_apt(
+    text: str, bare: str, user: str, password: str
+) -> None:
+    """Issue 45: a password as users type it ('/', '?', '#' not percent-encoded): the login runs to the URL's last
+    '@' before its path; what is removed is what apt is given, and neither the sources nor a message hold it."""
+    assert values.mirror(text, "--mirror") == text
+    assert values.mirror_without_login(text) == bare
+    login = values.mirror_login(text)
+    assert login is not None and (login.user, login.password) == (user, password)
+    assert login.machine == values.mirror_login(bare.replace("://", "://x:y@")).machine  # type: ignore[union-attr]
+    with pytest.raises(values.BadValue) as refused:
+        values.mirror(f"{text} extra" if " " not in text else text.replace("deb ", "deb-x "), "--mirror")
+    assert password not in str(refused.value)
+
+
 def test_the_login_is_decoded_for_apts_auth_conf_with_its_scheme() -> None:
     assert values.mirror_login(f"debian={LOGIN}") == values.MirrorLogin(
         "http://mirror.example:8080/debian", "builder", PASSWORD
@@ -206,3 +238,16 @@ def test_the_build_mounts_the_auth_file_only_with_a_login(write_matrix: Callable
             engine, options, combination, image, "tmp/x:1", SERVED, tmp_path / "b.log", progress, threading.Event()
         )
     assert seen == [f"aptauth={AUTH_LINE}"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    user=st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="%:/?#@"), min_size=1),
+    password=st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="%"), min_size=1),
+)
+def test_any_password_as_typed_is_removed_whole_and_given_back_whole(user: str, password: str) -> None:
+    """Issue 45: a password not percent-encoded ('/', '?', '#', '@', ':' in it) is never shown in part."""
+    text = f"deb https://{user}:{password}@m.example/ubuntu noble main"
+    assert values.mirror(text) == text
+    assert values.mirror_without_login(text) == "deb https://m.example/ubuntu noble main"
+    assert values.mirror_login(text) == values.MirrorLogin("https://m.example/ubuntu", user, password)

@@ -128,7 +128,8 @@ def test_a_small_wheel_is_read_where_no_metadata_file_is_served(
         code, out, err = _run(
             capsys, "check", "--verbose", "--compat", str(_copy(tmp_path)), "--index", base + "/simple"
         )
-    assert code == 2 and "announced, more than" in err and "no build of torch 2.4 read" in err, out + err
+    # issue 45: a page that gives no size: the wheel too big to read whole is asked by ranges (this server has none)
+    assert code == 2 and "range request with the whole file" in err and "no build of torch 2.4 read" in err, out + err
 
 
 def test_an_index_that_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -223,3 +224,11 @@ def test_ctrl_c(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch:
     code, _out, err = _run(capsys, "sync", "--write", "--compat", str(copy))
     assert code == 130 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert copy.read_bytes() == COMPAT.read_bytes()
+
+
+def test_no_kb_line_says_a_login_whatever_made_it() -> None:
+    """The last guard behind the kb modules (which say URLs without their logins): every line kb prints."""
+    from torchimages.cli import kb
+
+    line = "note: not read: https://u:p/ss@idx.example/f/torch.whl: HTTP 401 to a range request [http://a:b@h/s]"
+    assert kb._said(line) == "note: not read: https://idx.example/f/torch.whl: HTTP 401 to a range request [http://h/s]"

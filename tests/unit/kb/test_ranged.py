@@ -13,12 +13,14 @@ import random
 import struct
 import tracemalloc
 import zipfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.range_server import Answer, Answering, Log, ranges, serving
+from tests.range_server import Answer, Answering, Log, basic, ranges, serving
+from torchimages.cli.entry import main
 from torchimages.kb import pages, ranged, sync
 from torchimages.kb.index import Client, NotServed
 
@@ -297,6 +299,100 @@ def test_sync_asks_the_json_api_where_ranges_fail() -> None:
         found = sync.read_index(Client(10), base + "/simple", "2.4", "2.8.0", base + "/pypi")
     assert found.json_api == 1 and found.ranged == 0
     assert [b.source for b in found.builds] == [base + "/pypi/torch/2.8.0/json"]
+
+
+# --- issue 45: a login index, and a page that gives no size -----------------------------------------------------
+
+LOGIN = "reader:topsecretpw"
+
+
+def test_ranges_are_asked_with_the_index_login() -> None:
+    """The wheel of an index with a login is asked by ranges with it (HTTP basic, as its pages), not refused 401."""
+    body = wheel()
+    log = Log()
+    with serving({PATH: ranges(body)}, log, login=LOGIN) as base:
+        found = ranged.wheel_metadata(Client(10), base.replace("://", f"://{LOGIN}@") + PATH)
+    assert found.name == "torch" and {auth for _, auth in log.authorizations} == {basic(LOGIN)}
+
+
+def test_a_redirect_to_another_host_carries_no_login() -> None:
+    """Redirected to another host (`localhost` for `127.0.0.1`), the range requests go without the login."""
+    body = wheel()
+    log = Log()
+    with serving({PATH: ranges(body)}, log) as other:
+        moved = other.replace("127.0.0.1", "localhost") + PATH
+        with serving({"/moved": lambda _h: Answer(302, b"", (("Location", moved),))}, Log()) as base:
+            found = ranged.wheel_metadata(Client(10), base.replace("://", f"://{LOGIN}@") + "/moved")
+    assert found.name == "torch" and log.authorizations and all(auth is None for _, auth in log.authorizations)
+
+
+def test_a_range_read_refused_never_says_the_login() -> None:
+    with serving({PATH: ranges(wheel())}, login=LOGIN) as base:
+        url = base.replace("://", "://reader:wrongpw@") + PATH
+        with pytest.raises(ranged.RangeError) as refused:
+            ranged.wheel_metadata(Client(10), url)
+    assert str(refused.value) == f"{base}{PATH}: HTTP 401 to a range request"
+    assert ranged.source(url) == f"{base}{PATH} ({ranged.SAID})"
+
+
+def _html_index(files: dict[str, Answering]) -> dict[str, Answering]:
+    """An index whose page is HTML that gives no file size and serves no metadata file (a plain mirror)."""
+    page = f'<a href="{PATH}">{WHEEL}</a>'.encode()
+    return {**_index({}, 0), "/simple/torch/": lambda _h: Answer(200, page, (("Content-Type", "text/html"),)), **files}
+
+
+def test_a_wheel_of_unknown_size_too_big_to_read_whole_is_read_by_ranges() -> None:
+    """Issue 45: the page gives no size, the wheel is announced past the 64 KiB read whole: its METADATA is read
+    by ranges (before: an unreadable wheel, never asked by ranges)."""
+    body = wheel()
+    assert len(body) > sync.MAX_WHEEL_BYTES
+    with serving(_html_index({PATH: ranges(body)})) as base:
+        found = sync.read_index(Client(10), base + "/simple", "2.4", "2.8.0")
+    assert [(b.variant, b.nccl) for b in found.builds] == [("cu128", "2.27.3")] and found.ranged == 1, found.misses
+
+
+def test_a_login_index_is_read_and_nothing_read_from_it_says_the_login() -> None:
+    """The page, the .metadata asked and the ranges carry the login; no note, miss, source or origin says it."""
+    body = wheel()
+    other = WHEEL.replace("x86_64", "aarch64")
+    page = f'<a href="{PATH}">{WHEEL}</a><a href="/f/{other}">{other}</a>'.encode()
+    files = {PATH: ranges(body), "/simple/torch/": lambda _h: Answer(200, page, (("Content-Type", "text/html"),))}
+    log = Log()
+    with serving(_html_index(files), log, login=LOGIN) as base:
+        index = base.replace("://", f"://{LOGIN}@") + "/simple"
+        found = sync.read_index(Client(10), index, "2.4", "2.8.0")
+        unread = sync.unread_facts([found], ["2.8"], "2.8.0")
+    assert found.ranged == 1 and [b.source for b in found.builds] == [f"{base}{PATH} ({ranged.SAID})"]
+    assert [b.origin for b in found.builds] == [base + "/simple"] and found.misses[0].filename == other
+    said = [*found.notes, *sync.condensed(found.index, found.misses), *(m.detail for m in found.misses), *unread]
+    assert said and not [line for line in said if "topsecretpw" in line or "reader" in line], said
+    assert {auth for _, auth in log.authorizations} == {basic(LOGIN)}
+
+
+@pytest.mark.parametrize(
+    ("command", "nccl", "code"), [("sync", "2.27.99", 0), ("check", "2.27.99", 1), ("check", "2.27.3", 2)]
+)
+def test_kb_says_no_line_with_the_index_login(
+    command: str, nccl: str, code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45 as the reviewer met it: `kb sync|check --verbose` on a login index whose page gives no size: the
+    wheel is read by ranges with the login, its change said with its source, the unread wheel's notes, warnings
+    and errors said: none with the login."""
+    body = wheel(meta=META.replace(b"nvidia-nccl-cu12==2.27.3", f"nvidia-nccl-cu12=={nccl}".encode()))
+    other = WHEEL.replace("x86_64", "aarch64")
+    page = f'<a href="{PATH}">{WHEEL}</a><a href="/f/{other}">{other}</a>'.encode()
+    files = {PATH: ranges(body), "/simple/torch/": lambda _h: Answer(200, page, (("Content-Type", "text/html"),))}
+    compat = tmp_path / "compat.yaml"
+    compat.write_bytes((Path(sync.__file__).parents[1] / "data" / "compat.yaml").read_bytes())
+    with serving(_html_index(files), login=LOGIN) as base:
+        index = base.replace("://", f"://{LOGIN}@") + "/simple"
+        said = main(["kb", command, "--verbose", "--release", "2.8.0", "--compat", str(compat), "--index", index])
+    out, err = capsys.readouterr()
+    assert nccl == "2.27.3" or f"-> 2.27.99 [{base}{PATH} ({ranged.SAID})]" in out, out + err
+    assert f"note: not read: {base}/f/{other}: not served (HTTP 404)" in err, err
+    assert f"{base}/simple: 1 torch wheel not read (e.g. {other}" in err and said == code, out + err
+    assert code != 2 or f"error: {base}/simple: 1 torch wheel not read" in err, err
+    assert "topsecretpw" not in out + err and "reader" not in out + err
 
 
 # --- the reader over random, truncated and garbled zips: its own error only, never past its bounds -------------
