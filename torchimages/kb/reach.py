@@ -4,7 +4,15 @@ would search (the combination's own index unless `--index-url` replaces it, the 
 are asked whether one of them lists that exact file. Every question has one deadline; an index that does not
 answer, or that answers without the file, is said by name, with the ways out.
 
-The answer is a list of problems, one line per wheel that no source serves (empty: every wheel is served)."""
+A wheel file counts where its tags install on the image's CPython (interpreter `cpXY`, `pyX` or `pyXY`; abi
+`cpXY` of that very Python, `abi3` from an older one, or `none`: never a free-threaded `cp313t`) and Linux
+architecture; the glibc level of a manylinux tag (`manylinux_2_99`) is not checked. A `file://` index is read as
+pip reads it: its project page `<project>/index.html` where there is one (its links may point elsewhere), else the
+wheel files of the project's folder.
+
+The answer (`Findings`) is one line per group of wheels that no source serves (empty: none is known missing), and
+one line per group that no source served but a source asking for a login this check does not have might serve
+(not known: such a source refuses nothing, and is never said to serve)."""
 
 from __future__ import annotations
 
@@ -113,8 +121,11 @@ def needs(chosen: Iterable[Selected], sources: WheelSources) -> tuple[Need, ...]
 
 
 def _installs(tag: Tag, python: str, platform: str) -> bool:
-    """Whether a wheel tag installs on CPython `python` (3.12) on Linux `platform` (linux/amd64)."""
+    """Whether a wheel tag installs on CPython `python` (3.12) on Linux `platform` (linux/amd64): the abi is that
+    Python's own (`cp312`, never the free-threaded `cp312t`), `abi3` or `none`; the glibc level is not checked."""
     major, minor = python.split(".", 1)
+    if tag.abi not in (f"cp{major}{minor}", "abi3", "none"):
+        return False
     abi3 = re.fullmatch(rf"cp{major}(\d+)", tag.interpreter) if tag.abi == "abi3" else None
     if not (
         tag.interpreter in (f"cp{major}{minor}", f"py{major}", f"py{major}{minor}")
@@ -166,12 +177,34 @@ def _listing(folder: Path) -> Answer:
     return Answer(tuple(n for n in names if n.endswith(".whl")))
 
 
+def _local_page(page: Path) -> Answer:
+    """A `file://` index's project page (PEP 503 HTML), its links read as pip reads them (relative ones included)."""
+    try:
+        with page.open("rb") as file:
+            body = file.read(PAGE_LIMIT + 1)
+    except OSError as exc:
+        return Answer(None, f"{page}: cannot be read ({exc.strerror or exc})")
+    if len(body) > PAGE_LIMIT:
+        return Answer(None, f"{page}: more than {PAGE_LIMIT} bytes")
+    try:
+        links = pages.html_page(body, page.absolute().as_uri())
+    except pages.PageError as exc:
+        return Answer(None, f"{page}: {exc}")
+    return Answer(tuple(link.filename for link in links if not link.yanked))
+
+
+def _project(folder: Path) -> Answer:
+    """A `file://` (or folder) index's project: its index.html where there is one, else its folder's wheels."""
+    page = folder / "index.html"
+    return _local_page(page) if page.is_file() else _listing(folder)
+
+
 def ask(source: str, project: str, as_index: bool, client: index.Client) -> Answer:
     """The wheel files `source` lists for `project`: an index's project page (`<index>/<project>/`), a
     find-links page or folder as it is. Never raises: what could not be asked is said in `why`."""
     folder = _local(source)
     if folder is not None:
-        return _listing(folder / project if as_index else folder)
+        return _project(folder / project) if as_index else _listing(folder)
     url = source.rstrip("/") + f"/{project}/" if as_index else source
     try:
         answer = client.get(url, pages.ACCEPT, PAGE_LIMIT)
