@@ -257,21 +257,55 @@ def _said(source: str, answer: Answer | None) -> str:
     return f"{source} ({answer.why})" if answer.files is None else f"{source} (answers, without it)"
 
 
+@dataclass(frozen=True)
+class Findings:
+    """What the check found: `missing`, one line per group of images whose wheels no source serves; `unknown`,
+    one line per group of wheels no source served where a source asking for a login might (not refused, never
+    said to be served)."""
+
+    missing: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+
 def problems(
     wanted: Sequence[Need], find_links: Sequence[str], deadline_s: float = DEADLINE_S, replaced: bool = False
 ) -> list[str]:
+    """`check`'s missing lines."""
+    return list(check(wanted, find_links, deadline_s, replaced).missing)
+
+
+def _unknown(needs_: Sequence[Need], refusing: tuple[str, ...]) -> str:
+    wheels = ", ".join(dict.fromkeys(f"{n.wanted} (Python {n.python}, {n.platform})" for n in needs_))
+    count = len(needs_)
+    asks = "asks" if len(refusing) == 1 else "ask"
+    line = (
+        f"{count} wheel{'s' * (count != 1)} not known ({wheels}): {', '.join(refusing)} {asks} for a login this "
+        "check does not have (HTTP 401/403); pip may have it (netrc, keyring)"
+    )
+    return values.mirror_without_login(line)
+
+
+def check(
+    wanted: Sequence[Need], find_links: Sequence[str], deadline_s: float = DEADLINE_S, replaced: bool = False
+) -> Findings:
     """One line per group of images whose wheels no source serves: the wheels, each source searched and what it
     said; `replaced`: an --index-url replaced the combinations' own indexes. Local sources are read first; an
-    index on the network is asked only for a wheel no local source holds."""
+    index on the network is asked only for a wheel no local source holds. A wheel no source served where one
+    asked for a login is `unknown`, not missing."""
     client = index.Client(deadline_s)
     local = {(s, n.project) for n in wanted for s in n.sources if _local(s) is not None}
     answers = _answers(local, find_links, client)
     remote = {(s, n.project) for n in wanted if not _served(n, answers) for s in n.sources if _local(s) is None}
     answers |= _answers(remote, find_links, client)
     missing: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[Need]] = {}
+    unknown: dict[tuple[str, ...], list[Need]] = {}
     for need in wanted:
-        refused = any((a := answers.get((s, need.project))) is not None and a.refused for s in need.sources)
-        if not _served(need, answers) and not refused:  # a source that wants a login may serve it: not refused
+        if _served(need, answers):
+            continue
+        refusing = tuple(s for s in need.sources if (a := answers.get((s, need.project))) is not None and a.refused)
+        if refusing:  # a source that wants a login may serve it: not refused, not said to be served either
+            unknown.setdefault(refusing, []).append(need)
+        else:
             missing.setdefault((need.tags, need.sources, need.own_index), []).append(need)
     lines = []
     for (tags, sources, own), needs_ in missing.items():
@@ -288,4 +322,4 @@ def problems(
             f"searched {asked}{hint}"
         )
         lines.append(values.mirror_without_login(line))  # a source's login is never said
-    return lines
+    return Findings(tuple(lines), tuple(_unknown(n, refusing) for refusing, n in unknown.items()))

@@ -349,9 +349,9 @@ def test_wheel_metadata_property(body: bytes) -> None:
 
 # PyTorch's torch_stable.html shape (the link text is a path) and nginx autoindex's (the text cut short at 50).
 TORCH_STABLE = (
-    '<a href="cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl">'
-    "cpu/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl</a><br>\n"
-).encode()
+    b'<a href="cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl">'
+    b"cpu/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl</a><br>\n"
+)
 AUTOINDEX = (
     '<a href="../">../</a>\n<a href="torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl#sha256='
     f'{SHA}">torch-2.13.0+cpu-cp311-cp311-manyli..&gt;</a> 06-Dec-2026 10:00  190M\n'

@@ -255,7 +255,11 @@ def test_an_index_that_asks_for_a_login_is_no_refusal(status: int) -> None:
     """A source that wants a login the check lacks (pip may have it from netrc or a keyring) cannot tell: the
     build is not refused for it, and its login is not said."""
     with served({"/simple/torch/": Reply(b"no", "text/plain", status)}) as url:
-        assert reach.problems([_need(f"{url}/simple")], ()) == []
+        found = reach.check([_need(f"http://someone:pw@{url.removeprefix('http://')}/simple")], ())
+    assert found.missing == ()
+    (line,) = found.unknown  # not refused, and never said to be served
+    assert line.startswith("1 wheel not known (torch 2.7.0+cu118 (Python 3.10, linux/amd64)): ")
+    assert f"{url}/simple asks for a login this check does not have" in line and "pw" not in line
 
 
 def test_kb_never_writes_an_index_login_into_a_source() -> None:
