@@ -154,7 +154,7 @@ def test_the_pypi_only_way_out_is_offered_only_where_it_leads(cli: Any, write_ma
         code, _out, err = cli("plan", "--matrix", str(matrix), "--bases", "bootstrap", "--index-url",
                               "file:///nonexistent-index", "--check-sources", "2.13.0-cpu-runtime")  # fmt: skip
         assert code == 1, err
-        return err
+        return str(err)
 
     assert "list --pypi-only" not in refusal(CPU_BOOTSTRAP)
     assert "(`list --pypi-only`; none of torch 2.13.0)" in refusal(
