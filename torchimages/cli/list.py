@@ -16,7 +16,11 @@ HELP = "list image tags"
 
 def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--pypi-only", action="store_true", help="only the images whose wheels PyPI alone serves")
+    parser.add_argument(
+        "--pypi-only",
+        action="store_true",
+        help="only the images whose wheels PyPI alone serves (exit 2 where the selection has none)",
+    )
     shared.selectors(parser)
 
 

@@ -28,7 +28,8 @@ def options(parser: argparse.ArgumentParser) -> None:
         "--check-sources",
         action="store_true",
         help="also ask, as build does before it starts, whether each pinned wheel and registry image the selection "
-        "needs is served from this machine (exit 1 naming what is not)",
+        "needs is served from this machine (exit 1 naming what is not; what an index or registry asking for a login "
+        "could not tell is said as not known)",
     )
     shared.wheel_sources(parser)
 
