@@ -376,3 +376,15 @@ def test_a_local_link_counts_only_on_a_local_page() -> None:
     assert local.url == "file:///srv/pypi/files/numpy-2.2.6-cp311-cp311-manylinux_2_28_x86_64.whl"
     hostile = b'<a href="file:///etc/numpy-2.2.6-cp311-cp311-manylinux_2_28_x86_64.whl">x</a>'
     assert pages.html_page(hostile, "https://mirror.example/simple/numpy/") == ()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_html_bits | st.sampled_from(["file:", "../", "/", "%2F", "a.whl"]) | st.text(max_size=8), max_size=30))
+def test_a_local_page_property(bits: list[str]) -> None:
+    """A `file://` index's page, hostile: a PageError or links that are http(s) or file, named without a `/`."""
+    try:
+        links = pages.html_page("".join(bits).encode(), "file:///srv/pypi/simple/torch/index.html")
+    except PageError:
+        return
+    for link in links:
+        assert link.url.startswith(("http://", "https://", "file:")) and link.filename and "/" not in link.filename
