@@ -1520,7 +1520,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        name = _text_shown or urllib.parse.unquote(split.path.rsplit("/", 1)[-1])\n',
       "torch_stable.html's `cpu/torch-...whl` and nginx's cut `torch-...manyli..>` lose the wheel: refused"),
     M("pages-file-link-on-http-page", KB_PAGES,
-      '    schemes = ("http", "https", "file") if urllib.parse.urlsplit(page_url).scheme == "file" else ("http", "https")\n',
+      '    schemes = ("http", "https", "file") if urllib.parse.urlsplit(page_url).scheme == "file" '
+      'else ("http", "https")\n',
       '    schemes = ("http", "https", "file")\n',
       "a page served over http may name a file of this machine (file:///etc/...) as a wheel it serves"),
     M("registry-login-status-unread", REGISTRY,
