@@ -48,7 +48,13 @@ _CHALLENGE_FIELD = re.compile(r'(\w+)="([^"]*)"')
 
 
 class RegistryError(Exception):
-    """A registry could not be reached or refused to answer; the message says which and why."""
+    """A registry could not be reached or refused to answer; the message says which and why. `login`: the
+    registry's answer asked for a login this client does not have (HTTP 401 or 403, or a challenge that is not an
+    anonymous token's): it cannot tell whether the image is there."""
+
+    def __init__(self, message: str, login: bool = False) -> None:
+        super().__init__(message)
+        self.login = login
 
 
 @dataclass(frozen=True)
@@ -217,7 +223,7 @@ def _token(challenge: str, deadline: Deadline) -> str:
     fields = dict(_CHALLENGE_FIELD.findall(challenge))
     realm = fields.pop("realm", "")
     if not challenge.lower().startswith("bearer") or not realm:
-        raise RegistryError(f"the registry asks for credentials ({challenge or 'no challenge'})")
+        raise RegistryError(f"the registry asks for credentials ({challenge or 'no challenge'})", login=True)
     try:
         values.url(realm, "the registry's token realm")  # http(s) with a host: never file: or ftp: on its word
     except values.BadValue as exc:
@@ -227,7 +233,8 @@ def _token(challenge: str, deadline: Deadline) -> str:
         with _open(url, deadline) as answer:
             body = json.loads(_body(answer))
     except (OSError, ValueError, RecursionError, http.client.HTTPException) as exc:
-        raise RegistryError(f"no token from {realm}: {_why(exc, deadline)}") from None
+        login = isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403)  # no anonymous pull
+        raise RegistryError(f"no token from {realm}: {_why(exc, deadline)}", login=login) from None
     if not isinstance(body, dict):
         raise RegistryError(f"no token from {realm}: the answer is not a JSON object")
     token = body.get("token") or body.get("access_token")
@@ -312,7 +319,9 @@ def _resolve(reference: str, ref: Reference, deadline: Deadline) -> str:
                     continue
                 if exc.code == 404:
                     raise RegistryError(f"{reference}: {ref.api_host} has no such manifest (HTTP 404)") from None
-                raise RegistryError(f"{reference}: {ref.api_host} answered HTTP {exc.code} {exc.reason}") from None
+                raise RegistryError(
+                    f"{reference}: {ref.api_host} answered HTTP {exc.code} {exc.reason}", login=exc.code in (401, 403)
+                ) from None
             except TooLarge as exc:
                 raise RegistryError(f"{reference}: {ref.api_host} answered {exc}") from None
             except (OSError, ValueError, http.client.HTTPException) as exc:

@@ -28,7 +28,7 @@ def _no_source_questions(monkeypatch: pytest.MonkeyPatch) -> None:
     tests/unit/kb/test_reach.py and, against the real engine and a loopback index, tests/e2e/test_sources.py."""
     from torchimages.cli import common
 
-    monkeypatch.setattr(common, "check_reachable", lambda chosen, sources, engine: None)
+    monkeypatch.setattr(common, "check_reachable", lambda chosen, sources, engine, matrix=None: ())
 
 
 @pytest.fixture

@@ -36,10 +36,10 @@ def test_a_row_whose_text_moved_is_stale(mutants: ModuleType) -> None:
 
 def test_a_row_without_tests_or_without_change_is_refused(mutants: ModuleType) -> None:
     first = mutants.MUTATIONS[0]
-    unlisted = mutants.Mutation("unlisted", "cli/list.py", first.original, "x", "a rule")
+    unlisted = mutants.Mutation("unlisted", "cli/validate.py", first.original, "x", "a rule")
     same = mutants.Mutation("same", first.file, first.original, first.original, "a rule")
     problems = mutants.table_problems([unlisted, same])
-    assert "unlisted: cli/list.py has no RELEVANT entry (which tests concern it)" in problems
+    assert "unlisted: cli/validate.py has no RELEVANT entry (which tests concern it)" in problems
     assert "same: its replacement is its original text" in problems
 
 

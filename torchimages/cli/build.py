@@ -10,6 +10,7 @@ from torchimages import settings
 from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
+from torchimages.problems import shown as printable
 
 NAME = "build"
 HELP = "build, verify, smoke-test and tag images"
@@ -89,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
     if not args.no_source_check:  # what will be built: an image already up to date needs no source
-        common.check_reachable(common.to_build(chosen, engine, options, args.rebuild_stale), options.sources, engine)
+        untold = common.check_reachable(
+            common.to_build(chosen, engine, options, args.rebuild_stale), options.sources, engine, loaded
+        )
+        for line in untold:  # refused nothing: the build goes on, and says what the check could not tell
+            print(f"source check: not known: {printable(line)}", file=sys.stderr)
     options = dataclasses.replace(options, signer=common.signer(sign_key))
     options = dataclasses.replace(options, sbom=engine.sbom_attestation())
     print(f"SBOM attestation: {options.sbom.note}", file=sys.stderr)

@@ -227,26 +227,52 @@ def to_build(
     return found
 
 
-def _login_wanted(why: str) -> bool:
-    """Whether a registry's refusal asks for a login (401, 403, "unauthorized", "denied")."""
-    return re.search(r"\b(401|403)\b|unauthori[sz]ed|denied", why, re.IGNORECASE) is not None
+def pypi_only_way(chosen: Sequence[planning.Selected], matrix: planning.Plan | None) -> str | None:
+    """The way out to the images PyPI alone serves (`list --pypi-only`), where the matrix has one: of the selected
+    torch releases (named), else of any; None where it has none or every selected image is one already."""
+    if matrix is None or all(s.combination.pypi_only for s in chosen):
+        return None
+    releases = sorted({s.combination.torch for s in chosen})
+    if any(c.pypi_only and c.torch in releases for c in matrix.combinations):
+        return f"the images PyPI alone serves (`list --pypi-only {' '.join(releases)}`)"
+    if any(c.pypi_only for c in matrix.combinations):
+        return "the images PyPI alone serves (`list --pypi-only`; none of torch " + ", ".join(releases) + ")"
+    return None
 
 
-def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, engine: Engine | None) -> None:
+def check_reachable(
+    chosen: Sequence[planning.Selected],
+    sources: WheelSources,
+    engine: Engine | None,
+    matrix: planning.Plan | None = None,
+) -> tuple[str, ...]:
     """Before anything is bootstrapped or built: UsageError (exit 2, in seconds) naming each pinned wheel no source
     serves and each registry image that the engine does not hold and whose registry does not answer, with the ways
-    out. The machine's own pip set-up counts where it is handed to the build (`make`: scripts/host-pip-sources).
-    `engine` None (`plan`): every registry image is asked of its registry."""
+    out (`matrix`: the plan, whose PyPI-only images are one where it has some). The machine's own pip set-up counts
+    where it is handed to the build (`make`: scripts/host-pip-sources). `engine` None (`plan`): every registry
+    image is asked of its registry. Returned: what could not be told (an index or registry that asks for a login
+    this question does not have), one line each: refused nothing, never said to be served."""
     from torchimages.doctor import facts, selection
     from torchimages.kb import reach
 
-    lines = reach.problems(reach.needs(chosen, sources), sources.find_links, replaced=bool(sources.index_url))
+    found = reach.check(reach.needs(chosen, sources), sources.find_links, replaced=bool(sources.index_url))
+    lines = found.missing
     bases = selection.needs(chosen).registry_bases
     absent = [b.reference for b in bases if engine is None or engine.inspect(b.reference) is None]
-    # A registry that wants a login (docker login's, which the engine has and this question does not) cannot tell.
-    unreached = {ref: why for ref, why in facts.base_errors(absent) if why and not _login_wanted(why)}
+    # A registry that wants a login (docker login's, which the engine has and this question does not) cannot tell:
+    # its answer's HTTP status says so (RegistryError.login), never the words of a message or a host name.
+    answers = facts.base_answers(absent)
+    unreached = {ref: why for ref, why, login in answers if why and not login}
+    untold = (
+        *(f"wheels: {line}" for line in found.unknown),
+        *(
+            f"registry image {ref}: not known: its registry asks for a login this check does not have ({why})"
+            for ref, why, login in answers
+            if why and login
+        ),
+    )
     if not lines and not unreached:
-        return
+        return tuple(values.mirror_without_login(line) for line in untold)
     said = [*(f"wheels: {line}" for line in lines), *(f"registry image {ref}: {why}" for ref, why in unreached.items())]
     ways = []
     if lines:
@@ -261,10 +287,13 @@ def check_reachable(chosen: Sequence[planning.Selected], sources: WheelSources, 
             ways.append("OS bases made here from the distribution's archive (--bases bootstrap)")
         if any(b.name not in os_images and b.reference in unreached for b in bases):
             ways.append("the runtime images alone (a devel image on nvidia/cuda needs that image)")
-    if any(not s.combination.pypi_only for s in chosen):
-        ways.append("the images PyPI alone serves (`list --pypi-only`)")
+    pypi_only = pypi_only_way(chosen, matrix)
+    if pypi_only:
+        ways.append(pypi_only)
     for line in said:  # a registry's or an index's words among them, never a login
         print(f"needed: {shown(values.mirror_without_login(line))}", file=sys.stderr)
+    for line in untold:
+        print(f"not known: {shown(values.mirror_without_login(line))}", file=sys.stderr)
     raise UsageError(f"the selection cannot be built from this machine (needed: above); ways out: {'; '.join(ways)}")
 
 

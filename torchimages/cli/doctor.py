@@ -12,7 +12,7 @@ from torchimages.problems import shown
 
 if TYPE_CHECKING:
     from torchimages.doctor import Check
-    from torchimages.planning.plan import Selected
+    from torchimages.planning.plan import Plan, Selected
 
 NAME = "doctor"
 HELP = "check that this machine can build and run the selected images"
@@ -36,18 +36,28 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.wheel_sources(parser)
 
 
-def _wheel_sources(chosen: list[Selected], args: argparse.Namespace) -> Check:
-    """Whether the sources a build would search serve every wheel the selection pins (kb.reach)."""
+def _wheel_sources(chosen: list[Selected], args: argparse.Namespace, matrix: Plan) -> Check:
+    """Whether the sources a build would search serve every wheel the selection pins (kb.reach): FAIL naming
+    those none serves; WARN (never `ok`) where a source asking for a login could not tell."""
     from torchimages import doctor
     from torchimages.building.wheels import WheelSources
     from torchimages.kb import reach
 
     sources = WheelSources(args.index_url, tuple(args.extra_index_url or ()), tuple(args.find_links or ()))
     wanted = reach.needs(chosen, sources)
-    missing = reach.problems(wanted, sources.find_links, replaced=bool(sources.index_url))
-    if missing:
-        fix = "--index-url or --extra-index-url: an index that serves them; or `list --pypi-only`"
-        return doctor.Check("wheel sources", doctor.FAIL, " | ".join(missing), fix)
+    found = reach.check(wanted, sources.find_links, replaced=bool(sources.index_url))
+    if found.missing:
+        ways = ["--index-url or --extra-index-url: an index that serves them"]
+        pypi_only = common.pypi_only_way(chosen, matrix)
+        fix = "; or ".join([*ways, pypi_only] if pypi_only else ways)
+        return doctor.Check("wheel sources", doctor.FAIL, " | ".join([*found.missing, *found.unknown]), fix)
+    if found.unknown:
+        return doctor.Check(
+            "wheel sources",
+            doctor.WARN,
+            "none is known missing, but " + " | ".join(found.unknown),
+            "give the index's login in its URL (https://USER:PASSWORD@HOST/...) to have it asked, or check by hand",
+        )
     return doctor.Check(
         "wheel sources", doctor.OK, f"each pinned wheel ({len(wanted)}) is served by a source the build searches"
     )
@@ -69,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"doctor: can this machine {mode} {len(tags)} image{'s' * (len(tags) != 1)} ({shown_tags})?")
     checks = doctor.run_checks(doctor.gather(need, args.docker), need)
     if not args.host_only:
-        checks.append(_wheel_sources(chosen, args))
+        checks.append(_wheel_sources(chosen, args, loaded))
     for line in doctor.report(checks):  # the engine's, a registry's, a driver's words among them
         print(shown(line))
     failed = [c.name for c in checks if c.failed]

@@ -10,7 +10,7 @@ from torchimages.building.wheels import WheelSources
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK, check_reachable, load_plan, select
 from torchimages.planning import views
-from torchimages.problems import UsageError
+from torchimages.problems import UsageError, shown
 
 NAME = "plan"
 HELP = "show what would be built, in order (or a CI matrix)"
@@ -28,13 +28,15 @@ def options(parser: argparse.ArgumentParser) -> None:
         "--check-sources",
         action="store_true",
         help="also ask, as build does before it starts, whether each pinned wheel and registry image the selection "
-        "needs is served from this machine (exit 1 naming what is not)",
+        "needs is served from this machine (exit 1 naming what is not; what an index or registry asking for a login "
+        "could not tell is said as not known)",
     )
     shared.wheel_sources(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = select(args, load_plan(args))
+    loaded = load_plan(args)
+    chosen = select(args, loaded)
     if args.format == "github":
         print(json.dumps(views.ci_matrix(chosen), separators=(",", ":")))
     else:
@@ -43,9 +45,17 @@ def run(args: argparse.Namespace) -> int:
     if args.check_sources:
         sources = WheelSources(args.index_url, tuple(args.extra_index_url or ()), tuple(args.find_links or ()))
         try:
-            check_reachable(chosen, sources, None)
+            untold = check_reachable(chosen, sources, None, loaded)
         except UsageError as exc:
             print(f"plan: {exc}", file=sys.stderr)
             return EXIT_FAILED
-        print("plan: every pinned wheel and registry image the selection needs is served from this machine")
+        if not untold:
+            print("plan: every pinned wheel and registry image the selection needs is served from this machine")
+            return EXIT_OK
+        for line in untold:  # an index's or a registry's words among them, never a login
+            print(f"plan: not known: {shown(line)}")
+        print(
+            f"plan: nothing the selection needs is known to be missing, but {len(untold)} "
+            f"answer{'s' * (len(untold) != 1)} could not be told (not known: above)"
+        )
     return EXIT_OK

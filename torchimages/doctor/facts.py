@@ -226,20 +226,26 @@ def _binfmt(need: Needs, machine: str | None) -> tuple[bool, tuple[BinfmtHandler
 
 def base_errors(references: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
     """Each reference with why its registry does not serve it (None: it does), asked at once."""
+    return tuple((reference, why) for reference, why, _login in base_answers(references))
+
+
+def base_answers(references: Sequence[str]) -> tuple[tuple[str, str | None, bool], ...]:
+    """Each reference with why its registry does not serve it (None: it does) and whether that answer asked for a
+    login this question does not have (the registry's HTTP 401/403, never words of the message), asked at once."""
     from torchimages import registry
 
-    def ask(reference: str) -> str | None:
+    def ask(reference: str) -> tuple[str | None, bool]:
         try:
             registry.resolve_digest(reference)
         except registry.RegistryError as exc:
-            return str(exc).removeprefix(f"{reference}: ")
-        return None
+            return str(exc).removeprefix(f"{reference}: "), exc.login
+        return None, False
 
     if not references:
         return ()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(references)))
     try:
-        return tuple(zip(references, pool.map(ask, references), strict=True))
+        return tuple((r, *answer) for r, answer in zip(references, pool.map(ask, references), strict=True))
     finally:  # every answer is in, or a signal stops the doctor: it does not wait for the registries
         pool.shutdown(wait=False, cancel_futures=True)
 

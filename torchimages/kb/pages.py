@@ -76,8 +76,10 @@ def _text(body: bytes, what: str) -> str:
 
 
 def _absolute(page_url: str, href: str) -> str | None:
+    """The link's absolute URL: http(s); file only on a page that is itself a local file (a `file://` index)."""
     url = urllib.parse.urljoin(page_url, href.strip())
-    return url if urllib.parse.urlsplit(url).scheme in ("http", "https") else None
+    schemes = ("http", "https", "file") if urllib.parse.urlsplit(page_url).scheme == "file" else ("http", "https")
+    return url if urllib.parse.urlsplit(url).scheme in schemes else None
 
 
 def _sha(value: object) -> str | None:
@@ -155,7 +157,9 @@ def _metadata_attr(value: str | None) -> tuple[bool | None, str | None]:
 
 
 def html_page(body: bytes, page_url: str) -> tuple[Link, ...]:
-    """The files of a PEP 503 HTML project page (anchors; `#sha256=` fragments; PEP 714 metadata attributes)."""
+    """The files of a PEP 503 HTML project page (anchors; `#sha256=` fragments; PEP 714 metadata attributes).
+    A file's name is its URL's last path component, unquoted, as pip takes it: never the anchor's text, which may
+    be a path (`cpu/torch-...whl`, PyTorch's torch_stable.html) or cut short (nginx's autoindex)."""
     parser = _Anchors()
     try:
         parser.feed(_text(body, "the HTML page"))
@@ -163,13 +167,13 @@ def html_page(body: bytes, page_url: str) -> tuple[Link, ...]:
     except (AssertionError, ValueError) as exc:  # html.parser refuses a few malformed declarations
         raise PageError(f"the HTML page does not parse ({_short(exc)})") from None
     links = []
-    for attrs, text in parser.anchors:
+    for attrs, _text_shown in parser.anchors:
         href = attrs.get("href")
         url = _absolute(page_url, href) if href else None
         if url is None:
             continue
         split = urllib.parse.urlsplit(url)
-        name = text or urllib.parse.unquote(split.path.rsplit("/", 1)[-1])
+        name = urllib.parse.unquote(split.path.rsplit("/", 1)[-1])
         algorithm, _, digest = split.fragment.partition("=")
         key = next((k for k in ("data-core-metadata", "data-dist-info-metadata") if k in attrs), None)
         served, meta_sha = (None, None) if key is None else _metadata_attr(attrs[key])

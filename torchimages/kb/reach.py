@@ -4,7 +4,15 @@ would search (the combination's own index unless `--index-url` replaces it, the 
 are asked whether one of them lists that exact file. Every question has one deadline; an index that does not
 answer, or that answers without the file, is said by name, with the ways out.
 
-The answer is a list of problems, one line per wheel that no source serves (empty: every wheel is served)."""
+A wheel file counts where its tags install on the image's CPython (interpreter `cpXY`, `pyX` or `pyXY`; abi
+`cpXY` of that very Python, `abi3` from an older one, or `none`: never a free-threaded `cp313t`) and Linux
+architecture; the glibc level of a manylinux tag (`manylinux_2_99`) is not checked. A `file://` index is read as
+pip reads it: its project page `<project>/index.html` where there is one (its links may point elsewhere), else the
+wheel files of the project's folder.
+
+The answer (`Findings`) is one line per group of wheels that no source serves (empty: none is known missing), and
+one line per group that no source served but a source asking for a login this check does not have might serve
+(not known: such a source refuses nothing, and is never said to serve)."""
 
 from __future__ import annotations
 
@@ -113,8 +121,11 @@ def needs(chosen: Iterable[Selected], sources: WheelSources) -> tuple[Need, ...]
 
 
 def _installs(tag: Tag, python: str, platform: str) -> bool:
-    """Whether a wheel tag installs on CPython `python` (3.12) on Linux `platform` (linux/amd64)."""
+    """Whether a wheel tag installs on CPython `python` (3.12) on Linux `platform` (linux/amd64): the abi is that
+    Python's own (`cp312`, never the free-threaded `cp312t`), `abi3` or `none`; the glibc level is not checked."""
     major, minor = python.split(".", 1)
+    if tag.abi not in (f"cp{major}{minor}", "abi3", "none"):
+        return False
     abi3 = re.fullmatch(rf"cp{major}(\d+)", tag.interpreter) if tag.abi == "abi3" else None
     if not (
         tag.interpreter in (f"cp{major}{minor}", f"py{major}", f"py{major}{minor}")
@@ -166,12 +177,34 @@ def _listing(folder: Path) -> Answer:
     return Answer(tuple(n for n in names if n.endswith(".whl")))
 
 
+def _local_page(page: Path) -> Answer:
+    """A `file://` index's project page (PEP 503 HTML), its links read as pip reads them (relative ones included)."""
+    try:
+        with page.open("rb") as file:
+            body = file.read(PAGE_LIMIT + 1)
+    except OSError as exc:
+        return Answer(None, f"{page}: cannot be read ({exc.strerror or exc})")
+    if len(body) > PAGE_LIMIT:
+        return Answer(None, f"{page}: more than {PAGE_LIMIT} bytes")
+    try:
+        links = pages.html_page(body, page.absolute().as_uri())
+    except pages.PageError as exc:
+        return Answer(None, f"{page}: {exc}")
+    return Answer(tuple(link.filename for link in links if not link.yanked))
+
+
+def _project(folder: Path) -> Answer:
+    """A `file://` (or folder) index's project: its index.html where there is one, else its folder's wheels."""
+    page = folder / "index.html"
+    return _local_page(page) if page.is_file() else _listing(folder)
+
+
 def ask(source: str, project: str, as_index: bool, client: index.Client) -> Answer:
     """The wheel files `source` lists for `project`: an index's project page (`<index>/<project>/`), a
     find-links page or folder as it is. Never raises: what could not be asked is said in `why`."""
     folder = _local(source)
     if folder is not None:
-        return _listing(folder / project if as_index else folder)
+        return _project(folder / project) if as_index else _listing(folder)
     url = source.rstrip("/") + f"/{project}/" if as_index else source
     try:
         answer = client.get(url, pages.ACCEPT, PAGE_LIMIT)
@@ -224,21 +257,55 @@ def _said(source: str, answer: Answer | None) -> str:
     return f"{source} ({answer.why})" if answer.files is None else f"{source} (answers, without it)"
 
 
+@dataclass(frozen=True)
+class Findings:
+    """What the check found: `missing`, one line per group of images whose wheels no source serves; `unknown`,
+    one line per group of wheels no source served where a source asking for a login might (not refused, never
+    said to be served)."""
+
+    missing: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+
 def problems(
     wanted: Sequence[Need], find_links: Sequence[str], deadline_s: float = DEADLINE_S, replaced: bool = False
 ) -> list[str]:
+    """`check`'s missing lines."""
+    return list(check(wanted, find_links, deadline_s, replaced).missing)
+
+
+def _unknown(needs_: Sequence[Need], refusing: tuple[str, ...]) -> str:
+    wheels = ", ".join(dict.fromkeys(f"{n.wanted} (Python {n.python}, {n.platform})" for n in needs_))
+    count = len(needs_)
+    asks = "asks" if len(refusing) == 1 else "ask"
+    line = (
+        f"{count} wheel{'s' * (count != 1)} not known ({wheels}): {', '.join(refusing)} {asks} for a login this "
+        "check does not have (HTTP 401/403); pip may have it (netrc, keyring)"
+    )
+    return values.mirror_without_login(line)
+
+
+def check(
+    wanted: Sequence[Need], find_links: Sequence[str], deadline_s: float = DEADLINE_S, replaced: bool = False
+) -> Findings:
     """One line per group of images whose wheels no source serves: the wheels, each source searched and what it
     said; `replaced`: an --index-url replaced the combinations' own indexes. Local sources are read first; an
-    index on the network is asked only for a wheel no local source holds."""
+    index on the network is asked only for a wheel no local source holds. A wheel no source served where one
+    asked for a login is `unknown`, not missing."""
     client = index.Client(deadline_s)
     local = {(s, n.project) for n in wanted for s in n.sources if _local(s) is not None}
     answers = _answers(local, find_links, client)
     remote = {(s, n.project) for n in wanted if not _served(n, answers) for s in n.sources if _local(s) is None}
     answers |= _answers(remote, find_links, client)
     missing: dict[tuple[tuple[str, ...], tuple[str, ...], str], list[Need]] = {}
+    unknown: dict[tuple[str, ...], list[Need]] = {}
     for need in wanted:
-        refused = any((a := answers.get((s, need.project))) is not None and a.refused for s in need.sources)
-        if not _served(need, answers) and not refused:  # a source that wants a login may serve it: not refused
+        if _served(need, answers):
+            continue
+        refusing = tuple(s for s in need.sources if (a := answers.get((s, need.project))) is not None and a.refused)
+        if refusing:  # a source that wants a login may serve it: not refused, not said to be served either
+            unknown.setdefault(refusing, []).append(need)
+        else:
             missing.setdefault((need.tags, need.sources, need.own_index), []).append(need)
     lines = []
     for (tags, sources, own), needs_ in missing.items():
@@ -255,4 +322,4 @@ def problems(
             f"searched {asked}{hint}"
         )
         lines.append(values.mirror_without_login(line))  # a source's login is never said
-    return lines
+    return Findings(tuple(lines), tuple(_unknown(n, refusing) for refusing, n in unknown.items()))

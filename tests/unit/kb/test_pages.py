@@ -345,3 +345,46 @@ def test_wheel_metadata_property(body: bytes) -> None:
     except PageError:
         return
     assert meta.name and meta.version
+
+
+# PyTorch's torch_stable.html shape (the link text is a path) and nginx autoindex's (the text cut short at 50).
+TORCH_STABLE = (
+    b'<a href="cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl">'
+    b"cpu/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl</a><br>\n"
+)
+AUTOINDEX = (
+    '<a href="../">../</a>\n<a href="torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl#sha256='
+    f'{SHA}">torch-2.13.0+cpu-cp311-cp311-manyli..&gt;</a> 06-Dec-2026 10:00  190M\n'
+).encode()
+
+
+@pytest.mark.parametrize("body", [TORCH_STABLE, AUTOINDEX])
+def test_a_file_is_named_by_its_href_as_pip_names_it(body: bytes) -> None:
+    """pip takes a file's name from the href's last path component (unquoted, no fragment), never the anchor's
+    text: a text that is a path or cut short still names the wheel the href serves."""
+    names = [link.filename for link in pages.html_page(body, "https://download.pytorch.org/whl/torch_stable.html")]
+    assert "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl" in names
+    assert all("/" not in n and ".." not in n for n in names)
+
+
+def test_a_local_link_counts_only_on_a_local_page() -> None:
+    """A `file://` index's page may link its files on disk (`../../files/x.whl`); a page served over http may
+    not name a file of this machine."""
+    body = b'<a href="../../files/numpy-2.2.6-cp311-cp311-manylinux_2_28_x86_64.whl">numpy</a>'
+    (local,) = pages.html_page(body, "file:///srv/pypi/simple/numpy/index.html")
+    assert local.filename == "numpy-2.2.6-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert local.url == "file:///srv/pypi/files/numpy-2.2.6-cp311-cp311-manylinux_2_28_x86_64.whl"
+    hostile = b'<a href="file:///etc/numpy-2.2.6-cp311-cp311-manylinux_2_28_x86_64.whl">x</a>'
+    assert pages.html_page(hostile, "https://mirror.example/simple/numpy/") == ()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_html_bits | st.sampled_from(["file:", "../", "/", "%2F", "a.whl"]) | st.text(max_size=8), max_size=30))
+def test_a_local_page_property(bits: list[str]) -> None:
+    """A `file://` index's page, hostile: a PageError or links that are http(s) or file, named without a `/`."""
+    try:
+        links = pages.html_page("".join(bits).encode(), "file:///srv/pypi/simple/torch/index.html")
+    except PageError:
+        return
+    for link in links:
+        assert link.url.startswith(("http://", "https://", "file:")) and link.filename and "/" not in link.filename

@@ -40,6 +40,9 @@ TORCH_118 = reach.Need("torch", "2.7.0+cu118", "3.10", "linux/amd64", (), "https
         ("torch-2.7.0+cu118-cp38-abi3-manylinux_2_28_x86_64.whl", True),  # abi3 from 3.8 installs on 3.10
         ("torch-2.7.0+cu118-cp311-abi3-manylinux_2_28_x86_64.whl", False),  # abi3 from 3.11 does not
         ("torch-2.7.0+cu118-py3-none-any.whl", True),
+        ("torch-2.7.0+cu118-cp310-cp310t-manylinux_2_28_x86_64.whl", False),  # free-threaded: another ABI
+        ("torch-2.7.0+cu118-cp310-cp311-manylinux_2_28_x86_64.whl", False),
+        ("torch-2.7.0+cu118-cp310-none-manylinux_2_28_x86_64.whl", True),
         ("torchvision-2.7.0+cu118-cp310-cp310-manylinux_2_28_x86_64.whl", False),  # another project
         ("torch-2.7.0+cu118.tar.gz", False),
         ("", False),
@@ -175,6 +178,22 @@ def test_a_local_folder_and_a_file_index_serve(tmp_path: Path) -> None:
     assert len(reach.problems([_need(str(tmp_path / "absent"))], (str(tmp_path / "absent"),))) == 1
 
 
+def test_a_file_index_is_read_by_its_project_page(tmp_path: Path) -> None:
+    """The standard PEP 503 layout on disk: `simple/torch/index.html` links wheel files that live elsewhere
+    (`../../files/...`): pip serves them, so does the check; what the page does not list is not served, even
+    where the project's folder holds it."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / WHEEL).write_bytes(b"")
+    project = tmp_path / "simple" / "torch"
+    project.mkdir(parents=True)
+    href = "../../files/" + WHEEL.replace("+", "%2B")
+    (project / "index.html").write_text(f'<html><body><a href="{href}#sha256={"0" * 64}">{WHEEL}</a></body></html>')
+    assert reach.problems([_need((tmp_path / "simple").as_uri())], ()) == []
+    (project / "index.html").write_text("<html><body></body></html>")
+    (project / WHEEL).write_bytes(b"")
+    assert len(reach.problems([_need((tmp_path / "simple").as_uri())], ())) == 1
+
+
 def test_the_network_is_not_asked_when_a_local_source_serves(tmp_path: Path) -> None:
     (tmp_path / WHEEL).write_bytes(b"")
     dead = _closed_port()
@@ -236,7 +255,11 @@ def test_an_index_that_asks_for_a_login_is_no_refusal(status: int) -> None:
     """A source that wants a login the check lacks (pip may have it from netrc or a keyring) cannot tell: the
     build is not refused for it, and its login is not said."""
     with served({"/simple/torch/": Reply(b"no", "text/plain", status)}) as url:
-        assert reach.problems([_need(f"{url}/simple")], ()) == []
+        found = reach.check([_need(f"http://someone:pw@{url.removeprefix('http://')}/simple")], ())
+    assert found.missing == ()
+    (line,) = found.unknown  # not refused, and never said to be served
+    assert line.startswith("1 wheel not known (torch 2.7.0+cu118 (Python 3.10, linux/amd64)): ")
+    assert f"{url}/simple asks for a login this check does not have" in line and "pw" not in line
 
 
 def test_kb_never_writes_an_index_login_into_a_source() -> None:
