@@ -82,6 +82,7 @@ BUILD_DIGEST, BAKE = "building/build_digest.py", "building/bake.py"
 COMPAT = "compat.py"
 MAKEFILE, MAKE_ARGS = "../Makefile", "../scripts/make_args.py"  # outside the package: from its folder
 BENCH_CLI, CLI_LOCK = "../bench/bench_cli.py", "cli/lock.py"
+HOST_PIP_SOURCES = "../scripts/host-pip-sources"
 BOOTSTRAP, VALUES, APT_STEP = "building/bootstrap.py", "values.py", "templates/steps/apt-install.sh.j2"
 BOOTSTRAP, PROBE_PLATFORM = "building/bootstrap.py", "probes/scripts/platform.py"
 FACTS_PROBE, CUDA_EXTENSION_PROBE = "probes/scripts/facts.py", "probes/scripts/cuda_extension.py"
@@ -1502,6 +1503,20 @@ MUTATIONS: tuple[Mutation, ...] = (
       'retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --only-upgrade',
       "retry apt-get install --download-only -o Acquire::Retries=3 -y --only-upgrade",
       "the security upgrade's downloads through a mirror with a login are refused (401): every such build fails"),
+    # misc (issue 42): host-pip-sources, outdated's client check, the secrets gate's config files, bench errors,
+    # throughput parity
+    M("host-pip-value-unquoted", HOST_PIP_SOURCES,
+      """  printf "'%s'" "${text//\\'/\\'\\\\\\'\\'}"\n""",
+      """  printf "'%s'" "$text"\n""",
+      "a quote in pip's configuration ends the quoting: `make build`'s eval runs the rest as a command"),
+    M("host-pip-control-character-passed", HOST_PIP_SOURCES,
+      "if any(ord(c) < 32 or ord(c) == 127 for c in value):",
+      "if False:",
+      "a control character in pip's configuration reaches the build's settings and the terminal"),
+    M("host-pip-multi-line-cut", HOST_PIP_SOURCES,
+      'value = " ".join(value.split()) if mode == "words" else value.strip()',
+      "value = value.strip()",
+      "a multi-line extra-index-url passes only its first line: the other local indexes are never used"),
 )
 # fmt: on
 
@@ -1576,6 +1591,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     MAKEFILE: (r"make_args", r"make_args"),
     MAKE_ARGS: (r"make_args", r"make_args"),
     BENCH_CLI: (r"bench_scripts", r"bench_cli"),
+    HOST_PIP_SOURCES: (r"test_scripts", r"host-pip-sources"),
     CLI_LOCK: (r"render_links", r"render_links"),
     BOOTSTRAP: (
         r"bootstrap|mirror_logins",
