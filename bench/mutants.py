@@ -1160,8 +1160,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    pass",
       "outdated --docker /bin/false checks nothing and exits 0 (every image 'current')"),
     M("engine-client-silence-answers", DISCOVERY,
-      "    if result.status == 0 and said:\n",
-      "    if result.status == 0:\n",
+      "    if result.status == 0 and said == value:\n",
+      "    if result.status == 0 and said in (value, \"\"):\n",
       "a docker client that exits 0 and says nothing (/bin/true) passes for one that asks the engine"),
     M("outdated-pull-unbounded", STALENESS,
       "    if engine.manifest(reference) is None:\n",
@@ -1517,6 +1517,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       'value = " ".join(value.split()) if mode == "words" else value.strip()',
       "value = value.strip()",
       "a multi-line extra-index-url passes only its first line: the other local indexes are never used"),
+    M("client-any-answer-taken", DISCOVERY,
+      "    if result.status == 0 and said == value:\n",
+      "    if result.status == 0 and said:\n",
+      "`outdated --docker /bin/echo` (or a client of another engine) says `current`, exit 0, having checked nothing"),
+    M("client-no-id-taken", DOCKER_ENGINE,
+      "        if not expected[1]:\n",
+      "        if False:\n",
+      "an engine that gives no ID nor version is matched by a client that says nothing: nothing is checked"),
 )
 # fmt: on
 
