@@ -47,7 +47,7 @@ def test_defaults() -> None:
         (["--registry", "127.0.0.1:70000"], "port 70000 is not from 1 to 65535"),
         (["--registry", "127.0.0.300:5000"], "127.0.0.300 is no IPv4 address"),
         (["--registry", "http://127.0.0.1:5000"], "is not HOST:PORT of a registry on loopback"),
-        ([" "], "IMAGE ' ' is no image reference"),
+        ([" "], "' ': not an image reference: a reference has no spaces or control characters"),
         (["--bogus"], "unrecognized arguments: --bogus"),
     ],
 )
