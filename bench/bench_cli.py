@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
@@ -20,6 +20,8 @@ from torchimages import stopping  # records the inherited dispositions before an
 
 if TYPE_CHECKING:
     import argparse
+
+    from torchimages.engine import DockerEngine
 
 
 def early(module: str, name: str) -> None:
@@ -60,7 +62,7 @@ def parser(description: str | None = None, **options: object) -> argparse.Argume
 
     class OneLine(argparse.ArgumentParser):
         def error(self, message: str) -> NoReturn:
-            self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (--help lists the options)\n")
+            self.exit(2, f"{self.prog}: error: {one_line(message)} (--help lists the options)\n")
 
     return OneLine(description=description, **options)  # type: ignore[arg-type]
 
@@ -98,10 +100,33 @@ def seconds(most: float) -> Callable[[str], float]:
     return parse
 
 
+def one_line(message: str) -> str:
+    """A message as one line that is safe to print: its whitespace runs one blank, any other control character
+    (an argument's ESC, a CSI) escaped (torchimages.problems.shown): `a\\x1b[2J`, never the terminal's escape."""
+    from torchimages.problems import shown
+
+    return shown(" ".join(message.split()))
+
+
 def fail(name: str, message: str) -> NoReturn:
     """A bad argument found after parsing: one line, exit 2."""
-    print(f"{name}: error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"{name}: error: {one_line(message)}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def engine_holding(name: str, references: Sequence[str], docker: str | None = None) -> DockerEngine:
+    """The Docker engine (`docker`: its client), holding every image of `references`; else one line and exit 2:
+    no engine answers, it holds no such image, or it refuses the name (the SDK's error, never a traceback)."""
+    from torchimages.engine import DockerEngine, EngineError
+
+    try:
+        engine = DockerEngine(docker)
+        for reference in references:
+            if engine.inspect(reference) is None:
+                fail(name, f"IMAGE {reference!r}: no such image on this engine")
+    except EngineError as exc:
+        fail(name, str(exc))
+    return engine
 
 
 def image(text: str) -> str:

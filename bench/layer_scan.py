@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         return synthetic(args.synthetic, args.runs)
     if not args.images:
         parser.error("name an IMAGE, or --synthetic MB")
-    engine = DockerEngine(args.docker)
+    engine = bench_cli.engine_holding("layer_scan.py", args.images, args.docker)
     with tempfile.TemporaryDirectory(prefix="layer-scan-bench-") as folder:
         cache = LayerCache(Path(folder) / "layer-scans", args.limit)
         for reference in args.images:

@@ -188,7 +188,7 @@ def measure(engine: DockerEngine, image: str, address: str, run: str, times: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    engine = DockerEngine(args.docker)
+    engine = bench_cli.engine_holding("pull.py", [args.image], args.docker)
     sdk = engine.sdk
     print(f"date: {datetime.date.today()}  machine: {platform.machine()}, {os.cpu_count()} cores", flush=True)
     print(f"engine: Docker {sdk.version()['Version']}, storage driver: {sdk.info().get('Driver')}", flush=True)

@@ -137,8 +137,8 @@ SETTINGS = (
         "TORCHIMAGES_THROUGHPUT_OUT",
         "path",
         "",
-        "write the GPU suite's throughput figures there (JSON: each figure's samples and their medians): a host "
-        "run's, for TORCHIMAGES_THROUGHPUT_REFERENCE",
+        "write the GPU suite's throughput figures there (JSON: the GPU model, each figure's samples and their "
+        "medians): a host run's, for TORCHIMAGES_THROUGHPUT_REFERENCE",
         ("test",),
     ),
     Setting(
@@ -147,7 +147,7 @@ SETTINGS = (
         "",
         "the host's throughput figures (JSON, as TORCHIMAGES_THROUGHPUT_OUT writes them): the GPU suite's parity "
         "test fails a figure whose median is under the host's median less the wider of 10% and the host's own "
-        "spread",
+        "spread, and a reference of another GPU model, lacking a figure measured or naming one it does not know",
         ("test",),
     ),
     Setting(

@@ -8,6 +8,7 @@ signal (its help waits on the pipe, in main), so every delay lands somewhere in 
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import signal
 import subprocess
@@ -16,10 +17,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.fakes import FakeEngine
 from tests.unit.conftest import ROOT
+from torchimages import engine as engine_package
+from torchimages.engine import EngineError, ImageInfo
 
 SCRIPTS = sorted(p.name for p in (ROOT / "bench").glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
 # Values each script refuses before it does anything (no engine, no build, no file written).
@@ -30,10 +35,11 @@ BAD_VALUES = {
     "image_build.py": [["--combination", "no-such-tag"], ["--ca-cert", "/nonexistent/ca.pem"]],
     "jobs.py": [["--jobs", "0"], ["--jobs", "x"]],
     "layer_equality.py": [["--old"]],
-    "layer_scan.py": [["--limit", "-1"], ["--runs", "0"], ["\udcff"], ["a b"]],  # an image named by no byte of UTF-8
+    # an image named by no byte of UTF-8; an image where no engine answers (environment(): DOCKER_HOST at nothing)
+    "layer_scan.py": [["--limit", "-1"], ["--runs", "0"], ["\udcff"], ["a b"], ["nosuch/img:1"]],
     "mutants.py": [["--jobs", "0"], ["--timeout", "nan"], ["--timeout", "-1"], ["--only", "no-such-row"]],
     "plan_render.py": [["--repeat", "0"], ["--combinations", "x"], ["--repeat", "9" * 5000]],
-    "pull.py": [["--runs", "0"], ["--registry", "example.com:5000"], [" "], ["\udcff"], ["a\x1b[2J"]],
+    "pull.py": [["--runs", "0"], ["--registry", "example.com:5000"], [" "], ["\udcff"], ["a\x1b[2J"], ["nosuch/img:1"]],
 }
 SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)  # in /proc/PID/status SigCgt: bench_cli.early() has run
 
@@ -72,10 +78,13 @@ def test_every_script_is_found() -> None:
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_bad_option_is_one_line_and_exit_2(script: str) -> None:
-    err = refused(script, ["--no-such-option"])
+    err = refused(script, ["--no-such-option\x1b[2J\x07"])
     # layer_equality.py hands options it does not know to `build.py build`: its required ones are missing first
-    expected = "are required: --old, tags" if script == "layer_equality.py" else "unrecognized arguments: --no-such"
-    assert expected in err, err
+    if script == "layer_equality.py":
+        assert "are required: --old, tags" in err, err
+    else:  # the option is echoed with its control characters escaped: the terminal gets no escape sequence
+        assert "unrecognized arguments: --no-such-option\\x1b[2J\\x07 (--help" in err, err
+    assert "\x1b" not in err and "\x07" not in err, err
 
 
 @pytest.mark.parametrize(("script", "argv"), [(s, argv) for s, cases in BAD_VALUES.items() for argv in cases])
@@ -190,3 +199,57 @@ def test_early_says_one_line_and_exits(sig: signal.Signals, status: int, capsys:
         handler(sig, None)
     assert stopped.value.code == status
     assert capsys.readouterr().err == f"bench/x.py: stopped by {sig.name}\n"
+
+
+def bench_module(name: str) -> Any:
+    """A bench script imported as a module (bench/ scripts import their siblings by name)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+class Refusing(FakeEngine):
+    """An engine that refuses a name, as DockerEngine says the SDK's APIError (its _failures)."""
+
+    def inspect(self, reference: str) -> ImageInfo | None:
+        raise EngineError(f"inspecting {reference} failed: 400 Client Error: invalid reference format")
+
+
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [("pull", ["nosuch/img:1"]), ("layer_scan", ["held/img:1", "nosuch/img:1", "--no-baseline"])],
+)
+def test_an_image_the_engine_does_not_hold_is_one_line_and_exit_2(
+    script: str, argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeEngine()
+    fake.images["held/img:1"] = {}
+    monkeypatch.setattr(engine_package, "DockerEngine", lambda docker=None: fake)
+    with pytest.raises(SystemExit) as stopped:
+        bench_module(script).main(argv)
+    assert stopped.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"{script}.py: error: IMAGE 'nosuch/img:1': no such image on this engine\n", err
+    assert not [c for c in fake.calls if c[0] not in ("inspect",)], "nothing but the look-up ran"
+
+
+@pytest.mark.parametrize("script", ["pull", "layer_scan"])
+def test_a_name_the_engine_refuses_is_one_line_and_exit_2(
+    script: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(engine_package, "DockerEngine", lambda docker=None: Refusing())
+    with pytest.raises(SystemExit) as stopped:
+        bench_module(script).main(["some/img:1"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"{script}.py: error: inspecting some/img:1 failed: 400 Client Error: invalid reference format\n"
+
+
+def test_an_engines_words_are_one_escaped_line(capsys: pytest.CaptureFixture[str]) -> None:
+    bench_cli = bench_module("bench_cli")
+    with pytest.raises(SystemExit) as stopped:
+        bench_cli.fail("x.py", "the engine says\n  a\x1b[2Jb\r\n")
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "x.py: error: the engine says a\\x1b[2Jb\n"

@@ -1,5 +1,6 @@
 """The set-up scripts keep nothing of one machine: start-docker.sh takes trixie's URI from the machine's own
-Debian source, and host-pip-sources passes only the pip sources that exist."""
+Debian source, and host-pip-sources passes only the pip sources that exist, each quoted so that `eval` runs nothing
+of pip's configuration."""
 
 from __future__ import annotations
 
@@ -70,6 +71,18 @@ def host_pip_sources(tmp_path: Path, **pip: str) -> subprocess.CompletedProcess[
     return subprocess.run([str(HOST_PIP_SOURCES)], env=env, capture_output=True, text=True, check=True)
 
 
+EXPORTED = ("TORCHIMAGES_INDEX_URL", "TORCHIMAGES_EXTRA_INDEX_URLS", "TORCHIMAGES_FIND_LINKS", "TORCHIMAGES_CA_CERT")
+
+
+def evaluated(output: str, shell: str = "bash", cwd: Path | None = None) -> dict[str, str]:
+    """What `eval "$(scripts/host-pip-sources)"` sets in `shell` (as `make build` does): the exported values set."""
+    script = 'eval "$1"; for n in ' + " ".join(EXPORTED) + '; do eval "printf \'%s=%s\\0\' $n \\"\\${$n-}\\""; done'
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHIMAGES_")}
+    done = subprocess.run([shell, "-c", script, "sh", output], env=env, cwd=cwd, capture_output=True, check=True)
+    pairs = (item.decode().split("=", 1) for item in done.stdout.split(b"\0") if item)
+    return {name: value for name, value in pairs if value}
+
+
 def test_host_pip_sources_passes_only_sources_that_exist(tmp_path: Path) -> None:
     index, wheels, cert = tmp_path / "simple", tmp_path / "wheels", tmp_path / "ca.pem"
     index.mkdir()
@@ -81,7 +94,7 @@ def test_host_pip_sources_passes_only_sources_that_exist(tmp_path: Path) -> None
         PIP_FIND_LINKS=f"{tmp_path}/gone {wheels}",
         PIP_CERT=str(cert),
     )
-    exports = dict(re.findall(r"^export (\w+)='(.*)'$", result.stdout, re.M))
+    exports = evaluated(result.stdout)
     assert exports["TORCHIMAGES_EXTRA_INDEX_URLS"] == f"https://mirror.example/simple file://{index}"
     assert exports["TORCHIMAGES_FIND_LINKS"] == str(wheels)
     assert exports["TORCHIMAGES_CA_CERT"] == str(cert)
@@ -94,3 +107,63 @@ def test_host_pip_sources_prints_nothing_when_no_local_source_exists(tmp_path: P
         tmp_path, PIP_EXTRA_INDEX_URL=f"file://{tmp_path}/gone", PIP_FIND_LINKS=f"{tmp_path}/gone", PIP_CERT="/gone.pem"
     )
     assert result.stdout == ""
+
+
+def test_host_pip_sources_output_runs_nothing_of_a_hostile_pip_configuration(tmp_path: Path) -> None:
+    """A quote, `;`, `$(...)` or a backtick in pip's configuration or PIP_* variables is text that arrives intact."""
+    index, pwn = tmp_path / "simple", tmp_path / "pwn"
+    index.mkdir()
+    cert = tmp_path / "ca';touch pwn6;'.pem"  # a file name holds no '/': pwn6 would be made in the folder eval runs in
+    cert.write_text("")
+    hostile_index = f"https://idx.example/simple/';touch${{IFS}}{pwn}1;#"
+    hostile_links = f"https://links.example/$(touch${{IFS}}{pwn}2) https://l.example/`touch${{IFS}}{pwn}3`"
+    hostile_extra = f"https://x.example/\"';touch${{IFS}}{pwn}4;#"
+    (tmp_path / "pip.conf").write_text(
+        f"[global]\nindex-url = {hostile_index}\nfind-links = {hostile_links}\n"
+        f"extra-index-url = \"';touch${{IFS}}{pwn}5;#\ncert = {cert}\n"
+    )
+    result = host_pip_sources(
+        tmp_path, PIP_CONFIG_FILE=str(tmp_path / "pip.conf"), PIP_EXTRA_INDEX_URL=f"{hostile_extra} file://{index}"
+    )
+    for shell in ("bash", "sh"):
+        assert evaluated(result.stdout, shell, cwd=tmp_path) == {
+            "TORCHIMAGES_INDEX_URL": hostile_index,
+            "TORCHIMAGES_EXTRA_INDEX_URLS": f"{hostile_extra} file://{index}",
+            "TORCHIMAGES_FIND_LINKS": hostile_links,
+            "TORCHIMAGES_CA_CERT": str(cert),
+        }
+    assert not list(tmp_path.glob("pwn*")), "eval ran a command from pip's configuration"
+
+
+def test_host_pip_sources_passes_the_config_files_value_intact(tmp_path: Path) -> None:
+    """A config file's value (no PIP_* variable) with a quote or `$` arrives intact, as pip reads it."""
+    cert = tmp_path / "it's $HOME.pem"
+    cert.write_text("")
+    pwn = tmp_path / "pwn"
+    (tmp_path / "pip.conf").write_text(f"[global]\ncert = {cert}\nextra-index-url = \"';touch${{IFS}}{pwn};#\n")
+    result = host_pip_sources(tmp_path, PIP_CONFIG_FILE=str(tmp_path / "pip.conf"))
+    assert evaluated(result.stdout) == {
+        "TORCHIMAGES_CA_CERT": str(cert),
+        "TORCHIMAGES_EXTRA_INDEX_URLS": f"\"';touch${{IFS}}{pwn};#",
+    }
+    assert not pwn.exists()
+
+
+def test_host_pip_sources_passes_every_line_of_a_multi_line_setting(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    (tmp_path / "pip.conf").write_text(f"[global]\nextra-index-url =\n    file://{one}\n    file://{two}\n")
+    result = host_pip_sources(tmp_path, PIP_CONFIG_FILE=str(tmp_path / "pip.conf"))
+    assert evaluated(result.stdout)["TORCHIMAGES_EXTRA_INDEX_URLS"] == f"file://{one} file://{two}"
+
+
+def test_host_pip_sources_leaves_out_a_value_with_a_control_character(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    result = host_pip_sources(
+        tmp_path, PIP_EXTRA_INDEX_URL="https://a.example/\x1b[2J\rsimple", PIP_FIND_LINKS=str(wheels)
+    )
+    assert evaluated(result.stdout) == {"TORCHIMAGES_FIND_LINKS": str(wheels)}
+    assert "\x1b" not in result.stdout + result.stderr
+    assert "extra-index-url holds a control character: not passed to builds" in result.stderr

@@ -13,12 +13,13 @@ from torchimages import settings
 from torchimages.engine.process import captured
 from torchimages.engine.requests import BuildClient
 from torchimages.engine.types import HOW_TO_GET_BUILDKIT, EngineError
+from torchimages.problems import shown
 
 BUILDKIT_PROBE = "FROM scratch\nLABEL io.torchimages.probe=1\n"
 # Builds only where named contexts work: without them, `probectx` is an image to pull (and no registry has it).
 CONTEXTS_PROBE = "FROM scratch\nCOPY --from=probectx marker /marker\n"
 CONTEXTS_PROBE_TIMEOUT_S = 60
-SERVER_ANSWER_BYTES = 64 * 1024  # what `docker version --format` may say: a version string
+SERVER_ANSWER_BYTES = 64 * 1024  # what `docker info --format` may say: an ID or a version string
 BUILDKIT_PROBE_TIMEOUT_S = 120  # a tiny build from scratch: seconds, where an engine answers
 
 
@@ -48,13 +49,19 @@ def client_problem(named: str) -> str | None:
     return None
 
 
-SERVER_ASK_TIMEOUT_S = 60.0  # `docker version`: a second where the engine answers
+SERVER_ASK_TIMEOUT_S = 60.0  # `docker info`: a second where the engine answers
 
 
-def server_problem(docker: str, timeout_s: float = SERVER_ASK_TIMEOUT_S) -> str | None:
-    """Why the docker client `docker` cannot ask the engine (None: it can): its `version` must name the server's
-    (a client that exits 0 and says nothing, as /bin/true does, asks nothing either). Bounded by `timeout_s`."""
-    cmd = [docker, "version", "--format", "{{.Server.Version}}"]
+def server_problem(
+    docker: str, expected: tuple[str, str], address: str = "", timeout_s: float = SERVER_ASK_TIMEOUT_S
+) -> str | None:
+    """Why the docker client `docker` does not answer for the engine the SDK asks (None: it does). `expected` is
+    that engine's (field, value) of `docker info`: its ID (its ServerVersion where it gives none); the client's
+    `docker info --format {{.FIELD}}` must say the same. A client that exits 0 and says nothing (/bin/true), echoes
+    its arguments (/bin/echo) or asks another engine (another DOCKER_HOST or context) would check nothing.
+    `address` names the SDK's engine in the message. Bounded by `timeout_s`."""
+    field, value = expected
+    cmd = [docker, "info", "--format", "{{." + field + "}}"]
     shown_cmd = shlex.join(cmd)
     try:
         result = captured(cmd, timeout_s=timeout_s, limit_bytes=SERVER_ANSWER_BYTES)
@@ -63,11 +70,18 @@ def server_problem(docker: str, timeout_s: float = SERVER_ASK_TIMEOUT_S) -> str 
     said = result.stdout.decode(errors="replace").strip() if isinstance(result.stdout, bytes) else ""
     if result.stopped:
         return f"the docker client {docker} cannot ask the engine: `{shown_cmd}` {result.stopped}"
-    if result.status == 0 and said:
+    if result.status == 0 and said == value:
         return None
+    if result.status == 0:
+        answer, at = (f"'{shown(said)}'" if said else "nothing"), (f" ({address})" if address else "")
+        return (
+            f"the docker client {docker} does not answer for the engine the tool asks{at}: "
+            f"`{shown_cmd}` says {answer}, the engine's {field} is '{shown(value)}' "
+            "(name the client of that engine: --docker, DOCKER; or point DOCKER_HOST at the client's engine)"
+        )
     stderr = result.stderr.decode(errors="replace") if isinstance(result.stderr, bytes) else ""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    why = lines[-1][:300] if lines else f"exit status {result.status}, no server version"
+    why = shown(lines[-1][:300]) if lines else f"exit status {result.status}, no {field}"
     return f"the docker client {docker} cannot ask the engine: `{shown_cmd}` failed ({why})"
 
 

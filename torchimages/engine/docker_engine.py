@@ -462,8 +462,14 @@ class DockerEngine:
 
     def check_client(self) -> None:
         """EngineError unless the docker CLI that runs the checks' containers (`docker_cli`) answers for the
-        engine (discovery.server_problem): a `--docker /bin/false` would run no container and check nothing."""
-        problem = server_problem(self.docker_cli)
+        engine the SDK asks (discovery.server_problem: the same `docker info` ID, or ServerVersion where the engine
+        gives no ID): a `--docker /bin/false` or `/bin/echo`, or a client of another engine, would check nothing."""
+        with self._failures("asking the engine for its ID"):
+            info = self.sdk.info()
+        expected = ("ID", str(info["ID"])) if info.get("ID") else ("ServerVersion", str(info.get("ServerVersion", "")))
+        if not expected[1]:
+            raise EngineError(f"the engine at {engine_address()} gives neither an ID nor a version in its info")
+        problem = server_problem(self.docker_cli, expected, engine_address())
         if problem:
             raise EngineError(problem)
 

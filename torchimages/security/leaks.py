@@ -3,8 +3,8 @@ and applies them; content.py searches a file's whole content with these patterns
 
 The rules, each a table below:
     credentials    by path, anywhere in the image (any home): CREDENTIAL_FILES; some only with a mark in their
-                   content (an auth token in .npmrc, a password in a pip.conf URL or apt's sources, one in
-                   apt's auth.conf), searched in the whole file
+                   content (an auth token in .npmrc, a password in a pip.conf URL, in apt's sources or apt.conf,
+                   in a gitconfig or /etc/environment, one in apt's auth.conf), searched in the whole file
     private keys   by content, anywhere in any file, whatever its name and size: a PEM private key (PKCS#8,
                    encrypted, RSA, EC, DSA, OpenSSH's, PGP's private key block) whose BEGIN line is followed by
                    its base64 body (also with JSON's escaped newlines: a service account key), or a PuTTY key;
@@ -81,6 +81,7 @@ class CredentialFile:
     suffix: tuple[str, ...]
     what: str
     mark: re.Pattern[bytes] | None = None
+    unless: frozenset[str] = frozenset()  # names the last pattern does not take (apt's folders beside its files)
 
 
 CREDENTIAL_FILES = (
@@ -154,13 +155,30 @@ CREDENTIAL_FILES = (
     # pip.pypa.io/en/stable/topics/configuration; docs.astral.sh/uv/reference/settings: an index URL's userinfo
     CredentialFile(("pip.conf",), "a pip.conf with credentials in a URL", USERINFO),
     CredentialFile(("uv.toml",), "a uv.toml with credentials in a URL", USERINFO),
-    # apt's sources (sources.list(5): one-line .list and deb822 .sources) with a mirror's login in a URL, and its
-    # logins (apt_auth.conf(5)): a build gives apt a mirror's login through a BuildKit secret, never a file
-    CredentialFile(("apt", "sources.list"), "apt sources with credentials in a URL", USERINFO),
-    CredentialFile(("apt", "sources.list.d", "*.list"), "apt sources with credentials in a URL", USERINFO),
-    CredentialFile(("apt", "sources.list.d", "*.sources"), "apt sources with credentials in a URL", USERINFO),
+    # apt's sources (sources.list(5): one-line .list and deb822 .sources) with a mirror's login in a URL, and
+    # apt's copies of them (sources.list.save, *.list.distUpgrade: do-release-upgrade's, *.list~): sources.list*
+    # and any file below sources.list.d (a sub-folder's too: apt reads none, but what is there is in the image);
+    # apt.conf(5) with a login in a proxy's or source's URL (`Acquire::http::Proxy "http://user:password@proxy"`);
+    # its logins (apt_auth.conf(5)): a build gives apt a mirror's login through a BuildKit secret, never a file
+    CredentialFile(
+        ("apt", "sources.list*"), "apt sources with credentials in a URL", USERINFO, frozenset({"sources.list.d"})
+    ),
+    CredentialFile(("apt", "sources.list.d", "**"), "apt sources with credentials in a URL", USERINFO),
+    CredentialFile(
+        ("apt", "apt.conf*"), "an apt configuration with credentials in a URL", USERINFO, frozenset({"apt.conf.d"})
+    ),
+    CredentialFile(("apt", "apt.conf.d", "**"), "an apt configuration with credentials in a URL", USERINFO),
     CredentialFile(("apt", "auth.conf"), "an apt auth.conf with a password", APT_PASSWORD),
     CredentialFile(("apt", "auth.conf.d", "*"), "an apt auth.conf with a password", APT_PASSWORD),
+    # git-scm.com/docs/git-config#FILES: the user's, XDG and system configurations; a login in a URL
+    # (`[url "https://user:token@host/"] insteadOf = https://host/`, a remote's or a proxy's URL)
+    CredentialFile((".gitconfig",), "a git configuration with a login in a URL", USERINFO),
+    CredentialFile((".config", "git", "config"), "a git configuration with a login in a URL", USERINFO),
+    CredentialFile(("etc", "gitconfig"), "a git configuration with a login in a URL", USERINFO),
+    # pip's configuration under its Windows name (pip.ini), read where it is named (PIP_CONFIG_FILE)
+    CredentialFile(("pip.ini",), "a pip.ini with credentials in a URL", USERINFO),
+    # pam_env's environment (http_proxy=http://user:password@proxy), read at every login
+    CredentialFile(("etc", "environment"), "an /etc/environment with credentials in a URL", USERINFO),
     # Maven's settings.xml <server><password>; Cargo's, RubyGems' and Terraform's tokens; Vault's token
     CredentialFile((".m2", "settings.xml"), "a Maven settings.xml with a password", re.compile(rb"<password>[^<\s]")),
     CredentialFile((".cargo", "credentials"), "Cargo registry tokens"),
@@ -231,16 +249,33 @@ def _by_last_name(rules: Sequence[CredentialFile]) -> tuple[dict[str, tuple[int,
 _NAMED, _PATTERNED = _by_last_name(CREDENTIAL_FILES)
 
 
+def _fits(parts: Sequence[str], stop: int, patterns: Sequence[str]) -> bool:
+    """Whether the components of `parts` that end before `stop` match `patterns`, one each."""
+    start = stop - len(patterns)
+    return start >= 0 and all(fnmatch.fnmatchcase(parts[start + i], p) for i, p in enumerate(patterns))
+
+
+def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:
+    """Whether a path's components end with `suffix`: fnmatch patterns, one a component, but one `**` at most,
+    one or more components (`apt/sources.list.d/**`: any file below that folder, however deep). Linear in the
+    path's depth (a layer's hostile name may have thousands of components)."""
+    if "**" not in suffix:
+        return _fits(parts, len(parts), suffix)
+    at = suffix.index("**")
+    before, after = suffix[:at], suffix[at + 1 :]
+    if not _fits(parts, len(parts), after):
+        return False
+    below = len(parts) - len(after)  # `**` takes parts[cut:below], one component at least
+    return any(_fits(parts, cut, before) for cut in range(below - 1, len(before) - 1, -1))
+
+
 def credential_rule(path: str) -> CredentialFile | None:
     """The credentials file a path is, by its last components (content marks aside); the first rule of
     CREDENTIAL_FILES that matches."""
     parts = path.split("/")
     for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
         rule = CREDENTIAL_FILES[at]
-        tail = parts[-len(rule.suffix) :]
-        if len(tail) != len(rule.suffix):
-            continue
-        if all(fnmatch.fnmatchcase(part, pattern) for part, pattern in zip(tail, rule.suffix, strict=True)):
+        if parts[-1] not in rule.unless and ends_with(parts, rule.suffix):
             return rule
     return None
 

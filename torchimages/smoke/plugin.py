@@ -41,6 +41,7 @@ FACTS_KEY = pytest.StashKey[dict[str, Any]]()
 CONTEXT_KEY = pytest.StashKey["RunContext"]()
 BANDWIDTH_KEY = pytest.StashKey[list[dict[str, Any]]]()
 THROUGHPUT_KEY = pytest.StashKey[dict[str, list[float]]]()
+THROUGHPUT_GPU_KEY = pytest.StashKey[dict[str, str]]()  # {"gpu": the GPU name the throughput probe ran on}
 MARKERS = {
     "cpu": "needs no GPU: versions, libraries, users, labels",
     "gpu": "needs one GPU; skipped without one unless --require-gpu",
@@ -73,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {description}")
     config.stash[BANDWIDTH_KEY] = []
     config.stash[THROUGHPUT_KEY] = {}
+    config.stash[THROUGHPUT_GPU_KEY] = {}
     if any(getattr(config.option, name, False) for name in ("help", "markers", "showfixtures")):
         return
     path = config.getoption("--image-spec")
@@ -383,12 +385,20 @@ def throughput_runs(
 
 
 @pytest.fixture(scope="session")
+def throughput_gpu(pytestconfig: pytest.Config) -> dict[str, str]:
+    """Where the throughput suite records the GPU name its probe ran on (`gpu`), for the reference written."""
+    return pytestconfig.stash[THROUGHPUT_GPU_KEY]
+
+
+@pytest.fixture(scope="session")
 def throughput_figures(pytestconfig: pytest.Config) -> Iterator[dict[str, list[float]]]:
     """Each figure's samples, for the terminal summary; written to TORCHIMAGES_THROUGHPUT_OUT, when set, at the
-    end (`metrics`: the medians; `samples`: what TORCHIMAGES_THROUGHPUT_REFERENCE reads)."""
+    end (`gpu`: the GPU model the probe ran on; `metrics`: the medians; `samples`: what
+    TORCHIMAGES_THROUGHPUT_REFERENCE reads, with `gpu`)."""
     figures = pytestconfig.stash[THROUGHPUT_KEY]
     yield figures
     out = settings.path("TORCHIMAGES_THROUGHPUT_OUT")
     if out is not None and figures:
-        document = {"metrics": throughput.medians(figures), "samples": figures}
+        gpu = pytestconfig.stash[THROUGHPUT_GPU_KEY]
+        document = {**gpu, "metrics": throughput.medians(figures), "samples": figures}
         out.write_text(json.dumps({**document, "context": asdict(run_context(pytestconfig))}, indent=2))

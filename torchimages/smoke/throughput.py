@@ -5,7 +5,9 @@ TORCHIMAGES_THROUGHPUT_REFERENCE) or against the knowledge base's floors for the
 Each side gives several samples of each figure (the probe's repeats, in several processes). A figure fails parity
 only beyond the noise the host measured: the container's median under the host's median less the wider of
 TOLERANCE and the host's own relative spread ((max - min) / median); a host spread over MAX_SPREAD is too noisy
-to tell a slowdown of 2x from noise, and says so instead of passing."""
+to tell a slowdown of 2x from noise, and says so instead of passing. A reference compares only where it was taken
+on this run's GPU model and holds every figure this run measured, and no figure this version does not know (a
+misspelt name would otherwise compare nothing and pass)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any, TypeGuard
 from torchimages import textfile
 from torchimages.compat import GpuThroughput
 from torchimages.problems import InputError, Problem
+from torchimages.problems import shown as shown_text
 
 # name -> (unit, what)
 METRICS: Mapping[str, tuple[str, str]] = {
@@ -111,14 +114,45 @@ def compare(name: str, measured: Sequence[float], host: Sequence[float]) -> Verd
     return Verdict(name, here.median >= bound, line)
 
 
-def parity(measured: Mapping[str, Sequence[float]], host: Mapping[str, Sequence[float]]) -> list[Verdict]:
-    """Each figure the host measured, compared (a figure this run lacks fails)."""
-    return [compare(name, measured.get(name, ()), samples) for name, samples in host.items() if name in METRICS]
+@dataclass(frozen=True)
+class Reference:
+    """The host's figures (TORCHIMAGES_THROUGHPUT_OUT): the GPU model its probe ran on, and each figure's samples."""
+
+    gpu: str
+    samples: Mapping[str, Sequence[float]]
 
 
-def parity_problems(measured: Mapping[str, Sequence[float]], host: Mapping[str, Sequence[float]]) -> list[str]:
+WRITE_AGAIN = "write it again with this version's TORCHIMAGES_THROUGHPUT_OUT on this GPU model"
+
+
+def parity(measured: Mapping[str, Sequence[float]], reference: Reference, gpu: str) -> list[Verdict]:
+    """Each figure compared with the reference's (this run on `gpu`, the probe's GPU name): a reference of another
+    GPU model fails as a whole; a figure the reference names and this version does not know fails, as does one
+    this run measured and the reference lacks, and one the reference has and this run lacks."""
+    if reference.gpu != gpu:
+        line = (
+            f"the reference was measured on {shown_text(reference.gpu)}, this run on {shown_text(gpu)}: another "
+            f"GPU model's figures tell nothing of this one ({WRITE_AGAIN})"
+        )
+        return [Verdict("gpu", False, line)]
+    host = reference.samples
+    verdicts = []
+    for name in [*METRICS, *sorted(set(measured) - set(METRICS)), *sorted(set(host) - set(METRICS))]:
+        if name not in measured and name not in host:
+            continue
+        if name not in METRICS and name in host:
+            line = f"{shown_text(name)}: the reference names a figure this version does not measure ({WRITE_AGAIN})"
+            verdicts.append(Verdict(name, False, line))
+        elif name not in host:
+            verdicts.append(Verdict(name, False, f"{name}: measured here, not in the reference ({WRITE_AGAIN})"))
+        else:
+            verdicts.append(compare(name, measured.get(name, ()), host[name]))
+    return verdicts
+
+
+def parity_problems(measured: Mapping[str, Sequence[float]], reference: Reference, gpu: str) -> list[str]:
     """The lines of the figures that fail parity."""
-    return [verdict.line for verdict in parity(measured, host) if not verdict.ok]
+    return [verdict.line for verdict in parity(measured, reference, gpu) if not verdict.ok]
 
 
 def conv_problem(payload: Mapping[str, Any]) -> str | None:
@@ -181,11 +215,11 @@ def _samples(value: object) -> TypeGuard[dict[str, list[float]]]:
     return all(isinstance(values, list) and values and all(map(_figure, values)) for values in value.values())
 
 
-def read_reference(path: Path) -> dict[str, list[float]]:
-    """The host's samples of each figure: a JSON object whose `samples` maps METRICS names to lists of positive
-    numbers (what TORCHIMAGES_THROUGHPUT_OUT wrote)."""
+def read_reference(path: Path) -> Reference:
+    """The host's figures: a JSON object whose `gpu` names the GPU model its probe ran on and whose `samples` maps
+    figure names to lists of positive numbers (what TORCHIMAGES_THROUGHPUT_OUT wrote). parity judges the names."""
     data = textfile.read_json_object(path, REFERENCE_WHAT)
-    samples = data.get("samples")
+    samples, gpu = data.get("samples"), data.get("gpu")
     if not _samples(samples):
         raise InputError(
             [
@@ -196,4 +230,14 @@ def read_reference(path: Path) -> dict[str, list[float]]:
                 )
             ]
         )
-    return {str(name): [float(v) for v in values] for name, values in samples.items()}
+    if not isinstance(gpu, str) or not gpu.strip():
+        raise InputError(
+            [
+                Problem(
+                    f"{REFERENCE_WHAT}: no `gpu` naming the GPU model it was measured on (an older reference); "
+                    "write it again with this version's TORCHIMAGES_THROUGHPUT_OUT",
+                    file=str(path),
+                )
+            ]
+        )
+    return Reference(gpu, {str(name): [float(v) for v in values] for name, values in samples.items()})

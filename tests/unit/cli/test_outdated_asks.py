@@ -32,27 +32,87 @@ DEADLINE_S = 2.0
 Cli = Callable[..., tuple[int, str, str]]
 
 
+ENGINE_ID = ("ID", "0d5c4d2e-engine-asked")  # the SDK's engine's `docker info` ID: a literal
+
+
+def client(tmp_path: Path, script: str, name: str = "docker") -> str:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
 def test_a_docker_client_that_cannot_ask_the_engine_is_said_naming_it(tmp_path: Path) -> None:
-    said = server_problem("/bin/false")
+    said = server_problem("/bin/false", ENGINE_ID)
     assert said is not None and said.startswith("the docker client /bin/false cannot ask the engine: ")
-    assert "exit status 1, no server version" in said
-    assert "no server version" in str(server_problem("/bin/true"))  # exit 0 and nothing said: asked nothing
-    answers = tmp_path / "docker"
-    answers.write_text("#!/bin/sh\necho 26.1.4\n")
-    answers.chmod(0o755)
-    assert server_problem(str(answers)) is None
-    hangs = tmp_path / "hangs"
-    hangs.write_text("#!/bin/sh\nexec sleep 30\n")
-    hangs.chmod(0o755)
+    assert "exit status 1, no ID" in said
+    assert "says nothing, the engine's ID is '0d5c4d2e-engine-asked'" in str(server_problem("/bin/true", ENGINE_ID))
+    answers = client(tmp_path, '[ "$*" = "info --format {{.ID}}" ] && echo 0d5c4d2e-engine-asked\n')
+    assert server_problem(answers, ENGINE_ID) is None
+    hangs = client(tmp_path, "exec sleep 30\n", "hangs")
     started = time.monotonic()
-    assert "ran past its time limit" in str(server_problem(str(hangs), timeout_s=0.5))
+    assert "ran past its time limit" in str(server_problem(hangs, ENGINE_ID, timeout_s=0.5))
     assert time.monotonic() - started < 5
 
 
+def test_a_client_that_echoes_or_asks_another_engine_is_refused_naming_both(tmp_path: Path) -> None:
+    """/bin/echo exits 0 and says something; a client of another engine gives a version too: neither is the
+    engine the tool asks, and each would check nothing."""
+    said = str(server_problem("/bin/echo", ENGINE_ID, "unix:///run/asked.sock"))
+    assert said.startswith("the docker client /bin/echo does not answer for the engine the tool asks "), said
+    assert "(unix:///run/asked.sock): `/bin/echo info --format '{{.ID}}'` says 'info --format {{.ID}}'" in said
+    assert "the engine's ID is '0d5c4d2e-engine-asked'" in said
+    other = client(tmp_path, "echo 7f0e-another-engine; echo 26.1.4 >&2\n")
+    said = str(server_problem(other, ENGINE_ID))
+    assert "says '7f0e-another-engine', the engine's ID is '0d5c4d2e-engine-asked'" in said, said
+    hostile = client(tmp_path, "printf '\\033[2Jx\\n'\n", "hostile")
+    assert "says '\\x1b[2Jx'" in str(server_problem(hostile, ENGINE_ID))
+
+
 def test_the_engine_refuses_a_client_that_does_not_answer(tmp_path: Path) -> None:
-    found, _ = docker_engine(tmp_path, "echo 'Cannot connect to the Docker daemon' >&2; exit 1\n")
+    found, sdk = docker_engine(tmp_path, "echo 'Cannot connect to the Docker daemon' >&2; exit 1\n")
+    sdk.info = lambda: {"ID": ENGINE_ID[1], "ServerVersion": "26.1.4"}  # type: ignore[attr-defined]
     with pytest.raises(EngineError, match=r"cannot ask the engine: .* failed \(Cannot connect to the Docker daemon\)"):
         found.check_client()
+
+
+def test_the_engine_takes_only_a_client_that_gives_its_id(tmp_path: Path) -> None:
+    found, sdk = docker_engine(tmp_path, '[ "$*" = "info --format {{.ID}}" ] && echo 0d5c4d2e-engine-asked\n')
+    sdk.info = lambda: {"ID": ENGINE_ID[1], "ServerVersion": "26.1.4"}  # type: ignore[attr-defined]
+    found.check_client()
+    sdk.info = lambda: {"ID": "7f0e-another-engine", "ServerVersion": "26.1.4"}  # type: ignore[attr-defined]
+    with pytest.raises(EngineError, match=r"says '0d5c4d2e-engine-asked', the engine's ID is '7f0e-another-engine'"):
+        found.check_client()
+
+
+def test_an_engine_without_an_id_is_matched_by_its_version(tmp_path: Path) -> None:
+    found, sdk = docker_engine(tmp_path, '[ "$*" = "info --format {{.ServerVersion}}" ] && echo 26.1.4\n')
+    sdk.info = lambda: {"ServerVersion": "26.1.4"}  # type: ignore[attr-defined]
+    found.check_client()
+    sdk.info = lambda: {"ServerVersion": "27.0.1"}  # type: ignore[attr-defined]
+    with pytest.raises(EngineError, match=r"says '26.1.4', the engine's ServerVersion is '27.0.1'"):
+        found.check_client()
+    silent, sdk = docker_engine(tmp_path, "exit 0\n")  # says nothing, as an engine that gives neither says
+    sdk.info = lambda: {"ID": "", "Containers": 0}  # type: ignore[attr-defined]
+    with pytest.raises(EngineError, match=r"gives neither an ID nor a version in its info"):
+        silent.check_client()
+
+
+def test_outdated_with_an_echoing_client_exits_2_naming_both(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`outdated --docker /bin/echo` once said `current` and exit 0, having asked nothing."""
+    (tmp_path / "matrix.yaml").write_text(MATRIX)
+    monkeypatch.chdir(tmp_path)
+    found, sdk = docker_engine(tmp_path, "exit 0\n")
+    sdk.info = lambda: {"ID": ENGINE_ID[1]}  # type: ignore[attr-defined]
+    found.__dict__["_docker_cli"] = "/bin/echo"
+    monkeypatch.setattr(engine_package, "DockerEngine", lambda docker_cli=None: found)
+    code, out, err = cli("outdated", "2.13.0-cpu-runtime", "--docker", "/bin/echo")
+    assert code == 2 and out == "", out
+    last = err.splitlines()[-1]
+    assert last.startswith("error: the docker client /bin/echo does not answer for the engine the tool asks"), err
+    assert "says 'info --format {{.ID}}', the engine's ID is '0d5c4d2e-engine-asked'" in last, err
 
 
 def test_outdated_with_a_client_that_cannot_answer_exits_2_and_checks_nothing(

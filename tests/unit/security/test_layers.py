@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import base64
 import datetime
+import fnmatch
 import gzip
 import hashlib
 import io
 import json
 import random
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.fakes import FakeEngine
 from torchimages.engine import EngineError
@@ -208,6 +212,22 @@ CREDENTIALS = [
     ("home/torch/.npmrc", b"registry=https://builder:s3cret@npm.example.org/\n"),
     ("home/torch/.pip/pip.conf", b"[global]\nindex-url = http://builder:s3cret@mirror.example/simple\n"),
     ("root/.docker/config.json", b'{"proxies":{"default":{"httpProxy":"http://u:p@proxy.example:3128"}}}'),
+    # the other URL-bearing configurations (issue 42): apt.conf's proxy, apt's copies of its sources, a sub-folder
+    # of sources.list.d, gitconfig's insteadOf, pip.ini, /etc/environment's proxy
+    ("etc/apt/apt.conf.d/01proxy", b'Acquire::http::Proxy "http://u:p@proxy.example:3128";\n'),
+    ("etc/apt/apt.conf", b'Acquire::https::Proxy "https://builder:s3cret@proxy.example/";\n'),
+    ("etc/apt/sources.list.save", b"deb http://builder:s3cret@mirror.example/debian bookworm main\n"),
+    ("etc/apt/sources.list.d/m.list.save", b"deb https://u:p@mirror.example/ubuntu noble main\n"),
+    ("etc/apt/sources.list.distUpgrade", b"deb https://u:p@mirror.example/ubuntu noble main\n"),
+    ("etc/apt/sources.list.d/m.list.distUpgrade", b"deb https://u:p@mirror.example/ubuntu noble main\n"),
+    ("etc/apt/sources.list.d/sub/m.list", b"deb https://u:p@mirror.example/ubuntu noble main\n"),
+    ("root/.gitconfig", b'[url "https://u:p@git.example.org/"]\n\tinsteadOf = https://git.example.org/\n'),
+    ("home/torch/.gitconfig", b'[url "https://oauth2:glpat-x@gitlab.example.org/"]\n\tinsteadOf = https://g/\n'),
+    ("home/torch/.config/git/config", b"[http]\n\tproxy = http://u:p@proxy.example:3128\n"),
+    ("etc/gitconfig", b'[url "https://u:p@git.example.org/"]\n\tinsteadOf = https://git.example.org/\n'),
+    ("etc/pip.ini", b"[global]\nindex-url = https://user:pass@pypi.example.org/simple\n"),
+    ("home/torch/pip/pip.ini", b"[global]\nextra-index-url = https://token@pypi.example.org/simple\n"),
+    ("etc/environment", b'PATH="/usr/local/bin:/usr/bin"\nhttp_proxy=http://u:p@proxy.example:3128\n'),
 ]
 
 
@@ -245,12 +265,86 @@ NEAR_CREDENTIALS = [
     ("etc/apt/sources.list.d/cuda.list", b"deb [signed-by=/k.gpg] https://dev.example/repos/x86_64/ /\n"),
     ("etc/apt/auth.conf.d/empty.conf", b"# machine example.org login me\n"),
     ("usr/share/doc/apt/examples/sources.list", b"deb http://u:p@mirror.example/debian bookworm main\n"),
+    # the other URL-bearing configurations without a login (issue 42)
+    ("etc/apt/apt.conf.d/01proxy", b'Acquire::http::Proxy "http://proxy.example:3128";\n'),
+    ("etc/apt/apt.conf.d/docker-clean", b'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb || true"; };\n'),
+    ("etc/apt/apt.conf", b'APT::Install-Recommends "false";\n'),
+    ("etc/apt/sources.list.save", b"deb http://archive.example.org/debian bookworm main\n"),
+    ("etc/apt/sources.list.d/sub/m.list", b"deb https://mirror.example/ubuntu noble main\n"),
+    ("etc/apt/sources.list.d/m.list.distUpgrade", b"deb https://mirror.example/ubuntu noble main\n"),
+    ("home/torch/.gitconfig", b"[user]\n\tname = Builder\n\temail = builder@example.org\n"),
+    ("home/torch/.gitconfig", b'[url "https://git.example.org/"]\n\tinsteadOf = git@git.example.org:\n'),
+    ("etc/pip.ini", b"[global]\nindex-url = https://pypi.example.org/simple\n"),
+    ("etc/environment", b'PATH="/usr/local/bin:/usr/bin"\nhttp_proxy=http://proxy.example:3128\n'),
+    ("usr/share/doc/x/environment", b"http_proxy=http://u:p@proxy.example:3128\n"),
 ]
 
 
 @pytest.mark.parametrize(("name", "content"), NEAR_CREDENTIALS, ids=[name for name, _ in NEAR_CREDENTIALS])
 def test_a_near_miss_is_no_credentials_file(name: str, content: bytes | None) -> None:
     assert keys(scan(layer(*BASE), layer((name, content)))) == []
+
+
+def test_apts_own_folders_are_no_credentials_files() -> None:
+    """`sources.list*` and `apt.conf*` are apt's files, never the folders beside them (a link is judged by its
+    path alone)."""
+    assert leaks.credential_rule("/etc/apt/sources.list.d") is None
+    assert leaks.credential_rule("/etc/apt/apt.conf.d") is None
+    assert leaks.credential_rule("/etc/apt/sources.list.old") is not None
+    assert leaks.credential_rule("/etc/apt/apt.conf~") is not None
+
+
+@pytest.mark.parametrize(
+    ("parts", "suffix", "expected"),
+    [
+        (("", "etc", "apt", "sources.list.d", "a", "b", "m.list"), ("apt", "sources.list.d", "**"), True),
+        (("", "etc", "apt", "sources.list.d"), ("apt", "sources.list.d", "**"), False),
+        (("", "etc", "sources.list.d", "m.list"), ("apt", "sources.list.d", "**"), False),
+        (("", "root", ".netrc"), (".netrc",), True),
+        ((".netrc",), ("home", ".netrc"), False),
+    ],
+)
+def test_ends_with_takes_one_or_more_components_for_two_stars(
+    parts: tuple[str, ...], suffix: tuple[str, ...], expected: bool
+) -> None:
+    assert leaks.ends_with(parts, suffix) is expected
+
+
+def ends_with_by_slicing(parts: tuple[str, ...], suffix: tuple[str, ...]) -> bool:
+    """ends_with's meaning, written the plain way (quadratic): the last pattern takes the last component, `**`
+    one or more of them."""
+    if not suffix:
+        return True
+    if not parts:
+        return False
+    if suffix[-1] == "**":
+        return any(ends_with_by_slicing(parts[:cut], suffix[:-1]) for cut in range(len(parts) - 1, -1, -1))
+    return fnmatch.fnmatchcase(parts[-1], suffix[-1]) and ends_with_by_slicing(parts[:-1], suffix[:-1])
+
+
+COMPONENTS = st.sampled_from(["", "etc", "apt", "sources.list.d", "m.list", "x.sources", "a", ".netrc"])
+PATTERNS = st.sampled_from(["apt", "sources.list.d", "*.list", "*", "a", ".netrc", "etc"])
+
+
+@given(
+    parts=st.lists(COMPONENTS, max_size=8).map(tuple),
+    before=st.lists(PATTERNS, max_size=3).map(tuple),
+    after=st.lists(PATTERNS, max_size=2).map(tuple),
+    stars=st.booleans(),
+)
+def test_ends_with_means_what_the_plain_way_says(
+    parts: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], stars: bool
+) -> None:
+    suffix = (*before, "**", *after) if stars else before + after
+    assert leaks.ends_with(parts, suffix) is ends_with_by_slicing(parts, suffix)
+
+
+def test_a_path_of_many_components_is_judged_in_time() -> None:
+    deep = "/" + "a/" * 200_000 + "m.list"
+    started = time.monotonic()
+    assert leaks.credential_rule(deep) is None
+    assert leaks.credential_rule("/etc/apt/sources.list.d/" + "a/" * 200_000 + "m.list") is not None
+    assert time.monotonic() - started < 5
 
 
 def test_a_folder_named_like_a_credentials_file_is_not_one() -> None:

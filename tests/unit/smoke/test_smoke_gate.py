@@ -441,6 +441,7 @@ def test_throughput_figures_are_written_for_the_host_and_held_to_the_floors(
         "test_throughput_equals_the_hosts": "skipped",
     }
     written = json.loads(out.read_text())
+    assert written["gpu"] == "NVIDIA H200"  # the probe's GPU: a container run on another model is refused
     assert written["metrics"] == FIGURES
     assert written["samples"] == {name: values * 3 for name, values in SAMPLES.items()}  # three processes' samples
 
@@ -449,7 +450,9 @@ def test_a_slower_container_than_the_host_or_a_conv_off_cudnn_fails(
     tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host = tmp_path / "host.json"
-    host.write_text(json.dumps({"samples": {**SAMPLES, "amp_step_img_s": [39000.0, 40000.0, 41000.0]}}))
+    host.write_text(
+        json.dumps({"gpu": "NVIDIA H200", "samples": {**SAMPLES, "amp_step_img_s": [39000.0, 40000.0, 41000.0]}})
+    )
     monkeypatch.setenv("TORCHIMAGES_THROUGHPUT_REFERENCE", str(host))
     slow = {**THROUGHPUT, "cudnn": {**CUDNN, "conv_ops": ["aten::_slow_conv2d_forward"]}}
     slow["metrics"] = {**FIGURES, "gemm_bf16_tflops": 300.0}
@@ -467,6 +470,21 @@ def test_a_slower_container_than_the_host_or_a_conv_off_cudnn_fails(
     message = failure_message(tmp_path / "junit.xml", "test_throughput_equals_the_hosts")
     assert "beyond the host's own spread" in message and "here median 300.0 TFLOP/s of 9" in message
     assert "the host: median 761.0 TFLOP/s of 3 (745.8 TFLOP/s to 768.6 TFLOP/s, spread 3%)" in message
+
+
+def test_the_hosts_figures_of_another_gpu_model_fail_parity(
+    tmp_path: Path, runtime: tuple[Combination, Image], fake_python: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's reference was taken on an H100; this run's probe says H200: nothing is compared, parity fails."""
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "samples": SAMPLES}))
+    monkeypatch.setenv("TORCHIMAGES_THROUGHPUT_REFERENCE", str(host))
+    code, found = run_gpu_suite(
+        tmp_path, runtime, "test_gpu_throughput", gpus(1), ("gpu",), python_exe=fake_python(THROUGHPUT, "")
+    )
+    assert code == 1 and found["test_throughput_equals_the_hosts"] == "failed", found
+    message = failure_message(tmp_path / "junit.xml", "test_throughput_equals_the_hosts")
+    assert "the reference was measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200" in message
 
 
 # --- GPU architectures: every visible GPU covered by torch's list and by the image's label ---------------------

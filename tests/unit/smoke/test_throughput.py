@@ -31,6 +31,14 @@ HOST = {
     "amp_step_img_s": [23100.0] * 3,
     "h2d_pinned_gb_s": [55.3] * 3,
 }
+H200_NAME, H100_NAME = "NVIDIA H200", "NVIDIA H100 80GB HBM3"  # torch.cuda.get_device_name's answers
+
+
+def parity(measured: dict[str, list[float]], host: dict[str, list[float]], gpu: str = H200_NAME) -> list[str]:
+    """parity_problems against a reference taken on `gpu`, this run on the same."""
+    return throughput.parity_problems(measured, throughput.Reference(gpu, host), gpu)
+
+
 ON_CUDNN: dict[str, Any] = {
     "cudnn": {"available": True, "enabled": True, "conv_ops": ["aten::_convolution", "aten::cudnn_convolution"]}
 }
@@ -58,12 +66,12 @@ ONE_CPU = {**H100_CONTAINER, "amp_step_img_s": [33_100.0, 74_000.0, 31_900.0]}
 
 
 def test_the_measured_container_is_the_hosts_equal() -> None:
-    assert throughput.parity_problems(CONTAINER, HOST) == []
+    assert parity(CONTAINER, HOST) == []
     assert throughput.floor_problems(throughput.medians(CONTAINER), H200) == []
 
 
 def test_a_container_as_noisy_as_its_host_passes_where_a_fixed_10_percent_failed() -> None:
-    verdicts = throughput.parity(H100_CONTAINER, H100_HOST)
+    verdicts = throughput.parity(H100_CONTAINER, throughput.Reference(H100_NAME, H100_HOST), H100_NAME)
     assert [v.name for v in verdicts] == list(throughput.METRICS) and all(v.ok for v in verdicts), verdicts
     amp = verdicts[2].line
     assert "67,000.0 img/s of 3" in amp and "at or over the host's median less 27% 54,150.0 img/s" in amp
@@ -72,7 +80,7 @@ def test_a_container_as_noisy_as_its_host_passes_where_a_fixed_10_percent_failed
 
 def test_a_2x_slower_container_fails_though_the_host_is_noisy_saying_its_spread() -> None:
     halved = {name: [v / 2 for v in values] for name, values in H100_CONTAINER.items()}
-    problems = throughput.parity_problems(halved, H100_HOST)
+    problems = parity(halved, H100_HOST, H100_NAME)
     assert [p.split(" ")[0] for p in problems] == list(throughput.METRICS)
     amp = problems[2]
     assert amp.startswith("amp_step_img_s (AMP training step") and "here median 33,500.0 img/s of 3" in amp
@@ -80,39 +88,66 @@ def test_a_2x_slower_container_fails_though_the_host_is_noisy_saying_its_spread(
 
 
 def test_a_planted_one_cpu_slowdown_of_the_launch_bound_step_fails_alone() -> None:
-    (problem,) = throughput.parity_problems(ONE_CPU, H100_HOST)
+    (problem,) = parity(ONE_CPU, H100_HOST, H100_NAME)
     assert problem.startswith("amp_step_img_s") and "here median 33,100.0 img/s of 3" in problem
 
 
 def test_a_quiet_host_keeps_the_10_percent_bound() -> None:
     host = {"gemm_bf16_tflops": [790.0, 800.0, 795.0]}  # 1% spread
-    assert throughput.parity_problems({"gemm_bf16_tflops": [720.0, 722.0, 721.0]}, host) == []  # 9.3% under
-    (problem,) = throughput.parity_problems({"gemm_bf16_tflops": [710.0, 712.0, 711.0]}, host)  # 10.6% under
+    assert parity({"gemm_bf16_tflops": [720.0, 722.0, 721.0]}, host) == []  # 9.3% under
+    (problem,) = parity({"gemm_bf16_tflops": [710.0, 712.0, 711.0]}, host)  # 10.6% under
     assert "under the host's median less 10% 715.5 TFLOP/s" in problem and "spread 1%" in problem
 
 
 def test_a_host_too_noisy_to_tell_a_2x_slowdown_fails_saying_so() -> None:
     host = {"amp_step_img_s": [40_000.0, 84_000.0, 70_000.0]}  # 63% of its median
-    (problem,) = throughput.parity_problems({"amp_step_img_s": [70_000.0, 71_000.0, 69_000.0]}, host)
+    (problem,) = parity({"amp_step_img_s": [70_000.0, 71_000.0, 69_000.0]}, host)
     assert "too noisy to compare with" in problem and "spread 63%), over 40%" in problem
 
 
 def test_a_host_figure_of_too_few_samples_has_no_spread_and_fails() -> None:
-    (problem,) = throughput.parity_problems(H100_CONTAINER, {"amp_step_img_s": [74_000.0, 75_000.0]})
+    (problem,) = parity(H100_CONTAINER, {**H100_HOST, "amp_step_img_s": [74_000.0, 75_000.0]}, H100_NAME)
     assert "the host gave 2 sample(s), under 3: its spread is unmeasured" in problem
 
 
 def test_a_slower_container_fails_naming_the_figure_and_the_bound() -> None:
     slow = {**CONTAINER, "conv_fp16_img_s": [90000.0, 91000.0, 89000.0]}
-    (problem,) = throughput.parity_problems(slow, HOST)
+    (problem,) = parity(slow, HOST)
     assert problem.startswith("conv_fp16_img_s (fp16 3x3 convolution")
     assert "90,000.0 img/s of 3" in problem and "128,790.0 img/s" in problem  # 10% under the host's 143.1k
 
 
 def test_a_figure_the_host_has_and_this_run_lacks_fails() -> None:
-    assert throughput.parity_problems({}, {"h2d_pinned_gb_s": [55.3, 55.2, 55.4]}) == [
-        "h2d_pinned_gb_s: measured on the host, not here"
+    assert parity({}, {"h2d_pinned_gb_s": [55.3, 55.2, 55.4]}) == ["h2d_pinned_gb_s: measured on the host, not here"]
+
+
+def test_a_reference_with_a_misspelt_figure_compares_nothing_and_fails() -> None:
+    """Issue 42: `gemm_bf16_tflop` (no s) read fine and parity said nothing: every figure passed unchecked."""
+    problems = parity(CONTAINER, {"gemm_bf16_tflop": [700.0, 710.0, 720.0]})
+    assert problems == [
+        f"{name}: measured here, not in the reference (write it again with this version's "
+        "TORCHIMAGES_THROUGHPUT_OUT on this GPU model)"
+        for name in throughput.METRICS
+    ] + [
+        "gemm_bf16_tflop: the reference names a figure this version does not measure (write it again with this "
+        "version's TORCHIMAGES_THROUGHPUT_OUT on this GPU model)"
     ]
+
+
+def test_a_reference_of_one_figure_fails_each_other_figure_measured() -> None:
+    problems = parity(CONTAINER, {"gemm_bf16_tflops": HOST["gemm_bf16_tflops"]})
+    assert [p.split(":")[0] for p in problems] == ["conv_fp16_img_s", "amp_step_img_s", "h2d_pinned_gb_s"]
+    assert all("measured here, not in the reference" in p for p in problems)
+
+
+def test_a_reference_of_another_gpu_model_fails_naming_both() -> None:
+    verdicts = throughput.parity(CONTAINER, throughput.Reference(H100_NAME, HOST), H200_NAME)
+    assert [(v.name, v.ok) for v in verdicts] == [("gpu", False)]
+    assert verdicts[0].line.startswith(
+        "the reference was measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200: another GPU model's figures"
+    )
+    hostile = throughput.parity(CONTAINER, throughput.Reference("H\x1b[2J", HOST), H200_NAME)
+    assert "H\\x1b[2J" in hostile[0].line and "\x1b" not in hostile[0].line
 
 
 def test_the_samples_of_several_probe_runs_are_pooled() -> None:
@@ -152,9 +187,17 @@ def test_a_convolution_off_cudnn_is_a_fall_back() -> None:
 
 def test_the_host_reference_is_read_from_what_the_host_run_wrote(tmp_path: Path) -> None:
     written = tmp_path / "host.json"
-    document = {"metrics": throughput.medians(HOST), "samples": HOST, "context": {"gpus": "NVIDIA H200"}}
+    document = {"gpu": H200_NAME, "metrics": throughput.medians(HOST), "samples": HOST, "context": {"gpus": "x"}}
     written.write_text(json.dumps(document))
-    assert throughput.read_reference(written) == HOST
+    assert throughput.read_reference(written) == throughput.Reference(H200_NAME, HOST)
+
+
+@pytest.mark.parametrize("gpu", [None, "", "  ", 7, ["NVIDIA H200"]])
+def test_a_reference_without_its_gpu_model_is_refused(tmp_path: Path, gpu: Any) -> None:
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({"samples": HOST, "context": {"gpus": "NVIDIA H200"}, "gpu": gpu}))
+    with pytest.raises(InputError, match="no `gpu` naming the GPU model it was measured on"):
+        throughput.read_reference(older)
 
 
 @pytest.mark.parametrize(
@@ -196,14 +239,17 @@ JSON = st.recursive(
 @given(samples=JSON)
 def test_any_reference_is_read_as_positive_figures_or_refused(tmp_path: Path, samples: Any) -> None:
     path = tmp_path / "any.json"
-    path.write_text(json.dumps({"samples": samples}))
+    path.write_text(json.dumps({"gpu": H200_NAME, "samples": samples}))
     try:
         read = throughput.read_reference(path)
     except InputError:
         return
-    assert read and all(values and all(math.isfinite(v) and v > 0 for v in values) for values in read.values())
-    for name, values in read.items():  # a comparison of what was read says a line, never raises
+    figures = read.samples
+    assert figures and all(values and all(math.isfinite(v) and v > 0 for v in values) for values in figures.values())
+    for name, values in figures.items():  # a comparison of what was read says a line, never raises
         assert throughput.compare(name, values, values).line
+    verdicts = throughput.parity(figures, read, H200_NAME)  # a name it does not know fails, never passes
+    assert not any(v.ok for v in verdicts if v.name not in throughput.METRICS)
 
 
 def test_a_floor_without_its_reference_or_source_is_refused() -> None:

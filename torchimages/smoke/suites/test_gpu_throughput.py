@@ -25,10 +25,11 @@ pytestmark = [
 def figures(
     throughput_runs: list[ScriptResult],
     throughput_figures: dict[str, list[float]],
+    throughput_gpu: dict[str, str],
     record_testsuite_property: Any,
 ) -> dict[str, Any]:
     """The probe's last answer, its `metrics` the medians of every process's samples and `samples` those; the
-    figures recorded once (summary, JUnit test-suite properties)."""
+    figures recorded once (summary, JUnit test-suite properties), with the GPU the probe ran on."""
     for run in throughput_runs:
         payload = run.payload
         assert payload is not None, f"the throughput probe died before reporting: {run.describe()}"
@@ -36,6 +37,7 @@ def figures(
         assert "error" not in payload, f"the throughput probe failed: {payload['error']}\n  {trace}"
     samples = throughput.samples_of([run.payload or {} for run in throughput_runs])
     throughput_figures.update(samples)
+    throughput_gpu["gpu"] = str((throughput_runs[-1].payload or {}).get("gpu", ""))
     medians = throughput.medians(samples)
     for name, value in medians.items():
         record_testsuite_property(f"throughput_{name}", f"{value:.1f}")
@@ -73,7 +75,8 @@ def test_throughput_floors(figures: dict[str, Any]) -> None:
 
 def test_throughput_equals_the_hosts(figures: dict[str, Any], record_property: Any) -> None:
     """Each figure's median at least the host's median less the wider of 10% and the host's own spread (a host
-    spread over 40% is too noisy to compare, and fails saying so): the verdicts go to the JUnit file."""
+    spread over 40% is too noisy to compare, and fails saying so): the verdicts go to the JUnit file. A reference
+    of another GPU model, one lacking a figure measured here or naming one this version does not know fails."""
     path = settings.path("TORCHIMAGES_THROUGHPUT_REFERENCE")
     if path is None:
         pytest.skip(
@@ -84,7 +87,7 @@ def test_throughput_equals_the_hosts(figures: dict[str, Any], record_property: A
         host = throughput.read_reference(path)
     except InputError as exc:
         pytest.fail("; ".join(str(p) for p in exc.problems), pytrace=False)
-    verdicts = throughput.parity(figures["samples"], host)
+    verdicts = throughput.parity(figures["samples"], host, str(figures.get("gpu", "")))
     for verdict in verdicts:
         record_property(f"parity_{verdict.name}", verdict.line)
     problems = [verdict.line for verdict in verdicts if not verdict.ok]
