@@ -1595,6 +1595,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if not chosen:",
       "        if False:",
       "`list --pypi-only SEL` with none prints nothing, exit 0: a pipeline builds nothing and calls it success"),
+    M("outdated-absent-base-digest-compared", "cli/outdated.py",
+      "                    if local is not None and base is None\n",
+      "                    if False\n",
+      "on a fresh runner without the bootstrapped base, every debian image is 'stale' and rebuilt each week"),
     # misc (issue 42): host-pip-sources, outdated's client check, the secrets gate's config files, bench errors,
     # throughput parity
     M("host-pip-value-unquoted", HOST_PIP_SOURCES,

@@ -5,6 +5,7 @@ exactly those: exit 1 when any is."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from torchimages import values
@@ -76,8 +77,16 @@ def run(args: argparse.Namespace) -> int:
                 base = build_digest.base_labels(engine, combination, judged)
                 epoch = combination.source_date_epoch if source_date is None else source_date
                 made = build_digest.settings_of(sources, epoch)
-                digest = build_digest.of_image(combination, judged, loaded.images_dir, args.mirror or (), base, made)
+                local = build_digest.base_reference(combination, judged)
+                digest = (
+                    None  # a bootstrapped base not made here (a fresh runner): what a build now gives is not known
+                    if local is not None and base is None
+                    else build_digest.of_image(combination, judged, loaded.images_dir, args.mirror or (), base, made)
+                )
                 found = staleness.check(engine, combination, judged, checks, build_digest=digest)
+                if digest is None:
+                    why = f"build digest: its base {local} is not on this machine, so what a build now gives is unknown"
+                    found = dataclasses.replace(found, unchecked=(*found.unchecked, why))
             # Each line one line, whatever the image and the registry said (shown); stdout of --tags holds the
             # matrix's tags alone, one per line.
             print("\n".join(shown(line) for line in found.lines()), file=details, flush=True)

@@ -24,6 +24,7 @@ from torchimages.smoke import runner
 Cli = Callable[..., tuple[int, str, str]]
 MATRIX = "matrix:\n  include:\n    - {torch: 2.13.0, cuda: cpu, os: ubuntu24.04, torchvision: none, torchaudio: none}\n"
 TAG = "2.13.0-cpu-runtime"
+BUILD_DIGEST = build_digest.BUILD_DIGEST_LABEL
 BOOTSTRAPPED = {BASES_LABEL: "bootstrap"}  # what `build --bases bootstrap` labels the image with
 
 
@@ -73,6 +74,8 @@ def test_outdated_on_an_image_built_with_bases_bootstrap_needs_no_bases(
     code, out, err = cli("outdated", "--matrix", str(matrix), TAG)
     assert code == 0 and f"{reference}: current" in out, out + err
     assert "judged with --bases bootstrap, as it was built" in err
+    # its bootstrapped base is not on this engine (a fresh runner): the build digest is not compared, and said
+    assert "not scanned: build digest: its base torchimages/bootstrap-ubuntu:24.04 is not on this machine" in out, out
     code, out, err = cli("outdated", "--matrix", str(matrix), "--bases", "registry", TAG)  # told otherwise
     assert code == 1 and f"{reference}: stale" in out and "built on a base bootstrapped" in out, out
     assert "built with --bases bootstrap (its io.torchimages.bases label); judged with --bases registry" in err
@@ -95,3 +98,14 @@ def test_test_of_an_image_built_with_bases_bootstrap_needs_no_bases(
     (document,) = documents
     assert document["labels"][BASES_LABEL] == "bootstrap", "the spec is the bootstrap build's"
     assert document["labels"][INPUT_DIGEST_LABEL] == fake.images[document["image"]][INPUT_DIGEST_LABEL]
+
+
+def test_outdated_on_a_fresh_runner_never_calls_an_image_stale_for_a_base_it_lacks(
+    cli: Cli, write_matrix: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: whatever the image's build digest, without its bootstrapped base here what a build now gives is
+    not known: not compared (said), never "stale" for that."""
+    fake, matrix, reference = holding(write_matrix, {**BOOTSTRAPPED, BUILD_DIGEST: "sha256:" + "e" * 64})
+    monkeypatch.setattr(engine_package, "DockerEngine", lambda docker_cli=None: fake)
+    code, out, err = cli("outdated", "--matrix", str(matrix), TAG)
+    assert code == 0 and f"{reference}: current" in out and "is not on this machine" in out, out + err
