@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
@@ -139,16 +140,15 @@ def _installs(tag: Tag, python: str, platform: str) -> bool:
 
 
 def matches(filename: str, need: Need) -> bool:
-    """Whether `filename` is a wheel of exactly this project and version (local label and all: `2.7.0+cu118` is
-    not `2.7.0`) that installs on the Python and platform."""
+    """Whether `filename` is a wheel of this project whose version pip's pin takes (`==2.7.0+cu118` only that build;
+    `==2.7.0` or `==2.7` any build of 2.7.0, a local label included; `!=2.14.1+cpu` not that one) and that installs
+    on the Python and platform."""
     try:
         name, version, _build, tags = parse_wheel_filename(filename)
-    except (InvalidWheelFilename, InvalidVersion, ValueError):
+        pin = SpecifierSet(",".join([f"=={need.version}", *(f"!={e}" for e in need.excluded or ())]))
+    except (InvalidWheelFilename, InvalidVersion, InvalidSpecifier, ValueError):
         return False
-    if need.excluded is None:
-        right = str(version) == need.version
-    else:  # pip's `==2.14.1,!=2.14.1+cpu`: any local label of that public version but those excluded
-        right = version.public == need.version and str(version) not in need.excluded
+    right = pin.contains(version, prereleases=True)
     return str(name) == need.project and right and any(_installs(tag, need.python, need.platform) for tag in tags)
 
 
@@ -190,7 +190,18 @@ def _local_page(page: Path) -> Answer:
         links = pages.html_page(body, page.absolute().as_uri())
     except pages.PageError as exc:
         return Answer(None, f"{page}: {exc}")
-    return Answer(tuple(link.filename for link in links if not link.yanked))
+    return Answer(tuple(link.filename for link in links if not link.yanked and _there(link.url)))
+
+
+def _there(url: str) -> bool:
+    """Whether a local page's link names a file that is there (a link off this machine is taken as listed)."""
+    if not url.startswith("file:"):
+        return True
+    path = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _project(folder: Path) -> Answer:

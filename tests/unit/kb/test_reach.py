@@ -189,6 +189,8 @@ def test_a_file_index_is_read_by_its_project_page(tmp_path: Path) -> None:
     href = "../../files/" + WHEEL.replace("+", "%2B")
     (project / "index.html").write_text(f'<html><body><a href="{href}#sha256={"0" * 64}">{WHEEL}</a></body></html>')
     assert reach.problems([_need((tmp_path / "simple").as_uri())], ()) == []
+    (tmp_path / "files" / WHEEL).unlink()  # the page links a file that is gone: pip would fail, the check says so
+    assert len(reach.problems([_need((tmp_path / "simple").as_uri())], ())) == 1
     (project / "index.html").write_text("<html><body></body></html>")
     (project / WHEEL).write_bytes(b"")
     assert len(reach.problems([_need((tmp_path / "simple").as_uri())], ())) == 1
@@ -303,3 +305,18 @@ def test_every_wheel_a_dockerfile_pins_is_looked_for(tmp_path: Path) -> None:
     assert wanted["torch"].version == "2.14.1" and "2.14.1+cpu" in (wanted["torch"].excluded or ())
     assert reach.matches("torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", wanted["torch"])
     assert not reach.matches("torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl", wanted["torch"])
+
+
+@pytest.mark.parametrize(
+    ("version", "filename", "expected"),
+    [
+        ("2.7", "torch-2.7.0-cp310-cp310-manylinux_2_28_x86_64.whl", True),  # pip pads with zeros
+        ("2.7.0", "torch-2.7.0+cu118-cp310-cp310-manylinux_2_28_x86_64.whl", True),  # a plain pin takes any build
+        ("2.7.0", "torch-2.7.1-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+        ("2.7.0+cu118", "torch-2.7.0+cu126-cp310-cp310-manylinux_2_28_x86_64.whl", False),
+    ],
+)
+def test_a_pin_matches_as_pip_reads_it(version: str, filename: str, expected: bool) -> None:
+    """The check takes what pip's `==` takes, no more and no less: else it refuses a build pip would serve."""
+    need = reach.Need("torch", version, "3.10", "linux/amd64", (), "https://own.example/whl", ("t",))
+    assert reach.matches(filename, need) is expected
