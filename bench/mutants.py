@@ -1509,8 +1509,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       '                headers = {"Accept": accept, "User-Agent": USER_AGENT}\n',
       "an index URL's login is not sent: a private index answers 401 to kb and to the source check"),
     M("mirror-login-not-used-by-security-upgrade", APT_STEP,
-      'retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --only-upgrade',
-      "retry apt-get install --download-only -o Acquire::Retries=3 -y --only-upgrade",
+      'retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --no-remove --only-upgrade',
+      "retry apt-get install --download-only -o Acquire::Retries=3 -y --no-remove --only-upgrade",
       "the security upgrade's downloads through a mirror with a login are refused (401): every such build fails"),
     # --- logins never said; kb's range reads where they are needed (issue 42/45) ---
     M("url-refusal-parses-the-login", VALUES,

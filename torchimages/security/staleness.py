@@ -69,8 +69,9 @@ def check(
         reasons.append("built from other inputs than the matrix and templates now give (its input digest differs)")
     elif build_digest is not None and info.labels.get(BUILD_DIGEST_LABEL) != build_digest:
         reasons.append(
-            "a build now would not give this image: its build context (a step script edited?), base or mirror "
-            "differs, or a plain docker build made it (its build digest differs)"
+            "a build now would not give this image: its build context (a step script edited?), base, mirror, wheel "
+            "sources or SOURCE_DATE_EPOCH differs (give outdated the build's), or a plain docker build made it (its "
+            "build digest differs)"
         )
     reasons += bases_changed(combination, info.labels)
     reasons += base_moved(combination, image.flavor, info.labels)

@@ -40,15 +40,17 @@ retry apt-get update "${auth[@]}" --error-on=any -o Acquire::Retries=3
 apt-get install --simulate -y --no-install-recommends "$@" > /dev/null
 retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --no-install-recommends "$@"
 apt-get install -y --no-install-recommends "$@"
-# Every installed package (the base's too) that <codename>-security has newer is upgraded, nothing else:
-# an image rebuilt on an older base holds every security fix published by then (docs/security.md).
-# dist-upgrade's plan lists also what plain upgrade keeps back (a fix that needs a new package); a failed
-# plan fails the step.
+# Every installed package (the base's too) whose candidate <codename>-security carries is upgraded to that
+# candidate (the same version may be in -updates too); no other package is upgraded and none is removed
+# (--no-remove: a plan that would remove one fails the step). An image rebuilt on an older base holds every
+# security fix published by then (docs/security.md). dist-upgrade's plan lists also what plain upgrade keeps
+# back (a fix that needs a new package); a failed plan fails the step.
 plan=$(apt-get dist-upgrade --simulate)
 mapfile -t security < <(sed -n 's/^Inst \([^ ]*\) \[[^]]*\] .*-security.*/\1/p' <<<"$plan")
 if [ -n "${security[*]:-}" ]; then
-    retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --only-upgrade "${security[@]}"
-    apt-get install -y --only-upgrade --no-install-recommends "${security[@]}"
+    retry apt-get install "${auth[@]}" --download-only -o Acquire::Retries=3 -y --no-remove --only-upgrade \
+        "${security[@]}"
+    apt-get install -y --no-remove --only-upgrade --no-install-recommends "${security[@]}"
 fi
 rm -f /etc/apt/apt.conf.d/99build-ca /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log \
     /var/log/apt/term.log /var/cache/ldconfig/aux-cache

@@ -38,7 +38,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.13.0" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.13.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:d642b09c40dbf2f70af9e040d9497d0551c6a32d408829b42606299a365274fe" \
+      io.torchimages.input-digest="sha256:9673f3e6e61b4be06a52b00b1212618724c5e9371572b5f02f13cd80b45c9f2e" \
       org.opencontainers.image.description="PyTorch 2.13.0, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -60,4 +60,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.13.0 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:76cd245efb85930bfd6647f8490742d67157cf1b9989a9bbee2ed1945ac98719"
+      io.torchimages.input-digest="sha256:2dd0c7a01531d04aa54564b01fd03801bc6580d72a2c3a8a45b4e15ec6bdefa7"

@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.14.1" io.torchimages.torchvision="0.29.1+cu130" io.torchimages.torchaudio="2.11.1+cu130" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.14.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.0" io.torchimages.cudnn="9.24.0.43" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" io.torchimages.cuda.archs="sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" \
-      io.torchimages.input-digest="sha256:a63551ef5d6c6b42bf18ce62aaa80acfc2a34eb2a3bf6798083e78b674d8b204" \
+      io.torchimages.input-digest="sha256:9331d1941159fa2ddbe7c89edc746af7c5b0f696269e3725ef6185fe4130c4dc" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -87,4 +87,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:204ee05f8156bc46f9bf327ecc16352dc859e32d139c0b112c65f088c62d16c3"
+      io.torchimages.input-digest="sha256:f15d769a0e143630c06c5442ce1e4dfa2ed1ecd9ef0f287098a59d67c01a3943"

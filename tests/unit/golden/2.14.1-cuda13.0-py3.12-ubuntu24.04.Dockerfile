@@ -59,7 +59,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.14.1" io.torchimages.torchvision="0.29.1+cu130" io.torchimages.torchaudio="2.11.1+cu130" io.torchimages.python="3.12" io.torchimages.os="ubuntu24.04" org.opencontainers.image.version="2.14.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.0" io.torchimages.cudnn="9.24.0.43" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" io.torchimages.cuda.archs="sm_75 sm_80 sm_86 sm_90 sm_100 sm_120" \
-      io.torchimages.input-digest="sha256:fcb4df33abfe4789aba582abc90f06cfb08d7f51f505454a4ad47c135b4349a2" \
+      io.torchimages.input-digest="sha256:5eefa29714fc4449a1131eb64500d645108dd4eddaa88ed7580cfc2bae38f69d" \
       org.opencontainers.image.description="PyTorch 2.14.1, CUDA 13.0, Python 3.12 on ubuntu24.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04"
 WORKDIR /home/torch
@@ -86,4 +86,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.14.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:1f31b9d25120bd09f7d303f6f44fd27172167b18b38052e6a04000638dedafad"
+      io.torchimages.input-digest="sha256:b6207c4e687a2ae847593b1d0129f003dd13270c1b5e545d13d843c121b87dab"

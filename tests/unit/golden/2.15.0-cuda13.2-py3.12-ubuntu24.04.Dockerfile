@@ -59,7 +59,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.15.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.15.0" io.torchimages.torchvision="none" io.torchimages.torchaudio="2.11.1+cu132" io.torchimages.python="3.12" io.torchimages.os="ubuntu24.04" org.opencontainers.image.version="2.15.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="13.2" io.torchimages.cudnn="9.26.0.51" io.torchimages.nccl="2.30.7" io.torchimages.cuda.min-driver="580.65.06" \
-      io.torchimages.input-digest="sha256:e1e039b5a8444d654adef4e74a8398e083e8f27a420402ebd14cc3481e1dea77" \
+      io.torchimages.input-digest="sha256:12d23cf6fc158c87a0d08770d33868410bb57f3dd20f07277995d9f7e8b100cb" \
       org.opencontainers.image.description="PyTorch 2.15.0, CUDA 13.2, Python 3.12 on ubuntu24.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04"
 WORKDIR /home/torch

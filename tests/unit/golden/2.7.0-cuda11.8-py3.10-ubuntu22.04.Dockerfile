@@ -61,7 +61,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:54f4f60412064e5dc0e3e2ddaac5a480e3a94a42e1a44040be22de021b7ea11b" \
+      io.torchimages.input-digest="sha256:b0d9712ec37ca4ac1f1c055376c03dc135af1fd849078b14d55a62ce541af041" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:22.04"
 WORKDIR /home/torch
@@ -92,7 +92,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.7.0 (devel)" io.torchimages.flavor="devel" \
       io.torchimages.torch="2.7.0" io.torchimages.torchvision="0.22.0+cu118" io.torchimages.torchaudio="2.7.0+cu118" io.torchimages.python="3.10" io.torchimages.os="ubuntu22.04" org.opencontainers.image.version="2.7.0" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="11.8" io.torchimages.cudnn="9.1.0.70" io.torchimages.nccl="2.21.5" io.torchimages.cuda.min-driver="450.80.02" io.torchimages.cuda.archs="sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" \
-      io.torchimages.input-digest="sha256:b34200a71a81f57c5e395d5c9d173a1eeb7fe7631d34bcc7f90783a5e14ab979" \
+      io.torchimages.input-digest="sha256:9b3f07fb47f6173945d03ea074a0b33568444a3cbd447c8f120f7a40120f7651" \
       org.opencontainers.image.description="PyTorch 2.7.0, CUDA 11.8, Python 3.10 on ubuntu22.04" \
       org.opencontainers.image.base.name="docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
 WORKDIR /home/torch

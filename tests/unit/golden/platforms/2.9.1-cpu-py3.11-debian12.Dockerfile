@@ -39,7 +39,7 @@ USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (runtime)" io.torchimages.flavor="runtime" \
       io.torchimages.torch="2.9.1" io.torchimages.torchvision="none" io.torchimages.torchaudio="none" io.torchimages.python="3.11" io.torchimages.os="debian12" org.opencontainers.image.version="2.9.1" org.opencontainers.image.licenses="BSD-3-Clause" \
       io.torchimages.cuda="none" io.torchimages.cudnn="none" io.torchimages.nccl="none" \
-      io.torchimages.input-digest="sha256:b1478a23aef92b1db222199ea3dff05d0d4824a3e24d30a9760d1df30af66a73" \
+      io.torchimages.input-digest="sha256:511b47bff764e8960fceab07f79aad03d39639b71a54cf8e7958ff8c0f165eb1" \
       org.opencontainers.image.description="PyTorch 2.9.1, CPU only, Python 3.11 on debian12"
 WORKDIR /home/torch
 CMD ["python"]
@@ -62,4 +62,4 @@ USER 0:0
 RUN --mount=type=bind,source=steps,target=/mnt bash /mnt/constraints.sh
 USER 1000:0
 LABEL org.opencontainers.image.title="PyTorch 2.9.1 (devel)" io.torchimages.flavor="devel" \
-      io.torchimages.input-digest="sha256:10cb9286fe1580cc6c11cad26d63adce47ecc0454c8ea427dd28ccce9d2724a3"
+      io.torchimages.input-digest="sha256:5e96adb016ef1efb8a031671d5115c6c72844c2e6396a87634e9ab727181c293"
