@@ -48,7 +48,7 @@ class BadValue(ValueError):
     login in either is never kept (mirror_without_login)."""
 
     def __init__(self, where: str, value: str, reason: str) -> None:
-        value, reason = mirror_without_login(value), mirror_without_login(reason)  # a login is never said
+        value, reason = hide_logins(value), hide_logins(reason)  # a login is never said
         self.where, self.value, self.reason = where, value, reason
         super().__init__(f"{where} {show(value)}: {reason}" if where else f"{show(value)}: {reason}")
 
@@ -302,10 +302,14 @@ def mirror_family(text: str) -> tuple[str | None, str]:
     return (head, rest) if equals and head.isidentifier() else (None, text)
 
 
-# A URL's userinfo (`scheme://USER:PASSWORD@`), within one word (up to the first blank): up to the last `@` that a
-# '/' follows (the host's end), or, where none does, the last `@`. A password with a '/', '?', '#' or '@' that is
-# not percent-encoded (as users type it) is all of it; an '@' in the path or query after the host is not.
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)(?:\S*@(?=\S*/)|\S*@)")
+# A URL's userinfo (`scheme://USER[:PASSWORD]@`): a user without '/', '?', '#', '@' or ':', then a password of any
+# non-blank characters, up to the first '@' that a host (and port) follows, ending the word or followed by '/', '?'
+# or '#'. A password as users type it ('/', '?', '#' not percent-encoded) is all of it; an '@' in a path
+# (`https://host/simple/@scope`, `http://u:p@host/debian@2026/`) is no login and is kept.
+_HOST_AFTER = r"(?=[A-Za-z0-9.\-\[\]:%_~]+(?:[/?#\s]|$))"
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@:]*(?::\S*?)?@" + _HOST_AFTER)
+# A registry written without a scheme (`USER:PASSWORD@HOST/PREFIX`): hidden from a refusal's message too.
+_BARE_LOGIN = re.compile(r"^[^\s/?#@:]*:\S*?@" + _HOST_AFTER)
 
 
 @dataclass(frozen=True)
@@ -320,6 +324,17 @@ class MirrorLogin:
     def auth_conf(self) -> str:
         """The apt auth.conf line (apt_auth.conf(5)) that gives apt this login for the mirror."""
         return f"machine {self.machine} login {self.user} password {self.password}\n"
+
+
+# What a message hides besides: anything up to an '@' after a scheme (a malformed URL's login: `https://u:pw@`).
+_ANY_LOGIN = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s@]*@")
+
+
+def hide_logins(text: str) -> str:
+    """`text` as a message may say it: without any URL's login (a malformed one too: it may over-hide a path's
+    '@', never under-hide), nor a scheme-less registry's (`u:p@host`). For messages only: what is written,
+    labelled or hashed is mirror_without_login's."""
+    return _ANY_LOGIN.sub(r"\1", _BARE_LOGIN.sub("", mirror_without_login(text)))
 
 
 def mirror_without_login(text: str) -> str:

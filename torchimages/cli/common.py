@@ -291,9 +291,9 @@ def check_reachable(
     if pypi_only:
         ways.append(pypi_only)
     for line in said:  # a registry's or an index's words among them, never a login
-        print(f"needed: {shown(values.mirror_without_login(line))}", file=sys.stderr)
+        print(f"needed: {shown(values.hide_logins(line))}", file=sys.stderr)
     for line in untold:
-        print(f"not known: {shown(values.mirror_without_login(line))}", file=sys.stderr)
+        print(f"not known: {shown(values.hide_logins(line))}", file=sys.stderr)
     raise UsageError(f"the selection cannot be built from this machine (needed: above); ways out: {'; '.join(ways)}")
 
 

@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
     refuses (`unrecognized arguments: --mirror http://USER:PASSWORD@...`)."""
 
     def error(self, message: str) -> NoReturn:
-        super().error(values.mirror_without_login(message))
+        super().error(values.hide_logins(message))
 
 
 def parser(prog: str | None = None) -> argparse.ArgumentParser:

@@ -24,7 +24,7 @@ HELP = "keep the knowledge base true: `kb sync` reads the indexes' wheel metadat
 def _said(text: str) -> str:
     """A line as it is printed: one line (`shown`), and no index's login in it, whatever made the text (the last
     guard behind the kb modules, which say URLs without their logins)."""
-    return shown(values.mirror_without_login(text))
+    return shown(values.hide_logins(text))
 
 
 def _release(text: str) -> str:

@@ -31,7 +31,7 @@ def spelled(value: object) -> str:
 def shown_value(setting: settings.Setting) -> str:
     """A setting's value as it may be shown: every URL in it without its login (`http://USER:PASSWORD@HOST`: a
     mirror's, an index's, a registry's)."""
-    return values.mirror_without_login(spelled(settings.value(setting.name)))
+    return values.hide_logins(spelled(settings.value(setting.name)))
 
 
 def run(args: argparse.Namespace) -> int:

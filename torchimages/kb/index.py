@@ -161,7 +161,7 @@ def _authorization(parts: urllib.parse.SplitResult) -> dict[str, str]:
 
 def _shown(url: str) -> str:
     """`url` without its login, as it may be said."""
-    return values.mirror_without_login(url)
+    return values.hide_logins(url)
 
 
 def _connection(parts: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
