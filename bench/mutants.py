@@ -1617,6 +1617,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "on a fresh runner without the bootstrapped base, every debian image is 'stale' and rebuilt each week"),
     # misc (issue 42): host-pip-sources, outdated's client check, the secrets gate's config files, bench errors,
     # throughput parity
+    M("host-pip-index-swapped-for-pypi", HOST_PIP_SOURCES,
+      '  exit 1\nfi\n[ -n "$index" ] ||',
+      '  :\nfi\n[ -n "$index" ] ||',
+      "pip's own index, refused for a control character, is replaced by PyPI: an air-gapped host's builds go online"),
     M("host-pip-value-unquoted", HOST_PIP_SOURCES,
       """  printf "'%s'" "${text//\\'/\\'\\\\\\'\\'}"\n""",
       """  printf "'%s'" "$text"\n""",

@@ -167,3 +167,16 @@ def test_host_pip_sources_leaves_out_a_value_with_a_control_character(tmp_path: 
     assert evaluated(result.stdout) == {"TORCHIMAGES_FIND_LINKS": str(wheels)}
     assert "\x1b" not in result.stdout + result.stderr
     assert "extra-index-url holds a control character: not passed to builds" in result.stderr
+
+
+def test_host_pip_sources_never_puts_pypi_in_place_of_an_index_it_cannot_pass(tmp_path: Path) -> None:
+    """Second outside attack: pip's own index-url holds a control character: nothing is exported (exit 1, said),
+    rather than PyPI as the index beside the local ones."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "TORCHIMAGES_"))}
+    env.update({"PIP_CONFIG_FILE": os.devnull, "PYTHON": sys.executable, "HOME": str(tmp_path)})
+    env.update(PIP_INDEX_URL="https://mirror.example/\x1bsimple", PIP_FIND_LINKS=str(wheels))
+    result = subprocess.run([str(HOST_PIP_SOURCES)], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 1 and result.stdout == "", result.stdout
+    assert "index-url cannot be passed to builds: nothing passed" in result.stderr
