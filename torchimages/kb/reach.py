@@ -17,6 +17,7 @@ one line per group that no source served but a source asking for a login this ch
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import re
 import urllib.parse
@@ -145,11 +146,18 @@ def matches(filename: str, need: Need) -> bool:
     on the Python and platform."""
     try:
         name, version, _build, tags = parse_wheel_filename(filename)
-        pin = SpecifierSet(",".join([f"=={need.version}", *(f"!={e}" for e in need.excluded or ())]))
+        pin = _pin(need.version, need.excluded)
     except (InvalidWheelFilename, InvalidVersion, InvalidSpecifier, ValueError):
         return False
     right = pin.contains(version, prereleases=True)
     return str(name) == need.project and right and any(_installs(tag, need.python, need.platform) for tag in tags)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pin(version: str, excluded: tuple[str, ...] | None) -> SpecifierSet:
+    """pip's reading of `==version` (and `!=` each excluded build), made once per Need: an index page lists
+    thousands of files, each matched against it."""
+    return SpecifierSet(",".join([f"=={version}", *(f"!={e}" for e in excluded or ())]))
 
 
 def _local(source: str) -> Path | None:

@@ -9,7 +9,6 @@ import argparse
 import contextlib
 import http.server
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.index_server import Reply, served
+from tests.unit.test_registry_deadline import serving
 from torchimages import registry
 from torchimages.cli import common, doctor
 from torchimages.doctor import facts
@@ -52,13 +52,8 @@ def _registry(status: int, challenge: str = "") -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as address:
+        yield address
 
 
 def _refusing_index() -> contextlib.AbstractContextManager[str]:
