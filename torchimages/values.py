@@ -353,6 +353,12 @@ def hide_logins(text: str) -> str:
     return _ANY_LOGIN.sub(r"\1", _BARE_LOGIN.sub("", mirror_without_login(text)))
 
 
+def has_url_login(text: str) -> bool:
+    """Whether `text` holds a URL with a login (`scheme://USER[:PASSWORD]@HOST`), read as mirror_without_login
+    reads one."""
+    return _USERINFO.search(text) is not None
+
+
 def mirror_without_login(text: str) -> str:
     """A `--mirror` value (`[FAMILY=]URL` or a sources.list line) with every URL's login removed: what may be
     shown, written in a base's sources.list, labelled or hashed into a digest."""
