@@ -166,8 +166,8 @@ def _credential_problem(fields: Sequence[tuple[str, str, str]]) -> str | None:
             )
         if values.has_url_login(value):
             return (
-                f"{shown}: {key}= holds a login in its URL (a user and password before its host), and {_LEAKS}: give the "
-                "credentials to buildx through its environment instead"
+                f"{shown}: {key}= holds a login in its URL (a user and password before its host), and {_LEAKS}: "
+                "give the credentials to buildx through its environment instead"
             )
     return None
 
