@@ -122,3 +122,11 @@ def test_the_setting_is_refused_the_same_way(write_matrix: Callable[[str], Path]
     code, _, err = run(["build", "--matrix", matrix, "--log-dir", str(tmp_path / "logs"), "*"], environ)
     assert code == 2 and "--cache-from: 'type=registry,ref=reg.example.org/c:{tag}'" in err, err
     assert SECRET not in err
+
+
+@pytest.mark.parametrize("text", [f"u:{SECRET}@reg.example.org:5000", f"type=registry,ref=u:{SECRET}@reg.example.org"])
+def test_a_reference_refused_for_another_reason_never_says_its_login(text: str) -> None:
+    """No repository after the host: not read as a login, refused by the reference's grammar, the login hidden."""
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-from", [text])
+    assert "not an image reference" in str(refused.value) and SECRET not in str(refused.value)
