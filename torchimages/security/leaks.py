@@ -4,7 +4,9 @@ and applies them; content.py searches a file's whole content with these patterns
 The rules, each a table below:
     credentials    by path, anywhere in the image (any home): CREDENTIAL_FILES; some only with a mark in their
                    content (an auth token in .npmrc, a password in a pip.conf URL, in apt's sources or apt.conf,
-                   in a gitconfig or /etc/environment, one in apt's auth.conf), searched in the whole file
+                   in a gitconfig or /etc/environment, one in apt's auth.conf, a login in a wgetrc, a curlrc, a
+                   shell's startup file or a condarc), searched in the whole file; a URL's login is read as
+                   values.py reads it (USERINFO)
     private keys   by content, anywhere in any file, whatever its name and size: a PEM private key (PKCS#8,
                    encrypted, RSA, EC, DSA, OpenSSH's, PGP's private key block) whose BEGIN line is followed by
                    its base64 body (also with JSON's escaped newlines: a service account key), or a PuTTY key;
@@ -16,8 +18,9 @@ The rules, each a table below:
     stray files    anything in /tmp, /var/tmp and /root but what the distribution puts there (STRAY_PLACES);
                    not folders, whiteouts, nor empty files (BuildKit leaves one at each file mount's target,
                    e.g. /tmp/requirements.lock: it holds nothing)
-A hard link or symlink at a credentials file's path is that file (its target's content is not always in the
-same layer); one to a file of the same layer holds that file's content, judged at the link's path too.
+A hard link or symlink at a credentials file's path is refused by its path where the rule says so (`links`: its
+target's content is not always in the same layer), said as that file only for a rule by path alone; one to a
+file of the same layer holds that file's content, judged at the link's path too.
 
 Every content pattern matches at most MATCH_MAX bytes, so that a search in chunks overlapping by that much
 finds whatever a search of the whole file would.
