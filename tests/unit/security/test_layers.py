@@ -667,7 +667,11 @@ def test_a_link_at_a_path_judged_by_content_alone_is_judged_by_what_it_links_to(
         link("home/u/.condarc", "/opt/conda/.condarc", tarfile.SYMTYPE),
         link("home/u/.profile", "/root/.netrc", tarfile.SYMTYPE),
     )
-    files = [("etc/skel/.bashrc", BASHRC_DEBIAN), ("etc/profile.d/vte.sh", b"# vte\n"), ("root/.netrc", NETRC)]
+    files: list[File] = [
+        ("etc/skel/.bashrc", BASHRC_DEBIAN),
+        ("etc/profile.d/vte.sh", b"# vte\n"),
+        ("root/.netrc", NETRC),
+    ]
     found = scan(_joined(files, links)).findings
     assert [(f.key, f.detail.removeprefix(f.key + ": ")) for f in found] == [
         ("/root/.netrc", "a netrc file (logins and passwords)"),
