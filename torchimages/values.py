@@ -306,10 +306,26 @@ def mirror_family(text: str) -> tuple[str | None, str]:
 # non-blank characters, up to the first '@' that a host (and port) follows, ending the word or followed by '/', '?'
 # or '#'. A password as users type it ('/', '?', '#' not percent-encoded) is all of it; an '@' in a path
 # (`https://host/simple/@scope`, `http://u:p@host/debian@2026/`) is no login and is kept.
-_HOST_AFTER = r"(?=[A-Za-z0-9.\-\[\]:%_~]+(?:[/?#\s]|$))"
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@:]*(?::\S*?)?@" + _HOST_AFTER)
+# The pieces are shared with the release gate (security/leaks.py searches files with the same reading).
+_USER, _PASSWORD = r"[^\s/?#@:]", r"\S"  # a character of each
+_HOST_CHAR = r"[A-Za-z0-9.\-\[\]:%_~]"
+URL_END = r"[/?#\s]"  # what ends a host in a value: its path, query or fragment, a blank (or the value's end)
+
+
+def userinfo_pattern(many: str = "*", some: str = "+", end: str = URL_END, scheme: str = "*") -> str:
+    """The regex of a URL's userinfo as the project reads it: group 1 the scheme and `://`, group 2 the login
+    (`USER[:PASSWORD]`), up to the first '@' that a host follows and then `end` (or the text's end). `many` and
+    `some` are the quantifiers of "any" and "one or more" (`{0,N}`, `{1,N}`: a bounded match, for a search in
+    chunks), `scheme` that of the scheme's characters after its first; `end` what ends a host (in a file, a
+    quote may close the URL)."""
+    login = rf"{_USER}{many}(?::{_PASSWORD}{many}?)?"
+    return rf"([A-Za-z][A-Za-z0-9+.-]{scheme}://)({login})@(?={_HOST_CHAR}{some}(?:{end}|$))"
+
+
+_HOST_AFTER = rf"(?={_HOST_CHAR}+(?:{URL_END}|$))"
+_USERINFO = re.compile(userinfo_pattern())
 # A registry written without a scheme (`USER:PASSWORD@HOST/PREFIX`): hidden from a refusal's message too.
-_BARE_LOGIN = re.compile(r"^[^\s/?#@:]*:\S*?@" + _HOST_AFTER)
+_BARE_LOGIN = re.compile(rf"^{_USER}*:{_PASSWORD}*?@" + _HOST_AFTER)
 
 
 @dataclass(frozen=True)
@@ -335,6 +351,12 @@ def hide_logins(text: str) -> str:
     '@', never under-hide), nor a scheme-less registry's (`u:p@host`). For messages only: what is written,
     labelled or hashed is mirror_without_login's."""
     return _ANY_LOGIN.sub(r"\1", _BARE_LOGIN.sub("", mirror_without_login(text)))
+
+
+def has_url_login(text: str) -> bool:
+    """Whether `text` holds a URL with a login (`scheme://USER[:PASSWORD]@HOST`), read as mirror_without_login
+    reads one."""
+    return _USERINFO.search(text) is not None
 
 
 def mirror_without_login(text: str) -> str:

@@ -99,15 +99,15 @@ def renderer(args: argparse.Namespace) -> progress.Renderer:
     return renderers.renderer(args.progress, sys.stdout, settings.seconds("TORCHIMAGES_HEARTBEAT_S"))
 
 
-def cache_specs(option: str, values: Sequence[str], *placeholders: str) -> tuple[CacheSpec, ...]:
+def cache_specs(option: str, texts: Sequence[str], *placeholders: str) -> tuple[CacheSpec, ...]:
     """`--cache-from`/`--cache-to` values parsed, by `build` and `bake` alike (UsageError naming the option);
     `placeholders` (bake's `{target}`) may stand in a ref as `{tag}` does."""
     from torchimages.engine import CacheSpec
 
     try:
-        return tuple(CacheSpec.parse(value, placeholders) for value in values)
+        return tuple(CacheSpec.parse(text, placeholders) for text in texts)
     except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
+        raise UsageError(values.hide_logins(f"{option}: {exc}")) from None
 
 
 def make_builder(

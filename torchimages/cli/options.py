@@ -200,7 +200,8 @@ def cache(parser: argparse.ArgumentParser) -> None:
         setting="TORCHIMAGES_CACHE_FROM",
         metavar="REF|type=registry,ref=REF",
         help="BuildKit cache source (repeatable): an image built with --cache-to type=inline; {tag} in REF "
-        "stands for each image's tag ({target}, in a bake file, for its target's name)",
+        "stands for each image's tag ({target}, in a bake file, for its target's name); a login in it is refused: "
+        "docker login REGISTRY first",
     )
     add(
         parser,

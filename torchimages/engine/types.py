@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -88,8 +89,10 @@ class CacheSpec:
         if "=" not in text:
             text = f"type=registry,ref={text}"
         fields = [part.partition("=") for part in text.split(",")]
+        if problem := _credential_problem(fields):
+            raise ValueError(problem)
         if any(not key or not sep for key, sep, _ in fields):
-            raise ValueError(f"'{text}' is not a list of key=value fields")
+            raise ValueError(f"{values.show(values.hide_logins(text))} is not a list of key=value fields")
         attrs = dict((key, value) for key, _, value in fields)
         kind = attrs.pop("type", "")
         if kind not in CACHE_TYPES:
@@ -111,6 +114,64 @@ class CacheSpec:
         return ",".join([f"type={self.type}", *(f"{k}={v}" for k, v in self.attrs)])
 
 
+# Cache attributes that hold a credential (buildx's s3, azblob and gha caches), and where buildx reads it instead
+CACHE_CREDENTIALS = {
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY for s3",
+    "session_token": "AWS_SESSION_TOKEN for s3",
+    "token": "ACTIONS_RUNTIME_TOKEN for gha",
+}
+_DIGEST_AT_END = re.compile(r"@[A-Za-z0-9+._-]+:[^@/]*$")  # `@ALGORITHM:ENCODED` ending a reference
+_HOST_THEN_PATH = re.compile(r"[A-Za-z0-9.\-\[\]:]+/")  # a registry host (and port), then the repository
+
+
+def reference_login_end(ref: str) -> int:
+    """Where a reference's login ends, -1 without one: the first '@' (not its digest's: the OCI grammar has an
+    '@' only before `sha256:...`) that a registry host and its repository follow (`user:password@host/repo`,
+    `token@host/repo`), as values.py reads a URL's login."""
+    digest = _DIGEST_AT_END.search(ref)
+    head = ref[: digest.start()] if digest else ref
+    at = head.find("@")
+    while at >= 0 and not _HOST_THEN_PATH.match(head, at + 1):
+        at = head.find("@", at + 1)
+    return at
+
+
+def _shown_field(key: str, sep: str, value: str) -> str:
+    """A cache spec's field as a message may say it: without a login, a credential's value left out."""
+    if key in CACHE_CREDENTIALS:
+        return f"{key}{sep}..."
+    if key == "ref" and (end := reference_login_end(value)) >= 0:
+        value = value[end + 1 :]
+    return f"{key}{sep}{values.hide_logins(value)}"
+
+
+_LEAKS = "the build's command line (its log, the process list) and BuildKit's request would hold it"
+
+
+def _credential_problem(fields: Sequence[tuple[str, str, str]]) -> str | None:
+    """Why a cache spec (its key, '=', value fields) may not be passed on: a login in its reference or in a URL,
+    or a credential's attribute. The message never says the login nor the credential."""
+    shown = values.show(",".join(_shown_field(*field) for field in fields))
+    for key, _, value in fields:
+        if key in CACHE_CREDENTIALS:
+            return (
+                f"{shown}: {key}= is a credential, and {_LEAKS}: give it to buildx through its environment "
+                f"instead ({CACHE_CREDENTIALS[key]})"
+            )
+        if key == "ref" and (values.has_url_login(value) or reference_login_end(value) >= 0):
+            return (
+                f"{shown}: the reference holds a login (USER:PASSWORD@ before the registry's host), and {_LEAKS}: "
+                "log in with `docker login REGISTRY` instead (a cache's registry is read with the engine's "
+                "logins) and name the cache without it"
+            )
+        if values.has_url_login(value):
+            return (
+                f"{shown}: {key}= holds a login in its URL (a user and password before its host), and {_LEAKS}: "
+                "give the credentials to buildx through its environment instead"
+            )
+    return None
+
+
 def _check_reference(ref: str, placeholders: Sequence[str]) -> None:
     """ValueError unless `ref` (each placeholder standing for a tag or a name) is an image reference
     (values.reference: the OCI grammar)."""
@@ -122,7 +183,7 @@ def _check_reference(ref: str, placeholders: Sequence[str]) -> None:
     try:
         values.reference(filled)
     except values.BadValue as exc:
-        raise ValueError(f"{values.show(ref)}: {exc.reason}") from None
+        raise ValueError(f"{values.show(values.hide_logins(ref))}: {exc.reason}") from None
 
 
 def cache_problem(

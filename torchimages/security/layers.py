@@ -48,6 +48,7 @@ from torchimages import settings
 from torchimages.engine import Engine
 from torchimages.security.content import Facts, Search
 from torchimages.security.leaks import (
+    CredentialFile,
     Hit,
     Secret,
     credential_rule,
@@ -249,13 +250,14 @@ class _Reading:
         return hits
 
     def link(self, entry: Entry, path: str) -> list[Hit]:
-        """A hard link or symlink: at a credentials file's path, that file (what it points to may be in another
-        layer); to a file of this layer with facts, that file's content at this path too."""
+        """A hard link or symlink: at a credentials file's path, refused by its path where the rule says so
+        (`links`: what it points to may be in another layer; a rule by content says that the content was not
+        read); to a file of this layer with facts, that file's content at this path too."""
         hard = entry.type == "1"
         target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
         kind = "a hard link" if hard else "a symbolic link"
         rule = credential_rule(path)
-        hits = [Hit(path, f"{rule.what}: {kind} to {target}")] if rule is not None else []
+        hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
         known = self.facts.get(target)
         if known is not None:
             facts, named = known
@@ -266,6 +268,14 @@ class _Reading:
     def layer(self, problem: str = "") -> Layer:
         hits = tuple(self.hits + stray_hits(self.stray))
         return Layer(hits, frozenset(self.deleted), frozenset(self.opaque), self.entries, problem)
+
+
+def link_finding(rule: CredentialFile, kind: str, target: str) -> str:
+    """What a link at a credentials file's path is said to be: that file, for a rule by path alone; for a rule
+    by content, a link at that path (its content is not read through the link: it may not hold the mark)."""
+    if rule.mark is None:
+        return f"{rule.what}: {kind} to {target}"
+    return f"{kind} to {target}, at a path where {rule.what} is refused (its content is not read through a link)"
 
 
 def read_layer(source: Source, secrets: Sequence[Secret]) -> Layer:

@@ -4,7 +4,9 @@ and applies them; content.py searches a file's whole content with these patterns
 The rules, each a table below:
     credentials    by path, anywhere in the image (any home): CREDENTIAL_FILES; some only with a mark in their
                    content (an auth token in .npmrc, a password in a pip.conf URL, in apt's sources or apt.conf,
-                   in a gitconfig or /etc/environment, one in apt's auth.conf), searched in the whole file
+                   in a gitconfig or /etc/environment, one in apt's auth.conf, a login in a wgetrc, a curlrc, a
+                   shell's startup file or a condarc), searched in the whole file; a URL's login is read as
+                   values.py reads it (USERINFO)
     private keys   by content, anywhere in any file, whatever its name and size: a PEM private key (PKCS#8,
                    encrypted, RSA, EC, DSA, OpenSSH's, PGP's private key block) whose BEGIN line is followed by
                    its base64 body (also with JSON's escaped newlines: a service account key), or a PuTTY key;
@@ -16,8 +18,9 @@ The rules, each a table below:
     stray files    anything in /tmp, /var/tmp and /root but what the distribution puts there (STRAY_PLACES);
                    not folders, whiteouts, nor empty files (BuildKit leaves one at each file mount's target,
                    e.g. /tmp/requirements.lock: it holds nothing)
-A hard link or symlink at a credentials file's path is that file (its target's content is not always in the
-same layer); one to a file of the same layer holds that file's content, judged at the link's path too.
+A hard link or symlink at a credentials file's path is refused by its path where the rule says so (`links`: its
+target's content is not always in the same layer), said as that file only for a rule by path alone; one to a
+file of the same layer holds that file's content, judged at the link's path too.
 
 Every content pattern matches at most MATCH_MAX bytes, so that a search in chunks overlapping by that much
 finds whatever a search of the whole file would.
@@ -31,6 +34,8 @@ import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from torchimages import values
 
 MATCH_MAX = 16384  # bytes: the longest match of any content pattern below, or key block (the chunks' overlap)
 KEY_BLOCK_MAX = 8192  # bytes from a key's BEGIN line to its END line looked at to know it for a published one
@@ -67,21 +72,43 @@ PUBLISHED_KEYS = frozenset(
     }
 )
 KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data"})
-# https://user:password@host: a URL's userinfo (group 1)
-USERINFO = re.compile(rb"[a-z][a-z0-9+.-]{0,30}://([^\s/@\"']{1,1024})@", re.IGNORECASE)
+# A URL's userinfo (group 2: `user[:password]`), read as values.py reads it (a user, then a password of any
+# non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
+# a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
+# that closes the URL (`"http://u:p@proxy:3128";`, `'http://u:p@proxy'`)
+URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\]"""  # values.URL_END, and what closes a URL in a file
+USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,30}").encode())
 # apt_auth.conf(5) (netrc's format): a `password` token and its value
 APT_PASSWORD = re.compile(rb"(?:^|\s)password[ \t\r\n]{1,64}\S", re.IGNORECASE)
+# wget's startup files (wgetrc(5) commands, `-` and `_` ignored, any case): a password command on a line of its
+# own (`password`, `http_password`, `ftp_passwd`, `proxy_password`), or a login in a URL (`http_proxy = URL`)
+WGET_LOGIN = re.compile(
+    rb"^[ \t]{0,64}(?:(?:http|ftp|proxy)[-_]?)?passw(?:or)?d[ \t]{0,64}=[ \t]{0,64}[^\s#]|" + USERINFO.pattern,
+    re.IGNORECASE | re.MULTILINE,
+)
+# curl's config file (`--user u:p`, `-u u:p`, `user = "u:p"`, `proxy-user`: a user with a password; a bearer
+# token; a key's passphrase), or a login in a URL (`proxy = "http://u:p@host"`)
+CURL_LOGIN = re.compile(
+    rb"^[ \t]{0,64}(?:-[uU]|(?:--)?(?:proxy-)?user)(?=[ \t=:])[ \t]{0,64}[=:]?[ \t]{0,64}\"?[^\s\":]{0,1024}:[^\s\"]|"
+    rb"^[ \t]{0,64}(?:--)?(?:oauth2-bearer|pass|proxy-pass)(?=[ \t=:])[ \t=:]{1,64}\"?[^\s\"]|" + USERINFO.pattern,
+    re.MULTILINE,
+)
+# conda's channels and proxies: a login in a URL, or an anaconda.org token in a channel's path (`/t/TOKEN/`)
+CONDA_LOGIN = re.compile(rb"://[^\s/]{1,255}/t/[A-Za-z0-9_-]{8,128}/|" + USERINFO.pattern)
 
 
 @dataclass(frozen=True)
 class CredentialFile:
     """A credentials file by path: `suffix` its last path components (fnmatch patterns), found wherever it is
-    (any home, any prefix); with a `mark`, only when its content matches it somewhere."""
+    (any home, any prefix); with a `mark`, only when its content matches it somewhere. A hard link or symlink
+    at its path is a finding by its path alone where `links` (its target may be in another layer: not read
+    through the link); without, only what it links to in its own layer is judged (layers.py)."""
 
     suffix: tuple[str, ...]
     what: str
     mark: re.Pattern[bytes] | None = None
     unless: frozenset[str] = frozenset()  # names the last pattern does not take (apt's folders beside its files)
+    links: bool = True  # a link at this path is refused whatever it points to (False: no finding by its path)
 
 
 CREDENTIAL_FILES = (
@@ -179,6 +206,37 @@ CREDENTIAL_FILES = (
     CredentialFile(("pip.ini",), "a pip.ini with credentials in a URL", USERINFO),
     # pam_env's environment (http_proxy=http://user:password@proxy), read at every login
     CredentialFile(("etc", "environment"), "an /etc/environment with credentials in a URL", USERINFO),
+    # URL-bearing configurations where a proxy's or a mirror's login commonly sits (issue 42), judged by their
+    # content; a link there is no finding by its path (shell startup files are often links to shared ones).
+    # wget (gnu.org/software/wget/manual: Startup File): /etc/wgetrc, ~/.wgetrc
+    CredentialFile(("wgetrc",), "a wgetrc with a password or a login in a URL", WGET_LOGIN, links=False),
+    CredentialFile((".wgetrc",), "a wgetrc with a password or a login in a URL", WGET_LOGIN, links=False),
+    # curl (curl.se/docs/manpage.html#-K): ~/.curlrc, $XDG_CONFIG_HOME/curlrc, _curlrc
+    CredentialFile((".curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
+    CredentialFile(("curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
+    CredentialFile(("_curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
+    # shells' startup files (`export http_proxy=http://user:password@proxy`): bash's, the POSIX profile, zsh's,
+    # the system-wide ones and /etc/profile.d's snippets
+    *(
+        CredentialFile(suffix, "a shell startup file with a login in a URL", USERINFO, links=False)
+        for suffix in (
+            (".bashrc",),
+            (".bash_profile",),
+            (".bash_login",),
+            (".profile",),
+            (".zshrc",),
+            (".zshenv",),
+            (".zprofile",),
+            ("etc", "profile"),
+            ("etc", "bash.bashrc"),
+            ("etc", "profile.d", "*"),
+        )
+    ),
+    # conda (docs.conda.io: the .condarc search path; mamba's too): channels and proxy_servers
+    CredentialFile((".condarc",), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
+    CredentialFile(("conda", "condarc"), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
+    CredentialFile(("condarc.d", "*"), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
+    CredentialFile((".mambarc",), "a mambarc with a login or a token in a URL", CONDA_LOGIN, links=False),
     # Maven's settings.xml <server><password>; Cargo's, RubyGems' and Terraform's tokens; Vault's token
     CredentialFile((".m2", "settings.xml"), "a Maven settings.xml with a password", re.compile(rb"<password>[^<\s]")),
     CredentialFile((".cargo", "credentials"), "Cargo registry tokens"),
@@ -348,7 +406,7 @@ def needles(data: bytes) -> tuple[tuple[bytes, str], ...]:
     if NEEDLE_MIN <= len(whole) <= NEEDLE_MAX:
         found[whole] = "the content of"
     for match in USERINFO.finditer(data):
-        login = match[1]
+        login = match[2]
         for part in (login, login.partition(b":")[2]):
             if len(part) >= NEEDLE_MIN:
                 found.setdefault(part, "a login from")

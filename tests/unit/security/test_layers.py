@@ -228,6 +228,31 @@ CREDENTIALS = [
     ("etc/pip.ini", b"[global]\nindex-url = https://user:pass@pypi.example.org/simple\n"),
     ("home/torch/pip/pip.ini", b"[global]\nextra-index-url = https://token@pypi.example.org/simple\n"),
     ("etc/environment", b'PATH="/usr/local/bin:/usr/bin"\nhttp_proxy=http://u:p@proxy.example:3128\n'),
+    # where else a proxy's or a mirror's login sits (issue 42's outside attack): wget's, curl's, the shells', conda's
+    ("etc/wgetrc", b"#http_proxy = http://proxy.yoyodyne.com:18023/\nhttp_proxy = http://u:p@proxy.example:3128/\n"),
+    ("root/.wgetrc", b"user = builder\npassword = s3cret\n"),
+    ("home/torch/.wgetrc", b"HTTP-Password=s3cret\n"),
+    ("home/torch/.wgetrc", b"  proxy_passwd = s3cret\n"),
+    ("home/torch/.wgetrc", b"https_proxy = http://u:pa/ss@proxy.example:3128/\n"),
+    ("root/.curlrc", b'proxy = "http://u:p@proxy.example:3128"\n'),
+    ("root/.curlrc", b"-u builder:s3cret\n"),
+    ("home/torch/.curlrc", b'user = "builder:s3cret"\n'),
+    ("home/torch/.curlrc", b"--proxy-user builder:s3cret\n"),
+    ("home/torch/.config/curlrc", b"oauth2-bearer = tok3n\n"),
+    ("root/.bashrc", b"# ~/.bashrc\nexport http_proxy=http://u:p@proxy.example:3128\n"),
+    ("root/.profile", b"export HTTPS_PROXY='http://u:it's@proxy.example:3128'\n"),
+    ("etc/skel/.bashrc", b'export PIP_INDEX_URL="https://u:p@pypi.example.org/simple"\n'),
+    ("home/torch/.bash_profile", b"export https_proxy=http://u:p@proxy.example\n"),
+    ("home/torch/.zshrc", b"export http_proxy=http://u:p@proxy.example:3128\n"),
+    ("etc/profile", b"export http_proxy=http://u:p@proxy.example:3128\n"),
+    ("etc/bash.bashrc", b"export http_proxy=http://u:p@proxy.example:3128\n"),
+    ("etc/profile.d/proxy.sh", b"export http_proxy=http://u:p@proxy.example:3128\n"),
+    ("etc/profile.d/proxy.csh", b"setenv http_proxy http://u:p@proxy.example:3128\n"),
+    ("root/.condarc", b"channels:\n  - https://u:p@conda.example.org/main\n"),
+    ("opt/conda/.condarc", b"proxy_servers:\n  http: http://u:p@proxy.example:3128\n"),
+    ("etc/conda/condarc", b"channels:\n  - https://conda.anaconda.org/t/ab-0123456789/private\n"),
+    ("etc/conda/condarc.d/proxy.yml", b"proxy_servers:\n  https: http://u:p@proxy.example:3128\n"),
+    ("root/.mambarc", b"channels:\n  - https://u:p@conda.example.org/main\n"),
 ]
 
 
@@ -237,6 +262,25 @@ def test_each_credentials_file_is_found_anywhere(name: str, content: bytes) -> N
     assert keys(result) == ["/" + name]
     assert "stray" not in result.findings[0].detail  # in /root: the credentials finding, not a stray one too
 
+
+# Lines of wget's /etc/wgetrc (Debian 12's wget 1.21.3) and of /etc/skel/.bashrc (Debian's and Ubuntu's bash),
+# those that name a URL, a user or an '@'
+WGETRC_DEBIAN = b"""##   https://www.gnu.org/software/wget/manual/wget.html#Startup-File
+## (global, for all users) or $HOME/.wgetrc (for a single user).
+#header = From: Your Name <username@site.domain>
+#https_proxy = http://proxy.yoyodyne.com:18023/
+#http_proxy = http://proxy.yoyodyne.com:18023/
+#ftp_proxy = http://proxy.yoyodyne.com:18023/
+#use_proxy = on
+"""
+BASHRC_DEBIAN = (
+    rb"    PS1='${debian_chroot:+($debian_chroot)}\[\033[01;32m\]\u@\h\[\033[00m\]:\[\033[01;34m\]\w\[\033[00m\]\$ '"
+    b"\n"
+    rb"    PS1='${debian_chroot:+($debian_chroot)}\u@\h:\w\$ '"
+    b"\n# If this is an xterm set the title to user@host:dir\n"
+    rb'    PS1="\[\e]0;${debian_chroot:+($debian_chroot)}\u@\h: \w\a\]$PS1"'
+    b"\n"
+)
 
 NEAR_CREDENTIALS = [
     ("home/torch/.netrc.example", NETRC),
@@ -277,6 +321,31 @@ NEAR_CREDENTIALS = [
     ("etc/pip.ini", b"[global]\nindex-url = https://pypi.example.org/simple\n"),
     ("etc/environment", b'PATH="/usr/local/bin:/usr/bin"\nhttp_proxy=http://proxy.example:3128\n'),
     ("usr/share/doc/x/environment", b"http_proxy=http://u:p@proxy.example:3128\n"),
+    # what stock Debian 12 and Ubuntu 22.04/24.04 files hold there (lines of wget's /etc/wgetrc, of base-files'
+    # and bash's .bashrc and .profile, of Ubuntu's /etc/profile.d/01-locale-fix.sh), and logins not set
+    ("etc/wgetrc", WGETRC_DEBIAN),
+    ("home/torch/.wgetrc", b"ask_password = on\nuse_askpass = /usr/bin/ssh-askpass\n#password = x\nuser = me\n"),
+    ("root/.bashrc", BASHRC_DEBIAN),
+    ("etc/skel/.bashrc", BASHRC_DEBIAN),
+    (
+        "root/.profile",
+        b'if [ "$BASH" ]; then\n  if [ -f ~/.bashrc ]; then\n    . ~/.bashrc\n  fi\nfi\nmesg n 2> /dev/null || true\n',
+    ),
+    (
+        "etc/profile.d/01-locale-fix.sh",
+        b"# Make sure the locale variables are set to valid values.\neval $(/usr/bin/locale-check C.UTF-8)\n",
+    ),
+    ("etc/bash.bashrc", b"#    PROMPT_COMMAND='echo -ne \"\\033]0;${USER}@${HOSTNAME}: ${PWD}\\007\"'\n"),
+    ("etc/profile.d/proxy.sh", b"export http_proxy=http://proxy.example:3128\nexport no_proxy=localhost\n"),
+    (
+        "home/torch/.curlrc",
+        b'user-agent = "curl/8 (x: y)"\nuser-agent=a:b\nuser = alice\n--proxy http://proxy.example:3128\n',
+    ),
+    (
+        "opt/conda/.condarc",
+        b"channels:\n  - conda-forge\n  - https://conda.example.org/t/x\nproxy_servers:\n  http: http://proxy:3128\n",
+    ),
+    ("usr/share/doc/wget/examples/sample.wgetrc", b"http_proxy = http://u:p@proxy.example:3128/\n"),
 ]
 
 
@@ -582,9 +651,32 @@ def test_a_link_at_a_credentials_file_s_path_is_that_file_wherever_it_points() -
     )
     found = scan(_joined([("srv/auth.json", b"{}"), ("opt/secrets/key", PEM_KEY)], links)).findings
     assert [f.key for f in found] == ["/opt/secrets/key", "/home/u/.npmrc", "/root/.docker/config.json", "/opt/key.pem"]
-    assert found[1].detail.endswith(
-        "an .npmrc with an auth token or credentials in a URL: a symbolic link to /etc/npm/defaults"
+    assert found[1].detail == (  # its content is not known: the finding says what is (issue 42)
+        "/home/u/.npmrc: a symbolic link to /etc/npm/defaults, at a path where an .npmrc with an auth token or "
+        "credentials in a URL is refused (its content is not read through a link)"
     )
+
+
+def test_a_link_at_a_path_judged_by_content_alone_is_judged_by_what_it_links_to() -> None:
+    """A shell startup file, wgetrc, curlrc, condarc: a link there is no finding by its path (a .bashrc linked to
+    the shared one is ordinary); what it links to in its own layer is judged at its path too."""
+    links = (
+        link("root/.bashrc", "/etc/skel/.bashrc", tarfile.SYMTYPE),
+        link("etc/profile.d/vte-2.91.sh", "vte.sh", tarfile.SYMTYPE),
+        link("home/u/.wgetrc", "/etc/wgetrc", tarfile.LNKTYPE),
+        link("home/u/.condarc", "/opt/conda/.condarc", tarfile.SYMTYPE),
+        link("home/u/.profile", "/root/.netrc", tarfile.SYMTYPE),
+    )
+    files: list[File] = [
+        ("etc/skel/.bashrc", BASHRC_DEBIAN),
+        ("etc/profile.d/vte.sh", b"# vte\n"),
+        ("root/.netrc", NETRC),
+    ]
+    found = scan(_joined(files, links)).findings
+    assert [(f.key, f.detail.removeprefix(f.key + ": ")) for f in found] == [
+        ("/root/.netrc", "a netrc file (logins and passwords)"),
+        ("/home/u/.profile", "a symbolic link to /root/.netrc, a netrc file (logins and passwords)"),
+    ]
 
 
 def test_a_stray_symlink_is_a_leftover_too() -> None:

@@ -1,0 +1,132 @@
+"""A login or a credential in a cache spec (`--cache-from`, `--cache-to`, of build and bake) is refused, exit 2 in
+one line naming the option and never saying the login: a cache spec is on the build's command line, in its log
+and in BuildKit's request, so a cache's registry is read with `docker login`'s credentials instead (issue 42)."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.unit.cli.test_hostile_values import GOOD, run
+from torchimages.cli import common
+from torchimages.engine import CacheSpec
+from torchimages.engine.types import reference_login_end
+from torchimages.problems import UsageError
+
+SECRET = "S3cr3tPw"
+WITH_LOGINS = [
+    f"u:{SECRET}@reg.example.org/team/cache:{{tag}}",
+    f"type=registry,ref=u:{SECRET}@reg.example.org/team/cache:1",
+    f"type=registry,ref=https://u:{SECRET}@reg.example.org/team/cache:1,mode=max",
+    f"type=registry,ref=u:pa/{SECRET}@reg.example.org:5000/cache:{{tag}}",
+    f"type=registry,ref=u:it's{SECRET}@reg.example.org/cache:1",
+    f"type=registry,ref=u:{SECRET}@x@reg.example.org/cache:1",
+    f"ghp_{SECRET}@ghcr.io/org/cache:{{tag}}",
+    f"type=registry,ref=u:{SECRET}@reg.example.org/cache@sha256:{'0' * 64}",
+    f"type=s3,region=eu-west-1,bucket=b,endpoint_url=http://u:{SECRET}@minio.example:9000",
+    f"type=s3,region=eu-west-1,bucket=b,secret_access_key={SECRET}",
+    f"type=s3,region=eu-west-1,bucket=b,session_token={SECRET}",
+    f"type=gha,scope=x,token={SECRET}",
+    f"type=registry,ref=u:{SECRET}@reg.example.org/cache:1,broken",
+]
+WITHOUT_LOGINS = [
+    "reg.example.org/team/cache:{tag}",
+    "type=registry,ref=127.0.0.1:5000/t/pytorch:{tag},mode=max",
+    f"reg.example.org/cache@sha256:{'0' * 64}",
+    f"reg.example.org/cache:1@sha256:{'0' * 64}",
+    "type=s3,region=eu-west-1,bucket=b,endpoint_url=http://minio.example/p@th",
+    "type=gha,scope={tag},mode=max",
+    "type=inline",
+]
+
+
+@pytest.mark.parametrize("text", WITH_LOGINS)
+def test_a_login_in_a_cache_spec_is_refused_without_saying_it(text: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-from", [text], "{target}")
+    message = str(refused.value)
+    assert message.startswith("--cache-from: '") and "\n" not in message
+    assert SECRET not in message
+    assert "docker login" in message or "environment" in message
+
+
+@pytest.mark.parametrize("text", WITHOUT_LOGINS)
+def test_a_cache_spec_without_a_login_is_taken(text: str) -> None:
+    assert common.cache_specs("--cache-to", [text]) == (CacheSpec.parse(text),)
+
+
+def test_the_refusal_says_what_to_do_and_what_it_refused() -> None:
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-to", [f"type=registry,ref=builder:{SECRET}@reg.example.org/c:1,mode=max"])
+    assert str(refused.value) == (
+        "--cache-to: 'type=registry,ref=reg.example.org/c:1,mode=max': the reference holds a login "
+        "(USER:PASSWORD@ before the registry's host), and the build's command line (its log, the process list) "
+        "and BuildKit's request would hold it: log in with `docker login REGISTRY` instead (a cache's registry "
+        "is read with the engine's logins) and name the cache without it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("ref", "end"),
+    [
+        ("u:p@reg.example.org/c", 3),
+        ("u:p@ss@reg.example.org/c", 6),  # the first '@' a host and a repository follow, as values.py reads it
+        ("tok@ghcr.io/c:1", 3),
+        (f"reg.example.org/c@sha256:{'0' * 64}", -1),
+        ("reg.example.org/c@latest", -1),  # a wrong digest, not a login: the reference's own refusal says so
+        ("reg.example.org/c:{tag}", -1),
+    ],
+)
+def test_a_reference_s_login_ends_at_the_first_at_a_registry_follows(ref: str, end: int) -> None:
+    assert reference_login_end(ref) == end
+
+
+PRINTABLE = "".join(c for c in string.printable if not c.isspace() and c not in ",=")  # a spec's own separators
+
+
+@given(
+    st.text(st.sampled_from([c for c in PRINTABLE if c not in "/:@"]), min_size=1, max_size=12),
+    st.text(st.sampled_from(PRINTABLE), min_size=0, max_size=20),
+    st.sampled_from(["", "https://", "http://"]),
+)
+def test_any_password_in_a_cache_reference_is_refused_and_never_said(user: str, password: str, scheme: str) -> None:
+    text = f"type=registry,ref={scheme}{user}:{SECRET}{password}@reg.example.org/team/cache:{{tag}}"
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-from", [text])
+    assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("command", ["build", "bake"])
+@pytest.mark.parametrize("option", ["--cache-from", "--cache-to"])
+def test_build_and_bake_refuse_it_with_exit_2_in_one_line(
+    command: str, option: str, write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    matrix = str(write_matrix(GOOD))
+    where = ["--log-dir", str(tmp_path / "logs")] if command == "build" else ["--secrets-dir", str(tmp_path / "s")]
+    spec = f"type=registry,ref=u:{SECRET}@reg.example.org/c:1"
+    code, out, err = run([command, "--matrix", matrix, *where, f"{option}={spec}", "*"])
+    assert code == 2 and out == "", err
+    assert f"error: {option}: 'type=registry,ref=reg.example.org/c:1': the reference holds a login" in err
+    assert SECRET not in err and "Traceback" not in err
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "s").exists()
+
+
+def test_the_setting_is_refused_the_same_way(write_matrix: Callable[[str], Path], tmp_path: Path) -> None:
+    matrix = str(write_matrix(GOOD))
+    environ = {"TORCHIMAGES_CACHE_FROM": f"u:{SECRET}@reg.example.org/c:{{tag}}"}
+    code, _, err = run(["build", "--matrix", matrix, "--log-dir", str(tmp_path / "logs"), "*"], environ)
+    assert code == 2 and "--cache-from: 'type=registry,ref=reg.example.org/c:{tag}'" in err, err
+    assert SECRET not in err
+
+
+@pytest.mark.parametrize("text", [f"u:{SECRET}@reg.example.org:5000", f"type=registry,ref=u:{SECRET}@reg.example.org"])
+def test_a_reference_refused_for_another_reason_never_says_its_login(text: str) -> None:
+    """No repository after the host: not read as a login, refused by the reference's grammar, the login hidden."""
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-from", [text])
+    assert "not an image reference" in str(refused.value) and SECRET not in str(refused.value)
