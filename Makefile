@@ -28,6 +28,8 @@ USER_VARIABLES := TAG MATRIX BUILD_ARGS TEST_ARGS DOCTOR_ARGS PYTEST_ARGS TEST_W
 $(foreach name,$(USER_VARIABLES),$(eval export MAKEARG_$(name) := $$(value $(name))))
 unexport $(USER_VARIABLES)
 RUN = $(PY) scripts/make_args.py
+# The CI workflow teams copy (`make workflow` writes it from the matrix; `make lint` checks it).
+WORKFLOW := .github/workflows/images.yml
 WITH_SOURCES = $(if $(filter 1,$(HOST_PIP)),eval "$$(scripts/host-pip-sources)";)
 
 $(VENV)/.installed: pyproject.toml
@@ -36,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine emulation build doctor render check-render reference validate list lint test test-unit test-images bench bench-image bench-compression bench-pull bench-jobs bench-cache mutants clean
+.PHONY: help install engine emulation build doctor render check-render workflow reference validate list lint test test-unit test-images bench bench-image bench-compression bench-pull bench-jobs bench-cache mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -60,8 +62,12 @@ doctor: $(VENV)/.installed ## check this machine for the selected images: make d
 render: $(VENV)/.installed ## render images/*/Dockerfile from the matrix and templates
 	$(RUN) build.py render --matrix =MATRIX
 
-check-render: $(VENV)/.installed ## fail if the committed Dockerfiles are stale
+check-render: $(VENV)/.installed ## fail if the committed Dockerfiles or the CI workflow are stale
 	$(RUN) build.py render --matrix =MATRIX --check
+	$(RUN) build.py workflow --matrix =MATRIX --check
+
+workflow: $(VENV)/.installed ## write .github/workflows/images.yml (plan, bake and promote per platform, join, keyless signing) from the matrix
+	$(RUN) build.py workflow --matrix =MATRIX
 
 reference: $(VENV)/.installed ## write docs/reference/{cli,settings,gpu-archs}.md from the parsers, the settings table and the knowledge base
 	$(PY) -m torchimages.cli.reference
@@ -72,7 +78,7 @@ validate: $(VENV)/.installed ## check the matrix against the knowledge base
 list: $(VENV)/.installed ## list image tags (TAG= narrows by prefix)
 	$(RUN) build.py list --matrix =MATRIX -- =TAG
 
-lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, the mutants table against the code, hadolint over every Dockerfile, shellcheck over every step script
+lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshness, the mutants table against the code, hadolint over every Dockerfile, shellcheck over every step script, actionlint and zizmor (offline) over the CI workflow
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -81,6 +87,8 @@ lint: $(VENV)/.installed ## ruff, mypy, the layers, the reference pages' freshne
 	$(PY) -m torchimages.cli.reference --check
 	$(VENV)/bin/hadolint --config .hadolint.yaml images/*/Dockerfile
 	$(VENV)/bin/shellcheck --external-sources --shell=bash images/*/steps/*.sh
+	$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck $(WORKFLOW)
+	$(VENV)/bin/zizmor --offline --quiet $(WORKFLOW)
 
 test: $(VENV)/.installed ## lint, render check, unit and end-to-end tests on TEST_WORKERS=2 workers (real Docker builds; the linux/arm64 one under QEMU)
 	@EXTRA_PACKAGES="docker-registry skopeo zstd cosign" scripts/start-docker.sh >/dev/null

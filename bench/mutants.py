@@ -87,6 +87,8 @@ HOST_PIP_SOURCES = "../scripts/host-pip-sources"
 BOOTSTRAP, VALUES, APT_STEP = "building/bootstrap.py", "values.py", "templates/steps/apt-install.sh.j2"
 BOOTSTRAP, PROBE_PLATFORM = "building/bootstrap.py", "probes/scripts/platform.py"
 FACTS_PROBE, CUDA_EXTENSION_PROBE = "probes/scripts/facts.py", "probes/scripts/cuda_extension.py"
+WORKFLOW, WORKFLOW_TEMPLATE = "planning/workflow.py", "planning/workflow.yml.j2"
+VIEWS, CLI_WORKFLOW = "planning/views.py", "cli/workflow.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1775,6 +1777,43 @@ MUTATIONS: tuple[Mutation, ...] = (
       'raise ValueError(f"{values.show(values.hide_logins(ref))}: {exc.reason}") from None',
       'raise ValueError(f"{values.show(ref)}: {exc.reason}") from None',
       "`--cache-from u:PASSWORD@host:5000` is refused as no reference, printing the password"),
+    # --- issue 46 (h-workflow): the CI workflow, planning/workflow.py, its template, views' CI matrices ------
+    M("wf-action-by-tag", WORKFLOW_TEMPLATE,
+      "uses: {= name =}@{= actions[name].commit =}",
+      "uses: {= name =}@{= actions[name].version =}",
+      "the workflow names actions by a tag their owner can move: a retagged action runs in the job that signs"),
+    M("wf-checkout-keeps-token", WORKFLOW_TEMPLATE,
+      "          persist-credentials: false\n",
+      "          persist-credentials: true\n",
+      "checkout leaves the job's token in .git/config, readable by every later step and any artifact of it"),
+    M("wf-input-in-script", WORKFLOW_TEMPLATE,
+      '--format github-platforms -- "${selectors[@]}"',
+      "--format github-platforms -- ${{ inputs.selector }}",
+      "the selector a user types is pasted into the plan job's script: a selector can run commands there"),
+    M("wf-token-for-all", WORKFLOW_TEMPLATE,
+      "      packages: write  # the temporary references",
+      "      id-token: write\n      packages: write  # the temporary references",
+      "the jobs that build and run the images may ask for an OIDC token: any of them could sign as the workflow"),
+    M("wf-sign-after-failure", WORKFLOW_TEMPLATE,
+      "!cancelled() && needs.images.result == 'success' && ",
+      "!cancelled() && ",
+      "a run where an image failed still signs every tag of the selection: an older digest gets this run's word"),
+    M("wf-arm64-emulated", VIEWS,
+      'platforms.ARM64: "ubuntu-24.04-arm"',
+      'platforms.ARM64: "ubuntu-24.04"',
+      "linux/arm64 images are built and smoke-tested under QEMU on x86_64 runners, where arm64 CUDA images fail"),
+    M("wf-join-partial", VIEWS,
+      "if c.multi_platform and {i.platform for i in s.images} == set(c.platforms):",
+      "if c.multi_platform:",
+      "a join job is asked for a tag one platform of which was not selected: join refuses it and the run fails"),
+    M("wf-loopback-rendered", WORKFLOW,
+      "    if local:\n",
+      "    if False:\n",
+      "a workflow is written that pushes to this machine's loopback registry, which no runner reaches"),
+    M("wf-check-passes-stale", CLI_WORKFLOW,
+      "        if found != text.encode():\n",
+      "        if found is None:\n",
+      "`workflow --check` (make check-render) passes a committed workflow the matrix no longer renders"),
 )
 # fmt: on
 
@@ -1869,6 +1908,11 @@ RELEVANT: dict[str, tuple[str, str]] = {
     "cli/list.py": (r"source_check|pypi_only", r"pypi-only"),
     # issue 42 leftovers (h-42): cache specs' logins
     ENGINE_TYPES: (r"cache_logins|build_command", r"CacheSpec|cache_specs"),
+    # issue 46 (h-workflow): the CI workflow
+    WORKFLOW: (r"test_workflow", r"planning import workflow"),
+    WORKFLOW_TEMPLATE: (r"test_workflow", r"planning import workflow"),
+    VIEWS: (r"test_workflow|platforms|locking", r"ci_platform_matrix|ci_matrix"),
+    CLI_WORKFLOW: (r"test_workflow", r"cli\(\"workflow\""),
 }
 
 

@@ -33,6 +33,7 @@ PACKAGE_DATA = (
     "torchimages/data/manifest.schema.json",
     "torchimages/templates/Dockerfile.j2",
     "torchimages/templates/macros.j2",
+    "torchimages/planning/workflow.yml.j2",
     "torchimages/smoke/suites/__init__.py",
     "torchimages/probes/scripts/facts.py",
     "torchimages/probes/scripts/cuda_archs.py",
@@ -144,6 +145,11 @@ def test_render_check_and_render_match_the_committed_dockerfiles(installed: Inst
     committed = {p.relative_to(IMAGES).as_posix(): p.read_text() for g in generated for p in IMAGES.glob(g)}
     rendered = {p.relative_to(images).as_posix(): p.read_text() for g in generated for p in images.glob(g)}
     assert committed and rendered == committed
+
+
+def test_workflow_check_matches_the_committed_workflow(installed: Installed) -> None:
+    """The workflow's template travels in the wheel: the installed tool renders the committed file."""
+    assert "up to date" in ok(installed.run("workflow", "--check", "--matrix", MATRIX))
 
 
 def test_the_smoke_suites_are_collected_from_the_package(installed: Installed, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from torchimages.cli import (
     test,
     validate,
     verify_signature,
+    workflow,
 )
 from torchimages.cli import list as list_command
 from torchimages.cli import settings as settings_command
@@ -57,6 +58,7 @@ COMMANDS = (
     _row(lock, bases_option=False),
     _row(outdated),
     _row(doctor),
+    _row(workflow),
     _row(verify_signature, common=False),
     _row(settings_command, common=False),
     _row(cache, common=False),

@@ -14,15 +14,24 @@ from torchimages.problems import UsageError, shown
 
 NAME = "plan"
 HELP = "show what would be built, in order (or a CI matrix)"
+# The CI matrices of `--format`, by name (`text`, the default: the numbered steps).
+MATRICES = {
+    "github": views.ci_matrix,
+    "github-platforms": views.ci_platform_matrix,
+    "github-joins": views.ci_join_matrix,
+}
 
 
 def options(parser: argparse.ArgumentParser) -> None:
     shared.selectors(parser, required=True)
     parser.add_argument(
         "--format",
-        choices=("text", "github"),
+        choices=("text", *MATRICES),
         default="text",
-        help="github: a GitHub Actions matrix, one job per combination (`build.py build ${{ matrix.tags }}`)",
+        help="github: a GitHub Actions matrix, one job per combination (`build.py build ${{ matrix.tags }}`); "
+        "github-platforms: one job per combination and platform, with its runner and the platform's own tags; "
+        "github-joins: one job per combination of several platforms, for `join` (.github/workflows/images.yml "
+        "uses the last two)",
     )
     parser.add_argument(
         "--check-sources",
@@ -37,8 +46,8 @@ def options(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = load_plan(args)
     chosen = select(args, loaded)
-    if args.format == "github":
-        print(json.dumps(views.ci_matrix(chosen), separators=(",", ":")))
+    if args.format != "text":
+        print(json.dumps(MATRICES[args.format](chosen), separators=(",", ":")))
     else:
         for line in views.steps(chosen):
             print(line)

@@ -1,11 +1,18 @@
-"""Views of a plan: the JSON of `list --json`, the steps of `plan` and the CI matrix of `plan --format github`."""
+"""Views of a plan: the JSON of `list --json`, the steps of `plan` and the CI matrices of `plan --format github`
+(one job per combination), `github-platforms` (one per combination and platform, on that platform's runner) and
+`github-joins` (the combinations whose tags name an index of several platforms)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from torchimages import platforms
 from torchimages.combination import BOOTSTRAP, Combination, Image
 from torchimages.planning.plan import Selected
+
+# GitHub's hosted runner of each platform: every image is built, verified and smoke-tested natively, never under
+# emulation (docs/how-to/build-arm64-images.md: the arm64 CUDA images fail the cpu suite under QEMU).
+RUNNERS = {platforms.AMD64: "ubuntu-24.04", platforms.ARM64: "ubuntu-24.04-arm"}
 
 
 def image_json(combination: Combination, image: Image) -> dict[str, object]:
@@ -102,4 +109,43 @@ def ci_matrix(chosen: Sequence[Selected]) -> dict[str, list[dict[str, str]]]:
         }
         for s in chosen
     ]
+    return {"include": jobs}
+
+
+def bootstrapped(combination: Combination) -> bool:
+    """Whether the combination's OS base is made from its archive (a bootstrap OS, or `--bases bootstrap`), as
+    building.bootstrap.needed says: its job needs mmdebstrap and `bake --bootstrap`."""
+    return combination.os.provider == "bootstrap" or combination.bases == BOOTSTRAP
+
+
+def ci_platform_matrix(chosen: Sequence[Selected]) -> dict[str, list[dict[str, str]]]:
+    """A GitHub Actions `strategy.matrix`: one job per combination and platform, on that platform's own runner
+    (RUNNERS), naming the platform's own tags (`<tag>-arm64` where the public tag names an index)."""
+    jobs = []
+    for s in chosen:
+        c = s.combination
+        for platform in c.platforms:
+            mine = [i for i in s.images if i.platform == platform]
+            if mine:
+                jobs.append(
+                    {
+                        "combination": c.folder,
+                        "platform": platform,
+                        "arch": platforms.arch(platform),
+                        "runner": RUNNERS[platform],
+                        "tags": " ".join(dict.fromkeys(i.own_tag for i in mine)),
+                        "bootstrap": "true" if bootstrapped(c) else "false",
+                    }
+                )
+    return {"include": jobs}
+
+
+def ci_join_matrix(chosen: Sequence[Selected]) -> dict[str, list[dict[str, str]]]:
+    """A GitHub Actions `strategy.matrix` for `join`: one job per combination of several platforms whose every
+    platform's images are selected (a platform left out gets no index: `join` would refuse it)."""
+    jobs = []
+    for s in chosen:
+        c = s.combination
+        if c.multi_platform and {i.platform for i in s.images} == set(c.platforms):
+            jobs.append({"combination": c.folder, "tags": " ".join(dict.fromkeys(i.tag for i in s.images))})
     return {"include": jobs}
