@@ -1,6 +1,7 @@
 """The os-updates answers of one run of the tool: an image whose first look (os-release, apt's configuration,
-its sources' entries and files, the installed packages by name, architecture and version) is that of an image
-already scanned in this run, on the same network, gets that scan's answer instead of a second refresh.
+its sources' entries and files, its keyrings' checksums, the installed packages by name, architecture and
+version) is that of an image already scanned in this run, on the same network, gets that scan's answer
+instead of a second refresh.
 
 Held by the run's GateOptions (cli/common.py makes one per command), never written anywhere: it never outlives
 the run. Only an answer that looked is kept (a scan that could not look is tried again for the next image).

@@ -19,12 +19,13 @@ security updates is what the gate should report (`--require-scan` fails it), not
 
 The refresh reads only the security suite's lists where it can: a first look (LOOK, a container without
 network) prints os-release, apt's configuration, which entry of which sources file names each Packages index
-and those files; the entries of the security suites are copied verbatim into a scratch sources list
-(apt_sources), and the refresh uses it (`Dir::Etc::SourceList`, `Dir::Etc::SourceParts`) only once apt,
-in the container, says the copy names exactly the security indexes the image's own sources name. Otherwise
-(no entry names a `-security` suite, an entry that cannot be copied, the copy naming other indexes) every
-list is refreshed, as before, and the note says why. Within one run, an image whose first look is that of an
-image already scanned on the same network gets that answer (os_answers), the note saying for which tag.
+and those files, the keyrings' checksums and the installed packages; the entries of the security suites are
+copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
+`Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
+the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
+the copy naming other indexes) every list is refreshed, as before, and the note says why. Within one run, an
+image whose first look is that of an image already scanned on the same network gets that answer
+(os_answers), the note saying for which tag.
 
 apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
 the container at TIME_LIMIT_S: the check never hangs a build.
@@ -70,6 +71,9 @@ apt-get indextargets --no-release-info --format '$(SOURCESENTRY)' 'Identifier: P
   head -c {SOURCE_BYTES} "$file" 2>/dev/null | sed 's/^/|/'
   echo
 done
+echo '{MARK}keys'
+find /etc/apt/trusted.gpg /etc/apt/trusted.gpg.d /etc/apt/keyrings /usr/share/keyrings -type f 2>/dev/null \
+  | sort | while IFS= read -r file; do cksum "$file"; done
 echo '{MARK}packages'
 dpkg-query -W -f '${{db:Status-Status}} ${{Package}} ${{Architecture}} ${{Version}}\n' 2>&1
 echo "{MARK}look-status $?"

@@ -141,6 +141,9 @@ bookworm-security /etc/apt/sources.list:4 http://security.example.org/debian-sec
 |# the security suite, signed by the archive's key
 |deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://security.example.org/debian-security bookworm-security main
 
+### keys
+85354172 461 /etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc
+2346606574 11873 /usr/share/keyrings/debian-archive-keyring.gpg
 ### packages
 installed base-files amd64 12.4+deb12u15
 installed libc6 amd64 2.36-9+deb12u14

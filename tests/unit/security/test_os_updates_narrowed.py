@@ -250,7 +250,9 @@ def test_an_answer_is_not_shared_across_packages_sources_networks_or_runs() -> N
     other_source = DEBIAN_LOOK.replace(
         "|deb http://deb.example.org/debian bookworm main", "|deb http://m.example.org/debian bookworm main"
     )
-    for look, network in ((other_package, None), (other_arch, None), (other_source, None), (DEBIAN_LOOK, "build-net")):
+    other_key = DEBIAN_LOOK.replace("2346606574 11873 /usr/share/keyrings", "2346606575 11873 /usr/share/keyrings")
+    others = (other_package, other_arch, other_source, other_key)
+    for look, network in (*((o, None) for o in others), (DEBIAN_LOOK, "build-net")):
         engine = engine_with()
         answers = os_answers.Answers()
         os_updates.scan(engine, "runtime:1", None, answers, "runtime")
