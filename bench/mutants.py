@@ -64,6 +64,8 @@ LEAKS = "security/leaks.py"
 TARSTREAM, CONTENT = "security/tarstream.py", "security/content.py"
 ALLOWLIST, GATE, PYTHON_AUDIT = "security/allowlist.py", "security/gate.py", "security/python.py"
 STALENESS = "security/staleness.py"
+OS_UPDATES_CHECK, APT_SOURCES = "security/os_updates.py", "security/apt_sources.py"
+OS_ANSWERS = "security/os_answers.py"
 SIGNING, MULTI_NODE = "security/signing.py", "smoke/suites/test_multi_node.py"
 STAGING, INDEX, MANIFESTS = "building/staging.py", "building/index.py", "engine/manifests.py"
 SIGNATURES, CLI_JOIN, REGISTRY = "building/signatures.py", "cli/join.py", "registry.py"
@@ -1814,6 +1816,44 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if found != text.encode():\n",
       "        if found is None:\n",
       "`workflow --check` (make check-render) passes a committed workflow the matrix no longer renders"),
+    # --- os-updates, issue 44: the security lists only, one answer per look (security/os_updates.py,
+    # apt_sources.py, os_answers.py) ---------------------------------------------------------------------
+    M("os-updates-copy-any-suite", APT_SOURCES,
+      'return suite == codename_suite or suite.endswith("-security")',
+      "return True",
+      "every entry is copied as a security one: the note says 'only the security lists' while all are refreshed"),
+    M("os-updates-copy-comment-stanza", APT_SOURCES,
+      '        elif not line.startswith("#"):\n',
+      "        else:\n",
+      "a comment paragraph counted as a stanza: the archive's stanza copied in place of the security one"),
+    M("os-updates-suites-unnarrowed", APT_SOURCES,
+      "kept = [s for s in match.group(1).split() if is_security(s, suite)]",
+      "kept = match.group(1).split()",
+      "a deb822 stanza's other suites refreshed too (noble, universe: tens of MB) though the note says otherwise"),
+    M("os-updates-copy-unquoted", OS_UPDATES_CHECK,
+      "{quoted(shlex.quote(e) for e in copy.one_line)}",
+      "{quoted(repr(e) for e in copy.one_line)}",
+      "an entry with a quote or $(...) is run as shell in the scan's container, or written other than it reads"),
+    M("os-updates-copy-unchecked", OS_UPDATES_CHECK,
+      'if [ -n "$expected" ] && [ "$got" = "$expected" ]; then',
+      "if true; then",
+      "a copy naming other indexes than the image's sources is used: a security index left out, an update missed"),
+    M("os-updates-answer-any-network", OS_ANSWERS,
+      'f"{network}\\0{look}"',
+      'f"{look}"',
+      "an answer made on one network is given to an image scanned on another (whose archive may differ)"),
+    M("os-updates-answer-not-scanned-kept", OS_ANSWERS,
+      "        if not scan.scanned:\n            return\n",
+      "",
+      "a scan that could not look is given to the next image: it is never tried again in the run"),
+    M("os-updates-answer-failed-look", OS_UPDATES_CHECK,
+      "if answers is not None and seen.text else",
+      "if answers is not None else",
+      "two images whose first look failed share one answer though nothing says they are the same"),
+    M("os-updates-answer-unsaid", OS_UPDATES_CHECK,
+      'note=f"{known.scan.note} (as for {known.tag or \'an image before\'})"',
+      "note=known.scan.note",
+      "a shared answer reads as the image's own scan: the report does not say it was another image's"),
 )
 # fmt: on
 
@@ -1853,6 +1893,9 @@ RELEVANT: dict[str, tuple[str, str]] = {
     GATE: (r"security", r"security\.gate|security_gate"),
     PYTHON_AUDIT: (r"security", r"read_report|python\.scan"),
     STALENESS: (r"security", r"staleness"),
+    OS_UPDATES_CHECK: (r"os_updates", r"os_updates"),
+    APT_SOURCES: (r"os_updates", r"apt_sources"),
+    OS_ANSWERS: (r"os_updates", r"os_answers"),
     SIGNING: (r"signing", r"\bsigning\b"),
     MULTI_NODE: (r"smoke|cluster", r"test_multi_node|check_all_reduce"),
     STAGING: (r"staging|platforms_build", r"\bstaging\b"),

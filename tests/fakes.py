@@ -236,6 +236,7 @@ class FakeEngine:
         self.python_output = python_output  # when set, every run_python prints this (a scripted probe)
         self.python_error = python_error  # when set, every run_python raises it
         self.shell_answer: ShellResult | EngineError | None = None  # what every run_shell returns (or raises)
+        self.shell_answers: dict[str, ShellResult] = {}  # a line of the script -> what that script's run returns
         self.shells: list[tuple[str, str, str, str | None, float]] = []  # (reference, script, user, network, timeout)
         self.calls: list[tuple[str, Any]] = []
         self.images: dict[str, dict[str, str]] = {}  # reference -> labels
@@ -415,6 +416,10 @@ class FakeEngine:
     ) -> ShellResult:
         self.calls.append(("run_shell", (reference, user, network)))
         self.shells.append((reference, script, user, network, timeout_s))
+        lines = script.splitlines()
+        for marker, answer in self.shell_answers.items():
+            if marker in lines:
+                return answer
         if isinstance(self.shell_answer, EngineError):
             raise self.shell_answer
         if self.shell_answer is None:  # a test not about the script: the check that runs it says "not scanned"

@@ -23,7 +23,7 @@ import pytest
 
 from torchimages import compat, engine
 from torchimages.building import bootstrap
-from torchimages.security import allowlist, os_updates
+from torchimages.security import allowlist, os_answers, os_updates
 from torchimages.security.model import FAILED, NOT_SCANNED, PASSED, Finding, Scan
 
 from .conftest import require, sh
@@ -154,8 +154,23 @@ def test_the_bootstrapped_base_is_scanned_within_seconds(images: Images) -> None
     may make it pending, which the check reports rather than this test)."""
     scan, seconds = timed_scan(images.base)
     print(f"os-updates scan of {images.base}: {seconds:.1f} s, {scan.note}")
-    assert scan.scanned and scan.note.endswith(f"packages against {images.suite}-security"), scan.note
+    assert scan.scanned, scan.note
+    assert scan.note.endswith(f"packages against {images.suite}-security (only the security lists refreshed)")
     assert seconds < os_updates.TIME_LIMIT_S
+
+
+def test_an_image_already_scanned_in_the_run_gets_its_answer_without_a_second_refresh(images: Images) -> None:
+    """The answer with pending updates is shared as it is (nothing proven less), and says whose it is; the
+    base, whose packages differ, is scanned on its own."""
+    answers = os_answers.Answers()
+    first = os_updates.scan(engine.DockerEngine(), images.old, None, answers, "old")
+    started = time.monotonic()
+    second = os_updates.scan(engine.DockerEngine(), images.old, None, answers, "again")
+    seconds = time.monotonic() - started
+    print(f"os-updates scan of {images.old}, shared: {seconds:.1f} s, {second.note}")
+    assert first.scanned and second.findings == first.findings and second.note == f"{first.note} (as for old)"
+    base = os_updates.scan(engine.DockerEngine(), images.base, None, answers, "base")
+    assert base.scanned and "as for" not in base.note
 
 
 def test_an_unknown_image_is_an_engine_error(images: Images, tmp_path: Path) -> None:

@@ -156,10 +156,10 @@ def make_builder(
 
 
 def security_options(args: argparse.Namespace, network: str | None = None) -> GateOptions:
-    """The security gate's options from `--allowlist`, `--skip-check` and `--require-scan`, and the layer scan's
-    cache and bounds from the settings; the allowlist is read and checked here, before anything is written or
-    started (InputError: each problem, located)."""
-    from torchimages.security import allowlist, layer_cache, layers
+    """The security gate's options from `--allowlist`, `--skip-check` and `--require-scan`, the layer scan's
+    cache and bounds from the settings, and this command's os-updates answers; the allowlist is read and checked
+    here, before anything is written or started (InputError: each problem, located)."""
+    from torchimages.security import allowlist, layer_cache, layers, os_answers
     from torchimages.security.gate import GateOptions
     from torchimages.security.model import CHECKS
 
@@ -169,7 +169,10 @@ def security_options(args: argparse.Namespace, network: str | None = None) -> Ga
     skipped = getattr(args, "skip_check", [])
     skip = frozenset(CHECKS) if "all" in skipped else frozenset(skipped)
     cache, limits = layer_cache.from_settings(), layers.Limits.configured()
-    return GateOptions(entries, skip, args.require_scan, network, today=today, cache=cache, limits=limits)
+    answers = os_answers.Answers()  # this command's: never outlives it
+    return GateOptions(
+        entries, skip, args.require_scan, network, today=today, cache=cache, limits=limits, answers=answers
+    )
 
 
 def told(finished: Finished) -> bool:

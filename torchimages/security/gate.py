@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from torchimages.engine import Engine, EngineError
-from torchimages.security import allowlist, layers, os_updates, python
+from torchimages.security import allowlist, layers, os_answers, os_updates, python
 from torchimages.security.layer_cache import LayerCache
 from torchimages.security.model import (
     CHECKS,
@@ -26,7 +26,8 @@ from torchimages.security.model import (
 class GateOptions:
     """How the gate runs: the allowlist's entries, the checks skipped (`--skip-check`, said in the report),
     whether a check that could not look fails the image (`--require-scan`), the network a check that reads
-    the image's sources uses, the layer scan's cache (None: every layer is read every time) and bounds."""
+    the image's sources uses, the layer scan's cache (None: every layer is read every time) and bounds, and the
+    os-updates answers of this run (None: each image refreshes its lists; cli/common.py gives one per command)."""
 
     entries: tuple[allowlist.Entry, ...] = ()
     skip: frozenset[str] = frozenset()
@@ -35,6 +36,7 @@ class GateOptions:
     today: datetime.date = field(default_factory=allowlist.utc_today)
     cache: LayerCache | None = None
     limits: layers.Limits = field(default_factory=layers.Limits)
+    answers: os_answers.Answers | None = None
 
 
 def run(
@@ -56,7 +58,7 @@ def run(
             continue
         results.append(
             allowlist.apply(
-                scan(engine, check, reference, options, secrets, cancelled), options.entries, tag, options.today
+                scan(engine, check, reference, options, secrets, cancelled, tag), options.entries, tag, options.today
             )
         )
     return tuple(results)
@@ -69,13 +71,15 @@ def scan(
     options: GateOptions,
     secrets: Sequence[tuple[str, bytes]],
     cancelled: threading.Event | None,
+    tag: str = "",
 ) -> Scan:
-    """One check's raw answer; a check that cannot run (the engine failing) is not scanned, saying why."""
+    """One check's raw answer (`tag`: the image's name where an answer is shared); a check that cannot run (the
+    engine failing) is not scanned, saying why."""
     try:
         if check == SECRETS:
             return layers.scan(engine, reference, secrets, cancelled, options.cache, options.limits)
         if check == OS_UPDATES:
-            return os_updates.scan(engine, reference, options.network)
+            return os_updates.scan(engine, reference, options.network, options.answers, tag)
         return python.scan(engine, reference, cancelled)
     except EngineError as exc:
         return Scan(check, scanned=False, note=f"could not run: {exc}")

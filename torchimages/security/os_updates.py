@@ -17,17 +17,31 @@ against the distribution's standard security archive: its host would be a mirror
 does not name (the project takes mirrors from configuration only), and an image that cannot see its own
 security updates is what the gate should report (`--require-scan` fails it), not quietly repair.
 
+The refresh reads only the security suite's lists where it can: a first look (LOOK, a container without
+network) prints os-release, apt's configuration, which entry of which sources file names each Packages index
+and those files, the keyrings' checksums and the installed packages; the entries of the security suites are
+copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
+`Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
+the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
+the copy naming other indexes) every list is refreshed, as before, and the note says why. Within one run, an
+image whose first look is that of an image already scanned on the same network gets that answer
+(os_answers), the note saying for which tag.
+
 apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
 the container at TIME_LIMIT_S: the check never hangs a build.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from torchimages.engine import Engine, ShellResult
+from torchimages.security import apt_sources, os_answers
+from torchimages.security.apt_sources import Copy
 from torchimages.security.model import OS_UPDATES, Finding, Scan
 
 UPDATE_LIMIT_S = 240  # the package lists' refresh (`timeout`, where the image has it)
@@ -36,8 +50,36 @@ ROOT = "0:0"  # by number: an image's /etc/passwd may name root otherwise, or no
 DEFAULT_NETWORK = "default"  # the engine's default bridge, where the build names no network
 MARK = "### "
 OS_RELEASE_BYTES = 65536  # read no further: an os-release that is a link to /dev/zero never ends
+LOOK_LIMIT_S = 60  # the first look: no network, no download
+SOURCE_BYTES = 65536  # of each sources file the look prints
 
-# POSIX sh, as in a minbase (no xargs, no python). Each answer under its own `### name` line.
+# POSIX sh, as in a minbase (no xargs, no python). The first look; each answer under its own `### name` line.
+LOOK = rf"""export LC_ALL=C
+echo '{MARK}os-release'
+head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null
+for tool in apt-get apt-config dpkg-query; do
+  command -v "$tool" >/dev/null 2>&1 || {{ echo '{MARK}no-apt'; exit 0; }}
+done
+echo '{MARK}config'
+apt-config dump 2>&1
+echo '{MARK}sourced'
+apt-get indextargets --no-release-info --format '$(RELEASE) $(SOURCESENTRY) $(DESCRIPTION)' 'Identifier: Packages' 2>&1
+echo '{MARK}source'
+apt-get indextargets --no-release-info --format '$(SOURCESENTRY)' 'Identifier: Packages' 2>/dev/null \
+  | sed 's/:[0-9]*$//' | sort -u | while IFS= read -r file; do
+  echo "@$file"
+  head -c {SOURCE_BYTES} "$file" 2>/dev/null | sed 's/^/|/'
+  echo
+done
+echo '{MARK}keys'
+find /etc/apt/trusted.gpg /etc/apt/trusted.gpg.d /etc/apt/keyrings /usr/share/keyrings -type f 2>/dev/null \
+  | sort | while IFS= read -r file; do cksum "$file"; done
+echo '{MARK}packages'
+dpkg-query -W -f '${{db:Status-Status}} ${{Package}} ${{Architecture}} ${{Version}}\n' 2>&1
+echo "{MARK}look-status $?"
+"""
+
+# The refresh, each answer under its own `### name` line (NARROWING goes before its `targets`).
 SCRIPT = rf"""export LC_ALL=C
 echo '{MARK}os-release'
 head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null
@@ -104,17 +146,86 @@ class Pending:
         return Finding(OS_UPDATES, key, f"{self.package} {self.installed}", f"newer in {self.suite}: {self.newer}")
 
 
-def scan(engine: Engine, reference: str, network: str | None) -> Scan:
+@dataclass(frozen=True)
+class Look:
+    """What the first look gives: the copy of the security entries (or why there is none) and the look's text,
+    which an answer of this run is kept under (empty: the look did not answer, nothing is kept)."""
+
+    copy: Copy
+    text: str = ""
+
+
+def scan(
+    engine: Engine,
+    reference: str,
+    network: str | None,
+    answers: os_answers.Answers | None = None,
+    tag: str = "",
+) -> Scan:
     """The pending security updates of `reference` (see the module); `network` the build's (None: the default
-    bridge). EngineError when no container could run (the gate says it could not run)."""
-    result = engine.run_shell(
-        reference, SCRIPT, user=ROOT, network=network or DEFAULT_NETWORK, timeout_s=float(TIME_LIMIT_S)
-    )
-    return read(result)
+    bridge); `answers` this run's (None: none shared), `tag` the image's name in them. EngineError when no
+    container could run (the gate says it could not run)."""
+    on = network or DEFAULT_NETWORK
+    seen = look(engine.run_shell(reference, LOOK, user=ROOT, network=None, timeout_s=float(LOOK_LIMIT_S)))
+    found = os_answers.key(on, seen.text) if answers is not None and seen.text else ""
+    if found and answers is not None and (known := answers.get(found)) is not None:
+        return dataclasses.replace(known.scan, note=f"{known.scan.note} (as for {known.tag or 'an image before'})")
+    result = engine.run_shell(reference, script(seen.copy), user=ROOT, network=on, timeout_s=float(TIME_LIMIT_S))
+    done = read(result, seen.copy.why)
+    if found and answers is not None:
+        answers.put(found, done, tag)
+    return done
 
 
-def read(result: ShellResult) -> Scan:
-    """The scan that the script's answer gives: the pending updates, or why it could not look."""
+def look(result: ShellResult) -> Look:
+    """The first look's answer: the copy of the security entries, and the text an answer is kept under."""
+    parts = sections(result.stdout)
+    if result.status != 0 or result.timed_out or result.overflowed or "no-apt" in parts:
+        return Look(Copy(why="the first look did not answer"))
+    if parts.get("look-status", "").strip() != "0" or "sourced" not in parts:
+        return Look(Copy(why="the first look did not answer"))
+    suite = f"{codename(parts.get('os-release', ''))}-security"
+    targets = apt_sources.sourced_targets(parts["sourced"])
+    return Look(apt_sources.copy(targets, apt_sources.source_files(parts.get("source", "")), suite), result.stdout)
+
+
+NARROW_LIST = "$scratch/none.list"  # not there: no entry from the main list
+NARROW_PARTS = "$scratch/parts"
+
+
+def script(copy: Copy) -> str:
+    """SCRIPT, with the copy of the security entries used where apt says it names exactly the security
+    indexes the image's sources name (`### narrowed yes`; otherwise every list is refreshed, `no`)."""
+    if not copy.usable:
+        return SCRIPT
+    quoted = " ".join
+    lines = [f'mkdir -p "{NARROW_PARTS}" || exit 1']
+    if copy.one_line:
+        lines.append(
+            f"printf '%s\\n' {quoted(shlex.quote(e) for e in copy.one_line)} > \"{NARROW_PARTS}/security.list\""
+        )
+    if copy.deb822:
+        lines.append(
+            f"printf '%s\\n\\n' {quoted(shlex.quote(e) for e in copy.deb822)} > \"{NARROW_PARTS}/security.sources\""
+        )
+    lines += [
+        f"expected=$(printf '%s\\n' {quoted(shlex.quote(e) for e in copy.expected)} | sort)",
+        f'got=$(apt-get -o "Dir::Etc::SourceList={NARROW_LIST}" -o "Dir::Etc::SourceParts={NARROW_PARTS}" \\',
+        "  indextargets --no-release-info --format '$(RELEASE) $(DESCRIPTION)' 'Identifier: Packages' 2>/dev/null \\",
+        "  | sort)",
+        'if [ -n "$expected" ] && [ "$got" = "$expected" ]; then',
+        f'  set -- "$@" -o "Dir::Etc::SourceList={NARROW_LIST}" -o "Dir::Etc::SourceParts={NARROW_PARTS}"',
+        f"  echo '{MARK}narrowed yes'",
+        "else",
+        f"  echo '{MARK}narrowed no'",
+        "fi",
+    ]
+    return SCRIPT.replace(f"echo '{MARK}targets'\n", "\n".join(lines) + f"\necho '{MARK}targets'\n", 1)
+
+
+def read(result: ShellResult, why: str = "") -> Scan:
+    """The scan that the script's answer gives: the pending updates, or why it could not look; `why` there was
+    no copy of the security entries (every list refreshed)."""
     if result.timed_out:
         return _not_scanned(f"apt did not finish within {TIME_LIMIT_S} s (the archive did not answer in time)")
     if result.overflowed:
@@ -143,7 +254,8 @@ def read(result: ShellResult) -> Scan:
     if status != "0" or not tables:
         return _not_scanned(f"apt-cache policy failed (exit {status}): {_tail(parts['installed'])}")
     found = pending(tables, security, suite)
-    return Scan(OS_UPDATES, tuple(p.finding() for p in found), note=f"{len(tables)} packages against {suite}")
+    note = f"{len(tables)} packages against {suite}{_refreshed(parts.get('narrowed', '').strip(), why)}"
+    return Scan(OS_UPDATES, tuple(p.finding() for p in found), note=note)
 
 
 def sections(output: str) -> dict[str, str]:
@@ -245,6 +357,15 @@ def _apt_errors(update: str, suite: str, most: int = 3) -> str:
     said = [line.strip() for line in update.splitlines() if line.startswith(("W:", "E:"))]
     said = sorted(said, key=lambda line: suite not in line)
     return "; ".join(line[:300] for line in said[:most]) or "apt read no index of it (no error said)"
+
+
+def _refreshed(narrowed: str, why: str) -> str:
+    """What the note says of the lists refreshed."""
+    if narrowed == "yes":
+        return " (only the security lists refreshed)"
+    if narrowed == "no":
+        why = "the copy of the security entries named other indexes than the image's sources"
+    return f" (every list refreshed: {why})" if why else ""
 
 
 def _tail(text: str, lines: int = 3) -> str:

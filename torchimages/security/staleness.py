@@ -77,7 +77,7 @@ def check(
     reasons += base_moved(combination, image.flavor, info.labels)
     unchecked: list[str] = []
     for check in (OS_UPDATES, PYTHON):
-        found = gate.scan(engine, check, reference, options, (), cancelled)
+        found = gate.scan(engine, check, reference, options, (), cancelled, image.own_tag)
         result = allowlist.apply(found, options.entries, image.own_tag, options.today)
         if result.status == FAILED:
             reasons += [f"{result.check}: {item}" for item in result.failing]

@@ -118,6 +118,43 @@ WITHOUT_SECURITY = "".join(
 )
 
 
+# The first look at a bookworm image (apt-config dump shortened): its one-line sources, the security entry with
+# its options, and the installed packages.
+DEBIAN_LOOK = f"""\
+### os-release
+{DEBIAN_RELEASE}### config
+APT "";
+APT::Architecture "amd64";
+Dir::Etc::sourcelist "sources.list";
+Dir::Etc::sourceparts "sources.list.d";
+### sourced
+bookworm /etc/apt/sources.list:1 http://deb.example.org/debian bookworm/main amd64 Packages
+bookworm /etc/apt/sources.list:1 http://deb.example.org/debian bookworm/main all Packages
+bookworm-updates /etc/apt/sources.list:2 http://deb.example.org/debian bookworm-updates/main amd64 Packages
+bookworm-updates /etc/apt/sources.list:2 http://deb.example.org/debian bookworm-updates/main all Packages
+bookworm-security /etc/apt/sources.list:4 http://security.example.org/debian-security bookworm-security/main amd64 Packages
+bookworm-security /etc/apt/sources.list:4 http://security.example.org/debian-security bookworm-security/main all Packages
+### source
+@/etc/apt/sources.list
+|deb http://deb.example.org/debian bookworm main
+|deb http://deb.example.org/debian bookworm-updates main
+|# the security suite, signed by the archive's key
+|deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://security.example.org/debian-security bookworm-security main
+
+### keys
+85354172 461 /etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc
+2346606574 11873 /usr/share/keyrings/debian-archive-keyring.gpg
+### packages
+installed base-files amd64 12.4+deb12u15
+installed libc6 amd64 2.36-9+deb12u14
+installed libexpat1 amd64 2.5.0-1+deb12u2
+installed libssl3 amd64 3.0.20-1~deb12u2
+installed libgcc-s1 i386 12.2.0-14
+### look-status 0
+"""  # noqa: E501
+LOOKS = "echo '### sourced'"  # a line of the first look's script only
+
+
 def answer(
     os_release: str = DEBIAN_RELEASE,
     targets: str = DEBIAN_TARGETS,
@@ -134,8 +171,11 @@ def answer(
     )
 
 
-def scan_of(stdout: str, status: int = 0, stderr: str = "", network: str | None = None) -> Scan:
+def scan_of(
+    stdout: str, status: int = 0, stderr: str = "", network: str | None = None, look: str = DEBIAN_LOOK
+) -> Scan:
     engine = FakeEngine()
+    engine.shell_answers[LOOKS] = ShellResult(0, look, "")
     engine.shell_answer = ShellResult(status, stdout, stderr)
     return os_updates.scan(engine, "img:1", network)
 
@@ -160,9 +200,11 @@ def test_an_up_to_date_image_passes_and_says_what_it_scanned() -> None:
 def test_the_scan_runs_as_root_on_the_builds_network_within_a_time_limit() -> None:
     for network, used in ((None, "default"), ("host", "host")):
         engine = FakeEngine()
+        engine.shell_answers[LOOKS] = ShellResult(0, DEBIAN_LOOK, "")
         engine.shell_answer = ShellResult(0, answer(), "")
         os_updates.scan(engine, "img:1", network)
-        ((reference, script, user, on, limit),) = engine.shells
+        (first, (reference, script, user, on, limit)) = engine.shells
+        assert first[1:] == (os_updates.LOOK, "0:0", None, os_updates.LOOK_LIMIT_S)  # the look: no network
         assert (reference, user, on, limit) == ("img:1", "0:0", used, os_updates.TIME_LIMIT_S)
         assert "Dir::State::Lists=$scratch/lists" in script and "Acquire::http::Timeout=" in script
         assert "timeout 240" in script and "indextargets" in script
