@@ -23,12 +23,13 @@ bench_cli.early(__name__, "bench/build_vs_install.py")
 
 import argparse
 import datetime
+import io
 import json
+import math
 import os
 import platform
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -134,7 +135,7 @@ def _number(durations: Mapping[str, Any], key: str, tag: str) -> float | None:
     value = durations.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise BadInput(f"manifest.json: image {tag!r}: durations.{key} is {str(value)[:40]!r}, not seconds")
     return float(value)
 
@@ -203,9 +204,12 @@ def build_command(
     return [*command, *extra, "--", tag]
 
 
-def clean_engine_commands(docker: str, references: Sequence[str]) -> list[list[str]]:
-    """What --clean-engine runs before the main job: remove the selected images' public references (the
-    bootstrapped base stays), then every build cache record of BuildKit."""
+def before_the_job(clean_engine: bool, docker: str, references: Sequence[str]) -> list[list[str]]:
+    """What runs on the engine before the main job: nothing, unless --clean-engine (a machine of one's own): then
+    the selected images' public references are removed (the bootstrapped base stays) and every record of
+    BuildKit's cache pruned. Never an image the run does not select."""
+    if not clean_engine:
+        return []
     removals = [[docker, "image", "rm", "--force", r] for r in references]
     return [*removals, [docker, "builder", "prune", "--all", "--force"]]
 
@@ -220,7 +224,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="remove the selected images and prune BuildKit's whole cache first (a machine of one's own only); "
         "without it the main job runs with --no-cache and nothing is removed",
     )
-    parser.add_argument("--uv", help="the uv to use (default: the build's version, fetched with pip into a temporary folder)")
+    parser.add_argument(
+        "--uv", help="the uv to use (default: the build's version, fetched with pip into a temporary folder)"
+    )
     parser.add_argument("--skip-install", action="store_true", help="leave out the bare install (no ratio)")
     parser.add_argument("--skip-build", action="store_true", help="leave out the main job (the bare install alone)")
     args = parser.parse_args(argv)
@@ -262,28 +268,34 @@ def bare_install(uv: str, python: str, requirements: Sequence[str], index_url: s
     fresh venv with an empty uv cache, the build's wheel sources and settings; everything removed afterwards."""
     from torchimages.building.wheels import WheelSources, secret_file, serve
 
-    with tempfile.TemporaryDirectory(prefix="bench-bare-") as tmp, serve(WheelSources.from_environment()) as served:
-        with secret_file(served.uv_toml(index_url)) as config:
-            env = {
-                **os.environ,
-                "UV_CONFIG_FILE": str(config),
-                "UV_CACHE_DIR": f"{tmp}/cache",
-                "UV_LINK_MODE": "copy",
-                "UV_PYTHON_DOWNLOADS": "never",
-            }
-            if ca := os.environ.get("TORCHIMAGES_CA_CERT"):
-                env["SSL_CERT_FILE"] = ca
-            venv = f"{tmp}/venv"
-            install = [uv, "pip", "install", "--quiet", "--python", f"{venv}/bin/python", "--compile-bytecode"]
-            install += ["--constraint", str(lock)] if lock else []
-            start = time.perf_counter()
-            run([uv, "venv", "--quiet", "--python", f"python{python}", venv], env)
-            run([*install, *requirements], env)
-            return time.perf_counter() - start
+    sources = WheelSources.from_environment()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-bare-") as tmp,
+        serve(sources) as served,
+        secret_file(served.uv_toml(index_url)) as config,
+    ):
+        env = {
+            **os.environ,
+            "UV_CONFIG_FILE": str(config),
+            "UV_CACHE_DIR": f"{tmp}/cache",
+            "UV_LINK_MODE": "copy",
+            "UV_PYTHON_DOWNLOADS": "never",
+        }
+        if ca := os.environ.get("TORCHIMAGES_CA_CERT"):
+            env["SSL_CERT_FILE"] = ca
+        venv = f"{tmp}/venv"
+        install = [uv, "pip", "install", "--quiet", "--python", f"{venv}/bin/python", "--compile-bytecode"]
+        install += ["--constraint", str(lock)] if lock else []
+        start = time.perf_counter()
+        run([uv, "venv", "--quiet", "--python", f"python{python}", venv], env)
+        run([*install, *requirements], env)
+        return time.perf_counter() - start
 
 
 def main() -> int:
     args = parse()
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # each figure as it comes, into a file or pipe too
     from torchimages.engine import DockerEngine, EngineError
     from torchimages.planning import plan
     from torchimages.problems import InputError
@@ -307,16 +319,23 @@ def main() -> int:
     lock = folder / "requirements.lock"
     now = datetime.datetime.now(datetime.UTC)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    print(f"# {now:%Y-%m-%d %H:%M} UTC, commit {commit.stdout.strip() or '?'}, {platform.machine()}, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(
+        f"# {now:%Y-%m-%d %H:%M} UTC, commit {commit.stdout.strip() or '?'}, {platform.machine()}, "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
+    )
     print(f"# {args.tag}: {', '.join(i.own_tag for i in chosen.images)}")
     bare: float | None = None
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         if not args.skip_install:
             uv = args.uv or fetch_uv(Path(tmp))
-            print(f"# bare install: {len(requirements)} requirements" + (f" under {lock.name}" if lock.exists() else ""))
+            print(
+                f"# bare install: {len(requirements)} requirements" + (f" under {lock.name}" if lock.exists() else "")
+            )
             index = combination.index_url_for(chosen.images[0].platform)
-            bare = bare_install(uv, combination.python, requirements, index, lock if lock.exists() else None)
+            try:
+                bare = bare_install(uv, combination.python, requirements, index, lock if lock.exists() else None)
+            except (OSError, ValueError) as exc:  # a wheel source that is no folder, a setting that cannot be read
+                bench_cli.fail(NAME, f"the wheel sources (TORCHIMAGES_*): {exc}")
             print(f"bare install (uv venv + uv pip install, cold cache): {bare:.0f} s  load {os.getloadavg()[0]:.2f}")
         if args.skip_build:
             return 0
@@ -326,7 +345,7 @@ def main() -> int:
             except EngineError as exc:
                 bench_cli.fail(NAME, str(exc))
             references = [f"{i.repository}:{n}" for i in chosen.images for n in i.names]
-            for command in clean_engine_commands(docker, references):
+            for command in before_the_job(args.clean_engine, docker, references):
                 subprocess.run(command, capture_output=True, check=False)  # an image not there is no fault
         report, logs = Path(tmp) / "report", Path(tmp) / "logs"
         command = build_command(args.tag, report, logs, args.matrix, args.clean_engine)
