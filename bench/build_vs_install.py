@@ -227,6 +227,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--uv", help="the uv to use (default: the build's version, fetched with pip into a temporary folder)"
     )
+    parser.add_argument(
+        "--python", help="the interpreter of the bare venv, for uv (default: pythonX.Y, the combination's version)"
+    )
     parser.add_argument("--skip-install", action="store_true", help="leave out the bare install (no ratio)")
     parser.add_argument("--skip-build", action="store_true", help="leave out the main job (the bare install alone)")
     args = parser.parse_args(argv)
@@ -264,8 +267,8 @@ def fetch_uv(folder: Path) -> str:
 
 
 def bare_install(uv: str, python: str, requirements: Sequence[str], index_url: str, lock: Path | None) -> float:
-    """Seconds of `uv venv` and `uv pip install` of `requirements` (under the lock, where there is one) into a
-    fresh venv with an empty uv cache, the build's wheel sources and settings; everything removed afterwards."""
+    """Seconds of `uv venv` (of `python`) and `uv pip install` of `requirements` (under the lock, where there is
+    one) into a fresh venv with an empty uv cache, the build's wheel sources and settings; all removed afterwards."""
     from torchimages.building.wheels import WheelSources, secret_file, serve
 
     sources = WheelSources.from_environment()
@@ -287,7 +290,7 @@ def bare_install(uv: str, python: str, requirements: Sequence[str], index_url: s
         install = [uv, "pip", "install", "--quiet", "--python", f"{venv}/bin/python", "--compile-bytecode"]
         install += ["--constraint", str(lock)] if lock else []
         start = time.perf_counter()
-        run([uv, "venv", "--quiet", "--python", f"python{python}", venv], env)
+        run([uv, "venv", "--quiet", "--python", python, venv], env)
         run([*install, *requirements], env)
         return time.perf_counter() - start
 
@@ -333,7 +336,8 @@ def main() -> int:
             )
             index = combination.index_url_for(chosen.images[0].platform)
             try:
-                bare = bare_install(uv, combination.python, requirements, index, lock if lock.exists() else None)
+                python = args.python or f"python{combination.python}"
+                bare = bare_install(uv, python, requirements, index, lock if lock.exists() else None)
             except (OSError, ValueError) as exc:  # a wheel source that is no folder, a setting that cannot be read
                 bench_cli.fail(NAME, f"the wheel sources (TORCHIMAGES_*): {exc}")
             print(f"bare install (uv venv + uv pip install, cold cache): {bare:.0f} s  load {os.getloadavg()[0]:.2f}")

@@ -190,6 +190,7 @@ def test_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         False,
     )
     assert bench.parse(["--clean-engine", "2.13.0-cpu"]).clean_engine
+    assert bench.parse(["--python", "/usr/bin/python3.12"]).python == "/usr/bin/python3.12"
     assert "nothing to measure" in refused(capsys, "--skip-install", "--skip-build")
     assert "no such executable" in refused(capsys, "--uv", str(tmp_path))
     assert "no such file" in refused(capsys, "--matrix", str(tmp_path / "none.yaml"))
