@@ -193,6 +193,15 @@ def table(images: Sequence[ImagePhases], bare: float | None, job: float) -> str:
     return "\n".join([*lines, "", summary])
 
 
+SUMMARY = re.compile(r"^\d+ built, \d+ skipped, \d+ failed\b")
+
+
+def is_summary(line: str) -> bool:
+    """Whether a line of build.py's output is its summary's count (`2 built, 0 skipped, 0 failed`), after which only
+    the report is written."""
+    return bool(SUMMARY.match(line))
+
+
 def build_command(
     tag: str, report: Path, logs: Path, matrix: Path, clean_engine: bool, extra: Sequence[str] = ()
 ) -> list[str]:
@@ -355,9 +364,17 @@ def main() -> int:
         command = build_command(args.tag, report, logs, args.matrix, args.clean_engine)
         print(f"# main job: {' '.join(shlex.quote(c) for c in command[1:])}", flush=True)
         start = time.perf_counter()
-        done = subprocess.run(command, check=False)
+        summarized: float | None = None
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, errors="replace") as done:
+            assert done.stdout is not None
+            for line in done.stdout:
+                print(line, end="")
+                if summarized is None and is_summary(line):
+                    summarized = time.perf_counter() - start
         job = time.perf_counter() - start
         print(f"main job: {job:.0f} s (exit {done.returncode})  load {os.getloadavg()[0]:.2f}")
+        if summarized is not None:
+            print(f"    of which after the summary (--report: manifest, SBOMs): {job - summarized:.0f} s")
         try:
             images = phases(json.loads((report / "manifest.json").read_text()))
         except (OSError, ValueError) as exc:

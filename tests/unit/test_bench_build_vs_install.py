@@ -194,3 +194,10 @@ def test_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert "nothing to measure" in refused(capsys, "--skip-install", "--skip-build")
     assert "no such executable" in refused(capsys, "--uv", str(tmp_path))
     assert "no such file" in refused(capsys, "--matrix", str(tmp_path / "none.yaml"))
+
+
+def test_the_summary_s_count_marks_where_the_report_begins() -> None:
+    assert bench.is_summary("2 built, 0 skipped, 0 failed\n")
+    assert bench.is_summary("1 built, 0 skipped, 1 failed, 1 interrupted")
+    assert not bench.is_summary("[2/2] 2.13.0-cpu-devel: built in 884 s")
+    assert not bench.is_summary("built   884 s  torchimages/pytorch:2.13.0-cpu-devel    1.44 GB  169 s  712 s")
