@@ -20,11 +20,13 @@ EMULATION ?= 0
 # Docker image for bench-compression and bench-pull (their default where empty); `make mutants MUTANTS_ARGS=...`.
 IMAGE ?=
 MUTANTS_ARGS ?=
+# `make bench-build BENCH_ARGS=...`: options of bench/build_vs_install.py (--clean-engine, --skip-install, ...).
+BENCH_ARGS ?=
 # The values a user sets that reach a command are arguments, never shell text: each goes to the recipes unexpanded
 # (`$(value ...)`) as the environment variable MAKEARG_<NAME>, and scripts/make_args.py makes it the command's
 # arguments (`=NAME`: one argument, left out where empty; `+NAME`: split as a shell splits words, nothing run).
 # A `;`, a quote, `$(...)` or a backtick in TAG or BUILD_ARGS is text the tool receives, never a command.
-USER_VARIABLES := TAG MATRIX BUILD_ARGS TEST_ARGS DOCTOR_ARGS PYTEST_ARGS TEST_WORKERS IMAGE MUTANTS_ARGS
+USER_VARIABLES := TAG MATRIX BUILD_ARGS TEST_ARGS DOCTOR_ARGS PYTEST_ARGS TEST_WORKERS IMAGE MUTANTS_ARGS BENCH_ARGS
 $(foreach name,$(USER_VARIABLES),$(eval export MAKEARG_$(name) := $$(value $(name))))
 unexport $(USER_VARIABLES)
 RUN = $(PY) scripts/make_args.py
@@ -38,7 +40,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine emulation build doctor render check-render workflow reference validate list lint test test-unit test-images bench bench-image bench-compression bench-pull bench-jobs bench-cache mutants clean
+.PHONY: help install engine emulation build doctor render check-render workflow reference validate list lint test test-unit test-images bench bench-image bench-compression bench-pull bench-jobs bench-cache bench-build mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -125,6 +127,10 @@ bench-jobs: $(VENV)/.installed ## --jobs 1 against --jobs 2 over four cold CPU b
 bench-cache: $(VENV)/.installed ## a second CI run on a fresh engine with and without --cache-from (root; 5-10 min)
 	@EXTRA_PACKAGES=docker-registry scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(PY) bench/cache.py
+
+bench-build: $(VENV)/.installed ## the main job (TAG, default 2.11.0-cuda13.0; --no-cache) against a bare uv install of its wheels (BENCH_ARGS=--clean-engine: prunes the build cache)
+	@scripts/start-docker.sh >/dev/null
+	$(WITH_SOURCES) $(RUN) bench/build_vs_install.py +BENCH_ARGS -- =TAG
 
 mutants: $(VENV)/.installed ## plant each hand-written rule-breaking bug in a copy of the tree, run its unit tests (a few min; docs/mutants.md)
 	$(RUN) bench/mutants.py +MUTANTS_ARGS

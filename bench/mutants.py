@@ -1854,6 +1854,27 @@ MUTATIONS: tuple[Mutation, ...] = (
       'note=f"{known.scan.note} (as for {known.tag or \'an image before\'})"',
       "note=known.scan.note",
       "a shared answer reads as the image's own scan: the report does not say it was another image's"),
+    # issue 44, bench-build: each image's checks phase by phase (outcome, report, manifest.json durations)
+    M("phase-smoke-counts-the-gate", BUILDER,
+      "        began = time.monotonic()\n        try:\n            return self.smoke_gate(",
+      "        try:\n            return self.smoke_gate(",
+      "manifest.json's smoke_seconds holds the security gate's time too: the smoke suites look slower than they are"),
+    M("phase-gate-unmeasured", BUILDER,
+      "                measures.gate_seconds = time.monotonic() - began\n",
+      "                pass\n",
+      "the security gate ran, yet manifest.json's gate_seconds is null: its time is nowhere but inside test_seconds"),
+    M("phase-smoke-unmeasured", BUILDER,
+      "            measures.smoke_seconds = time.monotonic() - began if self.smoke_gate else None\n",
+      "            measures.smoke_seconds = None\n",
+      "manifest.json's smoke_seconds is null although the suites ran (passed or failed): their time is nowhere"),
+    M("report-phase-seconds-dropped", "reporting/writer.py",
+      "            verify_seconds=o.verify_seconds,\n",
+      "",
+      "a build's report says null for verify_seconds although verification ran and was measured"),
+    M("manifest-phase-seconds-null", "reporting/manifest.py",
+      '"smoke_seconds": _seconds(image.smoke_seconds)',
+      '"smoke_seconds": None',
+      "manifest.json's smoke_seconds is always null: the suites' time cannot be read from a report"),
 )
 # fmt: on
 
@@ -1956,6 +1977,9 @@ RELEVANT: dict[str, tuple[str, str]] = {
     WORKFLOW_TEMPLATE: (r"test_workflow", r"planning import workflow"),
     VIEWS: (r"test_workflow|platforms|locking", r"ci_platform_matrix|ci_matrix"),
     CLI_WORKFLOW: (r"test_workflow", r"cli\(\"workflow\""),
+    # issue 44 (h-bench): each image's phase seconds in the report
+    "reporting/writer.py": (r"reporting/test_report|phase_seconds", r"built_images"),
+    "reporting/manifest.py": (r"reporting/test_report|phase_seconds", r"reporting\.manifest|manifest\.schema"),
 }
 
 

@@ -30,6 +30,13 @@ SCRIPTS = sorted(p.name for p in (ROOT / "bench").glob("*.py") if 'if __name__ =
 # Values each script refuses before it does anything (no engine, no build, no file written).
 BAD_VALUES = {
     "bootstrap.py": [["nope-os"]],
+    "build_vs_install.py": [
+        ["no-such-tag"],
+        ["*"],  # several combinations: one combination's images only
+        ["--skip-install", "--skip-build"],
+        ["--uv", "/nonexistent/uv"],
+        ["--matrix", "/nonexistent/matrix.yaml"],
+    ],
     "cache.py": [["--entry", "["], ["--entry", "just text"]],
     "compression.py": [["UPPER/..x"]],
     "image_build.py": [["--combination", "no-such-tag"], ["--ca-cert", "/nonexistent/ca.pem"]],

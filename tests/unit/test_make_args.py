@@ -29,7 +29,8 @@ def tree(tmp_path: Path) -> Path:
     that record their arguments; a scripts/start-docker.sh that does nothing."""
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "make_args.py", tmp_path / "scripts")
-    for script in ["build.py", "bench/pull.py", "bench/compression.py", "bench/mutants.py", "pytest/__main__.py"]:
+    scripts = ["build.py", "bench/pull.py", "bench/compression.py", "bench/mutants.py", "bench/build_vs_install.py"]
+    for script in [*scripts, "pytest/__main__.py"]:
         (tmp_path / script).parent.mkdir(exist_ok=True)
         (tmp_path / script).write_text(RECORDER)
     (tmp_path / "pytest" / "__init__.py").write_text("")
@@ -76,6 +77,7 @@ def hostile(marker: Path) -> list[str]:
         ("doctor", ["doctor", "--matrix", "matrix.yaml", "--"], []),
         ("build", ["build", "--matrix", "matrix.yaml", "--"], []),
         ("test-images", ["test", "--matrix", "matrix.yaml", "--"], []),
+        ("bench-build", ["--"], []),
     ],
 )
 def test_a_tag_of_any_text_reaches_the_tool_as_one_argument_and_runs_nothing(
@@ -97,13 +99,14 @@ def test_a_tag_of_any_text_reaches_the_tool_as_one_argument_and_runs_nothing(
         ("test-images", "TEST_ARGS", ["test", "--matrix", "matrix.yaml"]),
         ("test-unit", "PYTEST_ARGS", ["tests/unit"]),
         ("mutants", "MUTANTS_ARGS", []),
+        ("bench-build", "BENCH_ARGS", []),
     ],
 )
 def test_args_are_split_as_a_shell_splits_words_and_run_nothing(
     tree: Path, target: str, variable: str, before: list[str]
 ) -> None:
     marker = tree / "pwned"
-    tag = ["--", "2.7.0"] if target in ("build", "doctor", "test-images") else []
+    tag = ["--", "2.7.0"] if target in ("build", "doctor", "test-images", "bench-build") else []
     cases = {
         "--bases bootstrap --jobs 2": ["--bases", "bootstrap", "--jobs", "2"],
         '--label \'"a b" c\' "d e"': ["--label", '"a b" c', "d e"],

@@ -81,6 +81,9 @@ class _Measures:
 
     build_seconds: float | None = None
     test_seconds: float | None = None
+    verify_seconds: float | None = None
+    gate_seconds: float | None = None
+    smoke_seconds: float | None = None
     size_bytes: int | None = None
     security: tuple[CheckResult, ...] = ()
     cuda_archs: str | None = None
@@ -91,6 +94,9 @@ class _Measures:
             outcome,
             build_seconds=self.build_seconds,
             test_seconds=self.test_seconds,
+            verify_seconds=self.verify_seconds,
+            gate_seconds=self.gate_seconds,
+            smoke_seconds=self.smoke_seconds,
             size_bytes=self.size_bytes,
             security=self.security,
             cuda_archs=self.cuda_archs,
@@ -540,7 +546,45 @@ class Builder:
     ) -> list[str]:
         """The size budget and the largest layer's, verification (the versions inside equal the tag's, the NVIDIA
         libraries torch loads are the pinned wheels', the constraints file's pins are installed, the GPU architectures
-        the label's), the security gate (its results kept in `measures`), then the smoke gate. Problems, or none."""
+        the label's), the security gate (its results kept in `measures`), then the smoke gate. Problems, or none.
+        Each of the three phases that runs has its seconds in `measures` (verify, gate, smoke), a failed one too."""
+        began = time.monotonic()
+        try:
+            found = self._verify(combination, image, reference, progress, measures)
+        finally:
+            measures.verify_seconds = time.monotonic() - began
+        if isinstance(found, list):
+            return found
+        if self.security_gate and not self.cancelled.is_set():
+            progress.update(image.own_tag, "security")
+            began = time.monotonic()
+            try:
+                verdict = self.security_gate(image, reference, secrets)
+            finally:
+                measures.gate_seconds = time.monotonic() - began
+            measures.security = verdict.results
+            for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
+                progress.note(line)
+            if verdict.problems:
+                return list(verdict.problems)
+        if self.cancelled.is_set():
+            return ["interrupted before the smoke gate"]
+        if self.smoke_gate:
+            progress.update(image.own_tag, "smoke")
+            machine = os.uname().machine
+            if platforms.of_machine(machine) != image.platform:
+                progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
+        began = time.monotonic()
+        try:
+            return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+        finally:
+            measures.smoke_seconds = time.monotonic() - began if self.smoke_gate else None
+
+    def _verify(
+        self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures
+    ) -> list[str] | verify.Facts:
+        """The size budgets, the versions and libraries inside, the constraints' pins and the GPU architectures:
+        the problems found, or (none) the facts read."""
         progress.update(image.own_tag, "verify")
         over = readings.over_budget(self.engine, image, reference) or readings.over_max_layer(
             self.engine, image, reference
@@ -559,24 +603,7 @@ class Builder:
         for note in pins.notes:
             progress.note(f"{image.own_tag}: {note}")
         problems = self._check_archs(combination, image, reference, progress, measures)
-        if problems:
-            return problems
-        if self.security_gate and not self.cancelled.is_set():
-            progress.update(image.own_tag, "security")
-            verdict = self.security_gate(image, reference, secrets)
-            measures.security = verdict.results
-            for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
-                progress.note(line)
-            if verdict.problems:
-                return list(verdict.problems)
-        if self.cancelled.is_set():
-            return ["interrupted before the smoke gate"]
-        if self.smoke_gate:
-            progress.update(image.own_tag, "smoke")
-            machine = os.uname().machine
-            if platforms.of_machine(machine) != image.platform:
-                progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
-        return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+        return problems or found
 
     def _check_archs(
         self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures

@@ -32,6 +32,9 @@ class Outcome:
     size_bytes: int | None = None  # the image's size (uncompressed), when it was read
     security: tuple[CheckResult, ...] = ()  # the security gate's results, when it ran
     cuda_archs: str | None = None  # the GPU architectures verification read of torch (archs label text; None: none)
+    verify_seconds: float | None = None  # of test_seconds: size budgets, versions, libraries, pins, GPU architectures
+    gate_seconds: float | None = None  # of test_seconds: the security gate, when it ran
+    smoke_seconds: float | None = None  # of test_seconds: the smoke suites, when they ran
 
 
 def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "skipped", "failed")) -> str:

@@ -85,6 +85,9 @@ def image_json(image: ImageReport) -> dict[str, Any]:
         "durations": {
             "build_seconds": _seconds(image.build_seconds),
             "test_seconds": _seconds(image.test_seconds),
+            "verify_seconds": _seconds(image.verify_seconds),
+            "gate_seconds": _seconds(image.gate_seconds),
+            "smoke_seconds": _seconds(image.smoke_seconds),
             "total_seconds": _seconds(image.total_seconds),
         },
         "smoke": _smoke_json(image.smoke),

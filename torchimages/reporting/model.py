@@ -104,6 +104,9 @@ class ImageReport:
     bases: tuple[BaseImage, ...] = ()
     security: tuple[CheckResult, ...] = ()  # the security gate's results (none: it did not run)
     cuda_archs: str | None = None  # the GPU architectures verification read of torch (None: none, or not read)
+    verify_seconds: float | None = None  # of test_seconds: verification
+    gate_seconds: float | None = None  # of test_seconds: the security gate
+    smoke_seconds: float | None = None  # of test_seconds: the smoke suites
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,9 @@ def images(write_matrix: Callable[[str], Path]) -> list[tuple[report.ImageReport
                 stored=stored,
                 build_seconds=61.95,
                 test_seconds=22.04,
+                verify_seconds=9.96,
+                gate_seconds=4.0,
+                smoke_seconds=8.04,
                 total_seconds=85.2,
                 smoke=smoke_result(built_junit),
                 bases=(
@@ -250,13 +253,25 @@ def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
     junit_in(junit_dir, runtime.tag).write_bytes(junit(PASSED))
     outcomes = [
         Outcome(combination, devel, "failed", 9.0, "build failed (exit 1)", build_seconds=8.0),
-        Outcome(combination, runtime, "built", 30.0, "verified", build_seconds=20.0, test_seconds=9.5),
+        Outcome(
+            combination,
+            runtime,
+            "built",
+            30.0,
+            "verified",
+            build_seconds=20.0,
+            test_seconds=9.5,
+            verify_seconds=5.0,
+            gate_seconds=1.5,
+            smoke_seconds=3.0,
+        ),
     ]
     (failed, none), (built, found) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir)
     assert none is None and failed.stored is None and failed.smoke is None and failed.reason == "build failed (exit 1)"
     assert found == junit(PASSED) and built.smoke is not None and built.smoke.count("passed") == 1
     assert built.stored == report.StoredImage(IMAGE_ID, 42, (f"r@{IMAGE_ID}",)) and built.reason == ""
     assert (built.build_seconds, built.test_seconds, built.total_seconds) == (20.0, 9.5, 30.0)
+    assert (built.verify_seconds, built.gate_seconds, built.smoke_seconds) == (5.0, 1.5, 3.0)
     (_, _), (pushed, _) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir, True)
     assert pushed.stored is not None and pushed.stored.compressed_size == 17  # the registry's answer
 

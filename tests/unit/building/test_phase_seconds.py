@@ -1,0 +1,98 @@
+"""Each image's checks phase by phase (issue 44): verification, the security gate and the smoke suites each have their
+own seconds in the outcome (then the report's durations), measured on a clock that only the test moves, by amounts
+written here: one phase's time is never counted in another's, a failed phase is still measured, and a phase that did
+not run has none."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeEngine
+from tests.unit.building.test_builder import MATRIX, true_facts
+from torchimages.building import builder
+from torchimages.building.builder import Builder
+from torchimages.building.outcome import Outcome
+from torchimages.building.requests import BuildOptions
+from torchimages.planning import plan
+from torchimages.security.gate import Verdict
+
+PROBE_S = 7.0  # each probe that verification runs in the image (versions, GPU architectures)
+GATE_S = 20.0  # the security gate
+SMOKE_S = 300.0  # the smoke suites
+
+
+class Clock:
+    """builder's `time`: monotonic() moves only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class ProbingEngine(FakeEngine):
+    """A fake engine on which each probe of the image takes PROBE_S seconds of the clock."""
+
+    def __init__(self, clock: Clock, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.clock = clock
+
+    def run_python(self, reference: str, args: list[str]) -> str:
+        self.clock.now += PROBE_S
+        return super().run_python(reference, args)
+
+
+def built(
+    monkeypatch: pytest.MonkeyPatch,
+    write_matrix: Callable[[str], Path],
+    tmp_path: Path,
+    smoke_problems: list[str] | None,
+    gate: bool = True,
+) -> list[Outcome]:
+    clock = Clock()
+    monkeypatch.setattr(builder, "time", clock)
+    selected = plan.select(plan.load(write_matrix(MATRIX)), ["2.7.1-cuda11.8"])
+    engine = ProbingEngine(clock, true_facts(selected[0].combination))
+
+    def security(image: object, reference: str, secrets: object) -> Verdict:
+        clock.now += GATE_S
+        return Verdict((), ())
+
+    def smoke(combination: object, image: object, reference: str, facts: object) -> list[str]:
+        clock.now += SMOKE_S
+        return list(smoke_problems or [])
+
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    gates = {"smoke_gate": smoke if smoke_problems is not None else None, "security_gate": security if gate else None}
+    return Builder(engine, options, out=lambda _: None, **gates).build(selected)  # type: ignore[arg-type]
+
+
+def test_verify_gate_and_smoke_each_have_their_own_seconds(
+    monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=[])
+    assert [o.status for o in outcomes] == ["built", "built"]
+    for o in outcomes:
+        # verification probes the versions and the GPU architectures: two probes, nothing of the gates
+        assert (o.verify_seconds, o.gate_seconds, o.smoke_seconds) == (2 * PROBE_S, GATE_S, SMOKE_S), o
+        assert o.test_seconds == 2 * PROBE_S + GATE_S + SMOKE_S
+
+
+def test_a_failed_smoke_gate_is_measured_too(
+    monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=["test_cpu.py::test_matmul failed"])
+    assert {o.status for o in outcomes} == {"failed"}
+    assert {(o.verify_seconds, o.gate_seconds, o.smoke_seconds) for o in outcomes} == {(2 * PROBE_S, GATE_S, SMOKE_S)}
+
+
+def test_a_phase_that_did_not_run_has_no_seconds(
+    monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=None, gate=False)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert {(o.verify_seconds, o.gate_seconds, o.smoke_seconds) for o in outcomes} == {(2 * PROBE_S, None, None)}
