@@ -405,7 +405,9 @@ class FakeEngine:
         if args == ["-c", probe_source("cuda_archs")]:
             return self._answer(reference, "cuda_archs")
         if args == ["-c", combined_source(COMBINED)]:
-            return "interpreter noise\n" + "".join(f"\n{PART_MARK}{name}\n{self._answer(reference, name)}" for name in COMBINED)
+            # as the combined program writes it: each part's mark on a line of its own, then the part's output
+            parts = (f"\n{PART_MARK}{name}\n{self._answer(reference, name)}" for name in COMBINED)
+            return "interpreter noise\n" + "".join(parts)
         if args == ["-c", PACKAGES_PROBE]:
             return self.venv_packages
         if args == ["-c", INSTALLED_PROBE]:

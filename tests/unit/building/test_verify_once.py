@@ -50,7 +50,7 @@ def build(engine: FakeEngine, selected: list[plan.Selected], tmp_path: Path) -> 
         return []
 
     opts = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
-    return Builder(engine, opts, gate).build(selected), gated  # type: ignore[arg-type]
+    return Builder(engine, opts, gate).build(selected), gated
 
 
 def verification_runs(engine: FakeEngine) -> list[tuple[str, list[str]]]:
