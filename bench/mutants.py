@@ -1716,8 +1716,9 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the archs part imports torch before the facts part: the facts probe records no `import torch` stderr"),
     M("builder-archs-own-run", BUILDER,
       "        problems = self._check_archs(combination, image, probed, progress, measures)\n",
-      "        problems = self._check_archs(combination, image, verify.read_both(self.engine, reference), progress, measures)\n",
-      "each image is started twice for verification (the archs in a run of their own): tens of seconds an image under QEMU"),
+      "        problems = self._check_archs(\n"
+      "            combination, image, verify.read_both(self.engine, reference), progress, measures)\n",
+      "each image is started twice for verification (the archs in a run of their own): tens of seconds under QEMU"),
     M("combined-part-raise-ends-run", "probes/__init__.py",
       "    except BaseException as exc:\n        _failure = exc\n",
       "    except ImportError as exc:\n        _failure = exc\n",
