@@ -327,7 +327,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if False:\n",
       "a PTX name in a file's SASS list is read as SASS"),
     M("archs-not-probed", BUILDER,
-      "        problems = self._check_archs(combination, image, reference, progress, measures)\n",
+      "        problems = self._check_archs(combination, image, probed, progress, measures)\n",
       "        problems: list[str] = []\n",
       "the builder tags an image whose GPU architectures were never read"),
     # --- the NVIDIA libraries torch loads: building/libraries.py -------------------------------------
@@ -1875,6 +1875,32 @@ MUTATIONS: tuple[Mutation, ...] = (
       '"smoke_seconds": _seconds(image.smoke_seconds)',
       '"smoke_seconds": None',
       "manifest.json's smoke_seconds is always null: the suites' time cannot be read from a report"),
+    # --- issue 44: the facts and archs probes in one container run (building/verify.py, probes/__init__.py) ---
+    M("verify-archs-from-facts-part", VERIFY,
+      '        return archs_of(self._part(ARCHS_PROBE, "archs"))\n',
+      '        return archs_of(self._part(FACTS_PROBE, "archs"))\n',
+      "the GPU architectures are read from the facts probe's part of the run: a CUDA image reads as holding none"),
+    M("verify-part-failure-ignored", VERIFY,
+      "        if failure is not None:\n",
+      "        if False:\n",
+      "a probe part that raised after printing its answer is read as if it had passed (a half-done answer is trusted)"),
+    M("verify-archs-first", VERIFY,
+      "BOTH = (FACTS_PROBE, ARCHS_PROBE)\n",
+      "BOTH = (ARCHS_PROBE, FACTS_PROBE)\n",
+      "the archs part imports torch before the facts part: the facts probe records no `import torch` stderr"),
+    M("builder-archs-own-run", BUILDER,
+      "        problems = self._check_archs(combination, image, probed, progress, measures)\n",
+      "        problems = self._check_archs(\n"
+      "            combination, image, verify.read_both(self.engine, reference), progress, measures)\n",
+      "each image is started twice for verification (the archs in a run of their own): tens of seconds under QEMU"),
+    M("combined-part-raise-ends-run", "probes/__init__.py",
+      "    except BaseException as exc:\n        _failure = exc\n",
+      "    except ImportError as exc:\n        _failure = exc\n",
+      "a probe part that raises ends the whole run: the other probe's answer is lost with it"),
+    M("combined-mark-after-unended-line", "probes/__init__.py",
+      '    sys.stdout.write("\\\\n" + PART + _name + "\\\\n")\n',
+      '    sys.stdout.write(PART + _name + "\\\\n")\n',
+      "a part whose output ends without a newline swallows the next part's mark: that probe reads as not run"),
 )
 # fmt: on
 
@@ -1980,6 +2006,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     # issue 44 (h-bench): each image's phase seconds in the report
     "reporting/writer.py": (r"reporting/test_report|phase_seconds", r"built_images"),
     "reporting/manifest.py": (r"reporting/test_report|phase_seconds", r"reporting\.manifest|manifest\.schema"),
+    "probes/__init__.py": (r"verify_once|probe", r"combined_program|split_parts"),  # issue 44
 }
 
 

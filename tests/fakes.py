@@ -29,7 +29,7 @@ from torchimages.engine import (
     SbomAttestation,
     ShellResult,
 )
-from torchimages.probes import MARK, probe_source
+from torchimages.probes import MARK, PART_MARK, combined_source, probe_source
 from torchimages.security.python import PACKAGES_PROBE
 
 # The facts probe's answer (torchimages/probes/scripts/facts.py): what an image holds, as torch reports it.
@@ -39,6 +39,8 @@ Raw = dict[str, Any]
 ARCHS_ANSWER = "cuda_archs_probe"
 # What the archs probe says of an image with no GPU code (a CPU build).
 NO_GPU_CODE: Raw = {"torch_flags": None, "files": {}, "errors": {}}
+# The probes one run of verification holds, in their order (written here, not taken from the code under test).
+COMBINED = ("facts", "cuda_archs")
 
 
 def archs_answer(
@@ -235,6 +237,9 @@ class FakeEngine:
         self.gpu_runtime = gpu_runtime
         self.python_output = python_output  # when set, every run_python prints this (a scripted probe)
         self.python_error = python_error  # when set, every run_python raises it
+        # A part of a combined run (probes.combined_program) -> the literal text it prints instead of its answer
+        # (a test of a failing or unreadable part); the other parts answer as usual.
+        self.part_output: dict[str, str] = {}
         self.shell_answer: ShellResult | EngineError | None = None  # what every run_shell returns (or raises)
         self.shell_answers: dict[str, ShellResult] = {}  # a line of the script -> what that script's run returns
         self.shells: list[tuple[str, str, str, str | None, float]] = []  # (reference, script, user, network, timeout)
@@ -397,19 +402,31 @@ class FakeEngine:
         if reference not in self.images:
             raise EngineError(f"no image {reference}")
         if args == ["-c", probe_source("facts")]:
-            self.probed.append(reference)
-            facts = {k: v for k, v in self.truth[reference].items() if k != ARCHS_ANSWER}
-            return "probe noise\n" + MARK + json.dumps(facts) + "\n"
+            return self._answer(reference, "facts")
         if args == ["-c", probe_source("cuda_archs")]:
-            if ARCHS_ANSWER not in self.truth[reference]:
-                raise AssertionError(f"the test says not what GPU architectures {reference} holds ({ARCHS_ANSWER})")
-            return "probe noise\n" + MARK + json.dumps(self.truth[reference][ARCHS_ANSWER]) + "\n"
+            return self._answer(reference, "cuda_archs")
+        if args == ["-c", combined_source(COMBINED)]:
+            # as the combined program writes it: each part's mark on a line of its own, then the part's output
+            parts = (f"\n{PART_MARK}{name}\n{self._answer(reference, name)}" for name in COMBINED)
+            return "interpreter noise\n" + "".join(parts)
         if args == ["-c", PACKAGES_PROBE]:
             return self.venv_packages
         if args == ["-c", INSTALLED_PROBE]:
             torch = self.truth.get(reference, {}).get("torch", "unknown")
             return f"# OS packages\ngcc=12.2.0-14\n# Python packages\ntorch=={torch}\n"
         raise AssertionError(f"the fake engine knows no such probe: {args!r:.200}")
+
+    def _answer(self, reference: str, probe: str) -> str:
+        """What the facts or the archs probe prints in `reference`: the test's literal answer."""
+        if probe in self.part_output:
+            return self.part_output[probe]
+        if probe == "facts":
+            self.probed.append(reference)
+            facts = {k: v for k, v in self.truth[reference].items() if k != ARCHS_ANSWER}
+            return "probe noise\n" + MARK + json.dumps(facts) + "\n"
+        if ARCHS_ANSWER not in self.truth[reference]:
+            raise AssertionError(f"the test says not what GPU architectures {reference} holds ({ARCHS_ANSWER})")
+        return "probe noise\n" + MARK + json.dumps(self.truth[reference][ARCHS_ANSWER]) + "\n"
 
     def run_shell(
         self, reference: str, script: str, *, user: str = "", network: str | None = None, timeout_s: float = 600.0

@@ -592,7 +592,8 @@ class Builder:
         if over:
             return over
         try:
-            found = verify.read_facts(self.engine, reference)
+            probed = verify.read_both(self.engine, reference)  # one container run for the facts and the archs
+            found = probed.facts()
         except (EngineError, ValueError) as exc:
             return [f"could not read the versions inside the image: {exc}"]
         expected = combination.expected_facts(image.platform)
@@ -602,17 +603,17 @@ class Builder:
             return [str(m) for m in mismatches]
         for note in pins.notes:
             progress.note(f"{image.own_tag}: {note}")
-        problems = self._check_archs(combination, image, reference, progress, measures)
+        problems = self._check_archs(combination, image, probed, progress, measures)
         return problems or found
 
     def _check_archs(
-        self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures
+        self, combination: Combination, image: Image, probed: verify.Probed, progress: Progress, measures: _Measures
     ) -> list[str]:
-        """The archs probe's reading (kept in `measures`) against the knowledge base (building/architectures.py): its
-        problems; what it only notes is said."""
+        """The archs part's reading of the verification run (kept in `measures`) against the knowledge base
+        (building/architectures.py): its problems; what it only notes is said."""
         try:
-            reading = verify.read_archs(self.engine, reference)
-        except (EngineError, ValueError) as exc:
+            reading = probed.archs()
+        except ValueError as exc:
             return [f"could not read the GPU architectures inside the image: {exc}"]
         measures.cuda_archs = reading.label
         what = f"{combination.variant} torch {combination.torch} on {image.platform}"

@@ -5,8 +5,10 @@ decoded by torchimages.versions: one probe and one decoder for verification and 
 The same answer says which NVIDIA libraries torch loaded; `check_libraries` (building/libraries.py)
 holds them to the pinned wheels'. It also holds the image's constraints file and every installed version;
 `check_constraints` (building/constraints.py) lists each pin an image (one derived from ours) no longer keeps.
-The archs probe (probes/scripts/cuda_archs.py, one more run: `read_archs`) says which GPU architectures torch and
+The archs probe (probes/scripts/cuda_archs.py: `read_archs`) says which GPU architectures torch and
 its companions hold; building/architectures.py holds them to the label's.
+Before tagging both run in one container and one interpreter (`read_both`: one `import torch`, the facts
+first), each part's answer decoded and refused as its own run's would be.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Protocol
 from torchimages.building import architectures, constraints, libraries
 from torchimages.building.constraints import ConstraintsVerdict
 from torchimages.building.libraries import LibraryProblem
-from torchimages.probes import parse_payload, probe_source
+from torchimages.probes import PART_MARK, combined_source, parse_payload, part_failure, probe_source, split_parts
 from torchimages.versions import COMPANIONS, decode_companions, decode_facts, local_label, public_version, same_build
 
 
@@ -28,6 +30,11 @@ class PythonRunner(Protocol):
     """What verification needs from the engine (engine.DockerEngine)."""
 
     def run_python(self, reference: str, args: list[str]) -> str: ...
+
+
+FACTS_PROBE, ARCHS_PROBE = "facts", "cuda_archs"
+# The facts first: its `import torch` is the one whose stderr it records (the archs part finds torch imported).
+BOTH = (FACTS_PROBE, ARCHS_PROBE)
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,19 @@ def read_facts(engine: PythonRunner, reference: str) -> Facts:
 
     Raises engine.ProbeError when the container fails, ValueError when the answer is unreadable.
     """
-    output = engine.run_python(reference, ["-c", probe_source("facts")])
+    return facts_of(engine.run_python(reference, ["-c", probe_source(FACTS_PROBE)]))
+
+
+def read_archs(engine: PythonRunner, reference: str) -> architectures.ArchReading:
+    """Run the archs probe in a throwaway container of the image and decode its answer.
+
+    Raises engine.ProbeError when the container fails, ValueError when the answer is unreadable.
+    """
+    return archs_of(engine.run_python(reference, ["-c", probe_source(ARCHS_PROBE)]))
+
+
+def facts_of(output: str) -> Facts:
+    """The facts probe's output, decoded; ValueError when it holds no readable answer."""
     try:
         raw = parse_payload(output)
     except json.JSONDecodeError as exc:
@@ -111,12 +130,8 @@ def read_facts(engine: PythonRunner, reference: str) -> Facts:
     return decode(raw)
 
 
-def read_archs(engine: PythonRunner, reference: str) -> architectures.ArchReading:
-    """Run the archs probe in a throwaway container of the image and decode its answer.
-
-    Raises engine.ProbeError when the container fails, ValueError when the answer is unreadable.
-    """
-    output = engine.run_python(reference, ["-c", probe_source("cuda_archs")])
+def archs_of(output: str) -> architectures.ArchReading:
+    """The archs probe's output, decoded; ValueError when it holds no readable answer."""
     try:
         raw = parse_payload(output)
     except json.JSONDecodeError as exc:
@@ -124,3 +139,38 @@ def read_archs(engine: PythonRunner, reference: str) -> architectures.ArchReadin
     if raw is None:
         raise ValueError(f"the archs probe printed no SMOKE_JSON line: {output.strip()[-500:]!r}")
     return architectures.decode(raw)
+
+
+@dataclass(frozen=True)
+class Probed:
+    """The facts and archs probes' outputs of one container run (`read_both`), by part; each is decoded when
+    asked, so that a part's failure is that reading's alone."""
+
+    parts: Mapping[str, str]
+    tail: str = ""  # the end of the run's whole output, to say what came instead of a part
+
+    def facts(self) -> Facts:
+        """The facts part, decoded; ValueError when it is missing, failed or holds no readable answer."""
+        return facts_of(self._part(FACTS_PROBE, "facts"))
+
+    def archs(self) -> architectures.ArchReading:
+        """The archs part, decoded; ValueError when it is missing, failed or holds no readable answer."""
+        return archs_of(self._part(ARCHS_PROBE, "archs"))
+
+    def _part(self, name: str, what: str) -> str:
+        output = self.parts.get(name)
+        if output is None:
+            raise ValueError(f"the {what} probe did not run: no {PART_MARK}{name} line in {self.tail!r}")
+        failure = part_failure(output)
+        if failure is not None:
+            raise ValueError(f"the {what} probe failed: {failure}")
+        return output
+
+
+def read_both(engine: PythonRunner, reference: str) -> Probed:
+    """Run the facts and the archs probes in one throwaway container of the image, in one interpreter.
+
+    Raises engine.ProbeError when the container fails; each part's answer is read from the result.
+    """
+    output = engine.run_python(reference, ["-c", combined_source(BOTH)])
+    return Probed(MappingProxyType(split_parts(output)), output.strip()[-500:])

@@ -3,11 +3,15 @@
 A probe runs with the host's own Python (stdlib + torch only) and prints one line
 `SMOKE_JSON:{...}`; `parse_payload` reads it back. The scripts reach a testinfra host
 through `/bin/sh` (`run_probe`), or a throwaway container through the engine (building.verify).
+Several probes can share one interpreter (`combined_program`: one `import torch` for all of them), each
+part's output after its own `SMOKE_PART:<name>` line (`split_parts`); a part that raises says so on a
+`SMOKE_FAILED:` line and the next part still runs.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +23,8 @@ if TYPE_CHECKING:
 
 
 MARK = "SMOKE_JSON:"
+PART_MARK = "SMOKE_PART:"  # a line `SMOKE_PART:<name>` starts a part of a combined run (combined_program)
+FAILED_MARK = "SMOKE_FAILED:"  # a line `SMOKE_FAILED:<Type: message>`: that part raised (or exited non-zero)
 SCRIPTS_PACKAGE = "torchimages.probes"
 
 
@@ -60,6 +66,72 @@ class ScriptResult:
 def probe_source(name: str) -> str:
     """The text of scripts/<name>.py, read from the installed package."""
     return (resources.files(SCRIPTS_PACKAGE) / SCRIPTS_FOLDER / f"{name}.py").read_text(encoding="utf-8")
+
+
+# Runs each (name, source) of PARTS in a namespace of its own as `__main__`, in order, in this one interpreter;
+# an exception (SystemExit with a status other than 0 too) ends that part alone, said on its FAILED line.
+# Python 3.6 and later (the images' interpreters), standard library only.
+_RUN_PARTS = """
+import sys
+
+
+def _one_line(exc):
+    return " ".join((type(exc).__name__ + ": " + str(exc)).split())[:2000]
+
+
+for _name, _source in PARTS:
+    sys.stdout.flush()
+    sys.stdout.write("\\n" + PART + _name + "\\n")
+    sys.stdout.flush()
+    _failure = None
+    try:
+        exec(compile(_source, _name + ".py", "exec", dont_inherit=True), {"__name__": "__main__"})
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            _failure = exc
+    except BaseException as exc:
+        _failure = exc
+    sys.stdout.flush()
+    if _failure is not None:
+        sys.stdout.write("\\n" + FAILED + _one_line(_failure) + "\\n")
+        sys.stdout.flush()
+"""
+_PART_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def combined_program(parts: Sequence[tuple[str, str]]) -> str:
+    """A `python -c` program that runs each (name, source) in turn in one interpreter, each part's output
+    after its `SMOKE_PART:<name>` line; a part that raises ends with a `SMOKE_FAILED:` line and the next runs."""
+    for name, _ in parts:
+        if not _PART_NAME.fullmatch(name):
+            raise ValueError(f"a part's name is a lower-case identifier, not {name!r}")
+    return f"PARTS = {list(parts)!r}\nPART = {PART_MARK!r}\nFAILED = {FAILED_MARK!r}\n{_RUN_PARTS}"
+
+
+def combined_source(names: Sequence[str]) -> str:
+    """`combined_program` of scripts/<name>.py for each name, in that order."""
+    return combined_program([(name, probe_source(name)) for name in names])
+
+
+def split_parts(stdout: str) -> dict[str, str]:
+    """Each part's output in a combined run's stdout, by name: the lines after its `SMOKE_PART:<name>` line up
+    to the next such line (a name given twice: its last part). What comes before the first is no part's."""
+    parts: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        if line.startswith(PART_MARK):
+            current = parts[line[len(PART_MARK) :].strip()] = []
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines) for name, lines in parts.items()}
+
+
+def part_failure(text: str) -> str | None:
+    """What a part of a combined run raised (its last `SMOKE_FAILED:` line), or None."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(FAILED_MARK):
+            return line[len(FAILED_MARK) :].strip() or "no message"
+    return None
 
 
 def parse_payload(stdout: str) -> Any:

@@ -19,7 +19,7 @@ from torchimages.building.requests import BuildOptions
 from torchimages.planning import plan
 from torchimages.security.gate import Verdict
 
-PROBE_S = 7.0  # each probe that verification runs in the image (versions, GPU architectures)
+PROBE_S = 7.0  # the one probe run of verification in the image (versions and GPU architectures together)
 GATE_S = 20.0  # the security gate
 SMOKE_S = 300.0  # the smoke suites
 
@@ -35,7 +35,7 @@ class Clock:
 
 
 class ProbingEngine(FakeEngine):
-    """A fake engine on which each probe of the image takes PROBE_S seconds of the clock."""
+    """A fake engine on which the probe run of the image takes PROBE_S seconds of the clock."""
 
     def __init__(self, clock: Clock, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -78,8 +78,8 @@ def test_verify_gate_and_smoke_each_have_their_own_seconds(
     assert [o.status for o in outcomes] == ["built", "built"]
     for o in outcomes:
         # verification probes the versions and the GPU architectures: two probes, nothing of the gates
-        assert (o.verify_seconds, o.gate_seconds, o.smoke_seconds) == (2 * PROBE_S, GATE_S, SMOKE_S), o
-        assert o.test_seconds == 2 * PROBE_S + GATE_S + SMOKE_S
+        assert (o.verify_seconds, o.gate_seconds, o.smoke_seconds) == (PROBE_S, GATE_S, SMOKE_S), o
+        assert o.test_seconds == PROBE_S + GATE_S + SMOKE_S
 
 
 def test_a_failed_smoke_gate_is_measured_too(
@@ -87,7 +87,7 @@ def test_a_failed_smoke_gate_is_measured_too(
 ) -> None:
     outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=["test_cpu.py::test_matmul failed"])
     assert {o.status for o in outcomes} == {"failed"}
-    assert {(o.verify_seconds, o.gate_seconds, o.smoke_seconds) for o in outcomes} == {(2 * PROBE_S, GATE_S, SMOKE_S)}
+    assert {(o.verify_seconds, o.gate_seconds, o.smoke_seconds) for o in outcomes} == {(PROBE_S, GATE_S, SMOKE_S)}
 
 
 def test_a_phase_that_did_not_run_has_no_seconds(
@@ -95,4 +95,4 @@ def test_a_phase_that_did_not_run_has_no_seconds(
 ) -> None:
     outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=None, gate=False)
     assert [o.status for o in outcomes] == ["built", "built"]
-    assert {(o.verify_seconds, o.gate_seconds, o.smoke_seconds) for o in outcomes} == {(2 * PROBE_S, None, None)}
+    assert {(o.verify_seconds, o.gate_seconds, o.smoke_seconds) for o in outcomes} == {(PROBE_S, None, None)}
