@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from torchimages import platforms
 from torchimages.building import architectures, bootstrap, build_digest, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
+from torchimages.building.overlap import NO_HOOKS, Hooks, overlapped
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
     TEMP_REPOSITORY,
@@ -185,6 +186,13 @@ class Builder:
         )
         outcomes: dict[Image, Outcome] = {}
         try:
+            if held and runtime and devel:  # devel builds while runtime's checks run (overlap.py)
+                outcomes[runtime], outcomes[devel] = overlapped(
+                    lambda hooks: self.build_image(combination, runtime, served, progress, held, hooks=hooks),
+                    lambda hooks: self._build_on(combination, devel, served, progress, held, None, hooks),
+                    lambda ended: self._build_on(combination, devel, served, progress, held, ended),
+                )
+                return outcomes
             for image in sorted(images, key=lambda i: i is not runtime):
                 if image is devel and held and runtime:
                     outcomes[image] = self._build_on(combination, image, served, progress, held, outcomes[runtime])
@@ -237,18 +245,30 @@ class Builder:
         return {i: _noted(outcomes[i], note) for i in mine if i not in failed}
 
     def _build_on(
-        self, combination: Combination, image: Image, served: Served, progress: Progress, held: str, runtime: Outcome
+        self,
+        combination: Combination,
+        image: Image,
+        served: Served,
+        progress: Progress,
+        held: str,
+        runtime: Outcome | None,
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         """devel on the runtime image `held` (there when runtime was built, verified or not, or was up to date;
         devel is verified on its own either way; on a runtime built just now it is never up to date: its first
-        layers changed); an up-to-date devel needs none; else not built, saying why."""
+        layers changed); an up-to-date devel needs none; else not built, saying why. `runtime`: runtime's
+        outcome; None: runtime was built just now and its checks still run (devel's tag waits for them: `hooks`)."""
         try:
             there = self.engine.labels(held) is not None
             if there or (not self.options.no_cache and self.up_to_date(combination, image)):
-                fresh = there and runtime.status == "built"
-                return self.build_image(combination, image, served, progress, base=held if there else None, fresh=fresh)
+                fresh = there and (runtime is None or runtime.status == "built")
+                base = held if there else None
+                return self.build_image(combination, image, served, progress, base=base, fresh=fresh, hooks=hooks)
         except EngineError as exc:
             return self._engine_failed(combination, image, time.monotonic(), exc, progress)
+        if runtime is None:  # its held image went away while its checks ran: not devel's to build on
+            detail = f"not built: devel is built on its runtime image, and {held} is no longer there"
+            return self._finish(combination, image, "failed", time.monotonic(), detail, progress)
         if self.cancelled.is_set() or runtime.status == "interrupted":
             return self._finish(combination, image, "interrupted", time.monotonic(), "not started", progress)
         detail = f"not built: devel is built on its runtime image, and the build of {runtime.image.own_tag} failed"
@@ -304,14 +324,16 @@ class Builder:
         hold: str | None = None,
         base: str | None = None,
         fresh: bool = False,
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie.
         The outcome says how long the build and the checks took, and the image's size. `hold`: a temporary
         reference the image gets too once built (or found up to date), for the caller to build on and remove;
         `base`: the runtime image this one is built on (its runtime stage), checked to be its first layers;
-        `fresh`: that base was built just now (the image is not up to date, whatever its labels say)."""
+        `fresh`: that base was built just now (the image is not up to date, whatever its labels say); `hooks`:
+        told when the image is built and held, asked before it is tagged (overlap.py)."""
         measures = _Measures()
-        outcome = self._build_image(combination, image, served, progress, measures, hold, base, fresh)
+        outcome = self._build_image(combination, image, served, progress, measures, hold, base, fresh, hooks)
         return measures.on(outcome)
 
     def _build_image(
@@ -324,6 +346,7 @@ class Builder:
         hold: str | None,
         base: str | None,
         fresh: bool = False,
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
@@ -386,8 +409,9 @@ class Builder:
                 options = dataclasses.replace(options, no_cache=True)
             if hold:
                 self.engine.tag(reference, *_split(hold))
+                hooks.built()
             secrets = self._secrets(served, combination, image)
-            return self._admit(combination, image, reference, start, progress, "built", measures, secrets)
+            return self._admit(combination, image, reference, start, progress, "built", measures, secrets, hooks)
         except EngineError as exc:
             return self._engine_failed(combination, image, start, exc, progress)
         finally:
@@ -411,10 +435,12 @@ class Builder:
         done: str,
         measures: _Measures,
         secrets: tuple[tuple[str, bytes], ...] = (),
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         """After the build step, for `build` and `promote` alike: verify, run the security gate on and smoke-test
-        the temporary reference (`secrets`: what the build mounted as secrets), record what it holds, then tag
-        (and push) it; the outcome `done`, or why not."""
+        the temporary reference (`secrets`: what the build mounted as secrets), record what it holds, wait until
+        `hooks` lets it be tagged (devel: runtime's outcome is known), then tag (and push) it; the outcome `done`,
+        or why not."""
         measures.size_bytes = readings.size(self.engine, reference)
         began = time.monotonic()
         problems = self._check_before_tagging(combination, image, reference, progress, measures, secrets)
@@ -424,6 +450,9 @@ class Builder:
         if problems:
             return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
         readings.record_installed(self.engine, self.options.log_dir, image, reference)
+        if waits := hooks.waits():
+            progress.update(image.own_tag, f"waits for {waits}")
+        hooks.before_tag()
         if self.cancelled.is_set():  # never tag after an interrupt
             return self._interrupted(combination, image, start, "verified, not tagged", progress)
         problems = self._publish(image, reference, progress)
