@@ -86,6 +86,7 @@ HOST_PIP_SOURCES = "../scripts/host-pip-sources"
 BOOTSTRAP, VALUES, APT_STEP = "building/bootstrap.py", "values.py", "templates/steps/apt-install.sh.j2"
 BOOTSTRAP, PROBE_PLATFORM = "building/bootstrap.py", "probes/scripts/platform.py"
 FACTS_PROBE, CUDA_EXTENSION_PROBE = "probes/scripts/facts.py", "probes/scripts/cuda_extension.py"
+OVERLAP = "building/overlap.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -1390,7 +1391,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                skip = False\n",
       "a stale image is rebuilt from BuildKit's cache: the old apt layer is replayed, the update never lands"),
     M("builder-devel-on-fresh-runtime-skipped", BUILDER,
-      '                fresh = there and runtime.status == "built"\n',
+      '                fresh = there and (runtime is None or runtime.status == "built")\n',
       "                fresh = False\n",
       "devel is skipped as up to date on a runtime rebuilt just now: it keeps the old runtime's layers"),
     M("bake-base-facts-dropped", BAKE,
@@ -1701,6 +1702,27 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if not expected[1]:\n",
       "        if False:\n",
       "an engine that gives no ID nor version is matched by a client that says nothing: nothing is checked"),
+    # --- checks overlap builds (issue 44): building/overlap.py, builder.py's hooks ------------------------------
+    M("overlap-devel-after-runtime-checks", BUILDER,
+      "                hooks.built()\n",
+      "                pass\n",
+      "devel's build waits for runtime's checks to end: no overlap, the time issue 44 saves is lost again"),
+    M("overlap-devel-tag-unordered", OVERLAP,
+      "before_tag=lambda: _ended(first)",
+      "before_tag=_nothing",
+      "devel is tagged before runtime's checks ended: devel's tag can come before (or without) runtime's outcome"),
+    M("overlap-tag-after-interrupt", BUILDER,
+      "        hooks.before_tag()\n        if self.cancelled.is_set():  # never tag after an interrupt\n",
+      "        if self.cancelled.is_set():  # never tag after an interrupt\n",
+      "an interrupt during runtime's checks, while devel waits for its tag, is not heeded: devel is tagged after it"),
+    M("overlap-devel-before-runtime-built", OVERLAP,
+      "        held.wait()\n",
+      "",
+      "devel starts before runtime is built and held: it finds no runtime image to build on and fails"),
+    M("overlap-runtime-outcome-unread", OVERLAP,
+      "        if first.done():\n",
+      "        if False:\n",
+      "a runtime whose build failed (or was up to date) is not read: devel fails naming a missing image, not runtime"),
 )
 # fmt: on
 
@@ -1708,6 +1730,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 # matches the second (found when the runner starts, so tests added later, in any file, are run too).
 RELEVANT: dict[str, tuple[str, str]] = {
     VERIFY: (r"verif|smoke|companion|builder", r"\bverify\b|expected_facts|Builder\b"),
+    OVERLAP: (r"overlap|devel_on_runtime|builder", r"\boverlap\b|Builder\b"),
     VERSIONS: (r"verif|version|smoke|companion|builder", r"\bversions\b|\bverify\b|expected_facts|Builder\b"),
     TAGS: (r"tags|alias", r"\btags\b|aliases|latest"),
     RESOLVE: (r"resolve|matrix|blocks|companion|knowledge", r"\bresolve\b|variant_pin|problems_of"),
