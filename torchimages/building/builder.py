@@ -569,7 +569,8 @@ class Builder:
     ) -> list[str]:
         """The size budget and the largest layer's, verification (the versions inside equal the tag's, the NVIDIA
         libraries torch loads are the pinned wheels', the constraints file's pins are installed, the GPU architectures
-        the label's), the security gate (its results kept in `measures`), then the smoke gate. Problems, or none."""
+        the label's), the security gate (its results kept in `measures`), then the smoke gate (with
+        `gates_together`, the two gates at once, the problems of both). Problems, or none."""
         progress.update(image.own_tag, "verify")
         over = readings.over_budget(self.engine, image, reference) or readings.over_max_layer(
             self.engine, image, reference
@@ -590,22 +591,59 @@ class Builder:
         problems = self._check_archs(combination, image, reference, progress, measures)
         if problems:
             return problems
-        if self.security_gate and not self.cancelled.is_set():
-            progress.update(image.own_tag, "security")
-            verdict = self.security_gate(image, reference, secrets)
-            measures.security = verdict.results
-            for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
-                progress.note(line)
-            if verdict.problems:
-                return list(verdict.problems)
+        if self.options.gates_together and self.security_gate and self.smoke_gate and not self.cancelled.is_set():
+            progress.update(image.own_tag, "security, smoke")
+            with ThreadPoolExecutor(1, thread_name_prefix="security") as pool:  # both once, at the same time
+                security = pool.submit(self._security, image, reference, progress, measures, secrets, False)
+                smoke = self._smoke(combination, image, reference, progress, found, False)
+                return [*security.result(), *smoke]
+        problems = self._security(image, reference, progress, measures, secrets)
+        if problems:
+            return problems
         if self.cancelled.is_set():
             return ["interrupted before the smoke gate"]
-        if self.smoke_gate:
+        return self._smoke(combination, image, reference, progress, found)
+
+    def _security(
+        self,
+        image: Image,
+        reference: str,
+        progress: Progress,
+        measures: _Measures,
+        secrets: tuple[tuple[str, bytes], ...],
+        staged: bool = True,
+    ) -> list[str]:
+        """The security gate's problems (none when there is none, or after an interrupt); its results kept in
+        `measures`, each check that could not look said. `staged`: its stage is shown (not when run beside the
+        smoke gate)."""
+        if not self.security_gate or self.cancelled.is_set():
+            return []
+        if staged:
+            progress.update(image.own_tag, "security")
+        verdict = self.security_gate(image, reference, secrets)
+        measures.security = verdict.results
+        for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
+            progress.note(line)
+        return list(verdict.problems)
+
+    def _smoke(
+        self,
+        combination: Combination,
+        image: Image,
+        reference: str,
+        progress: Progress,
+        found: verify.Facts,
+        staged: bool = True,
+    ) -> list[str]:
+        """The smoke gate's problems (none when there is none); `staged`: its stage is shown."""
+        if not self.smoke_gate:
+            return []
+        if staged:
             progress.update(image.own_tag, "smoke")
-            machine = os.uname().machine
-            if platforms.of_machine(machine) != image.platform:
-                progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
-        return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+        machine = os.uname().machine
+        if platforms.of_machine(machine) != image.platform:
+            progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
+        return self.smoke_gate(combination, image, reference, found)
 
     def _check_archs(
         self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures
