@@ -244,7 +244,7 @@ def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Sele
     passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
     outcomes = run(engine, first, tmp_path, passing, cancelled=cancelled)
     assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
-    devel, runtime = outcomes  # devel's build overlapped runtime's checks: it is interrupted wherever it was
+    _, runtime = outcomes  # devel overlapped runtime's checks: it is interrupted wherever it was
     assert "verified, not tagged" in runtime.detail
     assert engine.tagged == [] and engine.temporary() == []
 
