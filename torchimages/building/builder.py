@@ -1,6 +1,7 @@
-"""Build, verify and tag: a bounded pool over combinations (the flavors of one combination in turn: runtime
-first, then devel on exactly that runtime image, a named build context, so the two share every runtime
-layer whatever the cache), keep going past a failure, one log per image, one summary at the end.
+"""Build, verify and tag: a bounded pool over combinations (the flavors of one combination: runtime first,
+then devel on exactly that runtime image, a named build context, so the two share every runtime layer whatever
+the cache; devel builds while runtime's checks run, overlap.py), keep going past a failure, one log per image,
+one summary at the end.
 
 The rules that make tags true are applied here, and only here (the checks they call live in verify,
 readings and references): every image is built to a temporary reference; the versions read back from
@@ -162,7 +163,9 @@ class Builder:
     ) -> list[Outcome]:
         """A combination's images, platform by platform (its order), runtime first: with `on_runtime`, devel is
         built on exactly that runtime image (held under a temporary reference until devel is done), so the two
-        share every runtime layer whatever the cache, `--no-cache` too. Each is verified on its own. Where the
+        share every runtime layer whatever the cache, `--no-cache` too; devel's build starts once runtime is
+        built, while runtime's checks run, and its tag waits for runtime's outcome (overlap.py). Each is verified
+        on its own. Where the
         public tags name an index of several platforms' images, `_join` writes it once each flavor's images of
         every platform passed. Outcomes in the flavor order."""
         outcomes: dict[Image, Outcome] = {}
