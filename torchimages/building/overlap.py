@@ -11,7 +11,7 @@ is handed to `after` as before the overlap: devel then starts, or not, as runtim
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from threading import Event
 
@@ -57,5 +57,5 @@ def overlapped(
 
 
 def _ended(future: Future[Outcome]) -> None:
-    """Returns once `future` ended (its result or error is its owner's to read)."""
-    wait([future])
+    """Returns once `future` ended; raises its error (a runtime that crashed lets no devel be tagged after it)."""
+    future.result()

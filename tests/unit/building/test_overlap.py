@@ -200,3 +200,22 @@ def test_an_interrupt_during_devels_build_leaves_runtime_untagged_though_its_che
     assert engine.tagged == [] and engine.temporary() == []
     (held,) = engine.held
     assert timeline.first("built", "devel") < timeline.first("remove", held)
+
+
+def test_a_runtime_whose_checks_crash_lets_no_devel_be_tagged(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """An error no rule expects in runtime's checks ends the build with it, as before the overlap: devel, its checks
+    passed and waiting, is not tagged after it; the temporary references are removed."""
+    timeline = Timeline()
+    engine = TimedEngine(timeline, true_facts(selection[0].combination))
+    devel_checked = threading.Event()
+
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        if image.flavor == "devel":
+            devel_checked.set()
+            return []
+        devel_checked.wait(PATIENCE_S)
+        raise RuntimeError("the gate broke")
+
+    with pytest.raises(RuntimeError, match="the gate broke"):
+        build(engine, selection, tmp_path, gate, timeline)
+    assert engine.tagged == [] and engine.temporary() == []
