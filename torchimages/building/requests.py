@@ -58,7 +58,7 @@ class BuildOptions:
     # Whether builds attach buildx's SBOM attestation, and why (engine.sbom_attestation): `note` says it.
     sbom: SbomAttestation = NOT_ASKED
     # Whether an image's security gate and smoke gate run at the same time (after verification; the tag waits for
-    # both, the problems of both are said). Off: on 2 cores it saved no time (docs/benchmarks.md, issue 44).
+    # both, the problems of both are said). Off: on 2 cores it was not shown to save time (docs/benchmarks.md).
     gates_together: bool = False
 
     def epoch(self, combination: Combination) -> int:
