@@ -165,9 +165,8 @@ class Builder:
         built on exactly that runtime image (held under a temporary reference until devel is done), so the two
         share every runtime layer whatever the cache, `--no-cache` too; devel's build starts once runtime is
         built, while runtime's checks run, and its tag waits for runtime's outcome (overlap.py). Each is verified
-        on its own. Where the
-        public tags name an index of several platforms' images, `_join` writes it once each flavor's images of
-        every platform passed. Outcomes in the flavor order."""
+        on its own. Where the public tags name an index of several platforms' images, `_join` writes it once each
+        flavor's images of every platform passed. Outcomes in the flavor order."""
         outcomes: dict[Image, Outcome] = {}
         for platform in selected.combination.platforms:
             mine = [i for i in selected.images if i.platform == platform]
@@ -197,12 +196,7 @@ class Builder:
                 )
                 return outcomes
             for image in sorted(images, key=lambda i: i is not runtime):
-                if image is devel and held and runtime:
-                    outcomes[image] = self._build_on(combination, image, served, progress, held, outcomes[runtime])
-                else:
-                    outcomes[image] = self.build_image(
-                        combination, image, served, progress, held if image is runtime else None
-                    )
+                outcomes[image] = self.build_image(combination, image, served, progress)
         finally:
             if held and runtime:
                 self._remove_temporary(runtime, held, progress)
