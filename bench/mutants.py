@@ -91,6 +91,7 @@ BOOTSTRAP, PROBE_PLATFORM = "building/bootstrap.py", "probes/scripts/platform.py
 FACTS_PROBE, CUDA_EXTENSION_PROBE = "probes/scripts/facts.py", "probes/scripts/cuda_extension.py"
 WORKFLOW, WORKFLOW_TEMPLATE = "planning/workflow.py", "planning/workflow.yml.j2"
 VIEWS, CLI_WORKFLOW = "planning/views.py", "cli/workflow.py"
+OVERLAP = "building/overlap.py"
 
 # fmt: off
 MUTATIONS: tuple[Mutation, ...] = (
@@ -438,8 +439,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "}",
       "a venv step's files keep the build's times: two builds of the same inputs differ"),
     M("builder-skip-gate", BUILDER,
-      "return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []",
-      "return []",
+      "        return self.smoke_gate(combination, image, reference, found)\n",
+      "        return []\n",
       "the smoke gate never runs"),
     M("builder-unreadable-facts", BUILDER,
       'return [f"could not read the versions inside the image: {exc}"]',
@@ -581,10 +582,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if not base or combination.devel_from != RUNTIME_STAGE:\n",
       "        if True:\n",
       "a devel image not built on its runtime (runtime's layers not its first) is tagged"),
-    M("devel-before-runtime", BUILDER,
-      "            for image in sorted(images, key=lambda i: i is not runtime):\n",
-      "            for image in sorted(images, key=lambda i: i is runtime):\n",
-      "devel is built before the runtime image it is to start from"),
+    M("devel-before-runtime", OVERLAP,  # issue 44: the order is overlap.py's (runtime built and held, then devel)
+      "        held.wait()\n",
+      "",
+      "devel is built before the runtime image it is to start from (it finds none, and fails)"),
     # --- zstd pushes: engine/zstd_push.py ---------------------------------------------------------------
     M("zstd-config-unchecked", ZSTD,
       "    if config_digest != verified.id:\n",
@@ -804,8 +805,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "layers numbered in the order of their blobs' names, not manifest.json's"),
     # --- the release gate's own rules: builder, allowlist, gate, pip-audit's report, outdated ------------------
     M("gate-verdict-ignored", BUILDER,
-      "            if verdict.problems:\n",
-      "            if False:\n",
+      "            progress.note(line)\n        return list(verdict.problems)\n",
+      "            progress.note(line)\n        return []\n",
       "an image the security gate refuses is tagged and pushed"),
     M("allowlist-expiry-ignored", ALLOWLIST,
       "        return today > self.expires\n",
@@ -836,8 +837,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if False:\n",
       "an allowlist entry may hold for years (no yearly review)"),
     M("builder-not-scanned-unsaid", BUILDER,
-      "                progress.note(line)\n",
-      "                pass\n",
+      "            progress.note(line)\n",
+      "            pass\n",
       "build and promote pass a check that could not look in silence"),
     M("verify-bad-key-is-unverified", SIGNING,
       "        if result.returncode not in (NO_SIGNATURES, NO_IMAGE, NO_MATCHING) and said.startswith(BAD_KEY):\n",
@@ -1395,7 +1396,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                skip = False\n",
       "a stale image is rebuilt from BuildKit's cache: the old apt layer is replayed, the update never lands"),
     M("builder-devel-on-fresh-runtime-skipped", BUILDER,
-      '                fresh = there and runtime.status == "built"\n',
+      '                fresh = there and (runtime is None or runtime.status == "built")\n',
       "                fresh = False\n",
       "devel is skipped as up to date on a runtime rebuilt just now: it keeps the old runtime's layers"),
     M("bake-base-facts-dropped", BAKE,
@@ -1860,11 +1861,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        try:\n            return self.smoke_gate(",
       "manifest.json's smoke_seconds holds the security gate's time too: the smoke suites look slower than they are"),
     M("phase-gate-unmeasured", BUILDER,
-      "                measures.gate_seconds = time.monotonic() - began\n",
-      "                pass\n",
+      "            measures.gate_seconds = time.monotonic() - began\n",
+      "            pass\n",
       "the security gate ran, yet manifest.json's gate_seconds is null: its time is nowhere but inside test_seconds"),
     M("phase-smoke-unmeasured", BUILDER,
-      "            measures.smoke_seconds = time.monotonic() - began if self.smoke_gate else None\n",
+      "            measures.smoke_seconds = time.monotonic() - began\n",
       "            measures.smoke_seconds = None\n",
       "manifest.json's smoke_seconds is null although the suites ran (passed or failed): their time is nowhere"),
     M("report-phase-seconds-dropped", "reporting/writer.py",
@@ -1901,6 +1902,39 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    sys.stdout.write("\\\\n" + PART + _name + "\\\\n")\n',
       '    sys.stdout.write(PART + _name + "\\\\n")\n',
       "a part whose output ends without a newline swallows the next part's mark: that probe reads as not run"),
+    # --- checks overlap builds (issue 44): building/overlap.py, builder.py's hooks ------------------------------
+    M("overlap-devel-after-runtime-checks", BUILDER,
+      "                hooks.built()\n",
+      "                pass\n",
+      "devel's build waits for runtime's checks to end: no overlap, the time issue 44 saves is lost again"),
+    M("overlap-devel-tag-unordered", OVERLAP,
+      "before_tag=lambda: _ended(first)",
+      "before_tag=_nothing",
+      "devel is tagged before runtime's checks ended: devel's tag can come before (or without) runtime's outcome"),
+    M("overlap-tag-after-interrupt", BUILDER,
+      "        hooks.before_tag()\n        if self.cancelled.is_set():  # never tag after an interrupt\n",
+      "        if self.cancelled.is_set():  # never tag after an interrupt\n",
+      "an interrupt during runtime's checks, while devel waits for its tag, is not heeded: devel is tagged after it"),
+    M("overlap-runtime-outcome-unread", OVERLAP,
+      "        if first.done():\n",
+      "        if False:\n",
+      "a runtime whose build failed (or was up to date) is not read: devel fails naming a missing image, not runtime"),
+    M("overlap-devel-tagged-after-a-crash", OVERLAP,
+      "    future.result()\n",
+      "    future.exception()\n",
+      "runtime's checks crash (an error no rule expects) and devel, waiting for them, is tagged all the same"),
+    M("gates-together-first-problems-only", BUILDER,
+      "                return [*security.result(), *smoke]\n",
+      "                return security.result() or smoke\n",
+      "with gates_together, an image both gates refuse says only the security gate's problems, not the suites'"),
+    M("gates-together-smoke-unheeded", BUILDER,
+      "                return [*security.result(), *smoke]\n",
+      "                return security.result()\n",
+      "with gates_together, an image whose smoke suites fail is tagged: only the security gate's verdict is read"),
+    M("gates-together-one-after-the-other", BUILDER,
+      "        if self.options.gates_together and self.security_gate",
+      "        if False and self.security_gate",
+      "gates_together does nothing: the smoke gate still waits for the security gate"),
 )
 # fmt: on
 
@@ -1908,6 +1942,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 # matches the second (found when the runner starts, so tests added later, in any file, are run too).
 RELEVANT: dict[str, tuple[str, str]] = {
     VERIFY: (r"verif|smoke|companion|builder", r"\bverify\b|expected_facts|Builder\b"),
+    OVERLAP: (r"overlap|devel_on_runtime|builder", r"\boverlap\b|Builder\b"),
     VERSIONS: (r"verif|version|smoke|companion|builder", r"\bversions\b|\bverify\b|expected_facts|Builder\b"),
     TAGS: (r"tags|alias", r"\btags\b|aliases|latest"),
     RESOLVE: (r"resolve|matrix|blocks|companion|knowledge", r"\bresolve\b|variant_pin|problems_of"),

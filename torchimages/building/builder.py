@@ -1,6 +1,7 @@
-"""Build, verify and tag: a bounded pool over combinations (the flavors of one combination in turn: runtime
-first, then devel on exactly that runtime image, a named build context, so the two share every runtime
-layer whatever the cache), keep going past a failure, one log per image, one summary at the end.
+"""Build, verify and tag: a bounded pool over combinations (the flavors of one combination: runtime first,
+then devel on exactly that runtime image, a named build context, so the two share every runtime layer whatever
+the cache; devel builds while runtime's checks run, overlap.py), keep going past a failure, one log per image,
+one summary at the end.
 
 The rules that make tags true are applied here, and only here (the checks they call live in verify,
 readings and references): every image is built to a temporary reference; the versions read back from
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from torchimages import platforms
 from torchimages.building import architectures, bootstrap, build_digest, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
+from torchimages.building.overlap import NO_HOOKS, Hooks, overlapped
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
     TEMP_REPOSITORY,
@@ -167,9 +169,10 @@ class Builder:
     ) -> list[Outcome]:
         """A combination's images, platform by platform (its order), runtime first: with `on_runtime`, devel is
         built on exactly that runtime image (held under a temporary reference until devel is done), so the two
-        share every runtime layer whatever the cache, `--no-cache` too. Each is verified on its own. Where the
-        public tags name an index of several platforms' images, `_join` writes it once each flavor's images of
-        every platform passed. Outcomes in the flavor order."""
+        share every runtime layer whatever the cache, `--no-cache` too; devel's build starts once runtime is
+        built, while runtime's checks run, and its tag waits for runtime's outcome (overlap.py). Each is verified
+        on its own. Where the public tags name an index of several platforms' images, `_join` writes it once each
+        flavor's images of every platform passed. Outcomes in the flavor order."""
         outcomes: dict[Image, Outcome] = {}
         for platform in selected.combination.platforms:
             mine = [i for i in selected.images if i.platform == platform]
@@ -191,13 +194,15 @@ class Builder:
         )
         outcomes: dict[Image, Outcome] = {}
         try:
+            if held and runtime and devel:  # devel builds while runtime's checks run (overlap.py)
+                outcomes[runtime], outcomes[devel] = overlapped(
+                    lambda hooks: self.build_image(combination, runtime, served, progress, held, hooks=hooks),
+                    lambda hooks: self._build_on(combination, devel, served, progress, held, None, hooks),
+                    lambda ended: self._build_on(combination, devel, served, progress, held, ended),
+                )
+                return outcomes
             for image in sorted(images, key=lambda i: i is not runtime):
-                if image is devel and held and runtime:
-                    outcomes[image] = self._build_on(combination, image, served, progress, held, outcomes[runtime])
-                else:
-                    outcomes[image] = self.build_image(
-                        combination, image, served, progress, held if image is runtime else None
-                    )
+                outcomes[image] = self.build_image(combination, image, served, progress)
         finally:
             if held and runtime:
                 self._remove_temporary(runtime, held, progress)
@@ -243,18 +248,30 @@ class Builder:
         return {i: _noted(outcomes[i], note) for i in mine if i not in failed}
 
     def _build_on(
-        self, combination: Combination, image: Image, served: Served, progress: Progress, held: str, runtime: Outcome
+        self,
+        combination: Combination,
+        image: Image,
+        served: Served,
+        progress: Progress,
+        held: str,
+        runtime: Outcome | None,
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         """devel on the runtime image `held` (there when runtime was built, verified or not, or was up to date;
         devel is verified on its own either way; on a runtime built just now it is never up to date: its first
-        layers changed); an up-to-date devel needs none; else not built, saying why."""
+        layers changed); an up-to-date devel needs none; else not built, saying why. `runtime`: runtime's
+        outcome; None: runtime was built just now and its checks still run (devel's tag waits for them: `hooks`)."""
         try:
             there = self.engine.labels(held) is not None
             if there or (not self.options.no_cache and self.up_to_date(combination, image)):
-                fresh = there and runtime.status == "built"
-                return self.build_image(combination, image, served, progress, base=held if there else None, fresh=fresh)
+                fresh = there and (runtime is None or runtime.status == "built")
+                base = held if there else None
+                return self.build_image(combination, image, served, progress, base=base, fresh=fresh, hooks=hooks)
         except EngineError as exc:
             return self._engine_failed(combination, image, time.monotonic(), exc, progress)
+        if runtime is None:  # its held image went away while its checks ran: not devel's to build on
+            detail = f"not built: devel is built on its runtime image, and {held} is no longer there"
+            return self._finish(combination, image, "failed", time.monotonic(), detail, progress)
         if self.cancelled.is_set() or runtime.status == "interrupted":
             return self._finish(combination, image, "interrupted", time.monotonic(), "not started", progress)
         detail = f"not built: devel is built on its runtime image, and the build of {runtime.image.own_tag} failed"
@@ -310,14 +327,16 @@ class Builder:
         hold: str | None = None,
         base: str | None = None,
         fresh: bool = False,
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         """Build to a temporary reference, verify, smoke-test, then apply the public tags; never leave a lie.
         The outcome says how long the build and the checks took, and the image's size. `hold`: a temporary
         reference the image gets too once built (or found up to date), for the caller to build on and remove;
         `base`: the runtime image this one is built on (its runtime stage), checked to be its first layers;
-        `fresh`: that base was built just now (the image is not up to date, whatever its labels say)."""
+        `fresh`: that base was built just now (the image is not up to date, whatever its labels say); `hooks`:
+        told when the image is built and held, asked before it is tagged (overlap.py)."""
         measures = _Measures()
-        outcome = self._build_image(combination, image, served, progress, measures, hold, base, fresh)
+        outcome = self._build_image(combination, image, served, progress, measures, hold, base, fresh, hooks)
         return measures.on(outcome)
 
     def _build_image(
@@ -330,6 +349,7 @@ class Builder:
         hold: str | None,
         base: str | None,
         fresh: bool = False,
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         start = time.monotonic()
         if self.cancelled.is_set():
@@ -392,8 +412,9 @@ class Builder:
                 options = dataclasses.replace(options, no_cache=True)
             if hold:
                 self.engine.tag(reference, *_split(hold))
+                hooks.built()
             secrets = self._secrets(served, combination, image)
-            return self._admit(combination, image, reference, start, progress, "built", measures, secrets)
+            return self._admit(combination, image, reference, start, progress, "built", measures, secrets, hooks)
         except EngineError as exc:
             return self._engine_failed(combination, image, start, exc, progress)
         finally:
@@ -417,10 +438,12 @@ class Builder:
         done: str,
         measures: _Measures,
         secrets: tuple[tuple[str, bytes], ...] = (),
+        hooks: Hooks = NO_HOOKS,
     ) -> Outcome:
         """After the build step, for `build` and `promote` alike: verify, run the security gate on and smoke-test
-        the temporary reference (`secrets`: what the build mounted as secrets), record what it holds, then tag
-        (and push) it; the outcome `done`, or why not."""
+        the temporary reference (`secrets`: what the build mounted as secrets), record what it holds, wait until
+        `hooks` lets it be tagged (devel: runtime's outcome is known), then tag (and push) it; the outcome `done`,
+        or why not."""
         measures.size_bytes = readings.size(self.engine, reference)
         began = time.monotonic()
         problems = self._check_before_tagging(combination, image, reference, progress, measures, secrets)
@@ -430,6 +453,9 @@ class Builder:
         if problems:
             return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
         readings.record_installed(self.engine, self.options.log_dir, image, reference)
+        if waits := hooks.waits():
+            progress.update(image.own_tag, f"waits for {waits}")
+        hooks.before_tag()
         if self.cancelled.is_set():  # never tag after an interrupt
             return self._interrupted(combination, image, start, "verified, not tagged", progress)
         problems = self._publish(image, reference, progress)
@@ -546,8 +572,9 @@ class Builder:
     ) -> list[str]:
         """The size budget and the largest layer's, verification (the versions inside equal the tag's, the NVIDIA
         libraries torch loads are the pinned wheels', the constraints file's pins are installed, the GPU architectures
-        the label's), the security gate (its results kept in `measures`), then the smoke gate. Problems, or none.
-        Each of the three phases that runs has its seconds in `measures` (verify, gate, smoke), a failed one too."""
+        the label's), the security gate (its results kept in `measures`), then the smoke gate (with
+        `gates_together`, the two gates at once, the problems of both). Problems, or none. Each of the three phases
+        that runs has its seconds in `measures` (verify, gate, smoke), a failed one too."""
         began = time.monotonic()
         try:
             found = self._verify(combination, image, reference, progress, measures)
@@ -555,30 +582,69 @@ class Builder:
             measures.verify_seconds = time.monotonic() - began
         if isinstance(found, list):
             return found
-        if self.security_gate and not self.cancelled.is_set():
-            progress.update(image.own_tag, "security")
-            began = time.monotonic()
-            try:
-                verdict = self.security_gate(image, reference, secrets)
-            finally:
-                measures.gate_seconds = time.monotonic() - began
-            measures.security = verdict.results
-            for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
-                progress.note(line)
-            if verdict.problems:
-                return list(verdict.problems)
+        if self.options.gates_together and self.security_gate and self.smoke_gate and not self.cancelled.is_set():
+            progress.update(image.own_tag, "security, smoke")
+            with ThreadPoolExecutor(1, thread_name_prefix="security") as pool:  # both once, at the same time
+                security = pool.submit(self._security, image, reference, progress, measures, secrets, False)
+                smoke = self._smoke(combination, image, reference, progress, measures, found, False)
+                return [*security.result(), *smoke]
+        problems = self._security(image, reference, progress, measures, secrets)
+        if problems:
+            return problems
         if self.cancelled.is_set():
             return ["interrupted before the smoke gate"]
-        if self.smoke_gate:
-            progress.update(image.own_tag, "smoke")
-            machine = os.uname().machine
-            if platforms.of_machine(machine) != image.platform:
-                progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
+        return self._smoke(combination, image, reference, progress, measures, found)
+
+    def _security(
+        self,
+        image: Image,
+        reference: str,
+        progress: Progress,
+        measures: _Measures,
+        secrets: tuple[tuple[str, bytes], ...],
+        staged: bool = True,
+    ) -> list[str]:
+        """The security gate's problems (none when there is none, or after an interrupt); its results kept in
+        `measures`, each check that could not look said. `staged`: its stage is shown (not when run beside the
+        smoke gate)."""
+        if not self.security_gate or self.cancelled.is_set():
+            return []
+        if staged:
+            progress.update(image.own_tag, "security")
         began = time.monotonic()
         try:
-            return self.smoke_gate(combination, image, reference, found) if self.smoke_gate else []
+            verdict = self.security_gate(image, reference, secrets)
         finally:
-            measures.smoke_seconds = time.monotonic() - began if self.smoke_gate else None
+            measures.gate_seconds = time.monotonic() - began
+        measures.security = verdict.results
+        for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
+            progress.note(line)
+        return list(verdict.problems)
+
+    def _smoke(
+        self,
+        combination: Combination,
+        image: Image,
+        reference: str,
+        progress: Progress,
+        measures: _Measures,
+        found: verify.Facts,
+        staged: bool = True,
+    ) -> list[str]:
+        """The smoke gate's problems (none when there is none), its seconds kept in `measures`; `staged`: its stage
+        is shown."""
+        if not self.smoke_gate:
+            return []
+        if staged:
+            progress.update(image.own_tag, "smoke")
+        machine = os.uname().machine
+        if platforms.of_machine(machine) != image.platform:
+            progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
+        began = time.monotonic()
+        try:
+            return self.smoke_gate(combination, image, reference, found)
+        finally:
+            measures.smoke_seconds = time.monotonic() - began
 
     def _verify(
         self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures

@@ -57,6 +57,9 @@ class BuildOptions:
     provenance: Provenance = field(default_factory=Provenance)
     # Whether builds attach buildx's SBOM attestation, and why (engine.sbom_attestation): `note` says it.
     sbom: SbomAttestation = NOT_ASKED
+    # Whether an image's security gate and smoke gate run at the same time (after verification; the tag waits for
+    # both, the problems of both are said). Off: on 2 cores it was not shown to save time (docs/benchmarks.md).
+    gates_together: bool = False
 
     def epoch(self, combination: Combination) -> int:
         """The SOURCE_DATE_EPOCH of the combination's builds: this option's, else the combination's own."""

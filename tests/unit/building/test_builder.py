@@ -236,7 +236,7 @@ def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Sele
     probe = engine.run_python
 
     def run_python(reference: str, args: list[str]) -> str:
-        if args == ["-c", INSTALLED_PROBE]:
+        if args == ["-c", INSTALLED_PROBE] and ":runtime-" in reference:
             cancelled.set()
         return probe(reference, args)
 
@@ -244,9 +244,9 @@ def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Sele
     passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
     outcomes = run(engine, first, tmp_path, passing, cancelled=cancelled)
     assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
-    devel, runtime = outcomes  # runtime first: devel is built on it
-    assert "verified, not tagged" in runtime.detail and devel.detail == "not started"
-    assert engine.tagged == [] and engine.temporary() == [] and len(engine.built) == 1
+    _, runtime = outcomes  # devel overlapped runtime's checks: it is interrupted wherever it was
+    assert "verified, not tagged" in runtime.detail
+    assert engine.tagged == [] and engine.temporary() == []
 
 
 def test_a_gate_stopped_by_the_interrupt_is_interrupted_not_failed(

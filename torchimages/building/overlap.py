@@ -1,0 +1,61 @@
+"""Devel's build overlaps runtime's checks (issue 44): BuildKit builds devel on the runtime image while
+runtime's checks (verify, security gate, smoke gate) run, and nothing is tagged out of turn.
+
+`overlapped` runs runtime's build and checks in a thread of their own and starts devel as soon as runtime is
+built and held (`Hooks.built`). devel's tag waits for runtime's outcome (`Hooks.before_tag`): runtime is
+tagged (or refused) first, as when the two ran in turn, and each image is still tagged only after its own checks
+passed. A runtime that ends before it was built and held (its build failed, it was up to date, an interrupt)
+is handed to `after` as before the overlap: devel then starts, or not, as runtime's outcome says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from threading import Event
+
+from torchimages.building.outcome import Outcome
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Where one image's build meets its neighbour's: `built` is called once the image is built and held under
+    its temporary reference (before its checks); `before_tag` once its own checks passed, before any tag: it
+    returns when the tag may go on; `waits`: what `before_tag` would wait for now, shown meanwhile (empty: it would
+    not wait)."""
+
+    built: Callable[[], None] = _nothing
+    before_tag: Callable[[], None] = _nothing
+    waits: Callable[[], str] = str
+
+
+NO_HOOKS = Hooks()
+
+
+def overlapped(
+    runtime: Callable[[Hooks], Outcome],
+    during: Callable[[Hooks], Outcome],
+    after: Callable[[Outcome], Outcome],
+) -> tuple[Outcome, Outcome]:
+    """(runtime's outcome, devel's), once both ended. `runtime(hooks)` builds and checks runtime in a thread;
+    once it is built and held, `during(hooks)` builds and checks devel here, its tag held back until runtime's
+    outcome is known; a runtime that ended before it was held gives devel `after(its outcome)` instead."""
+    held = Event()
+    with ThreadPoolExecutor(1, thread_name_prefix="runtime") as pool:
+        first: Future[Outcome] = pool.submit(runtime, Hooks(built=held.set))
+        first.add_done_callback(lambda _: held.set())
+        held.wait()
+        if first.done():
+            return first.result(), after(first.result())
+        second = during(Hooks(before_tag=lambda: _ended(first), waits=lambda: "" if first.done() else "runtime"))
+        return first.result(), second
+
+
+def _ended(future: Future[Outcome]) -> None:
+    """Returns once `future` ended; raises its error (a runtime that crashed lets no devel be tagged after it)."""
+    future.result()
