@@ -1935,6 +1935,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if self.options.gates_together and self.security_gate",
       "        if False and self.security_gate",
       "gates_together does nothing: the smoke gate still waits for the security gate"),
+    # --- the lead's review of issue 44's overlap: GPU suites one at a time -------------------------------------
+    M("gpu-suites-at-once", RUNNER,
+      "        with gpus_held if wants_gpus(engine, options.gpus) else contextlib.nullcontext():\n",
+      "        with contextlib.nullcontext():\n",
+      "devel's GPU suite runs beside runtime's on the same GPUs: each sees half the throughput and a sound image fails"),
 )
 # fmt: on
 

@@ -4,6 +4,7 @@ this machine (`local://`); JUnit out. The suites are found as a package, never b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -205,12 +206,16 @@ def smoke_gate(
 ) -> Callable[[Combination, Image, str, Facts], list[str]]:
     """The builder's smoke gate: the suites must pass on the temporary image before it is tagged.
     `cancelled` (the builder's) stops a running gate: its pytest and container go at once. With `junit_dir`,
-    each image's results go to its JUnit file there (`junit_in`)."""
+    each image's results go to its JUnit file there (`junit_in`). Suites whose containers get the GPUs run one at a
+    time (devel's checks overlap runtime's, `--jobs` overlaps combinations): two at once on the same GPUs would halve
+    each other's throughput figures and fail an image for a slowness that is not its own."""
+    gpus_held = threading.Lock()
 
     def gate(combination: Combination, image: Image, reference: str, facts: Facts) -> list[str]:
         document = image_document(combination, image, reference)
         junit = junit_in(junit_dir, image.own_tag) if junit_dir else None
-        result = run_suites_in_container(engine, document, options, junit, True, facts, cancelled)
+        with gpus_held if wants_gpus(engine, options.gpus) else contextlib.nullcontext():
+            result = run_suites_in_container(engine, document, options, junit, True, facts, cancelled)
         if result.returncode == 0:
             return []
         output = (result.stdout + result.stderr).splitlines()

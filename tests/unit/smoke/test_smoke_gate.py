@@ -546,3 +546,44 @@ def test_a_probe_without_the_architectures_fails_saying_so(
     assert (found[ARCH_TESTS[0]], found[ARCH_TESTS[1]]) == ("failed", "failed"), found
     said = failure_message(tmp_path / "junit.xml", ARCH_TESTS[0])
     assert "could not read them: RuntimeError: CUDA error: unknown error" in said
+
+
+# --- GPU suites one at a time ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gpu_runtime", [True, False])
+def test_suites_on_the_gpus_never_run_at_once(
+    monkeypatch: pytest.MonkeyPatch, runtime: tuple[Combination, Image], gpu_runtime: bool
+) -> None:
+    """Two images' gates called at once (devel's checks beside runtime's, --jobs): where the containers get the
+    GPUs, the second suite starts only after the first ended (their throughput figures would halve each other);
+    without GPUs they may run together."""
+    import threading
+
+    inside, most, both_in = [0], [0], threading.Event()
+    lock = threading.Lock()
+
+    def suites(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            if inside[0] == 2:
+                both_in.set()
+        both_in.wait(timeout=0.5)  # without GPUs both are inside here; with them, the first waits in vain
+        with lock:
+            inside[0] -= 1
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    monkeypatch.setattr(runner, "run_suites_in_container", suites)
+    engine = FakeEngine()
+    engine.gpu_runtime = gpu_runtime
+    gate = runner.smoke_gate(runner.SmokeOptions(suites=("cpu",)), engine)
+    combination, image = runtime
+    threads = [
+        threading.Thread(target=gate, args=(combination, image, TEMPORARY, verify.decode(HOLDS))) for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == (1 if gpu_runtime else 2), most
