@@ -263,3 +263,17 @@ def test_zizmor_and_actionlint_do_find_a_planted_injection(ghcr_both: str, tmp_p
     found = {finding["ident"] for finding in json.loads(audited.stdout)}
     assert {"template-injection", "unpinned-uses"} <= found
     assert audited.returncode != 0
+
+
+# Secret names: two registries never share one (outside review)
+
+
+def test_two_registries_whose_logins_read_the_same_secret_are_refused_naming_both() -> None:
+    found = [workflow.login("a.b.example"), workflow.login("a-b.example")]
+    assert found[0].username == found[1].username == "secrets.A_B_EXAMPLE_USERNAME"
+    with pytest.raises(InputError) as refused:
+        workflow.distinct_secrets(found)
+    message = str(refused.value)
+    assert "a.b.example and to a-b.example" in message and "A_B_EXAMPLE_USERNAME" in message
+    apart = [workflow.login("ghcr.io"), workflow.login("docker.io"), workflow.login("quay.io")]
+    assert workflow.distinct_secrets(apart) == apart

@@ -72,7 +72,23 @@ def logins(plan: Plan) -> list[Login]:
     if local:
         message = f"the public tags go to {local[0]}, a registry of this machine that no runner reaches"
         raise InputError([Problem(message + ": give the matrix a `repository` of a registry the runners reach")])
-    return [login(d) for d in domains]
+    return distinct_secrets([login(d) for d in domains])
+
+
+def distinct_secrets(found: list[Login]) -> list[Login]:
+    """`found`, or InputError when two registries' logins read the same secrets (`a.b` and `a-b` both read
+    A_B_USERNAME): the job would send one registry's credentials to the other. (A matrix has one repository
+    today; this holds the line for the day the tags go to several.)"""
+    by_secret: dict[str, str] = {}
+    for each in found:
+        if each.secret and (other := by_secret.setdefault(each.username, each.registry)) != each.registry:
+            name = each.username.removeprefix("secrets.")
+            message = (
+                f"the public tags go to {other} and to {each.registry}, whose logins are both read from the "
+                f"secret {name} (and its _PASSWORD): one registry's credentials would be sent to the other"
+            )
+            raise InputError([Problem(message + ": give the matrix repositories of registries named apart")])
+    return found
 
 
 def context(plan: Plan, matrix: str, bases: str | None = None) -> dict[str, object]:
