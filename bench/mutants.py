@@ -1970,6 +1970,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "keys if keys.count(key) > 1})",
       "keys if keys.count(key) > 9})",
       "`ref=a,REF=b` is taken: the tool checks one reference while buildx may use the other"),
+    M("bench-ratio-for-a-failed-job", "../bench/build_vs_install.py",
+      "    if failed := unfinished(images):\n",
+      "    if failed := []:\n",
+      "bench-build says `within the target of 2` for a job whose images failed (a job that fails early looks fast)"),
+    M("bench-failed-job-exit-0", "../bench/build_vs_install.py",
+      "    return job_status or (1 if unfinished(images) else 0)",
+      "    return job_status",
+      "bench-build exits 0 for a main job whose images failed: a CI step that times it passes"),
     M("workflow-secret-names-shared", WORKFLOW,
       "        if each.secret and (other := by_secret",
       "        if False and (other := by_secret",
@@ -2081,6 +2089,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     "reporting/writer.py": (r"reporting/test_report|phase_seconds", r"built_images"),
     "reporting/manifest.py": (r"reporting/test_report|phase_seconds", r"reporting\.manifest|manifest\.schema"),
     "probes/__init__.py": (r"verify_once|probe", r"combined_program|split_parts"),  # issue 44
+    "../bench/build_vs_install.py": (r"test_bench_build_vs_install", r"import build_vs_install"),  # h-fmisc
 }
 
 
