@@ -1940,7 +1940,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("gpu-suites-at-once", RUNNER,
       "        with gpus_held if wants_gpus(engine, options.gpus) else contextlib.nullcontext():\n",
       "        with contextlib.nullcontext():\n",
-      "devel's GPU suite runs beside runtime's on the same GPUs: each sees half the throughput and a sound image fails"),
+      "devel's GPU suite runs beside runtime's on the same GPUs: each sees half the throughput and a sound "
+      "image fails"),
     # --- h-fmisc: the outside review's findings (combined probe, cache specs, workflow) ------------------------
     M("probe-answer-given-twice-read", VERIFY,
       "        if len(outputs) > 1:\n            raise",
