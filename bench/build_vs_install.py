@@ -11,7 +11,9 @@
       (security), smoke.
 
 Prints, per image, the phases, the checks' share of its time, and the main job / bare install ratio (issue 44's
-targets: at most 2.0, checks at most a third). Record the figures in docs/benchmarks.md.
+targets: at most 2.0, checks at most a third). A job with an image that failed (any result but built or
+skipped) gets no ratio verdict: it says the job failed, names the images, and exits 1. Record the figures in
+docs/benchmarks.md.
 Run: make bench-build [TAG=2.11.0-cuda13.0]  or  .venv/bin/python bench/build_vs_install.py [--clean-engine] [TAG]
 """
 
@@ -172,9 +174,26 @@ def _cell(value: float | None, unit: str = " s") -> str:
     return "-" if value is None else f"{value:.0f}{unit}"
 
 
+# The results of an image the main job made as asked (manifest.schema.json): any other result is a job that
+# failed, and a job that fails early looks fast, so it gets no ratio verdict.
+DONE_RESULTS = ("built", "skipped")
+
+
+def unfinished(images: Sequence[ImagePhases]) -> list[str]:
+    """`tag (result)` of each image the main job did not build or find up to date; one entry when it made none."""
+    if not images:
+        return ["no image in the report"]
+    return [f"{i.tag} ({i.result})" for i in images if i.result not in DONE_RESULTS]
+
+
+def exit_status(job_status: int, images: Sequence[ImagePhases]) -> int:
+    """The script's: the main job's own status, else 1 where an image failed (`unfinished`), else 0."""
+    return job_status or (1 if unfinished(images) else 0)
+
+
 def table(images: Sequence[ImagePhases], bare: float | None, job: float) -> str:
     """The figures as a Markdown table, then the main job's ratio to the bare install (None: not measured) against
-    issue 44's target."""
+    issue 44's target; no ratio where an image failed (`unfinished`)."""
     head = ["image", "result", "build", "verify", "gate", "smoke", "checks", "total", "checks' share"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for i in images:
@@ -182,6 +201,9 @@ def table(images: Sequence[ImagePhases], bare: float | None, job: float) -> str:
         mark = "-" if share is None else f"{share:.0%}" + ("" if share <= CHECKS_TARGET else " (over a third)")
         cells = [i.tag, i.result, *(_cell(v) for v in (i.build, i.verify, i.gate, i.smoke, i.checks, i.total)), mark]
         lines.append("| " + " | ".join(cells) + " |")
+    if failed := unfinished(images):
+        said = f"the main job failed ({', '.join(failed)}): its {job:.0f} s are no measure, no ratio verdict"
+        return "\n".join([*lines, "", said])
     if bare is None or bare <= 0:
         return "\n".join([*lines, "", f"main job {job:.0f} s (no bare install measured)"])
     ratio = job / bare
@@ -380,7 +402,7 @@ def main() -> int:
         except (OSError, ValueError) as exc:
             sys.exit(f"{NAME}: the main job's report cannot be read: {exc}")
     print(table(images, bare, job))
-    return done.returncode
+    return exit_status(done.returncode, images)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from torchimages.engine import (
     SbomAttestation,
     ShellResult,
 )
-from torchimages.probes import MARK, PART_MARK, combined_source, probe_source
+from torchimages.probes import END_MARK, MARK, PART_MARK, combined_source, probe_source, program_nonce
 from torchimages.security.python import PACKAGES_PROBE
 
 # The facts probe's answer (torchimages/probes/scripts/facts.py): what an image holds, as torch reports it.
@@ -405,10 +405,12 @@ class FakeEngine:
             return self._answer(reference, "facts")
         if args == ["-c", probe_source("cuda_archs")]:
             return self._answer(reference, "cuda_archs")
-        if args == ["-c", combined_source(COMBINED)]:
-            # as the combined program writes it: each part's mark on a line of its own, then the part's output
-            parts = (f"\n{PART_MARK}{name}\n{self._answer(reference, name)}" for name in COMBINED)
-            return "interpreter noise\n" + "".join(parts)
+        nonce = program_nonce(args[-1]) if len(args) == 2 else None
+        if nonce is not None and args == ["-c", combined_source(COMBINED, nonce)]:
+            # as the combined program writes it: each part's mark (with the run's nonce) on a line of its own,
+            # then the part's output; then the end mark
+            parts = (f"\n{PART_MARK}{nonce}:{name}\n{self._answer(reference, name)}" for name in COMBINED)
+            return "interpreter noise\n" + "".join(parts) + f"\n{END_MARK}{nonce}\n"
         if args == ["-c", PACKAGES_PROBE]:
             return self.venv_packages
         if args == ["-c", INSTALLED_PROBE]:

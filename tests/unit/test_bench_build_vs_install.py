@@ -201,3 +201,29 @@ def test_the_summary_s_count_marks_where_the_report_begins() -> None:
     assert bench.is_summary("1 built, 0 skipped, 1 failed, 1 interrupted")
     assert not bench.is_summary("[2/2] 2.13.0-cpu-devel: built in 884 s")
     assert not bench.is_summary("built   884 s  torchimages/pytorch:2.13.0-cpu-devel    1.44 GB  169 s  712 s")
+
+
+@pytest.mark.parametrize("result", ["failed", "interrupted", "None", "passed"])
+def test_a_job_whose_image_failed_gets_no_ratio_verdict_and_exit_1(result: str) -> None:
+    """A job that fails early looks fast: 'within the target' for it would be a false figure (outside review)."""
+    images = [
+        bench.ImagePhases("2.11.0-cuda13.0-cudnn9-runtime", "built", 300.0, 200.0, 100.0),
+        bench.ImagePhases("2.11.0-cuda13.0-cudnn9-devel", result, 10.0, 5.0, None),
+    ]
+    text = bench.table(images, bare=2000.0, job=520.0)
+    assert "ratio" not in text.splitlines()[-1].replace("no ratio verdict", "") and "within" not in text
+    assert text.endswith(
+        f"the main job failed (2.11.0-cuda13.0-cudnn9-devel ({result})): its 520 s are no measure, no ratio verdict"
+    )
+    assert bench.table(images, bare=None, job=520.0).endswith("no ratio verdict")
+    assert bench.exit_status(0, images) == 1 and bench.exit_status(2, images) == 2
+    assert bench.exit_status(0, images[:1]) == 0 and bench.exit_status(0, []) == 1
+    assert bench.table([], bare=200.0, job=5.0).endswith(
+        "the main job failed (no image in the report): its 5 s are no measure, no ratio verdict"
+    )
+
+
+def test_images_up_to_date_are_a_job_done() -> None:
+    images = [bench.ImagePhases("2.11.0-cpu-runtime", "skipped", 1.0, None, None)]
+    assert bench.table(images, bare=200.0, job=40.0).endswith("(within the target of 2)")
+    assert bench.exit_status(0, images) == 0

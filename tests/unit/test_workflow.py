@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from tests.unit.conftest import ROOT
 from torchimages import platforms
@@ -263,3 +265,64 @@ def test_zizmor_and_actionlint_do_find_a_planted_injection(ghcr_both: str, tmp_p
     found = {finding["ident"] for finding in json.loads(audited.stdout)}
     assert {"template-injection", "unpinned-uses"} <= found
     assert audited.returncode != 0
+
+
+# Secret names: two registries never share one (outside review)
+
+
+def test_two_registries_whose_logins_read_the_same_secret_are_refused_naming_both() -> None:
+    found = [workflow.login("a.b.example"), workflow.login("a-b.example")]
+    assert found[0].username == found[1].username == "secrets.A_B_EXAMPLE_USERNAME"
+    with pytest.raises(InputError) as refused:
+        workflow.distinct_secrets(found)
+    message = str(refused.value)
+    assert "a.b.example and to a-b.example" in message and "A_B_EXAMPLE_USERNAME" in message
+    apart = [workflow.login("ghcr.io"), workflow.login("docker.io"), workflow.login("quay.io")]
+    assert workflow.distinct_secrets(apart) == apart
+
+
+# Every value of the plan's is a quoted YAML scalar: a hostile matrix name reads back as itself (outside review)
+
+NAMES = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp", "Zs", "Co", "Cn", "Cf")), max_size=30)
+
+
+@given(name=st.one_of(NAMES, st.sampled_from(["prod.yaml #staging", "m: x #y.yaml", "'a\"b'", "*x", "!!int 3", "- a"])))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_hostile_matrix_name_reads_back_as_itself(ghcr_plan: plan.Plan, name: str) -> None:
+    assume("${{" not in name)
+    text = workflow.render(ghcr_plan, name)
+    document = yaml.safe_load(text)
+    assert document["env"]["MATRIX"] == name
+    assert document["jobs"] == yaml.safe_load(workflow.render(ghcr_plan, "matrix.yaml"))["jobs"]
+    logins = [s["with"]["registry"] for _, s in steps(text) if "login-action" in s.get("uses", "")]
+    assert logins and all(r == "ghcr.io" for r in logins)
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("m\nx.yaml", "holds the unprintable character '\\n'"),
+        ("m\rx.yaml", "holds the unprintable character '\\r'"),
+        ("m\x1bx.yaml", "holds the unprintable character '\\x1b'"),
+        ("m\u2028.yaml", "holds the unprintable character '\\u2028'"),
+        ("${{ secrets.TOKEN }}.yaml", "holds `${{`, which GitHub expands as an expression"),
+    ],
+)
+def test_a_matrix_name_no_yaml_value_can_hold_is_refused(ghcr_plan: plan.Plan, name: str, said: str) -> None:
+    with pytest.raises(InputError, match=re.escape(said)):
+        workflow.render(ghcr_plan, name)
+
+
+def test_the_cli_refuses_it_with_exit_2_in_one_line(cli: Cli, write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(GHCR_BOTH)
+    hostile = path.with_name("prod\n#x.yaml")
+    hostile.write_text(path.read_text())
+    code, out, err = cli("workflow", "--matrix", str(hostile), "--output", str(path.parent / "w.yml"))
+    assert (code, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1 and "the matrix file's name" in err, err
+    assert not (path.parent / "w.yml").exists()
+
+
+@pytest.fixture
+def ghcr_plan(write_matrix: Callable[[str], Path]) -> plan.Plan:
+    return plan.load(write_matrix(GHCR_BOTH))

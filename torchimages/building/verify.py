@@ -22,7 +22,16 @@ from typing import Any, Protocol
 from torchimages.building import architectures, constraints, libraries
 from torchimages.building.constraints import ConstraintsVerdict
 from torchimages.building.libraries import LibraryProblem
-from torchimages.probes import PART_MARK, combined_source, parse_payload, part_failure, probe_source, split_parts
+from torchimages.probes import (
+    PART_MARK,
+    Split,
+    combined_source,
+    new_nonce,
+    parse_payload,
+    part_failure,
+    probe_source,
+    split_parts,
+)
 from torchimages.versions import COMPANIONS, decode_companions, decode_facts, local_label, public_version, same_build
 
 
@@ -146,7 +155,7 @@ class Probed:
     """The facts and archs probes' outputs of one container run (`read_both`), by part; each is decoded when
     asked, so that a part's failure is that reading's alone."""
 
-    parts: Mapping[str, str]
+    split: Split
     tail: str = ""  # the end of the run's whole output, to say what came instead of a part
 
     def facts(self) -> Facts:
@@ -158,9 +167,14 @@ class Probed:
         return archs_of(self._part(ARCHS_PROBE, "archs"))
 
     def _part(self, name: str, what: str) -> str:
-        output = self.parts.get(name)
-        if output is None:
-            raise ValueError(f"the {what} probe did not run: no {PART_MARK}{name} line in {self.tail!r}")
+        outputs = self.split.outputs.get(name, ())
+        if not outputs:
+            raise ValueError(f"the {what} probe did not run: no {PART_MARK}<nonce>:{name} line in {self.tail!r}")
+        if len(outputs) > 1:
+            raise ValueError(f"the {what} probe's answer is given twice: something in the image forges its mark")
+        if not self.split.ended:
+            raise ValueError(f"the {what} probe's run did not reach its end mark: {self.tail!r}")
+        output = outputs[0]
         failure = part_failure(output)
         if failure is not None:
             raise ValueError(f"the {what} probe failed: {failure}")
@@ -172,5 +186,6 @@ def read_both(engine: PythonRunner, reference: str) -> Probed:
 
     Raises engine.ProbeError when the container fails; each part's answer is read from the result.
     """
-    output = engine.run_python(reference, ["-c", combined_source(BOTH)])
-    return Probed(MappingProxyType(split_parts(output)), output.strip()[-500:])
+    nonce = new_nonce()  # the host's, new for each run: a mark the image prints without it is no part's
+    output = engine.run_python(reference, ["-c", combined_source(BOTH, nonce)])
+    return Probed(split_parts(output, nonce), output.strip()[-500:])

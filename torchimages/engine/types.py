@@ -93,7 +93,10 @@ class CacheSpec:
             raise ValueError(problem)
         if any(not key or not sep for key, sep, _ in fields):
             raise ValueError(f"{values.show(values.hide_logins(text))} is not a list of key=value fields")
-        attrs = dict((key, value) for key, _, value in fields)
+        keys = [key.lower() for key, _, _ in fields]  # buildx lower-cases the keys: `REF=` is `ref=`
+        if twice := sorted({key for key in keys if keys.count(key) > 1}):
+            raise ValueError(f"{values.show(values.hide_logins(text))}: {twice[0]}= is given twice (keys in any case)")
+        attrs = dict((key.lower(), value) for key, _, value in fields)
         kind = attrs.pop("type", "")
         if kind not in CACHE_TYPES:
             raise ValueError(f"unknown cache type '{kind}' (allowed: {', '.join(CACHE_TYPES)})")
@@ -138,9 +141,9 @@ def reference_login_end(ref: str) -> int:
 
 def _shown_field(key: str, sep: str, value: str) -> str:
     """A cache spec's field as a message may say it: without a login, a credential's value left out."""
-    if key in CACHE_CREDENTIALS:
+    if key.lower() in CACHE_CREDENTIALS:
         return f"{key}{sep}..."
-    if key == "ref" and (end := reference_login_end(value)) >= 0:
+    if key.lower() == "ref" and (end := reference_login_end(value)) >= 0:
         value = value[end + 1 :]
     return f"{key}{sep}{values.hide_logins(value)}"
 
@@ -153,12 +156,12 @@ def _credential_problem(fields: Sequence[tuple[str, str, str]]) -> str | None:
     or a credential's attribute. The message never says the login nor the credential."""
     shown = values.show(",".join(_shown_field(*field) for field in fields))
     for key, _, value in fields:
-        if key in CACHE_CREDENTIALS:
+        if key.lower() in CACHE_CREDENTIALS:  # buildx reads keys in any case (it lower-cases them)
             return (
                 f"{shown}: {key}= is a credential, and {_LEAKS}: give it to buildx through its environment "
-                f"instead ({CACHE_CREDENTIALS[key]})"
+                f"instead ({CACHE_CREDENTIALS[key.lower()]})"
             )
-        if key == "ref" and (values.has_url_login(value) or reference_login_end(value) >= 0):
+        if key.lower() == "ref" and (values.has_url_login(value) or reference_login_end(value) >= 0):
             return (
                 f"{shown}: the reference holds a login (USER:PASSWORD@ before the registry's host), and {_LEAKS}: "
                 "log in with `docker login REGISTRY` instead (a cache's registry is read with the engine's "

@@ -9,7 +9,9 @@ rendering; a change to the matrix that changes one of the above makes the commit
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -72,15 +74,49 @@ def logins(plan: Plan) -> list[Login]:
     if local:
         message = f"the public tags go to {local[0]}, a registry of this machine that no runner reaches"
         raise InputError([Problem(message + ": give the matrix a `repository` of a registry the runners reach")])
-    return [login(d) for d in domains]
+    return distinct_secrets([login(d) for d in domains])
+
+
+def distinct_secrets(found: list[Login]) -> list[Login]:
+    """`found`, or InputError when two registries' logins read the same secrets (`a.b` and `a-b` both read
+    A_B_USERNAME): the job would send one registry's credentials to the other. (A matrix has one repository
+    today; this holds the line for the day the tags go to several.)"""
+    by_secret: dict[str, str] = {}
+    for each in found:
+        if each.secret and (other := by_secret.setdefault(each.username, each.registry)) != each.registry:
+            name = each.username.removeprefix("secrets.")
+            message = (
+                f"the public tags go to {other} and to {each.registry}, whose logins are both read from the "
+                f"secret {name} (and its _PASSWORD): one registry's credentials would be sent to the other"
+            )
+            raise InputError([Problem(message + ": give the matrix repositories of registries named apart")])
+    return found
+
+
+def renderable(what: str, value: str) -> str:
+    """`value`, or InputError when no YAML scalar (nor comment) of the workflow can hold it as it is: a line break
+    or another unprintable character, or `${{` (GitHub would expand it as an expression, even quoted)."""
+    if not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        problem = f"holds the unprintable character {bad!r}"
+    elif "${{" in value:
+        problem = "holds `${{`, which GitHub expands as an expression"
+    else:
+        return value
+    raise InputError([Problem(f"{what} {json.dumps(value)} {problem}: the workflow cannot name it; rename it")])
+
+
+def yaml_scalar(value: object) -> str:
+    """A YAML double-quoted scalar of `value` (JSON's string syntax is YAML's): `#`, `: `, quotes stay its own."""
+    return json.dumps(renderable("a value of the workflow", str(value)), ensure_ascii=False)
 
 
 def context(plan: Plan, matrix: str, bases: str | None = None) -> dict[str, object]:
     """The template's view: `matrix` as the workflow's commands name it, `bases` the `--bases` they repeat."""
     found = logins(plan)
     return {
-        "matrix": matrix,
-        "bases": f" --bases {bases}" if bases else "",
+        "matrix": renderable("the matrix file's name", matrix),
+        "bases": f" --bases {shlex.quote(renderable('--bases', bases))}" if bases else "",
         "logins": found,
         "ghcr_public": any(login.registry == GHCR for login in found),
         "bootstrap": any(views.bootstrapped(c) for c in plan.combinations),
@@ -91,7 +127,7 @@ def context(plan: Plan, matrix: str, bases: str | None = None) -> dict[str, obje
 
 def environment() -> jinja2.Environment:
     """A strict Jinja2 environment whose delimiters leave GitHub's `${{ }}` and bash's `${#...}` as they are."""
-    return jinja2.Environment(
+    found = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -101,6 +137,8 @@ def environment() -> jinja2.Environment:
         comment_start_string="{##",
         comment_end_string="##}",
     )
+    found.filters["yaml"] = yaml_scalar  # every value of the plan's that lands in a YAML scalar goes through it
+    return found
 
 
 def render(plan: Plan, matrix: str, bases: str | None = None) -> str:

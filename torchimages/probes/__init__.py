@@ -4,14 +4,16 @@ A probe runs with the host's own Python (stdlib + torch only) and prints one lin
 `SMOKE_JSON:{...}`; `parse_payload` reads it back. The scripts reach a testinfra host
 through `/bin/sh` (`run_probe`), or a throwaway container through the engine (building.verify).
 Several probes can share one interpreter (`combined_program`: one `import torch` for all of them), each
-part's output after its own `SMOKE_PART:<name>` line (`split_parts`); a part that raises says so on a
-`SMOKE_FAILED:` line and the next part still runs.
+part's output after its own `SMOKE_PART:<nonce>:<name>` line and the run's end on `SMOKE_END:<nonce>`
+(`split_parts`); a part that raises says so on a `SMOKE_FAILED:` line and the next part still runs. The nonce
+is the host's, new for each run (`new_nonce`): a mark without it is the image's noise, not a part.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
 
 
 MARK = "SMOKE_JSON:"
-PART_MARK = "SMOKE_PART:"  # a line `SMOKE_PART:<name>` starts a part of a combined run (combined_program)
+PART_MARK = "SMOKE_PART:"  # a line `SMOKE_PART:<nonce>:<name>` starts a part of a combined run (combined_program)
+END_MARK = "SMOKE_END:"  # a line `SMOKE_END:<nonce>`: the combined program ran all its parts; what follows is no part's
 FAILED_MARK = "SMOKE_FAILED:"  # a line `SMOKE_FAILED:<Type: message>`: that part raised (or exited non-zero)
 SCRIPTS_PACKAGE = "torchimages.probes"
 
@@ -95,35 +98,74 @@ for _name, _source in PARTS:
     if _failure is not None:
         sys.stdout.write("\\n" + FAILED + _one_line(_failure) + "\\n")
         sys.stdout.flush()
+sys.stdout.write("\\n" + END + "\\n")
+sys.stdout.flush()
 """
 _PART_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_NONCE = re.compile(r"[0-9a-f]{32}")
+_PROGRAM_NONCE = re.compile(r"^PART = 'SMOKE_PART:([0-9a-f]{32}):'$", re.MULTILINE)
 
 
-def combined_program(parts: Sequence[tuple[str, str]]) -> str:
+def new_nonce() -> str:
+    """A fresh random nonce for one combined run's marks (32 hex digits)."""
+    return secrets.token_hex(16)
+
+
+def combined_program(parts: Sequence[tuple[str, str]], nonce: str) -> str:
     """A `python -c` program that runs each (name, source) in turn in one interpreter, each part's output
-    after its `SMOKE_PART:<name>` line; a part that raises ends with a `SMOKE_FAILED:` line and the next runs."""
+    after its `SMOKE_PART:<nonce>:<name>` line, then `SMOKE_END:<nonce>`; a part that raises ends with a
+    `SMOKE_FAILED:` line and the next runs."""
+    if not _NONCE.fullmatch(nonce):
+        raise ValueError(f"a run's nonce is 32 hex digits (new_nonce), not {nonce!r}")
     for name, _ in parts:
         if not _PART_NAME.fullmatch(name):
             raise ValueError(f"a part's name is a lower-case identifier, not {name!r}")
-    return f"PARTS = {list(parts)!r}\nPART = {PART_MARK!r}\nFAILED = {FAILED_MARK!r}\n{_RUN_PARTS}"
+    return (
+        f"PARTS = {list(parts)!r}\nPART = {PART_MARK + nonce + ':'!r}\nFAILED = {FAILED_MARK!r}\n"
+        f"END = {END_MARK + nonce!r}\n{_RUN_PARTS}"
+    )
 
 
-def combined_source(names: Sequence[str]) -> str:
+def program_nonce(program: str) -> str | None:
+    """The nonce a `combined_program` text carries, or None (for a fake engine that answers as the program)."""
+    found = _PROGRAM_NONCE.search(program)
+    return found.group(1) if found else None
+
+
+def combined_source(names: Sequence[str], nonce: str) -> str:
     """`combined_program` of scripts/<name>.py for each name, in that order."""
-    return combined_program([(name, probe_source(name)) for name in names])
+    return combined_program([(name, probe_source(name)) for name in names], nonce)
 
 
-def split_parts(stdout: str) -> dict[str, str]:
-    """Each part's output in a combined run's stdout, by name: the lines after its `SMOKE_PART:<name>` line up
-    to the next such line (a name given twice: its last part). What comes before the first is no part's."""
-    parts: dict[str, list[str]] = {}
+@dataclass(frozen=True)
+class Split:
+    """A combined run's stdout read by its marks: each part's outputs by name (more than one: the name was
+    given twice, which no honest run does) and whether the run's end mark came."""
+
+    outputs: Mapping[str, tuple[str, ...]]
+    ended: bool
+
+
+def split_parts(stdout: str, nonce: str) -> Split:
+    """Each part's output in a combined run's stdout, by name: the lines after its `SMOKE_PART:<nonce>:<name>`
+    line up to the next such line or `SMOKE_END:<nonce>`. Lines without the nonce are the part's text, never
+    marks; what comes before the first part and after the end is no part's."""
+    part, end = PART_MARK + nonce + ":", END_MARK + nonce
+    outputs: dict[str, list[list[str]]] = {}
     current: list[str] | None = None
+    ended = False
     for line in stdout.splitlines():
-        if line.startswith(PART_MARK):
-            current = parts[line[len(PART_MARK) :].strip()] = []
+        if line.strip() == end:
+            ended = True
+        elif ended:
+            continue  # after the program's own end: an atexit hook's, the image's, never a part's
+        elif line.startswith(part):
+            current = []
+            outputs.setdefault(line[len(part) :].strip(), []).append(current)
         elif current is not None:
             current.append(line)
-    return {name: "\n".join(lines) for name, lines in parts.items()}
+    joined = {name: tuple("\n".join(lines) for lines in blocks) for name, blocks in outputs.items()}
+    return Split(joined, ended)
 
 
 def part_failure(text: str) -> str | None:

@@ -26,7 +26,7 @@ from torchimages.building.requests import BuildOptions
 from torchimages.combination import Image
 from torchimages.engine import ProbeError
 from torchimages.planning import plan
-from torchimages.probes import combined_program, combined_source, split_parts
+from torchimages.probes import Split, combined_program, combined_source, program_nonce, split_parts
 from torchimages.security.python import PACKAGES_PROBE
 
 MATRIX = "matrix:\n  include:\n    - {torch: 2.7.0, cuda: '11.8'}\n"
@@ -70,9 +70,10 @@ def test_read_both_is_one_run_of_the_image_that_yields_both_answers() -> None:
     engine.images["img:tmp"] = {}
     engine.truth["img:tmp"] = {**CU118_270, "cuda_archs_probe": archs_answer("sm_80 sm_90")}
     probed = verify.read_both(engine, "img:tmp")
-    assert [c for c in engine.calls if c[0] == "run_python"] == [
-        ("run_python", ("img:tmp", ["-c", combined_source(("facts", "cuda_archs"))]))
-    ]
+    (call,) = [c for c in engine.calls if c[0] == "run_python"]
+    nonce = program_nonce(call[1][1][1])
+    assert nonce is not None
+    assert call == ("run_python", ("img:tmp", ["-c", combined_source(("facts", "cuda_archs"), nonce)]))
     assert probed.facts().versions["torch"] == "2.7.0+cu118"
     assert probed.archs().label == "sm_80 sm_90"
 
@@ -85,7 +86,10 @@ def test_the_builder_runs_one_container_per_image_for_the_facts_and_the_archs(
     assert [(o.status, o.cuda_archs) for o in outcomes] == [("built", CU118), ("built", CU118)]
     runs = verification_runs(engine)
     assert len(runs) == 2, runs  # two images, one run each
-    assert all(args == ["-c", combined_source(("facts", "cuda_archs"))] for _, args in runs)
+    nonces = [program_nonce(args[1]) for _, args in runs]
+    both = ("facts", "cuda_archs")
+    assert all(args == ["-c", combined_source(both, n or "")] for n, (_, args) in zip(nonces, runs, strict=True))
+    assert len(set(nonces)) == 2  # a new nonce for each run
     assert len(gated) == 2  # and the smoke gate is handed that run's facts (the gate asserts them)
 
 
@@ -148,7 +152,7 @@ def test_the_archs_verdict_comes_only_after_the_facts_matched(selected: list[pla
     ("answer", "said"),
     [
         (ProbeError("python exited with status 139 in img: Segmentation fault"), "python exited with status 139"),
-        ("no marker at all", "the facts probe did not run: no SMOKE_PART:facts line in 'no marker at all'"),
+        ("no marker at all", "the facts probe did not run: no SMOKE_PART:<nonce>:facts line in 'no marker at all'"),
     ],
 )
 def test_a_run_that_fails_as_a_whole_is_the_versions_failure(
@@ -169,18 +173,28 @@ def test_a_run_that_fails_as_a_whole_is_the_versions_failure(
 
 def test_a_missing_archs_part_is_the_archs_failure() -> None:
     facts = "SMOKE_JSON:" + json.dumps({k: v for k, v in CU118_270.items() if k != "cuda_archs_probe"})
-    probed = verify.Probed({"facts": facts}, "the end")
+    probed = verify.Probed(Split({"facts": (facts,)}, ended=True), "the end")
     assert probed.facts().versions["torch"] == "2.7.0+cu118"
-    with pytest.raises(ValueError, match="the archs probe did not run: no SMOKE_PART:cuda_archs line in 'the end'"):
+    missing = "the archs probe did not run: no SMOKE_PART:<nonce>:cuda_archs line in 'the end'"
+    with pytest.raises(ValueError, match=missing):
         probed.archs()
 
 
 # --- the combined program, run by a real Python ------------------------------------------------------------
 
 
+NONCE = "0123456789abcdef0123456789abcdef"
+
+
 def run_program(program: str) -> str:
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True)
     return done.stdout
+
+
+def single(split: Split) -> dict[str, str]:
+    """Each part's one output, by name (a name given twice fails the test)."""
+    assert split.ended and all(len(outputs) == 1 for outputs in split.outputs.values()), split
+    return {name: outputs[0] for name, outputs in split.outputs.items()}
 
 
 @pytest.mark.parametrize(
@@ -198,8 +212,8 @@ def run_program(program: str) -> str:
     ],
 )
 def test_a_part_that_raises_or_exits_is_said_and_the_next_part_still_answers(first: str, failure: str | None) -> None:
-    output = run_program(combined_program([("first", first), ("second", 'print("SMOKE_JSON:" + "{\\"b\\": 2}")')]))
-    parts = split_parts(output)
+    second = 'print("SMOKE_JSON:" + "{\\"b\\": 2}")'
+    parts = single(split_parts(run_program(combined_program([("first", first), ("second", second)], NONCE)), NONCE))
     assert set(parts) == {"first", "second"}
     assert parts["second"].splitlines()[-1] == 'SMOKE_JSON:{"b": 2}'
     said = [line for line in parts["first"].splitlines() if line.startswith("SMOKE_FAILED:")]
@@ -209,7 +223,7 @@ def test_a_part_that_raises_or_exits_is_said_and_the_next_part_still_answers(fir
 def test_each_part_runs_in_a_namespace_of_its_own_as_main() -> None:
     first = "x = 1\nif __name__ == '__main__':\n    print('SMOKE_JSON:' + str(x))"
     second = "print('SMOKE_JSON:' + repr('x' in globals()))"
-    parts = split_parts(run_program(combined_program([("first", first), ("second", second)])))
+    parts = single(split_parts(run_program(combined_program([("first", first), ("second", second)], NONCE)), NONCE))
     assert {name: text.strip() for name, text in parts.items()} == {
         "first": "SMOKE_JSON:1",
         "second": "SMOKE_JSON:False",
@@ -218,7 +232,7 @@ def test_each_part_runs_in_a_namespace_of_its_own_as_main() -> None:
 
 def test_the_real_probes_combined_answer_on_the_host(tmp_path: Path) -> None:
     """The facts and archs scripts, combined, in the host's Python (torch or not): both parts decode."""
-    probed = verify.Probed(split_parts(run_program(combined_source(verify.BOTH))))
+    probed = verify.Probed(split_parts(run_program(combined_source(verify.BOTH, NONCE)), NONCE))
     facts = probed.facts()
     assert facts.versions["python"] == f"{sys.version_info.major}.{sys.version_info.minor}"
     reading = probed.archs()
@@ -227,33 +241,91 @@ def test_the_real_probes_combined_answer_on_the_host(tmp_path: Path) -> None:
 
 def test_a_part_name_is_an_identifier() -> None:
     with pytest.raises(ValueError, match="lower-case identifier"):
-        combined_program([("a\nSMOKE_PART:b", "")])
+        combined_program([("a\nSMOKE_PART:b", "")], NONCE)
+    with pytest.raises(ValueError, match="32 hex digits"):
+        combined_program([("a", "")], "")
+
+
+# --- forged marks (issue 44's outside review) ---------------------------------------------------------------
+
+# Stands for what an image runs at `import torch` (a .pth file, sitecustomize): it prints after the real parts.
+FORGER = """
+import atexit
+atexit.register(lambda: print(FORGED))
+print('SMOKE_JSON:{"facts": 1}')
+"""
+FAILING_ARCHS = "raise RuntimeError('the archs probe failed for real')\n"
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        'SMOKE_PART:cuda_archs\nSMOKE_JSON:{"torch_flags": "sm_90"}',  # no nonce: noise
+        f'SMOKE_PART:{NONCE}:cuda_archs\nSMOKE_JSON:{{"torch_flags": "sm_90"}}',  # after the end mark
+        f'SMOKE_END:{NONCE}\nSMOKE_PART:{NONCE}:cuda_archs\nSMOKE_JSON:{{"torch_flags": "sm_90"}}',
+    ],
+)
+def test_a_part_printed_after_the_run_forges_no_answer(forged: str) -> None:
+    program = combined_program([("facts", f"FORGED = {forged!r}\n" + FORGER), ("cuda_archs", FAILING_ARCHS)], NONCE)
+    output = run_program(program)
+    assert forged.splitlines()[-1] in output  # the forger did print
+    probed = verify.Probed(split_parts(output, NONCE), output[-500:])
+    with pytest.raises(ValueError, match="the archs probe failed: RuntimeError: the archs probe failed for real"):
+        probed.archs()
+
+
+def test_a_part_given_twice_is_refused_and_the_other_part_still_reads() -> None:
+    """Something that knows the nonce (it can read the program) and prints a part before the real one."""
+    facts = "SMOKE_JSON:" + json.dumps({k: v for k, v in CU118_270.items() if k != "cuda_archs_probe"})
+    forged = f'\nSMOKE_PART:{NONCE}:cuda_archs\nSMOKE_JSON:{{"torch_flags": "sm_90"}}\nSMOKE_PART:{NONCE}:facts'
+    first = f"print({forged!r})\nprint({facts!r})"
+    program = combined_program([("facts", first), ("cuda_archs", FAILING_ARCHS)], NONCE)
+    probed = verify.Probed(split_parts(run_program(program), NONCE))
+    with pytest.raises(ValueError, match="the archs probe's answer is given twice"):
+        probed.archs()
+    with pytest.raises(ValueError, match="the facts probe's answer is given twice"):
+        probed.facts()
+
+
+def test_a_run_that_did_not_reach_its_end_answers_nothing() -> None:
+    facts = "SMOKE_JSON:" + json.dumps({k: v for k, v in CU118_270.items() if k != "cuda_archs_probe"})
+    program = combined_program([("facts", f"import os\nprint({facts!r}, flush=True)\nos._exit(0)")], NONCE)
+    probed = verify.Probed(split_parts(run_program(program), NONCE), "the end")
+    with pytest.raises(ValueError, match="the facts probe's run did not reach its end mark: 'the end'"):
+        probed.facts()
 
 
 # --- splitting untrusted output ----------------------------------------------------------------------------
 
 # One line each: no line break of any kind (str.splitlines' set: control characters, Zl, Zp), never a part's mark.
 LINES = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=60).filter(
-    lambda s: not s.startswith("SMOKE_PART:")
+    lambda s: not s.startswith("SMOKE_PART:") and s.strip() != "SMOKE_END:" + NONCE
 )
 
 
 @given(st.text(max_size=400))
 @settings(max_examples=300, deadline=None)
 def test_split_parts_reads_any_output_without_failing(text: str) -> None:
-    parts = split_parts(text)
-    assert all(isinstance(k, str) and isinstance(v, str) for k, v in parts.items())
-    if "SMOKE_PART:" not in text:
-        assert parts == {}
+    split = split_parts(text, NONCE)
+    assert all(isinstance(k, str) and all(isinstance(v, str) for v in vs) for k, vs in split.outputs.items())
+    if f"SMOKE_PART:{NONCE}:" not in text:
+        assert split.outputs == {}
 
 
 @given(
     st.text(max_size=80).filter(lambda s: "SMOKE_PART:" not in s),
     st.lists(st.tuples(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), st.lists(LINES, max_size=5)), max_size=4),
+    st.text(max_size=200),
 )
 @settings(max_examples=200, deadline=None)
-def test_split_parts_gives_each_part_its_own_lines_the_last_of_a_name_winning(
-    before: str, parts: list[tuple[str, list[str]]]
+def test_split_parts_gives_each_part_its_own_lines_a_name_given_twice_kept_twice(
+    before: str, parts: list[tuple[str, list[str]]], after: str
 ) -> None:
-    output = before + "\n" + "\n".join(line for name, body in parts for line in ["SMOKE_PART:" + name, *body])
-    assert split_parts(output) == {name: "\n".join(body) for name, body in dict(parts).items()}
+    marked = ["SMOKE_PART:" + NONCE + ":" + name for name, _ in parts]
+    output = "\n".join([before, *(line for m, (_, body) in zip(marked, parts, strict=True) for line in [m, *body])])
+    output += f"\nSMOKE_END:{NONCE}\n{after}"
+    expected: dict[str, list[str]] = {}
+    for name, body in parts:
+        expected.setdefault(name, []).append("\n".join(body))
+    split = split_parts(output, NONCE)
+    assert split.ended and split.outputs == {name: tuple(bodies) for name, bodies in expected.items()}

@@ -130,3 +130,59 @@ def test_a_reference_refused_for_another_reason_never_says_its_login(text: str) 
     with pytest.raises(UsageError) as refused:
         common.cache_specs("--cache-from", [text])
     assert "not an image reference" in str(refused.value) and SECRET not in str(refused.value)
+
+
+# --- keys in any case: buildx lower-cases a cache spec's keys (outside review) ---------------------------------
+
+
+def any_case(draw: st.DrawFn, word: str) -> str:
+    """`word` with each letter's case drawn."""
+    return "".join(draw(st.sampled_from([c.lower(), c.upper()])) for c in word)
+
+
+@st.composite
+def credential_specs(draw: st.DrawFn) -> str:
+    which = draw(st.sampled_from(["secret_access_key", "session_token", "token", "ref"]))
+    key = any_case(draw, which)
+    if which == "ref":
+        return f"type=registry,{key}=u:{SECRET}@reg.example.org/team/cache:1"
+    return f"type=s3,region=eu-west-1,bucket=b,{key}={SECRET}"
+
+
+@given(credential_specs())
+def test_a_credential_key_in_any_case_is_refused_without_saying_it(text: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-from", [text])
+    assert SECRET not in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"type=gha,TOKEN=ghs_{SECRET}",
+        f"type=s3,region=us,bucket=b,SECRET_ACCESS_KEY={SECRET}",
+        f"type=s3,region=us,bucket=b,Session_Token={SECRET}",
+        f"type=registry,REF=user:{SECRET}@reg.example/repo",
+        f"type=registry,ref=localhost:5000/x,REF=user:{SECRET}@reg.example/repo",
+        f"type=registry,Ref=ghp_{SECRET}@ghcr.io/org/cache:1",
+    ],
+)
+def test_the_reviewers_upper_case_credentials_are_refused(text: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-to", [text])
+    assert SECRET not in str(refused.value)
+    assert "is a credential" in str(refused.value) or "holds a login" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "text", ["type=registry,ref=reg.example.org/a:1,REF=reg.example.org/b:1", "type=inline,TYPE=registry"]
+)
+def test_a_key_given_twice_in_any_case_is_refused(text: str) -> None:
+    with pytest.raises(UsageError, match="is given twice"):
+        common.cache_specs("--cache-to", [text])
+
+
+def test_an_upper_case_key_reads_as_buildx_reads_it() -> None:
+    assert CacheSpec.parse("TYPE=registry,REF=reg.example.org/c:{tag}") == CacheSpec.parse(
+        "type=registry,ref=reg.example.org/c:{tag}"
+    )
