@@ -1995,6 +1995,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if each.secret and (other := by_secret",
       "        if False and (other := by_secret",
       "registries `a.b` and `a-b` both log in with A_B_USERNAME: one registry's credentials go to the other"),
+    M("overlap-devel-gate-beside-runtimes", OVERLAP,
+      "                before_gate=lambda: _wait(gated),\n",
+      "",
+      "devel's layer scan runs beside runtime's: it reads runtime's layers again, not from the cache"),
+    M("builder-gate-waits-for-nothing", BUILDER,
+      "        hooks.before_gate()\n",
+      "",
+      "devel's security gate starts before runtime's ended: runtime's layers are scanned twice"),
 )
 # fmt: on
 

@@ -446,7 +446,10 @@ class Builder:
         or why not."""
         measures.size_bytes = readings.size(self.engine, reference)
         began = time.monotonic()
-        problems = self._check_before_tagging(combination, image, reference, progress, measures, secrets)
+        try:
+            problems = self._check_before_tagging(combination, image, reference, progress, measures, secrets, hooks)
+        finally:
+            hooks.gated()  # its security gate ended, or will not run: a neighbour's may start
         measures.test_seconds = time.monotonic() - began
         if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
             return self._interrupted(combination, image, start, "during verification", progress)
@@ -569,6 +572,7 @@ class Builder:
         progress: Progress,
         measures: _Measures,
         secrets: tuple[tuple[str, bytes], ...],
+        hooks: Hooks = NO_HOOKS,
     ) -> list[str]:
         """The size budget and the largest layer's, verification (the versions inside equal the tag's, the NVIDIA
         libraries torch loads are the pinned wheels', the constraints file's pins are installed, the GPU architectures
@@ -585,10 +589,10 @@ class Builder:
         if self.options.gates_together and self.security_gate and self.smoke_gate and not self.cancelled.is_set():
             progress.update(image.own_tag, "security, smoke")
             with ThreadPoolExecutor(1, thread_name_prefix="security") as pool:  # both once, at the same time
-                security = pool.submit(self._security, image, reference, progress, measures, secrets, False)
+                security = pool.submit(self._security, image, reference, progress, measures, secrets, hooks, False)
                 smoke = self._smoke(combination, image, reference, progress, measures, found, False)
                 return [*security.result(), *smoke]
-        problems = self._security(image, reference, progress, measures, secrets)
+        problems = self._security(image, reference, progress, measures, secrets, hooks)
         if problems:
             return problems
         if self.cancelled.is_set():
@@ -602,20 +606,24 @@ class Builder:
         progress: Progress,
         measures: _Measures,
         secrets: tuple[tuple[str, bytes], ...],
+        hooks: Hooks = NO_HOOKS,
         staged: bool = True,
     ) -> list[str]:
         """The security gate's problems (none when there is none, or after an interrupt); its results kept in
-        `measures`, each check that could not look said. `staged`: its stage is shown (not when run beside the
-        smoke gate)."""
+        `measures`, each check that could not look said. It starts once `hooks` lets it (devel: runtime's gate
+        ended, so runtime's layers are in the scan's cache) and says when it ended. `staged`: its stage is shown
+        (not when run beside the smoke gate)."""
         if not self.security_gate or self.cancelled.is_set():
             return []
         if staged:
             progress.update(image.own_tag, "security")
+        hooks.before_gate()
         began = time.monotonic()
         try:
             verdict = self.security_gate(image, reference, secrets)
         finally:
             measures.gate_seconds = time.monotonic() - began
+            hooks.gated()
         measures.security = verdict.results
         for line in not_scanned(image.own_tag, verdict.results):  # never passed in silence (build, promote)
             progress.note(line)

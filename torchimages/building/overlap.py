@@ -27,11 +27,15 @@ class Hooks:
     """Where one image's build meets its neighbour's: `built` is called once the image is built and held under
     its temporary reference (before its checks); `before_tag` once its own checks passed, before any tag: it
     returns when the tag may go on; `waits`: what `before_tag` would wait for now, shown meanwhile (empty: it would
-    not wait)."""
+    not wait); `before_gate` before its security gate: it returns once the neighbour's gate ended (devel's layer scan
+    then takes runtime's layers from the scan's cache instead of reading them again); `gated` once its own security
+    gate ended, or will not run."""
 
     built: Callable[[], None] = _nothing
     before_tag: Callable[[], None] = _nothing
     waits: Callable[[], str] = str
+    before_gate: Callable[[], None] = _nothing
+    gated: Callable[[], None] = _nothing
 
 
 NO_HOOKS = Hooks()
@@ -45,15 +49,30 @@ def overlapped(
     """(runtime's outcome, devel's), once both ended. `runtime(hooks)` builds and checks runtime in a thread;
     once it is built and held, `during(hooks)` builds and checks devel here, its tag held back until runtime's
     outcome is known; a runtime that ended before it was held gives devel `after(its outcome)` instead."""
-    held = Event()
+    held, gated = Event(), Event()
     with ThreadPoolExecutor(1, thread_name_prefix="runtime") as pool:
-        first: Future[Outcome] = pool.submit(runtime, Hooks(built=held.set))
-        first.add_done_callback(lambda _: held.set())
+        first: Future[Outcome] = pool.submit(runtime, Hooks(built=held.set, gated=gated.set))
+        first.add_done_callback(lambda _: _set(held, gated))
         held.wait()
         if first.done():
             return first.result(), after(first.result())
-        second = during(Hooks(before_tag=lambda: _ended(first), waits=lambda: "" if first.done() else "runtime"))
+        second = during(
+            Hooks(
+                before_tag=lambda: _ended(first),
+                waits=lambda: "" if first.done() else "runtime",
+                before_gate=lambda: _wait(gated),
+            )
+        )
         return first.result(), second
+
+
+def _set(*events: Event) -> None:
+    for event in events:
+        event.set()
+
+
+def _wait(event: Event) -> None:
+    event.wait()
 
 
 def _ended(future: Future[Outcome]) -> None:

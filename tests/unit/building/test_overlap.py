@@ -219,3 +219,38 @@ def test_a_runtime_whose_checks_crash_lets_no_devel_be_tagged(selection: list[pl
     with pytest.raises(RuntimeError, match="the gate broke"):
         build(engine, selection, tmp_path, gate, timeline)
     assert engine.tagged == [] and engine.temporary() == []
+
+
+def test_devels_security_gate_starts_after_runtimes_ended(selection: list[plan.Selected], tmp_path: Path) -> None:
+    """devel's layer scan takes runtime's layers from the scan's cache (docs/benchmarks.md): it starts only once
+    runtime's gate ended, though devel builds and is verified while runtime's checks run."""
+    from torchimages.security.gate import Verdict
+
+    timeline = Timeline()
+    engine = TimedEngine(timeline, true_facts(selection[0].combination))
+    devel_checked = threading.Event()
+
+    def security(image: Image, reference: str, secrets: object) -> Verdict:
+        timeline.add("gate", image.flavor)
+        if image.flavor == "runtime":
+            devel_built = threading.Event()
+            for _ in range(PATIENCE_S * 100):  # give devel every chance to start its gate too early
+                if timeline.has("built", "devel"):
+                    devel_built.set()
+                    break
+                threading.Event().wait(0.01)
+            timeline.add("gate ended", image.flavor)
+        return Verdict((), ())
+
+    def smoke(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+        if image.flavor == "devel":
+            devel_checked.set()
+            return []
+        return [] if devel_checked.wait(PATIENCE_S) else ["devel's checks did not run while runtime's ran"]
+
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    said = lambda line: timeline.add("line", line)  # noqa: E731
+    devel, runtime = Builder(engine, options, smoke, out=said, security_gate=security).build(selection)  # type: ignore[arg-type]
+    assert (devel.status, runtime.status) == ("built", "built")
+    assert timeline.first("build", "devel") < timeline.first("gate ended", "runtime")
+    assert timeline.first("gate ended", "runtime") < timeline.first("gate", "devel")
