@@ -236,7 +236,7 @@ def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https")
         return text
     if not parts.hostname:
         raise BadValue(where, bare, "a URL needs a host (http://HOST[:PORT]/...)")
-    if port == 0 or (problem := _domain_problem(parts.netloc)):
+    if port == 0 or (problem := _domain_problem(parts.netloc.rpartition("@")[2])):  # never a login in a reason
         raise BadValue(where, bare, problem or "the port must be a number from 1 to 65535")
     if encoded_login and _host_part(text) != parts.netloc:
         raise BadValue(where, bare, "the URL's login has a '/', '?' or '#': percent-encode it (%2F, %3F, %23)")
