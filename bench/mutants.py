@@ -1749,7 +1749,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "",
       "/etc/profile.d/proxy.sh with `export http_proxy=http://user:password@proxy` passes the gate"),
     M("condarc-token-missed", LEAKS,
-      'CONDA_LOGIN = re.compile(rb"://[^\\s/]{1,255}/t/[A-Za-z0-9_-]{8,128}(?![A-Za-z0-9_-])|" + SECRET_USERINFO.pattern)',
+      'CONDA_LOGIN = re.compile(rb"://[^\\s/]{1,255}/t/[A-Za-z0-9_-]{8,128}(?![A-Za-z0-9_-])|"'
+      ' + SECRET_USERINFO.pattern)',
       'CONDA_LOGIN = SECRET_USERINFO',
       "a condarc whose channel holds an anaconda.org token (`/t/TOKEN/`) passes the gate"),
     M("content-rule-link-is-a-finding", LAYERS,
@@ -1967,7 +1968,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       'a long run of letters before `://` is read from every start: a hostile file holds the gate (O(n^2))'),
     M('hide-logins-backtracking', VALUES,
       '    return _WORD.sub(_hide_word, _BARE_LOGIN.sub("", mirror_without_login(text)))',
-      '    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\\s@]*@", r"\\1", _BARE_LOGIN.sub("", mirror_without_login(text)))',
+      '    return re.sub(r"(://)[^\\s@]*@", r"\\1", _BARE_LOGIN.sub("", mirror_without_login(text)))',
       'a refusal of a huge value quoting many `a://` takes minutes to word (a backtracking hide of logins)'),
     M('hide-logins-netloc-alone-said', VALUES,
       '    return word[:start] + word[at + 1 :] if ":" in word[start:at] else word',

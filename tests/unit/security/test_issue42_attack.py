@@ -50,7 +50,9 @@ def test_a_symlink_met_before_its_target_is_judged_when_the_target_comes() -> No
     """Docker writes a layer's entries in path order: /etc/wgetrc before the /opt file it points to."""
     body = _joined([], (link("etc/wgetrc", "/opt/cfg/wgetrc.real", tarfile.SYMTYPE),))[:-1024]
     found = details(layer(*BASE), body + layer(("opt/cfg/wgetrc.real", WGETRC)))
-    assert found == [("/etc/wgetrc", "a symbolic link to /opt/cfg/wgetrc.real, a wgetrc with a password or a login in a URL")]
+    assert found == [
+        ("/etc/wgetrc", "a symbolic link to /opt/cfg/wgetrc.real, a wgetrc with a password or a login in a URL")
+    ]
 
 
 def test_a_link_to_a_harmless_file_is_no_finding() -> None:
