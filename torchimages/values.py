@@ -322,9 +322,10 @@ def userinfo_pattern(
     """The regex of a URL's userinfo as the project reads it: group 1 the scheme and `://`, group 2 the login
     (`USER[:PASSWORD]`), up to the first '@' that a host follows and then `end` (or the text's end). `many` and
     `some` are the quantifiers of "any" and "one or more" (`{0,N}`, `{1,N}`: a bounded match, for a search in
-    chunks), `scheme` that of the scheme's characters after its first (a longer run before `://` is no scheme); `end` what ends a host (in a file, a
-    quote may close the URL). `secret_only`: a login that is a secret, with a password (`user:password`) or a
-    user alone that is a token (TOKEN_USER); `git@`, `anonymous@`, an e-mail alone are not."""
+    chunks), `scheme` that of the scheme's characters after its first (a longer run before `://` is no scheme);
+    `end` what ends a host (in a file, a quote may close the URL). `secret_only`: a login that is a secret, with
+    a password (`user:password`) or a user alone that is a token (TOKEN_USER); `git@`, `anonymous@`, an e-mail
+    alone are not."""
     host = rf"@(?={_HOST_CHAR}{some}(?:{end}|$))"  # an '@' that a host follows: the login's end
     user = rf"(?:[^\s/?#:@]|@(?!{_HOST_CHAR}{some}(?:{end}|$))){many}+"  # no '@' that a host follows
     password = rf"{_PASSWORD}{some}?" if secret_only else rf"{_PASSWORD}{many}?"

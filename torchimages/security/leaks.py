@@ -97,7 +97,8 @@ def _wget_word(word: str) -> str:
 # login that is a secret in a URL (`http_proxy = URL`)
 _WGET_PASSWORD = (
     rf"^[ \t]{{0,64}}[-_]{{0,16}}(?:(?:{_wget_word('http')}|{_wget_word('ftp')}|{_wget_word('proxy')})[-_]{{0,16}})?"
-    rf"{_wget_word('passw')}[-_]{{0,16}}(?:{_wget_word('or')}[-_]{{0,16}})?d[-_]{{0,16}}[ \t]{{0,64}}=[ \t]{{0,64}}[^\s#]"
+    rf"{_wget_word('passw')}[-_]{{0,16}}(?:{_wget_word('or')}[-_]{{0,16}})?d[-_]{{0,16}}"
+    rf"[ \t]{{0,64}}=[ \t]{{0,64}}[^\s#]"
 )
 WGET_LOGIN = re.compile(_WGET_PASSWORD.encode() + rb"|" + SECRET_USERINFO.pattern, re.IGNORECASE | re.MULTILINE)
 # curl's config file (`--user u:p`, `-u u:p`, `user = "u:p"`, `proxy-user`: a user with a password; a bearer
