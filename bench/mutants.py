@@ -1971,7 +1971,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    return re.sub(r"(://)[^\\s@]*@", r"\\1", _BARE_LOGIN.sub("", mirror_without_login(text)))',
       'a refusal of a huge value quoting many `a://` takes minutes to word (a backtracking hide of logins)'),
     M('hide-logins-netloc-alone-said', VALUES,
-      '    return word[:start] + word[at + 1 :] if ":" in word[start:at] else word',
+      '    return word[:start] + word[at + 1 :] if hosted and ":" in word[start:at] else word',
       '    return word',
       "a refusal quoting a netloc alone ('john@corp:KEY@host') says the password"),
     M('url-domain-problem-quotes-login', VALUES,

@@ -356,7 +356,7 @@ class MirrorLogin:
 
 # What a message hides besides, word by word (linear in the text): in a word with a `://`, all from it up to the
 # word's last '@' (a malformed URL's login: `https://u:pw@`); in one without, all up to its last '@' where a ':'
-# comes before it (a netloc or a registry quoted alone: `'john@corp:KEY@mirror'`, `u:p@host`).
+# comes before it and a host after it (a netloc or a registry quoted alone: `'john@corp:KEY@mirror'`, `u:p@host`).
 _WORD = re.compile(r"\S+")
 _OPENERS = "'\"([{<"
 
@@ -370,7 +370,8 @@ def _hide_word(found: re.Match[str]) -> str:
     if 0 <= scheme < at:
         return word[: scheme + 3] + word[at + 1 :]
     start = len(word) - len(word.lstrip(_OPENERS))
-    return word[:start] + word[at + 1 :] if ":" in word[start:at] else word
+    hosted = re.match(_HOST_CHAR, word[at + 1 :]) is not None  # `USER:PASSWORD@` alone, a rule's text, is none
+    return word[:start] + word[at + 1 :] if hosted and ":" in word[start:at] else word
 
 
 def hide_logins(text: str) -> str:
