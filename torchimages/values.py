@@ -236,7 +236,7 @@ def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https")
         return text
     if not parts.hostname:
         raise BadValue(where, bare, "a URL needs a host (http://HOST[:PORT]/...)")
-    if port == 0 or (problem := _domain_problem(parts.netloc)):
+    if port == 0 or (problem := _domain_problem(parts.netloc.rpartition("@")[2])):  # never a login in a reason
         raise BadValue(where, bare, problem or "the port must be a number from 1 to 65535")
     if encoded_login and _host_part(text) != parts.netloc:
         raise BadValue(where, bare, "the URL's login has a '/', '?' or '#': percent-encode it (%2F, %3F, %23)")
@@ -302,30 +302,42 @@ def mirror_family(text: str) -> tuple[str | None, str]:
     return (head, rest) if equals and head.isidentifier() else (None, text)
 
 
-# A URL's userinfo (`scheme://USER[:PASSWORD]@`): a user without '/', '?', '#', '@' or ':', then a password of any
-# non-blank characters, up to the first '@' that a host (and port) follows, ending the word or followed by '/', '?'
-# or '#'. A password as users type it ('/', '?', '#' not percent-encoded) is all of it; an '@' in a path
-# (`https://host/simple/@scope`, `http://u:p@host/debian@2026/`) is no login and is kept.
+# A URL's userinfo (`scheme://USER[:PASSWORD]@`): a user without '/', '?', '#' or ':' (an e-mail's '@' is kept:
+# `http://john@corp.example:KEY@mirror/`), then a password of any non-blank characters, up to the first '@' that a
+# host (and port) follows, ending the word or followed by '/', '?' or '#'. A password as users type it ('/', '?',
+# '#' not percent-encoded) is all of it, save a `://` (a URL of its own: read from there); an '@' in a path
+# (`https://host/simple/@scope`, `http://u:p@host/debian@2026/`) is no login and is kept. A scheme starts where a
+# run of scheme characters does, so each `://` is read once: the search takes time linear in the text.
 # The pieces are shared with the release gate (security/leaks.py searches files with the same reading).
-_USER, _PASSWORD = r"[^\s/?#@:]", r"\S"  # a character of each
+_PASSWORD = r"(?:(?!://)\S)"  # a character of a password
 _HOST_CHAR = r"[A-Za-z0-9.\-\[\]:%_~]"
+_SCHEME_CHAR = r"[A-Za-z0-9+.-]"
 URL_END = r"[/?#\s]"  # what ends a host in a value: its path, query or fragment, a blank (or the value's end)
+TOKEN_USER = r"[A-Za-z0-9_-]{20,1024}"  # a user alone that is a secret: a token (ghp_..., glpat-..., hf_..., AKIA...)
 
 
-def userinfo_pattern(many: str = "*", some: str = "+", end: str = URL_END, scheme: str = "*") -> str:
+def userinfo_pattern(
+    many: str = "*", some: str = "+", end: str = URL_END, scheme: str = "*", secret_only: bool = False
+) -> str:
     """The regex of a URL's userinfo as the project reads it: group 1 the scheme and `://`, group 2 the login
     (`USER[:PASSWORD]`), up to the first '@' that a host follows and then `end` (or the text's end). `many` and
     `some` are the quantifiers of "any" and "one or more" (`{0,N}`, `{1,N}`: a bounded match, for a search in
-    chunks), `scheme` that of the scheme's characters after its first; `end` what ends a host (in a file, a
-    quote may close the URL)."""
-    login = rf"{_USER}{many}(?::{_PASSWORD}{many}?)?"
-    return rf"([A-Za-z][A-Za-z0-9+.-]{scheme}://)({login})@(?={_HOST_CHAR}{some}(?:{end}|$))"
+    chunks), `scheme` that of the scheme's characters after its first (a longer run before `://` is no scheme);
+    `end` what ends a host (in a file, a quote may close the URL). `secret_only`: a login that is a secret, with
+    a password (`user:password`) or a user alone that is a token (TOKEN_USER); `git@`, `anonymous@`, an e-mail
+    alone are not."""
+    host = rf"@(?={_HOST_CHAR}{some}(?:{end}|$))"  # an '@' that a host follows: the login's end
+    user = rf"(?:[^\s/?#:@]|@(?!{_HOST_CHAR}{some}(?:{end}|$))){many}+"  # no '@' that a host follows
+    password = rf"{_PASSWORD}{some}?" if secret_only else rf"{_PASSWORD}{many}?"
+    alone = rf"{TOKEN_USER}(?={host})" if secret_only else rf"[^\s/?#@:]{some}+(?={host})"
+    login = rf"{user}:{password}(?={host})|{alone}"
+    return rf"((?<!{_SCHEME_CHAR}){_SCHEME_CHAR}{_SCHEME_CHAR}{scheme}+://)({login}){host}"
 
 
 _HOST_AFTER = rf"(?={_HOST_CHAR}+(?:{URL_END}|$))"
 _USERINFO = re.compile(userinfo_pattern())
 # A registry written without a scheme (`USER:PASSWORD@HOST/PREFIX`): hidden from a refusal's message too.
-_BARE_LOGIN = re.compile(rf"^{_USER}*:{_PASSWORD}*?@" + _HOST_AFTER)
+_BARE_LOGIN = re.compile(rf"^[^\s/?#@:]*:{_PASSWORD}*?@" + _HOST_AFTER)
 
 
 @dataclass(frozen=True)
@@ -342,15 +354,31 @@ class MirrorLogin:
         return f"machine {self.machine} login {self.user} password {self.password}\n"
 
 
-# What a message hides besides: anything up to an '@' after a scheme (a malformed URL's login: `https://u:pw@`).
-_ANY_LOGIN = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s@]*@")
+# What a message hides besides, word by word (linear in the text): in a word with a `://`, all from it up to the
+# word's last '@' (a malformed URL's login: `https://u:pw@`); in one without, all up to its last '@' where a ':'
+# comes before it and a host after it (a netloc or a registry quoted alone: `'john@corp:KEY@mirror'`, `u:p@host`).
+_WORD = re.compile(r"\S+")
+_OPENERS = "'\"([{<"
+
+
+def _hide_word(found: re.Match[str]) -> str:
+    word = found[0]
+    at = word.rfind("@")
+    scheme = word.find("://")
+    if at < 0:
+        return word
+    if 0 <= scheme < at:
+        return word[: scheme + 3] + word[at + 1 :]
+    start = len(word) - len(word.lstrip(_OPENERS))
+    hosted = re.match(_HOST_CHAR, word[at + 1 :]) is not None  # `USER:PASSWORD@` alone, a rule's text, is none
+    return word[:start] + word[at + 1 :] if hosted and ":" in word[start:at] else word
 
 
 def hide_logins(text: str) -> str:
     """`text` as a message may say it: without any URL's login (a malformed one too: it may over-hide a path's
-    '@', never under-hide), nor a scheme-less registry's (`u:p@host`). For messages only: what is written,
-    labelled or hashed is mirror_without_login's."""
-    return _ANY_LOGIN.sub(r"\1", _BARE_LOGIN.sub("", mirror_without_login(text)))
+    '@', never under-hide), nor a scheme-less registry's or netloc's (`u:p@host`). For messages only: what is
+    written, labelled or hashed is mirror_without_login's."""
+    return _WORD.sub(_hide_word, _BARE_LOGIN.sub("", mirror_without_login(text)))
 
 
 def has_url_login(text: str) -> bool:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchimages.security.leaks import MATCH_MAX, Secret, private_key
+from torchimages.security.leaks import LINK_MARKS, MATCH_MAX, Secret, private_key
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,15 @@ class Facts:
     key: str | None = None
     secrets: tuple[str, ...] = ()
     marked: bool = False
+    linked: frozenset[bytes] = frozenset()  # the marks of LINK_MARKS found (their patterns): a link's rule's
 
     def __bool__(self) -> bool:
-        return bool(self.key or self.secrets or self.marked)
+        return bool(self.key or self.secrets or self.marked or self.linked)
+
+    def holds(self, mark: re.Pattern[bytes] | None) -> bool:
+        """Whether the content matches `mark`, one of LINK_MARKS (what a link to this file at a path judged by
+        its content is judged by)."""
+        return mark is not None and mark.pattern in self.linked
 
 
 class Search:
@@ -41,6 +47,7 @@ class Search:
         self.key: str | None = None
         self.found: dict[str, None] = {}
         self.marked = False
+        self.linked: dict[bytes, None] = {}
 
     def feed(self, chunk: bytes) -> None:
         if self.hashed is not None:
@@ -50,6 +57,9 @@ class Search:
             self.key = private_key(data, len(data) - self.overlap)
         if self.mark is not None and not self.marked:
             self.marked = self.mark.search(data) is not None
+        for mark in LINK_MARKS:
+            if mark.pattern not in self.linked and mark.search(data) is not None:
+                self.linked[mark.pattern] = None
         for needle, what in self.needles:
             if what not in self.found and needle in data:
                 self.found[what] = None
@@ -67,4 +77,4 @@ class Search:
         said = tuple(
             w for w in self.found if not (w.startswith("a login from") and w.removeprefix("a login from") in whole)
         )
-        return Facts(self.key, said, self.marked)
+        return Facts(self.key, said, self.marked, frozenset(self.linked))

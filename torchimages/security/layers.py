@@ -182,6 +182,7 @@ class _Reading:
         self.deleted: set[str] = set()
         self.opaque: set[str] = set()
         self.facts: dict[str, tuple[Facts, str]] = {}  # a file with facts: them, and its credentials rule's hit
+        self.pending: dict[str, list[tuple[str, str]]] = {}  # a file not yet met: links to it (path, kind)
         self.entries = 0
         self.retained = 0
 
@@ -240,7 +241,10 @@ class _Reading:
         named = rule.what if rule is not None and (rule.mark is None or facts.marked) else ""
         if facts or named:
             self.facts[self.keep(path)] = (facts, named)
-        return self.content_hits(path, facts, named)
+        hits = self.content_hits(path, facts, named)
+        for link, kind in self.pending.pop(path, []):  # links met before the file: judged now
+            hits += self.linked_hits(link, kind, path, facts, named)
+        return hits
 
     def content_hits(self, path: str, facts: Facts, named: str, prefix: str = "") -> list[Hit]:
         hits = [Hit(path, prefix + named)] if named else []
@@ -260,10 +264,19 @@ class _Reading:
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
         known = self.facts.get(target)
         if known is not None:
-            facts, named = known
-            hits += self.content_hits(path, facts, named, f"{kind} to {target}, ")
+            hits += self.linked_hits(path, kind, target, *known)
             self.facts[self.keep(path)] = known
+        elif rule is not None and not rule.links and rule.mark is not None:  # the file may come later
+            self.pending.setdefault(self.keep(target), []).append((self.keep(path), kind))
         return hits
+
+    def linked_hits(self, path: str, kind: str, target: str, facts: Facts, named: str) -> list[Hit]:
+        """What a link at `path` to a file of this layer holds: that file's findings, and its content judged by
+        the rule of the link's path (one judged by content: `links=False`)."""
+        rule = credential_rule(path)
+        if rule is not None and not rule.links and facts.holds(rule.mark):
+            named = rule.what
+        return self.content_hits(path, facts, named, f"{kind} to {target}, ")
 
     def layer(self, problem: str = "") -> Layer:
         hits = tuple(self.hits + stray_hits(self.stray))

@@ -76,25 +76,44 @@ KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data
 # non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
 # a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
 # that closes the URL (`"http://u:p@proxy:3128";`, `'http://u:p@proxy'`)
-URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\]"""  # values.URL_END, and what closes a URL in a file
-USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,30}").encode())
+URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\&|`]"""  # values.URL_END, and what closes a URL in a file or a shell line
+USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}").encode())
+# the same, for a login that is a secret (a password, or a user alone that is a token: values.TOKEN_USER): in files
+# where a URL with a user alone is common and no secret (`ssh://git@github.com/...` in a shell startup file)
+SECRET_USERINFO = re.compile(
+    values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}", secret_only=True).encode()
+)
 # apt_auth.conf(5) (netrc's format): a `password` token and its value
 APT_PASSWORD = re.compile(rb"(?:^|\s)password[ \t\r\n]{1,64}\S", re.IGNORECASE)
-# wget's startup files (wgetrc(5) commands, `-` and `_` ignored, any case): a password command on a line of its
-# own (`password`, `http_password`, `ftp_passwd`, `proxy_password`), or a login in a URL (`http_proxy = URL`)
-WGET_LOGIN = re.compile(
-    rb"^[ \t]{0,64}(?:(?:http|ftp|proxy)[-_]?)?passw(?:or)?d[ \t]{0,64}=[ \t]{0,64}[^\s#]|" + USERINFO.pattern,
-    re.IGNORECASE | re.MULTILINE,
+
+
+def _wget_word(word: str) -> str:
+    """A wgetrc command name as wget reads it: any case (the pattern's flag), `-` and `_` anywhere ignored."""
+    return "[-_]{0,16}".join(word)
+
+
+# wget's startup files (wgetrc(5) commands, `-` and `_` ignored anywhere, any case): a password command on a line
+# of its own (`password`, `http_password`, `ftp_passwd`, `proxy_password`, `pass_word`, `http-pass-word`), or a
+# login that is a secret in a URL (`http_proxy = URL`)
+_WGET_PASSWORD = (
+    rf"^[ \t]{{0,64}}[-_]{{0,16}}(?:(?:{_wget_word('http')}|{_wget_word('ftp')}|{_wget_word('proxy')})[-_]{{0,16}})?"
+    rf"{_wget_word('passw')}[-_]{{0,16}}(?:{_wget_word('or')}[-_]{{0,16}})?d[-_]{{0,16}}"
+    rf"[ \t]{{0,64}}=[ \t]{{0,64}}[^\s#]"
 )
+WGET_LOGIN = re.compile(_WGET_PASSWORD.encode() + rb"|" + SECRET_USERINFO.pattern, re.IGNORECASE | re.MULTILINE)
 # curl's config file (`--user u:p`, `-u u:p`, `user = "u:p"`, `proxy-user`: a user with a password; a bearer
-# token; a key's passphrase), or a login in a URL (`proxy = "http://u:p@host"`)
+# token; a key's passphrase; an Authorization header: `header = "Authorization: Bearer T"`, `-H "Authorization:
+# Basic B"`), or a login that is a secret in a URL (`proxy = "http://u:p@host"`)
 CURL_LOGIN = re.compile(
     rb"^[ \t]{0,64}(?:-[uU]|(?:--)?(?:proxy-)?user)(?=[ \t=:])[ \t]{0,64}[=:]?[ \t]{0,64}\"?[^\s\":]{0,1024}:[^\s\"]|"
-    rb"^[ \t]{0,64}(?:--)?(?:oauth2-bearer|pass|proxy-pass)(?=[ \t=:])[ \t=:]{1,64}\"?[^\s\"]|" + USERINFO.pattern,
+    rb"^[ \t]{0,64}(?:--)?(?:oauth2-bearer|pass|proxy-pass)(?=[ \t=:])[ \t=:]{1,64}\"?[^\s\"#]|"
+    rb"^[ \t]{0,64}(?:-H|(?:--)?(?:proxy-)?header)(?=[ \t=:\"'])[ \t=:]{0,64}[\"']?[ \t]{0,64}"
+    rb"(?i:(?:proxy-)?authorization)[ \t]{0,64}:[ \t]{0,64}[^\s\"']|" + SECRET_USERINFO.pattern,
     re.MULTILINE,
 )
-# conda's channels and proxies: a login in a URL, or an anaconda.org token in a channel's path (`/t/TOKEN/`)
-CONDA_LOGIN = re.compile(rb"://[^\s/]{1,255}/t/[A-Za-z0-9_-]{8,128}/|" + USERINFO.pattern)
+# conda's channels and proxies: a login that is a secret in a URL, or an anaconda.org token in a channel's path
+# (`/t/TOKEN/`, `/t/TOKEN` ending the URL)
+CONDA_LOGIN = re.compile(rb"://[^\s/]{1,255}/t/[A-Za-z0-9_-]{8,128}(?![A-Za-z0-9_-])|" + SECRET_USERINFO.pattern)
 
 
 @dataclass(frozen=True)
@@ -216,9 +235,10 @@ CREDENTIAL_FILES = (
     CredentialFile(("curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
     CredentialFile(("_curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
     # shells' startup files (`export http_proxy=http://user:password@proxy`): bash's, the POSIX profile, zsh's,
-    # the system-wide ones and /etc/profile.d's snippets
+    # the system-wide ones (Debian's /etc/zsh/*) and /etc/profile.d's snippets (and its sub-folders'); a login
+    # that is a secret (a user alone, `ssh://git@github.com/...`, is none)
     *(
-        CredentialFile(suffix, "a shell startup file with a login in a URL", USERINFO, links=False)
+        CredentialFile(suffix, "a shell startup file with a login in a URL", SECRET_USERINFO, links=False)
         for suffix in (
             (".bashrc",),
             (".bash_profile",),
@@ -229,12 +249,22 @@ CREDENTIAL_FILES = (
             (".zprofile",),
             ("etc", "profile"),
             ("etc", "bash.bashrc"),
+            ("etc", "zshenv"),
+            ("etc", "zshrc"),
+            ("etc", "zprofile"),
+            ("etc", "zlogin"),
+            ("etc", "zsh", "*"),
             ("etc", "profile.d", "*"),
+            ("etc", "profile.d", "*", "*"),
         )
+    ),
+    # systemd's environment.d(5) (/etc/environment.d/*.conf, ~/.config/environment.d/*.conf)
+    CredentialFile(
+        ("environment.d", "*.conf"), "an environment.d file with a login in a URL", SECRET_USERINFO, links=False
     ),
     # conda (docs.conda.io: the .condarc search path; mamba's too): channels and proxy_servers
     CredentialFile((".condarc",), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
-    CredentialFile(("conda", "condarc"), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
+    CredentialFile(("condarc",), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
     CredentialFile(("condarc.d", "*"), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
     CredentialFile((".mambarc",), "a mambarc with a login or a token in a URL", CONDA_LOGIN, links=False),
     # Maven's settings.xml <server><password>; Cargo's, RubyGems' and Terraform's tokens; Vault's token
@@ -311,6 +341,19 @@ def _fits(parts: Sequence[str], stop: int, patterns: Sequence[str]) -> bool:
     """Whether the components of `parts` that end before `stop` match `patterns`, one each."""
     start = stop - len(patterns)
     return start >= 0 and all(fnmatch.fnmatchcase(parts[start + i], p) for i, p in enumerate(patterns))
+
+
+def _link_marks(rules: Sequence[CredentialFile]) -> tuple[re.Pattern[bytes], ...]:
+    """The content marks of the rules that judge a link by what it points to (`links=False`), each once: every
+    file's content is searched for them, so that a link to it at such a path is judged by its content."""
+    marks: dict[bytes, re.Pattern[bytes]] = {}
+    for rule in rules:
+        if not rule.links and rule.mark is not None:
+            marks.setdefault(rule.mark.pattern, rule.mark)
+    return tuple(marks.values())
+
+
+LINK_MARKS = _link_marks(CREDENTIAL_FILES)
 
 
 def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:

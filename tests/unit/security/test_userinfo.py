@@ -15,7 +15,7 @@ from torchimages.security import leaks
 
 PRINTABLE = "".join(c for c in string.printable if not c.isspace())
 USER = st.text(st.sampled_from([c for c in PRINTABLE if c not in "/?#@:"]), min_size=1, max_size=20)
-PASSWORD = st.text(st.sampled_from(PRINTABLE), min_size=1, max_size=30)
+PASSWORD = st.text(st.sampled_from(PRINTABLE), min_size=1, max_size=30).filter(lambda p: "://" not in p)  # a URL
 LABEL = st.text(st.sampled_from(string.ascii_lowercase + string.digits), min_size=1, max_size=10)
 HOST = st.builds(lambda labels, port: ".".join(labels) + port, st.lists(LABEL, min_size=1, max_size=3),
                  st.sampled_from(["", ":3128", ":8080"]))  # fmt: skip
