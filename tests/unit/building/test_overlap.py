@@ -250,7 +250,7 @@ def test_devels_security_gate_starts_after_runtimes_ended(selection: list[plan.S
 
     options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
     said = lambda line: timeline.add("line", line)  # noqa: E731
-    devel, runtime = Builder(engine, options, smoke, out=said, security_gate=security).build(selection)  # type: ignore[arg-type]
+    devel, runtime = Builder(engine, options, smoke, out=said, security_gate=security).build(selection)
     assert (devel.status, runtime.status) == ("built", "built")
     assert timeline.first("build", "devel") < timeline.first("gate ended", "runtime")
     assert timeline.first("gate ended", "runtime") < timeline.first("gate", "devel")
