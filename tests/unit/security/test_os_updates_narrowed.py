@@ -292,3 +292,34 @@ def test_the_gate_of_one_run_shares_the_answer_and_each_command_has_its_own(tmp_
     args = argparse.Namespace(allowlist=None, matrix=tmp_path / "matrix.yaml", require_scan=False, skip_check=[])
     one, two = common.security_options(args), common.security_options(args)
     assert one.answers is not None and two.answers is not None and one.answers is not two.answers
+
+
+def test_a_whitespace_only_line_joins_two_stanzas_as_apt_reads_them() -> None:
+    """apt 2.6.1 (`apt-get indextargets` on this layout) reads one stanza where a line of spaces stands between two:
+    only an empty line ends a stanza; its fields named twice count once, the last. A line of spaces before a
+    stanza is skipped."""
+    path = "/etc/apt/sources.list.d/debian.sources"
+    joined = (
+        "Types: deb\nURIs: http://deb.example.org/debian\nSuites: bookworm\nComponents: main\n   \n"
+        "Types: deb\nURIs: http://security.example.org/debian-security\nSuites: bookworm-security\n"
+        "Components: main\n\n\t\n"
+        "Types: deb\nURIs: http://deb.example.org/debian\nSuites: bookworm-updates\nComponents: main\n"
+    )
+    sourced = (  # apt 2.6.1's own answer for `joined`: the security suite is entry 1, the updates entry 2
+        f"bookworm-security {path}:1 http://security.example.org/debian-security bookworm-security/main amd64 Packages\n"
+        f"bookworm-security {path}:1 http://security.example.org/debian-security bookworm-security/main all Packages\n"
+        f"bookworm-updates {path}:2 http://deb.example.org/debian bookworm-updates/main amd64 Packages\n"
+        f"bookworm-updates {path}:2 http://deb.example.org/debian bookworm-updates/main all Packages\n"
+    )
+    copy = apt_sources.copy(apt_sources.sourced_targets(sourced), files_of(path, joined), "bookworm-security")
+    assert copy.usable, copy.why
+    assert copy.deb822 == (
+        "Types: deb\nURIs: http://deb.example.org/debian\nComponents: main\n   \n"
+        "Types: deb\nURIs: http://security.example.org/debian-security\nSuites: bookworm-security\n"
+        "Components: main",
+    )
+    assert apt_sources.copy(
+        apt_sources.sourced_targets(sourced.replace(":1 ", ":2 ")),
+        files_of(path, joined),
+        "bookworm-security",
+    ).why.startswith("the Suites of entry 2")  # entry 2 is the updates stanza (no security suite in it)
