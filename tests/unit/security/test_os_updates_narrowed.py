@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from tests.fakes import FakeEngine
 from tests.unit.security.test_os_updates import DEBIAN_LOOK, LOOKS, answer
 from torchimages.cli import common
-from torchimages.engine import ShellResult
+from torchimages.engine import ImageInfo, ShellResult
 from torchimages.security import allowlist, apt_sources, gate, os_answers, os_updates
 from torchimages.security.model import FAILED, OS_UPDATES, PYTHON, SECRETS
 
 TODAY = datetime.date(2026, 12, 1)
+ENV = {"PATH": "/usr/bin:/bin", "HTTP_PROXY": "http://proxy.example.org:3128"}
 SECURITY_LINE = (
     "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
     "http://security.example.org/debian-security bookworm-security main"
@@ -64,6 +65,9 @@ def engine_with(look: str = DEBIAN_LOOK, refresh: str | None = None, status: int
     engine = FakeEngine()
     engine.shell_answers[LOOKS] = ShellResult(status, look, "")
     engine.shell_answer = ShellResult(0, refresh if refresh is not None else answer(), "")
+    for reference in ("runtime:1", "devel:1"):  # the image config's Env, as the engine knows it
+        engine.images[reference] = {}
+        engine.details[reference] = ImageInfo(reference, "sha256:" + "0" * 64, {}, dict(ENV), "", ())
     return engine
 
 
@@ -250,19 +254,49 @@ def test_an_answer_is_not_shared_across_packages_sources_networks_or_runs() -> N
     other_source = DEBIAN_LOOK.replace(
         "|deb http://deb.example.org/debian bookworm main", "|deb http://m.example.org/debian bookworm main"
     )
-    other_key = DEBIAN_LOOK.replace("2346606574 11873 /usr/share/keyrings", "2346606575 11873 /usr/share/keyrings")
-    others = (other_package, other_arch, other_source, other_key)
+    other_key = DEBIAN_LOOK.replace("|506b815cbb32d9b6066b", "|506b815cbb32d9b6066c")
+    others = (other_package, other_arch, other_source, other_key, *OTHER_ANSWERS)
     for look, network in (*((o, None) for o in others), (DEBIAN_LOOK, "build-net")):
         engine = engine_with()
         answers = os_answers.Answers()
         os_updates.scan(engine, "runtime:1", None, answers, "runtime")
         engine.shell_answers[LOOKS] = ShellResult(0, look, "")
         second = os_updates.scan(engine, "devel:1", network, answers, "devel")
-        assert len(engine.shells) == 4 and "as for" not in second.note
+        assert len(engine.shells) == 4 and "as for" not in second.note, look
     engine = engine_with()
     os_updates.scan(engine, "runtime:1", None, os_answers.Answers(), "runtime")
     os_updates.scan(engine, "devel:1", None, os_answers.Answers(), "devel")  # another run: its own answers
     assert len(engine.shells) == 4
+
+
+# Looks that change the answer (issue 44's review): an auth.conf, a CA bundle that apt's configuration names, a
+# keyring a sources entry names outside the four folders, a sources file longer than the look prints.
+AUTH = "|none /etc/apt/auth.conf\n"
+OTHER_ANSWERS = (
+    DEBIAN_LOOK.replace(AUTH, "|9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 /etc/apt/auth.conf\n"),
+    DEBIAN_LOOK.replace(AUTH, AUTH + "|60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752 /etc/apt/auth.conf.d/x.conf\n"),
+    DEBIAN_LOOK.replace(AUTH, AUTH + "|fd61a03af4f77d870fc21e05e7e80678095c92d808cfb3b5c279ee04c74aca13 /etc/corp/ca.pem\n"),
+    DEBIAN_LOOK.replace("### auth", "|2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae /opt/corp/key.gpg\n### auth"),
+    DEBIAN_LOOK.replace("### look-status 0", "### unshared a sources file passes 65536 bytes\n### look-status 0"),
+)
+
+
+def test_an_answer_is_not_shared_where_the_images_proxies_differ() -> None:
+    """apt heeds http_proxy, https_proxy, no_proxy, ALL_PROXY in any case (the image's Env, from the engine)."""
+    for name, value in (("http_proxy", "http://other.example.org:3128"), ("No_Proxy", "*"), ("ALL_PROXY", "x")):
+        engine = engine_with()
+        engine.details["devel:1"] = ImageInfo("devel:1", "sha256:" + "1" * 64, {}, {**ENV, name: value}, "", ())
+        answers = os_answers.Answers()
+        os_updates.scan(engine, "runtime:1", None, answers, "runtime")
+        second = os_updates.scan(engine, "devel:1", None, answers, "devel")
+        assert len(engine.shells) == 4 and "as for" not in second.note, name
+    engine = engine_with()
+    engine.details["devel:1"] = ImageInfo("devel:1", "sha256:" + "1" * 64, {}, {**ENV, "CUDA_VERSION": "12.4"}, "", ())
+    answers = os_answers.Answers()
+    os_updates.scan(engine, "runtime:1", None, answers, "runtime")
+    assert "(as for runtime)" in os_updates.scan(engine, "devel:1", None, answers, "devel").note  # not a proxy
+    del engine.images["devel:1"]  # the engine does not know the image's Env: nothing shared
+    assert "as for" not in os_updates.scan(engine, "devel:1", None, answers, "devel").note
 
 
 def test_an_answer_that_could_not_look_is_not_shared() -> None:
