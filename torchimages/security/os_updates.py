@@ -310,7 +310,7 @@ def sections(output: str) -> dict[str, str]:
     the section's text. A mark named twice: its texts one after the other."""
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in output.splitlines():
+    for line in output.split("\n"):  # the shell's lines only (splitlines would split at \x0b, \x1c, \x85...)
         if line.startswith(MARK):
             name, _, value = line[len(MARK) :].strip().partition(" ")
             current = found.setdefault(name, [])

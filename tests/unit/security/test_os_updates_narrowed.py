@@ -357,3 +357,18 @@ def test_a_whitespace_only_line_joins_two_stanzas_as_apt_reads_them() -> None:
         files_of(path, joined),
         "bookworm-security",
     ).why.startswith("the Suites of entry 2")  # entry 2 is the updates stanza (no security suite in it)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=300) | st.just("a\x0b### sourced"))
+def test_no_file_content_can_make_or_end_a_section(content: str) -> None:
+    """Any os-release (or sources file, apt config) text, printed through the scripts' `frame` by a real sh,
+    reads back as that section's text only: no `### sourced`, `### look-status` or `### unshared` of its own."""
+    done = subprocess.run(
+        ["sh", "-c", os_updates.FRAME + "echo '### os-release'\nprintf '%s' \"$1\" | frame\necho '### look-status 0'", "-", content],
+        capture_output=True,
+        check=True,
+    )
+    parts = os_updates.sections(done.stdout.decode())
+    assert set(parts) == {"os-release", "look-status"} and parts["look-status"] == "0"
+    assert parts["os-release"].rstrip("\n") == content.rstrip("\n")
