@@ -299,6 +299,16 @@ def test_an_answer_is_not_shared_where_the_images_proxies_differ() -> None:
     assert "as for" not in os_updates.scan(engine, "devel:1", None, answers, "devel").note
 
 
+def test_a_look_that_says_it_cannot_stand_for_the_image_shares_nothing() -> None:
+    """A sources file past the 64 KB the look prints (or no sha256sum): two such looks alike say nothing of the
+    bytes they left out, so the second image is refreshed on its own."""
+    engine = engine_with(look=OTHER_ANSWERS[-1])
+    answers = os_answers.Answers()
+    first = os_updates.scan(engine, "runtime:1", None, answers, "runtime")
+    second = os_updates.scan(engine, "devel:1", None, answers, "devel")
+    assert len(engine.shells) == 4 and "as for" not in second.note and second.note == first.note
+
+
 def test_an_answer_that_could_not_look_is_not_shared() -> None:
     engine = engine_with(refresh=answer(files="Package files:\n 100 /var/lib/dpkg/status\n"))
     answers = os_answers.Answers()
@@ -372,3 +382,42 @@ def test_no_file_content_can_make_or_end_a_section(content: str) -> None:
     parts = os_updates.sections(done.stdout.decode())
     assert set(parts) == {"os-release", "look-status"} and parts["look-status"] == "0"
     assert parts["os-release"].rstrip("\n") == content.rstrip("\n")
+
+
+def test_the_look_sums_auth_files_ca_bundles_and_keyrings_any_entry_names(tmp_path: Path) -> None:
+    """The look's `keys` and `auth` blocks, run by a real sh (apt-config a stub saying where apt's files are):
+    each file's sha256 (the literals: `sha256sum` of the contents below), never a line of its contents."""
+    (tmp_path / "auth.conf.d").mkdir()
+    (tmp_path / "auth.conf.d" / "x.conf").write_text("machine x login y password z\n")
+    (tmp_path / "ca.pem").write_text("ca\n")
+    (tmp_path / "key.gpg").write_text("key\n")
+    (tmp_path / "corp.sources").write_text(
+        f"Types: deb\nURIs: http://x.example.org/d\nSuites: bookworm-security\nSigned-By: {tmp_path}/key.gpg\n"
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "apt-config"
+    stub.write_text(
+        "#!/bin/sh\n"
+        f"[ \"$1\" = shell ] && {{ echo \"NETRC='{tmp_path}/auth.conf'\"; echo \"NETRCPARTS='{tmp_path}/auth.conf.d/'\"; }}\n"
+        f"[ \"$1\" = dump ] && echo 'Acquire::https::mirror.example.org::CAInfo \"{tmp_path}/ca.pem\";'\n"
+        "exit 0\n"
+    )
+    stub.chmod(0o755)
+    look = os_updates.LOOK
+    start = look.index("checksum() {")
+    helper = look[start : look.index("\n", start) + 1]
+    block = look[look.index("echo '### keys'") : look.index("echo '### packages'")]
+    done = subprocess.run(
+        ["sh", "-c", f"{os_updates.FRAME}{helper}files='{tmp_path}/corp.sources'\n{block}"],
+        capture_output=True,
+        check=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"},
+    )
+    parts = os_updates.sections(done.stdout.decode())
+    assert f"a7998f247bd965694ff227fa325c81169a07471a8b6808d3e002a486c4e65975 {tmp_path}/key.gpg" in parts["keys"]
+    auth = parts["auth"].split("\n")
+    assert f"none {tmp_path}/auth.conf" in auth
+    assert f"89fc2a1df3b411807ea1ae570cfa075ca4b3ef0d398f79f108b68027643107bf {tmp_path}/auth.conf.d/x.conf" in auth
+    assert f"314a01b67979d4ecc6667666046246e726d9848903e33d0e63fab1165aea9d94 {tmp_path}/ca.pem" in auth
+    assert b"password" not in done.stdout
