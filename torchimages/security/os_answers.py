@@ -1,7 +1,8 @@
 """The os-updates answers of one run of the tool: an image whose first look (os-release, apt's configuration,
 its sources' entries and files, the checksums of its keyrings, of apt's auth.conf files and CA bundles, the
-installed packages by name, architecture and version) and whose proxies (Env) are those of an image already scanned in this run, on the same network, gets that scan's answer
-instead of a second refresh.
+installed packages by name, architecture and version) and whose proxies (Env) are those of an image already
+scanned in this run, on the same network, gets that scan's answer instead of a second refresh. A look that
+cannot stand for its image (os_updates.look: `unshared`) is kept under no key.
 
 Held by the run's GateOptions (cli/common.py makes one per command), never written anywhere: it never outlives
 the run. Only an answer that looked is kept (a scan that could not look is tried again for the next image).
