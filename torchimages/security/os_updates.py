@@ -65,17 +65,20 @@ FRAME = rf"""frame() {{ sed 's/^/{LINE}/'; echo; }}
 # `unshared` says the look cannot stand for the image (an answer is then never shared).
 LOOK = rf"""export LC_ALL=C
 {FRAME}echo '{MARK}os-release'
-{{ head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null; }} \
-  | frame
+{{ head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null \
+  || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null; }} | frame
 for tool in apt-get apt-config dpkg-query; do
   command -v "$tool" >/dev/null 2>&1 || {{ echo '{MARK}no-apt'; exit 0; }}
 done
 command -v sha256sum >/dev/null 2>&1 || echo '{MARK}unshared no sha256sum'
-checksum() {{ if [ -f "$1" ]; then printf '%s %s\n' "$(sha256sum < "$1" | cut -d ' ' -f 1)" "$1"; else echo "none $1"; fi; }}
+checksum() {{
+  if [ -f "$1" ]; then printf '%s %s\n' "$(sha256sum < "$1" | cut -d ' ' -f 1)" "$1"; else echo "none $1"; fi
+}}
 echo '{MARK}config'
 apt-config dump 2>&1 | frame
 echo '{MARK}sourced'
-apt-get indextargets --no-release-info --format '$(RELEASE) $(SOURCESENTRY) $(DESCRIPTION)' 'Identifier: Packages' 2>&1 \
+apt-get indextargets --no-release-info --format '$(RELEASE) $(SOURCESENTRY) $(DESCRIPTION)' \
+  'Identifier: Packages' 2>&1 \
   | frame
 files=$(apt-get indextargets --no-release-info --format '$(SOURCESENTRY)' 'Identifier: Packages' 2>/dev/null \
   | sed 's/:[0-9]*$//' | sort -u)
@@ -98,7 +101,8 @@ echo '{MARK}auth'
 eval "$(apt-config shell NETRC Dir::Etc::netrc/f NETRCPARTS Dir::Etc::netrcparts/d)"
 {{
   checksum "${{NETRC:-/etc/apt/auth.conf}}"
-  find "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort | while IFS= read -r file; do checksum "$file"; done
+  find "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort \
+    | while IFS= read -r file; do checksum "$file"; done
   apt-config dump 2>/dev/null | sed -n 's/^Acquire::https::\(.*::\)\{{0,1\}}CaInfo "\(.*\)";$/\2/Ip' \
     | sort -u | while IFS= read -r file; do checksum "$file"; done
   for file in {FIXED_FILES}; do checksum "$file"; done
@@ -113,8 +117,8 @@ echo "{MARK}look-status $status"
 # The refresh, each answer under its own `### name` line (NARROWING goes before its `targets`).
 SCRIPT = rf"""export LC_ALL=C
 {FRAME}echo '{MARK}os-release'
-{{ head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null; }} \
-  | frame
+{{ head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null \
+  || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null; }} | frame
 for tool in apt-get apt-cache dpkg-query; do
   command -v "$tool" >/dev/null 2>&1 || {{ echo '{MARK}no-apt'; exit 0; }}
 done
@@ -135,7 +139,8 @@ echo "{MARK}update-status $status"
 echo '{MARK}files'
 apt-cache "$@" policy 2>&1 | frame
 echo '{MARK}installed'
-out=$(apt-cache "$@" policy $(dpkg-query -W -f '${{db:Status-Status}} ${{binary:Package}}\n' | sed -n 's/^installed //p') 2>&1)
+installed=$(dpkg-query -W -f '${{db:Status-Status}} ${{binary:Package}}\n' | sed -n 's/^installed //p')
+out=$(apt-cache "$@" policy $installed 2>&1)
 status=$?
 printf '%s\n' "$out" | frame
 echo "{MARK}policy-status $status"

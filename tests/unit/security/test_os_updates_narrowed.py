@@ -49,11 +49,11 @@ Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
 """
 NOBLE_SOURCED = """\
 noble /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble/main amd64 Packages
-noble-updates /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-updates/main amd64 Packages
-noble-backports /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-backports/main amd64 Packages
-noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/main amd64 Packages
-noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/universe amd64 Packages
-W: Target Packages (main/binary-amd64/Packages) is configured multiple times in /etc/apt/sources.list:7 and /etc/apt/sources.list.d/ubuntu.sources:2
+noble-updates /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-updates/main amd64 Packages  # noqa: E501
+noble-backports /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-backports/main amd64 Packages  # noqa: E501
+noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/main amd64 Packages  # noqa: E501
+noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/universe amd64 Packages  # noqa: E501
+W: Target Packages (main/binary-amd64/Packages) is configured multiple times in /etc/apt/sources.list:7 and /etc/apt/sources.list.d/ubuntu.sources:2  # noqa: E501
 """  # noqa: E501
 
 
@@ -274,9 +274,15 @@ def test_an_answer_is_not_shared_across_packages_sources_networks_or_runs() -> N
 AUTH = "|none /etc/apt/auth.conf\n"
 OTHER_ANSWERS = (
     DEBIAN_LOOK.replace(AUTH, "|9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 /etc/apt/auth.conf\n"),
-    DEBIAN_LOOK.replace(AUTH, AUTH + "|60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752 /etc/apt/auth.conf.d/x.conf\n"),
-    DEBIAN_LOOK.replace(AUTH, AUTH + "|fd61a03af4f77d870fc21e05e7e80678095c92d808cfb3b5c279ee04c74aca13 /etc/corp/ca.pem\n"),
-    DEBIAN_LOOK.replace("### auth", "|2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae /opt/corp/key.gpg\n### auth"),
+    DEBIAN_LOOK.replace(
+        AUTH, AUTH + "|60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752 /etc/apt/auth.conf.d/x.conf\n"
+    ),
+    DEBIAN_LOOK.replace(
+        AUTH, AUTH + "|fd61a03af4f77d870fc21e05e7e80678095c92d808cfb3b5c279ee04c74aca13 /etc/corp/ca.pem\n"
+    ),
+    DEBIAN_LOOK.replace(
+        "### auth", "|2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae /opt/corp/key.gpg\n### auth"
+    ),
     DEBIAN_LOOK.replace("### look-status 0", "### unshared a sources file passes 65536 bytes\n### look-status 0"),
 )
 
@@ -350,7 +356,7 @@ def test_a_whitespace_only_line_joins_two_stanzas_as_apt_reads_them() -> None:
         "Types: deb\nURIs: http://deb.example.org/debian\nSuites: bookworm-updates\nComponents: main\n"
     )
     sourced = (  # apt 2.6.1's own answer for `joined`: the security suite is entry 1, the updates entry 2
-        f"bookworm-security {path}:1 http://security.example.org/debian-security bookworm-security/main amd64 Packages\n"
+        f"bookworm-security {path}:1 http://security.example.org/debian-security bookworm-security/main amd64 Packages\n"  # noqa: E501
         f"bookworm-security {path}:1 http://security.example.org/debian-security bookworm-security/main all Packages\n"
         f"bookworm-updates {path}:2 http://deb.example.org/debian bookworm-updates/main amd64 Packages\n"
         f"bookworm-updates {path}:2 http://deb.example.org/debian bookworm-updates/main all Packages\n"
@@ -370,12 +376,21 @@ def test_a_whitespace_only_line_joins_two_stanzas_as_apt_reads_them() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=300) | st.just("a\x0b### sourced"))
+@given(
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=300)
+    | st.just("a\x0b### sourced")
+)
 def test_no_file_content_can_make_or_end_a_section(content: str) -> None:
     """Any os-release (or sources file, apt config) text, printed through the scripts' `frame` by a real sh,
     reads back as that section's text only: no `### sourced`, `### look-status` or `### unshared` of its own."""
     done = subprocess.run(
-        ["sh", "-c", os_updates.FRAME + "echo '### os-release'\nprintf '%s' \"$1\" | frame\necho '### look-status 0'", "-", content],
+        [
+            "sh",
+            "-c",
+            os_updates.FRAME + "echo '### os-release'\nprintf '%s' \"$1\" | frame\necho '### look-status 0'",
+            "-",
+            content,
+        ],
         capture_output=True,
         check=True,
     )
@@ -399,8 +414,8 @@ def test_the_look_sums_auth_files_ca_bundles_and_keyrings_any_entry_names(tmp_pa
     stub = bin_dir / "apt-config"
     stub.write_text(
         "#!/bin/sh\n"
-        f"[ \"$1\" = shell ] && {{ echo \"NETRC='{tmp_path}/auth.conf'\"; echo \"NETRCPARTS='{tmp_path}/auth.conf.d/'\"; }}\n"
-        f"[ \"$1\" = dump ] && echo 'Acquire::https::mirror.example.org::CAInfo \"{tmp_path}/ca.pem\";'\n"
+        f'[ "$1" = shell ] && {{ echo "NETRC=\'{tmp_path}/auth.conf\'"; echo "NETRCPARTS=\'{tmp_path}/auth.conf.d/\'"; }}\n'  # noqa: E501
+        f'[ "$1" = dump ] && echo \'Acquire::https::mirror.example.org::CAInfo "{tmp_path}/ca.pem";\'\n'
         "exit 0\n"
     )
     stub.chmod(0o755)
