@@ -49,11 +49,11 @@ Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
 """
 NOBLE_SOURCED = """\
 noble /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble/main amd64 Packages
-noble-updates /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-updates/main amd64 Packages  # noqa: E501
-noble-backports /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-backports/main amd64 Packages  # noqa: E501
-noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/main amd64 Packages  # noqa: E501
-noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/universe amd64 Packages  # noqa: E501
-W: Target Packages (main/binary-amd64/Packages) is configured multiple times in /etc/apt/sources.list:7 and /etc/apt/sources.list.d/ubuntu.sources:2  # noqa: E501
+noble-updates /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-updates/main amd64 Packages
+noble-backports /etc/apt/sources.list.d/ubuntu.sources:1 http://archive.example.org/ubuntu noble-backports/main amd64 Packages
+noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/main amd64 Packages
+noble-security /etc/apt/sources.list.d/ubuntu.sources:2 http://security.example.org/ubuntu noble-security/universe amd64 Packages
+W: Target Packages (main/binary-amd64/Packages) is configured multiple times in /etc/apt/sources.list:7 and /etc/apt/sources.list.d/ubuntu.sources:2
 """  # noqa: E501
 
 
@@ -421,7 +421,7 @@ def test_the_look_sums_auth_files_ca_bundles_and_keyrings_any_entry_names(tmp_pa
     stub.chmod(0o755)
     look = os_updates.LOOK
     start = look.index("checksum() {")
-    helper = look[start : look.index("\n", start) + 1]
+    helper = look[start : look.index("\n}\n", start) + 3]
     block = look[look.index("echo '### keys'") : look.index("echo '### packages'")]
     done = subprocess.run(
         ["sh", "-c", f"{os_updates.FRAME}{helper}files='{tmp_path}/corp.sources'\n{block}"],
