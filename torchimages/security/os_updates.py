@@ -19,13 +19,17 @@ security updates is what the gate should report (`--require-scan` fails it), not
 
 The refresh reads only the security suite's lists where it can: a first look (LOOK, a container without
 network) prints os-release, apt's configuration, which entry of which sources file names each Packages index
-and those files, the keyrings' checksums and the installed packages; the entries of the security suites are
-copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
+and those files, the sha256 of the keyrings (apt's folders and any a sources entry names), of apt's auth.conf
+files and of every file an `Acquire::` option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
+`Acquire::https::<host>::CaInfo`; client certificates and keys), and the installed packages; every line of
+image text in it prefixed `|` (no file of the image can make a `### ` mark); the entries of the security
+suites are copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
 `Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
 the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
 the copy naming other indexes) every list is refreshed, as before, and the note says why. Within one run, an
-image whose first look is that of an image already scanned on the same network gets that answer
-(os_answers), the note saying for which tag.
+image whose first look is that of an image already scanned on the same network, with the same proxies in its
+Env, gets that answer (os_answers), the note saying for which tag; a look that cannot stand for its image
+(a sources file past the bytes it prints, no sha256sum) is shared with none.
 
 apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
 the container at TIME_LIMIT_S: the check never hangs a build.
@@ -103,7 +107,7 @@ eval "$(apt-config shell NETRC Dir::Etc::netrc/f NETRCPARTS Dir::Etc::netrcparts
   checksum "${{NETRC:-/etc/apt/auth.conf}}"
   find "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort \
     | while IFS= read -r file; do checksum "$file"; done
-  apt-config dump 2>/dev/null | sed -n 's/^Acquire::https::\(.*::\)\{{0,1\}}CaInfo "\(.*\)";$/\2/Ip' \
+  apt-config dump 2>/dev/null | sed -n 's/^Acquire::[^ ]* "\(\/[^"]*\)";$/\1/p' \
     | sort -u | while IFS= read -r file; do checksum "$file"; done
   for file in {FIXED_FILES}; do checksum "$file"; done
 }} 2>&1 | frame
