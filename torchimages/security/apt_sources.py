@@ -110,28 +110,32 @@ def _line(text: str, number: int) -> str | None:
 
 
 def _stanza(text: str, number: int) -> str | None:
-    """The N-th stanza (1-based) of a deb822 file: paragraphs split by blank lines, comment lines dropped,
-    a paragraph of comments only not counted."""
+    """The N-th stanza (1-based) of a deb822 file as apt 2.6 counts them: only an empty line (or a lone `\r`)
+    ends a stanza; a whitespace-only line inside one continues it (it does not split it in two), one before a
+    stanza is skipped; comment lines (`#` first) are dropped; a paragraph of comments only is not counted."""
     paragraphs: list[list[str]] = [[]]
     for line in text.split("\n"):
-        if not line.strip():
+        if line in ("", "\r"):
             paragraphs.append([])
-        elif not line.startswith("#"):
+        elif line.startswith("#") or (not line.strip() and not paragraphs[-1]):
+            continue
+        else:
             paragraphs[-1].append(line)
     stanzas = [p for p in paragraphs if p]
     return "\n".join(stanzas[number - 1]) if 0 < number <= len(stanzas) else None
 
 
 def _narrowed(stanza: str, suite: str) -> str | None:
-    """The stanza with only its security suites in `Suites:`; None where that field is folded or missing."""
+    """The stanza with only its security suites in `Suites:` (apt's: the last where it is named twice, the
+    others left out); None where that field is folded or missing."""
     lines = stanza.split("\n")
     at = [i for i, line in enumerate(lines) if _SUITES.match(line)]
-    if len(at) != 1 or (at[0] + 1 < len(lines) and lines[at[0] + 1][:1] in (" ", "\t")):
+    if not at or (at[-1] + 1 < len(lines) and lines[at[-1] + 1][:1] in (" ", "\t")):
         return None
-    match = _SUITES.match(lines[at[0]])
+    match = _SUITES.match(lines[at[-1]])  # a field named twice: apt reads the last (the others are left out)
     assert match is not None
     kept = [s for s in match.group(1).split() if is_security(s, suite)]
     if not kept:
         return None
-    lines[at[0]] = "Suites: " + " ".join(kept)
-    return "\n".join(lines)
+    lines[at[-1]] = "Suites: " + " ".join(kept)
+    return "\n".join(line for i, line in enumerate(lines) if i not in at[:-1])

@@ -1,7 +1,8 @@
 """The os-updates answers of one run of the tool: an image whose first look (os-release, apt's configuration,
-its sources' entries and files, its keyrings' checksums, the installed packages by name, architecture and
-version) is that of an image already scanned in this run, on the same network, gets that scan's answer
-instead of a second refresh.
+its sources' entries and files, the checksums of its keyrings, of apt's auth.conf files and CA bundles, the
+installed packages by name, architecture and version) and whose proxies (Env) are those of an image already
+scanned in this run, on the same network, gets that scan's answer instead of a second refresh. A look that
+cannot stand for its image (os_updates.look: `unshared`) is kept under no key.
 
 Held by the run's GateOptions (cli/common.py makes one per command), never written anywhere: it never outlives
 the run. Only an answer that looked is kept (a scan that could not look is tried again for the next image).
@@ -24,9 +25,10 @@ class Answer:
     tag: str
 
 
-def key(network: str, look: str) -> str:
-    """What an answer is kept under: the network the refresh used and the first look's whole text."""
-    return hashlib.sha256(f"{network}\0{look}".encode("utf-8", "surrogateescape")).hexdigest()
+def key(network: str, look: str, env: str = "") -> str:
+    """What an answer is kept under: the network the refresh used, the first look's whole text and the image's
+    Env that apt heeds (os_updates.proxies)."""
+    return hashlib.sha256(f"{network}\0{look}\0{env}".encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class Answers:

@@ -19,13 +19,17 @@ security updates is what the gate should report (`--require-scan` fails it), not
 
 The refresh reads only the security suite's lists where it can: a first look (LOOK, a container without
 network) prints os-release, apt's configuration, which entry of which sources file names each Packages index
-and those files, the keyrings' checksums and the installed packages; the entries of the security suites are
-copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
+and those files, the sha256 of the keyrings (apt's folders and any a sources entry names), of apt's auth.conf
+files and of every file an `Acquire::` option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
+`Acquire::https::<host>::CaInfo`; client certificates and keys), and the installed packages; every line of
+image text in it prefixed `|` (no file of the image can make a `### ` mark); the entries of the security
+suites are copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
 `Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
 the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
 the copy naming other indexes) every list is refreshed, as before, and the note says why. Within one run, an
-image whose first look is that of an image already scanned on the same network gets that answer
-(os_answers), the note saying for which tag.
+image whose first look is that of an image already scanned on the same network, with the same proxies in its
+Env, gets that answer (os_answers), the note saying for which tag; a look that cannot stand for its image
+(a sources file past the bytes it prints, no sha256sum) is shared with none.
 
 apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
 the container at TIME_LIMIT_S: the check never hangs a build.
@@ -49,40 +53,76 @@ TIME_LIMIT_S = 300  # the whole container: then it is stopped and removed
 ROOT = "0:0"  # by number: an image's /etc/passwd may name root otherwise, or not at all
 DEFAULT_NETWORK = "default"  # the engine's default bridge, where the build names no network
 MARK = "### "
+LINE = "|"  # every line of a section's text starts so: no text of the image can read as a mark
 OS_RELEASE_BYTES = 65536  # read no further: an os-release that is a link to /dev/zero never ends
 LOOK_LIMIT_S = 60  # the first look: no network, no download
-SOURCE_BYTES = 65536  # of each sources file the look prints
+SOURCE_BYTES = 65536  # of each sources file the look prints (a longer one: the answer is not shared)
+PROXY_NAMES = ("http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "all_proxy")  # apt reads any case
+# Files that change what apt's refresh reads or whether it may (their checksums, never their contents).
+FIXED_FILES = "/etc/ssl/certs/ca-certificates.crt /etc/nsswitch.conf /etc/gai.conf /etc/ssl/openssl.cnf"
+
+# Each command's output goes through `frame`: its every line prefixed (a file with no last newline included).
+FRAME = rf"""frame() {{ sed 's/^/{LINE}/'; echo; }}
+"""
 
 # POSIX sh, as in a minbase (no xargs, no python). The first look; each answer under its own `### name` line.
+# `unshared` says the look cannot stand for the image (an answer is then never shared).
 LOOK = rf"""export LC_ALL=C
-echo '{MARK}os-release'
-head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null
+{FRAME}echo '{MARK}os-release'
+{{ head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null \
+  || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null; }} | frame
 for tool in apt-get apt-config dpkg-query; do
   command -v "$tool" >/dev/null 2>&1 || {{ echo '{MARK}no-apt'; exit 0; }}
 done
+command -v sha256sum >/dev/null 2>&1 || echo '{MARK}unshared no sha256sum'
+checksum() {{
+  if [ -f "$1" ]; then printf '%s %s\n' "$(sha256sum < "$1" | cut -d ' ' -f 1)" "$1"; else echo "none $1"; fi
+}}
 echo '{MARK}config'
-apt-config dump 2>&1
+apt-config dump 2>&1 | frame
 echo '{MARK}sourced'
-apt-get indextargets --no-release-info --format '$(RELEASE) $(SOURCESENTRY) $(DESCRIPTION)' 'Identifier: Packages' 2>&1
+apt-get indextargets --no-release-info --format '$(RELEASE) $(SOURCESENTRY) $(DESCRIPTION)' \
+  'Identifier: Packages' 2>&1 \
+  | frame
+files=$(apt-get indextargets --no-release-info --format '$(SOURCESENTRY)' 'Identifier: Packages' 2>/dev/null \
+  | sed 's/:[0-9]*$//' | sort -u)
+printf '%s\n' "$files" | while IFS= read -r file; do
+  [ -n "$file" ] && [ "$(head -c {SOURCE_BYTES + 1} "$file" 2>/dev/null | wc -c)" -gt {SOURCE_BYTES} ] \
+    && echo '{MARK}unshared a sources file passes {SOURCE_BYTES} bytes'
+done
 echo '{MARK}source'
-apt-get indextargets --no-release-info --format '$(SOURCESENTRY)' 'Identifier: Packages' 2>/dev/null \
-  | sed 's/:[0-9]*$//' | sort -u | while IFS= read -r file; do
-  echo "@$file"
-  head -c {SOURCE_BYTES} "$file" 2>/dev/null | sed 's/^/|/'
-  echo
+printf '%s\n' "$files" | while IFS= read -r file; do
+  [ -n "$file" ] || continue
+  {{ echo "@$file"; head -c {SOURCE_BYTES} "$file" 2>/dev/null | sed 's/^/|/'; echo; }} | frame
 done
 echo '{MARK}keys'
-find /etc/apt/trusted.gpg /etc/apt/trusted.gpg.d /etc/apt/keyrings /usr/share/keyrings -type f 2>/dev/null \
-  | sort | while IFS= read -r file; do cksum "$file"; done
+{{
+  find /etc/apt/trusted.gpg /etc/apt/trusted.gpg.d /etc/apt/keyrings /usr/share/keyrings -type f 2>/dev/null
+  printf '%s\n' "$files" | while IFS= read -r file; do head -c {SOURCE_BYTES} "$file" 2>/dev/null; echo; done \
+    | tr -s ' \t,;=:"\133\135' '\n' | grep '^/[^/]'
+}} | sort -u | while IFS= read -r file; do checksum "$file"; done | frame
+echo '{MARK}auth'
+eval "$(apt-config shell NETRC Dir::Etc::netrc/f NETRCPARTS Dir::Etc::netrcparts/d)"
+{{
+  checksum "${{NETRC:-/etc/apt/auth.conf}}"
+  find "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort \
+    | while IFS= read -r file; do checksum "$file"; done
+  apt-config dump 2>/dev/null | sed -n 's/^Acquire::[^ ]* "\(\/[^"]*\)";$/\1/p' \
+    | sort -u | while IFS= read -r file; do checksum "$file"; done
+  for file in {FIXED_FILES}; do checksum "$file"; done
+}} 2>&1 | frame
 echo '{MARK}packages'
-dpkg-query -W -f '${{db:Status-Status}} ${{Package}} ${{Architecture}} ${{Version}}\n' 2>&1
-echo "{MARK}look-status $?"
+out=$(dpkg-query -W -f '${{db:Status-Status}} ${{Package}} ${{Architecture}} ${{Version}}\n' 2>&1)
+status=$?
+printf '%s\n' "$out" | frame
+echo "{MARK}look-status $status"
 """
 
 # The refresh, each answer under its own `### name` line (NARROWING goes before its `targets`).
 SCRIPT = rf"""export LC_ALL=C
-echo '{MARK}os-release'
-head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null
+{FRAME}echo '{MARK}os-release'
+{{ head -c {OS_RELEASE_BYTES} /etc/os-release 2>/dev/null \
+  || head -c {OS_RELEASE_BYTES} /usr/lib/os-release 2>/dev/null; }} | frame
 for tool in apt-get apt-cache dpkg-query; do
   command -v "$tool" >/dev/null 2>&1 || {{ echo '{MARK}no-apt'; exit 0; }}
 done
@@ -92,17 +132,22 @@ chmod 755 "$scratch" && mkdir -p "$scratch/lists/partial" "$scratch/cache/archiv
 set -- -o "Dir::State::Lists=$scratch/lists" -o "Dir::Cache=$scratch/cache" -o Acquire::Languages=none \
   -o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30
 echo '{MARK}targets'
-apt-get "$@" indextargets --no-release-info --format '$(RELEASE) $(DESCRIPTION)' 'Identifier: Packages' 2>&1
+apt-get "$@" indextargets --no-release-info --format '$(RELEASE) $(DESCRIPTION)' 'Identifier: Packages' 2>&1 | frame
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout {UPDATE_LIMIT_S}"
 echo '{MARK}update'
-$limit apt-get "$@" update 2>&1
-echo "{MARK}update-status $?"
+out=$($limit apt-get "$@" update 2>&1)
+status=$?
+printf '%s\n' "$out" | frame
+echo "{MARK}update-status $status"
 echo '{MARK}files'
-apt-cache "$@" policy 2>&1
+apt-cache "$@" policy 2>&1 | frame
 echo '{MARK}installed'
-apt-cache "$@" policy $(dpkg-query -W -f '${{db:Status-Status}} ${{binary:Package}}\n' | sed -n 's/^installed //p') 2>&1
-echo "{MARK}policy-status $?"
+installed=$(dpkg-query -W -f '${{db:Status-Status}} ${{binary:Package}}\n' | sed -n 's/^installed //p')
+out=$(apt-cache "$@" policy $installed 2>&1)
+status=$?
+printf '%s\n' "$out" | frame
+echo "{MARK}policy-status $status"
 """
 
 
@@ -167,7 +212,8 @@ def scan(
     container could run (the gate says it could not run)."""
     on = network or DEFAULT_NETWORK
     seen = look(engine.run_shell(reference, LOOK, user=ROOT, network=None, timeout_s=float(LOOK_LIMIT_S)))
-    found = os_answers.key(on, seen.text) if answers is not None and seen.text else ""
+    info = engine.inspect(reference) if answers is not None and seen.text else None
+    found = os_answers.key(on, seen.text, proxies(info.env)) if info is not None else ""  # unknown Env: none
     if found and answers is not None and (known := answers.get(found)) is not None:
         return dataclasses.replace(known.scan, note=f"{known.scan.note} (as for {known.tag or 'an image before'})")
     result = engine.run_shell(reference, script(seen.copy), user=ROOT, network=on, timeout_s=float(TIME_LIMIT_S))
@@ -178,7 +224,8 @@ def scan(
 
 
 def look(result: ShellResult) -> Look:
-    """The first look's answer: the copy of the security entries, and the text an answer is kept under."""
+    """The first look's answer: the copy of the security entries, and the text an answer is kept under (none
+    where the look says it cannot stand for the image: `unshared`)."""
     parts = sections(result.stdout)
     if result.status != 0 or result.timed_out or result.overflowed or "no-apt" in parts:
         return Look(Copy(why="the first look did not answer"))
@@ -186,7 +233,15 @@ def look(result: ShellResult) -> Look:
         return Look(Copy(why="the first look did not answer"))
     suite = f"{codename(parts.get('os-release', ''))}-security"
     targets = apt_sources.sourced_targets(parts["sourced"])
-    return Look(apt_sources.copy(targets, apt_sources.source_files(parts.get("source", "")), suite), result.stdout)
+    copied = apt_sources.copy(targets, apt_sources.source_files(parts.get("source", "")), suite)
+    return Look(copied, "" if "unshared" in parts else result.stdout)
+
+
+def proxies(env: Mapping[str, str]) -> str:
+    """The image's Env that apt's downloads heed (its proxies, by name in any case, and APT_CONFIG), as one
+    text for an answer's key."""
+    kept = {k: v for k, v in env.items() if k.lower() in PROXY_NAMES or k == "APT_CONFIG"}
+    return "\n".join(f"{k}={v}" for k, v in sorted(kept.items()))
 
 
 NARROW_LIST = "$scratch/none.list"  # not there: no entry from the main list
@@ -259,18 +314,19 @@ def read(result: ShellResult, why: str = "") -> Scan:
 
 
 def sections(output: str) -> dict[str, str]:
-    """The script's answers by name: the text under each `### name` line; a value on that line (`###
-    update-status 0`) is the section's text."""
+    """The script's answers by name: the text under each `### name` line, its lines prefixed `|` (the prefix
+    taken off; a line of neither shape is none of the text); a value on the mark (`### update-status 0`) is
+    the section's text. A mark named twice: its texts one after the other."""
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in output.splitlines():
+    for line in output.split("\n"):  # the shell's lines only (splitlines would split at \x0b, \x1c, \x85...)
         if line.startswith(MARK):
             name, _, value = line[len(MARK) :].strip().partition(" ")
             current = found.setdefault(name, [])
             if value:
                 current.append(value)
-        elif current is not None:
-            current.append(line)
+        elif line.startswith(LINE) and current is not None:
+            current.append(line[len(LINE) :])
     return {name: "\n".join(lines) for name, lines in found.items()}
 
 

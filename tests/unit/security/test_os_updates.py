@@ -118,38 +118,46 @@ WITHOUT_SECURITY = "".join(
 )
 
 
+def framed(text: str) -> str:
+    """Lines as the scripts print a section's text: each prefixed `|`."""
+    return "".join(f"|{line}\n" for line in text.splitlines())
+
+
 # The first look at a bookworm image (apt-config dump shortened): its one-line sources, the security entry with
 # its options, and the installed packages.
 DEBIAN_LOOK = f"""\
 ### os-release
-{DEBIAN_RELEASE}### config
-APT "";
-APT::Architecture "amd64";
-Dir::Etc::sourcelist "sources.list";
-Dir::Etc::sourceparts "sources.list.d";
+{framed(DEBIAN_RELEASE)}### config
+|APT "";
+|APT::Architecture "amd64";
+|Dir::Etc::sourcelist "sources.list";
+|Dir::Etc::sourceparts "sources.list.d";
 ### sourced
-bookworm /etc/apt/sources.list:1 http://deb.example.org/debian bookworm/main amd64 Packages
-bookworm /etc/apt/sources.list:1 http://deb.example.org/debian bookworm/main all Packages
-bookworm-updates /etc/apt/sources.list:2 http://deb.example.org/debian bookworm-updates/main amd64 Packages
-bookworm-updates /etc/apt/sources.list:2 http://deb.example.org/debian bookworm-updates/main all Packages
-bookworm-security /etc/apt/sources.list:4 http://security.example.org/debian-security bookworm-security/main amd64 Packages
-bookworm-security /etc/apt/sources.list:4 http://security.example.org/debian-security bookworm-security/main all Packages
+|bookworm /etc/apt/sources.list:1 http://deb.example.org/debian bookworm/main amd64 Packages
+|bookworm /etc/apt/sources.list:1 http://deb.example.org/debian bookworm/main all Packages
+|bookworm-updates /etc/apt/sources.list:2 http://deb.example.org/debian bookworm-updates/main amd64 Packages
+|bookworm-updates /etc/apt/sources.list:2 http://deb.example.org/debian bookworm-updates/main all Packages
+|bookworm-security /etc/apt/sources.list:4 http://security.example.org/debian-security bookworm-security/main amd64 Packages
+|bookworm-security /etc/apt/sources.list:4 http://security.example.org/debian-security bookworm-security/main all Packages
 ### source
-@/etc/apt/sources.list
-|deb http://deb.example.org/debian bookworm main
-|deb http://deb.example.org/debian bookworm-updates main
-|# the security suite, signed by the archive's key
-|deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://security.example.org/debian-security bookworm-security main
+|@/etc/apt/sources.list
+||deb http://deb.example.org/debian bookworm main
+||deb http://deb.example.org/debian bookworm-updates main
+||# the security suite, signed by the archive's key
+||deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://security.example.org/debian-security bookworm-security main
 
 ### keys
-85354172 461 /etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc
-2346606574 11873 /usr/share/keyrings/debian-archive-keyring.gpg
+|521e9f6a9f9b92ee8d5ce74345e8cfd04028dae9db6f571259d584b293549824 /etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc
+|506b815cbb32d9b6066b4a2aa524071e071761e7e7f68c3ac74f3061ba852017 /usr/share/keyrings/debian-archive-keyring.gpg
+### auth
+|none /etc/apt/auth.conf
+|eec30745bade42a3f3f792e4d4192e57d2bcfe8e472433b1de426fe39a39cddb /etc/nsswitch.conf
 ### packages
-installed base-files amd64 12.4+deb12u15
-installed libc6 amd64 2.36-9+deb12u14
-installed libexpat1 amd64 2.5.0-1+deb12u2
-installed libssl3 amd64 3.0.20-1~deb12u2
-installed libgcc-s1 i386 12.2.0-14
+|installed base-files amd64 12.4+deb12u15
+|installed libc6 amd64 2.36-9+deb12u14
+|installed libexpat1 amd64 2.5.0-1+deb12u2
+|installed libssl3 amd64 3.0.20-1~deb12u2
+|installed libgcc-s1 i386 12.2.0-14
 ### look-status 0
 """  # noqa: E501
 LOOKS = "echo '### sourced'"  # a line of the first look's script only
@@ -166,8 +174,9 @@ def answer(
 ) -> str:
     """The scan script's stdout, as it prints it, around apt's literal answers."""
     return (
-        f"### os-release\n{os_release}### targets\n{targets}### update\n{update}### update-status {update_status}\n"
-        f"### files\n{files}### installed\n{installed}### policy-status {policy_status}\n"
+        f"### os-release\n{framed(os_release)}### targets\n{framed(targets)}### update\n{framed(update)}"
+        f"### update-status {update_status}\n"
+        f"### files\n{framed(files)}### installed\n{framed(installed)}### policy-status {policy_status}\n"
     )
 
 
@@ -321,8 +330,8 @@ def test_an_ubuntu_image_is_checked_against_its_codenames_security_pocket() -> N
 @pytest.mark.parametrize(
     ("result", "why"),
     [
-        (ShellResult(-1, "### os-release\nID=debian\n### update\nIgn:1 ...", "", timed_out=True), "did not finish"),
-        (ShellResult(0, "### os-release\nID=alpine\n### no-apt\n", ""), "has no apt"),
+        (ShellResult(-1, "### os-release\n|ID=debian\n### update\n|Ign:1 ...", "", timed_out=True), "did not finish"),
+        (ShellResult(0, "### os-release\n|ID=alpine\n### no-apt\n", ""), "has no apt"),
         (ShellResult(1, "### os-release\n", "mktemp: failed to create directory"), "exit 1): mktemp: failed"),
         (ShellResult(137, answer(), ""), "exit 137"),
         (ShellResult(0, answer(os_release="ID=debian\nVERSION_ID=13\n"), ""), "no VERSION_CODENAME"),
@@ -364,7 +373,7 @@ def test_the_engine_failing_leaves_the_gate_not_scanned() -> None:
 def test_the_parsers_read_apts_layout() -> None:
     assert os_updates.codename('VERSION_CODENAME="trixie"\n') == "trixie"
     assert os_updates.codename("UBUNTU_CODENAME=jammy\nVERSION_CODENAME=\n") == "jammy"
-    assert os_updates.sections("noise\n### a\nx\n### b 3\n### a\ny\n") == {"a": "x\ny", "b": "3"}
+    assert os_updates.sections("noise\n### a\n|x\nunframed\n### b 3\n### a\n|y\n") == {"a": "x\ny", "b": "3"}
     tables = os_updates.version_tables(DEBIAN_INSTALLED)
     assert [t.package for t in tables] == ["base-files", "libc6", "libexpat1", "libssl3", "libgcc-s1:i386"]
     assert [(v.version, v.installed, len(v.sources)) for v in tables[3].versions] == [

@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from tests.fakes import FakeEngine
 from tests.unit.security.test_os_updates import DEBIAN_LOOK, LOOKS, answer
 from torchimages.cli import common
-from torchimages.engine import ShellResult
+from torchimages.engine import ImageInfo, ShellResult
 from torchimages.security import allowlist, apt_sources, gate, os_answers, os_updates
 from torchimages.security.model import FAILED, OS_UPDATES, PYTHON, SECRETS
 
 TODAY = datetime.date(2026, 12, 1)
+ENV = {"PATH": "/usr/bin:/bin", "HTTP_PROXY": "http://proxy.example.org:3128"}
 SECURITY_LINE = (
     "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
     "http://security.example.org/debian-security bookworm-security main"
@@ -64,6 +65,9 @@ def engine_with(look: str = DEBIAN_LOOK, refresh: str | None = None, status: int
     engine = FakeEngine()
     engine.shell_answers[LOOKS] = ShellResult(status, look, "")
     engine.shell_answer = ShellResult(0, refresh if refresh is not None else answer(), "")
+    for reference in ("runtime:1", "devel:1"):  # the image config's Env, as the engine knows it
+        engine.images[reference] = {}
+        engine.details[reference] = ImageInfo(reference, "sha256:" + "0" * 64, {}, dict(ENV), "", ())
     return engine
 
 
@@ -250,19 +254,65 @@ def test_an_answer_is_not_shared_across_packages_sources_networks_or_runs() -> N
     other_source = DEBIAN_LOOK.replace(
         "|deb http://deb.example.org/debian bookworm main", "|deb http://m.example.org/debian bookworm main"
     )
-    other_key = DEBIAN_LOOK.replace("2346606574 11873 /usr/share/keyrings", "2346606575 11873 /usr/share/keyrings")
-    others = (other_package, other_arch, other_source, other_key)
+    other_key = DEBIAN_LOOK.replace("|506b815cbb32d9b6066b", "|506b815cbb32d9b6066c")
+    others = (other_package, other_arch, other_source, other_key, *OTHER_ANSWERS)
     for look, network in (*((o, None) for o in others), (DEBIAN_LOOK, "build-net")):
         engine = engine_with()
         answers = os_answers.Answers()
         os_updates.scan(engine, "runtime:1", None, answers, "runtime")
         engine.shell_answers[LOOKS] = ShellResult(0, look, "")
         second = os_updates.scan(engine, "devel:1", network, answers, "devel")
-        assert len(engine.shells) == 4 and "as for" not in second.note
+        assert len(engine.shells) == 4 and "as for" not in second.note, look
     engine = engine_with()
     os_updates.scan(engine, "runtime:1", None, os_answers.Answers(), "runtime")
     os_updates.scan(engine, "devel:1", None, os_answers.Answers(), "devel")  # another run: its own answers
     assert len(engine.shells) == 4
+
+
+# Looks that change the answer (issue 44's review): an auth.conf, a CA bundle that apt's configuration names, a
+# keyring a sources entry names outside the four folders, a sources file longer than the look prints.
+AUTH = "|none /etc/apt/auth.conf\n"
+OTHER_ANSWERS = (
+    DEBIAN_LOOK.replace(AUTH, "|9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 /etc/apt/auth.conf\n"),
+    DEBIAN_LOOK.replace(
+        AUTH, AUTH + "|60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752 /etc/apt/auth.conf.d/x.conf\n"
+    ),
+    DEBIAN_LOOK.replace(
+        AUTH, AUTH + "|fd61a03af4f77d870fc21e05e7e80678095c92d808cfb3b5c279ee04c74aca13 /etc/corp/ca.pem\n"
+    ),
+    DEBIAN_LOOK.replace(
+        "### auth", "|2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae /opt/corp/key.gpg\n### auth"
+    ),
+    DEBIAN_LOOK.replace("### look-status 0", "### unshared a sources file passes 65536 bytes\n### look-status 0"),
+)
+
+
+def test_an_answer_is_not_shared_where_the_images_proxies_differ() -> None:
+    """apt heeds http_proxy, https_proxy, no_proxy, ALL_PROXY in any case (the image's Env, from the engine)."""
+    for name, value in (("http_proxy", "http://other.example.org:3128"), ("No_Proxy", "*"), ("ALL_PROXY", "x")):
+        engine = engine_with()
+        engine.details["devel:1"] = ImageInfo("devel:1", "sha256:" + "1" * 64, {}, {**ENV, name: value}, "", ())
+        answers = os_answers.Answers()
+        os_updates.scan(engine, "runtime:1", None, answers, "runtime")
+        second = os_updates.scan(engine, "devel:1", None, answers, "devel")
+        assert len(engine.shells) == 4 and "as for" not in second.note, name
+    engine = engine_with()
+    engine.details["devel:1"] = ImageInfo("devel:1", "sha256:" + "1" * 64, {}, {**ENV, "CUDA_VERSION": "12.4"}, "", ())
+    answers = os_answers.Answers()
+    os_updates.scan(engine, "runtime:1", None, answers, "runtime")
+    assert "(as for runtime)" in os_updates.scan(engine, "devel:1", None, answers, "devel").note  # not a proxy
+    del engine.images["devel:1"]  # the engine does not know the image's Env: nothing shared
+    assert "as for" not in os_updates.scan(engine, "devel:1", None, answers, "devel").note
+
+
+def test_a_look_that_says_it_cannot_stand_for_the_image_shares_nothing() -> None:
+    """A sources file past the 64 KB the look prints (or no sha256sum): two such looks alike say nothing of the
+    bytes they left out, so the second image is refreshed on its own."""
+    engine = engine_with(look=OTHER_ANSWERS[-1])
+    answers = os_answers.Answers()
+    first = os_updates.scan(engine, "runtime:1", None, answers, "runtime")
+    second = os_updates.scan(engine, "devel:1", None, answers, "devel")
+    assert len(engine.shells) == 4 and "as for" not in second.note and second.note == first.note
 
 
 def test_an_answer_that_could_not_look_is_not_shared() -> None:
@@ -292,3 +342,97 @@ def test_the_gate_of_one_run_shares_the_answer_and_each_command_has_its_own(tmp_
     args = argparse.Namespace(allowlist=None, matrix=tmp_path / "matrix.yaml", require_scan=False, skip_check=[])
     one, two = common.security_options(args), common.security_options(args)
     assert one.answers is not None and two.answers is not None and one.answers is not two.answers
+
+
+def test_a_whitespace_only_line_joins_two_stanzas_as_apt_reads_them() -> None:
+    """apt 2.6.1 (`apt-get indextargets` on this layout) reads one stanza where a line of spaces stands between two:
+    only an empty line ends a stanza; its fields named twice count once, the last. A line of spaces before a
+    stanza is skipped."""
+    path = "/etc/apt/sources.list.d/debian.sources"
+    joined = (
+        "Types: deb\nURIs: http://deb.example.org/debian\nSuites: bookworm\nComponents: main\n   \n"
+        "Types: deb\nURIs: http://security.example.org/debian-security\nSuites: bookworm-security\n"
+        "Components: main\n\n\t\n"
+        "Types: deb\nURIs: http://deb.example.org/debian\nSuites: bookworm-updates\nComponents: main\n"
+    )
+    sourced = (  # apt 2.6.1's own answer for `joined`: the security suite is entry 1, the updates entry 2
+        f"bookworm-security {path}:1 http://security.example.org/debian-security bookworm-security/main amd64 Packages\n"  # noqa: E501
+        f"bookworm-security {path}:1 http://security.example.org/debian-security bookworm-security/main all Packages\n"
+        f"bookworm-updates {path}:2 http://deb.example.org/debian bookworm-updates/main amd64 Packages\n"
+        f"bookworm-updates {path}:2 http://deb.example.org/debian bookworm-updates/main all Packages\n"
+    )
+    copy = apt_sources.copy(apt_sources.sourced_targets(sourced), files_of(path, joined), "bookworm-security")
+    assert copy.usable, copy.why
+    assert copy.deb822 == (
+        "Types: deb\nURIs: http://deb.example.org/debian\nComponents: main\n   \n"
+        "Types: deb\nURIs: http://security.example.org/debian-security\nSuites: bookworm-security\n"
+        "Components: main",
+    )
+    assert apt_sources.copy(
+        apt_sources.sourced_targets(sourced.replace(":1 ", ":2 ")),
+        files_of(path, joined),
+        "bookworm-security",
+    ).why.startswith("the Suites of entry 2")  # entry 2 is the updates stanza (no security suite in it)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=300)
+    | st.just("a\x0b### sourced")
+)
+def test_no_file_content_can_make_or_end_a_section(content: str) -> None:
+    """Any os-release (or sources file, apt config) text, printed through the scripts' `frame` by a real sh,
+    reads back as that section's text only: no `### sourced`, `### look-status` or `### unshared` of its own."""
+    done = subprocess.run(
+        [
+            "sh",
+            "-c",
+            os_updates.FRAME + "echo '### os-release'\nprintf '%s' \"$1\" | frame\necho '### look-status 0'",
+            "-",
+            content,
+        ],
+        capture_output=True,
+        check=True,
+    )
+    parts = os_updates.sections(done.stdout.decode())
+    assert set(parts) == {"os-release", "look-status"} and parts["look-status"] == "0"
+    assert parts["os-release"].rstrip("\n") == content.rstrip("\n")
+
+
+def test_the_look_sums_auth_files_ca_bundles_and_keyrings_any_entry_names(tmp_path: Path) -> None:
+    """The look's `keys` and `auth` blocks, run by a real sh (apt-config a stub saying where apt's files are):
+    each file's sha256 (the literals: `sha256sum` of the contents below), never a line of its contents."""
+    (tmp_path / "auth.conf.d").mkdir()
+    (tmp_path / "auth.conf.d" / "x.conf").write_text("machine x login y password z\n")
+    (tmp_path / "ca.pem").write_text("ca\n")
+    (tmp_path / "key.gpg").write_text("key\n")
+    (tmp_path / "corp.sources").write_text(
+        f"Types: deb\nURIs: http://x.example.org/d\nSuites: bookworm-security\nSigned-By: {tmp_path}/key.gpg\n"
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "apt-config"
+    stub.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = shell ] && {{ echo "NETRC=\'{tmp_path}/auth.conf\'"; echo "NETRCPARTS=\'{tmp_path}/auth.conf.d/\'"; }}\n'  # noqa: E501
+        f'[ "$1" = dump ] && echo \'Acquire::https::mirror.example.org::CAInfo "{tmp_path}/ca.pem";\'\n'
+        "exit 0\n"
+    )
+    stub.chmod(0o755)
+    look = os_updates.LOOK
+    start = look.index("checksum() {")
+    helper = look[start : look.index("\n}\n", start) + 3]
+    block = look[look.index("echo '### keys'") : look.index("echo '### packages'")]
+    done = subprocess.run(
+        ["sh", "-c", f"{os_updates.FRAME}{helper}files='{tmp_path}/corp.sources'\n{block}"],
+        capture_output=True,
+        check=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"},
+    )
+    parts = os_updates.sections(done.stdout.decode())
+    assert f"a7998f247bd965694ff227fa325c81169a07471a8b6808d3e002a486c4e65975 {tmp_path}/key.gpg" in parts["keys"]
+    auth = parts["auth"].split("\n")
+    assert f"none {tmp_path}/auth.conf" in auth
+    assert f"89fc2a1df3b411807ea1ae570cfa075ca4b3ef0d398f79f108b68027643107bf {tmp_path}/auth.conf.d/x.conf" in auth
+    assert f"314a01b67979d4ecc6667666046246e726d9848903e33d0e63fab1165aea9d94 {tmp_path}/ca.pem" in auth
+    assert b"password" not in done.stdout
