@@ -2036,11 +2036,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     M('hide-logins-netloc-alone-said', VALUES,
       '    return word[:start] + word[at + 1 :] if hosted and ":" in word[start:at] else word',
       '    return word',
-      "a refusal quoting a netloc alone ('john@corp:KEY@host') says the password"),
+      "a refusal quoting a netloc alone ('john@corp:KEY@host') says the password",
+      reviewed="a second layer: values.url no longer quotes a netloc with its login (url-domain-problem-quotes-login), "
+      "so no message of the tool holds a bare netloc for this branch to hide; the lead ran it, 2026-12-06"),
     M('url-domain-problem-quotes-login', VALUES,
       '(problem := _domain_problem(parts.netloc.rpartition("@")[2]))',
       '(problem := _domain_problem(parts.netloc))',
-      'a refused --mirror/--index-url whose login was not read quotes the netloc with its password'),
+      'a refused --mirror/--index-url whose login was not read quotes the netloc with its password',
+      reviewed="a second layer: every refusal's text goes through hide_logins, which hides a netloc's login "
+      "(hide-logins-netloc-alone-said); the lead ran it, 2026-12-06"),
     M('shell-user-alone-is-a-secret', VALUES,
       '    alone = rf"{TOKEN_USER}(?={host})" if secret_only else rf"[^\\s/?#@:]{some}+(?={host})"',
       '    alone = rf"[^\\s/?#@:]{some}+(?={host})"',
