@@ -2321,7 +2321,8 @@ def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int, str]:
     except subprocess.TimeoutExpired:
         return -1, "timed out"
     lines = (done.stdout + done.stderr).strip().splitlines()
-    return done.returncode, lines[-1] if lines else ""
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))][:1]  # which test, not only how many
+    return done.returncode, "; ".join(failed + lines[-1:])
 
 
 @dataclass(frozen=True)
