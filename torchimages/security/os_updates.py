@@ -100,7 +100,7 @@ echo '{MARK}keys'
 eval "$(apt-config shell TRUSTED Dir::Etc::Trusted/f TRUSTEDPARTS Dir::Etc::TrustedParts/d 2>/dev/null)"
 {{
   find -L /etc/apt/trusted.gpg /etc/apt/trusted.gpg.d /etc/apt/keyrings /usr/share/keyrings \
-    ${{TRUSTED:+"$TRUSTED"}} ${{TRUSTEDPARTS:+"$TRUSTEDPARTS"}} ! -type d 2>/dev/null
+    ${{TRUSTED:+"$TRUSTED"}} ${{TRUSTEDPARTS:+"$TRUSTEDPARTS"}} -type f 2>/dev/null
   printf '%s\n' "$files" | while IFS= read -r file; do head -c {SOURCE_BYTES} "$file" 2>/dev/null; echo; done \
     | tr -s ' \t,;=:"\133\135' '\n' | grep '^/[^/]'
 }} | sort -u | while IFS= read -r file; do checksum "$file"; done | frame
@@ -108,7 +108,7 @@ echo '{MARK}auth'
 eval "$(apt-config shell NETRC Dir::Etc::netrc/f NETRCPARTS Dir::Etc::netrcparts/d)"
 {{
   checksum "${{NETRC:-/etc/apt/auth.conf}}"
-  find -L "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" ! -type d 2>/dev/null | sort \
+  find -L "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort \
     | while IFS= read -r file; do checksum "$file"; done
   apt-config dump 2>/dev/null | sed -n 's/^[^ ]* "\(\/[^"]*\)";$/\1/p' \
     | sort -u | while IFS= read -r file; do checksum "$file"; done
@@ -324,7 +324,7 @@ def sections(output: str) -> dict[str, str]:
     the section's text. A mark named twice: its texts one after the other."""
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in lines(output):
+    for line in output.split("\n"):  # the shell's lines only (see `lines`)
         if line.startswith(MARK):
             name, _, value = line[len(MARK) :].strip().partition(" ")
             current = found.setdefault(name, [])
