@@ -19,17 +19,21 @@ security updates is what the gate should report (`--require-scan` fails it), not
 
 The refresh reads only the security suite's lists where it can: a first look (LOOK, a container without
 network) prints os-release, apt's configuration, which entry of which sources file names each Packages index
-and those files, the sha256 of the keyrings (apt's folders and any a sources entry names), of apt's auth.conf
-files and of every file an `Acquire::` option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
-`Acquire::https::<host>::CaInfo`; client certificates and keys), and the installed packages; every line of
-image text in it prefixed `|` (no file of the image can make a `### ` mark); the entries of the security
+and those files, the sha256 of the keyrings (apt's folders, those Dir::Etc::Trusted and Dir::Etc::TrustedParts
+name, any a sources entry names; links followed: what they point to is summed), of apt's auth.conf files and
+of every file an apt option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
+`Acquire::https::<host>::CaInfo`; client certificates and keys; `Dir::Bin::apt-key`), and the installed
+packages; every line of image text in it prefixed `|` (no file of the image can make a `### ` mark), every
+reading of it split at `\n` only, as sh and apt split lines (`lines`); the entries of the security
 suites are copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
 `Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
 the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
 the copy naming other indexes) every list is refreshed, as before, and the note says why. Within one run, an
 image whose first look is that of an image already scanned on the same network, with the same proxies in its
-Env, gets that answer (os_answers), the note saying for which tag; a look that cannot stand for its image
-(a sources file past the bytes it prints, no sha256sum) is shared with none.
+Env, gets that answer (os_answers), the note saying for which tag; the look's text keeps every byte (the
+engine's `_exact`: one that is not UTF-8 as a lone surrogate), so looks that differ in any byte are two keys,
+and the notes show such a byte replaced (`shown`); a look that cannot stand for its image (a sources file past
+the bytes it prints, no sha256sum) is shared with none.
 
 apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
 the container at TIME_LIMIT_S: the check never hangs a build.
