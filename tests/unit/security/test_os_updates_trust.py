@@ -97,15 +97,19 @@ def test_keyrings_apt_is_told_to_read_elsewhere_are_summed(tmp_path: Path) -> No
 
 
 def test_every_file_an_apt_option_names_by_an_absolute_path_is_summed(tmp_path: Path) -> None:
-    """Not only Acquire:: options: apt-key's program (Dir::Bin::apt-key) and gpgv's (APT::Key::gpgvcommand)
-    decide what apt trusts as much as a keyring does."""
+    """Not only Acquire:: options: apt-key's program (Dir::Bin::apt-key), gpgv's (APT::Key::gpgvcommand) and
+    apt-key's older keyring option (Apt::GPGV::TrustedKeyring) decide what apt trusts as much as a keyring does."""
     (tmp_path / "apt-key").write_text("apt-key\n")
     (tmp_path / "gpgv").write_text("trusted\n")
-    auth = look_sections(
-        tmp_path, dump=f'Dir::Bin::apt-key "{tmp_path}/apt-key";\nAPT::Key::gpgvcommand "{tmp_path}/gpgv";\n'
-    )["auth"].split("\n")
+    (tmp_path / "old.gpg").write_text("key B\n")
+    dump = (
+        f'Dir::Bin::apt-key "{tmp_path}/apt-key";\nAPT::Key::gpgvcommand "{tmp_path}/gpgv";\n'
+        f'Apt::GPGV::TrustedKeyring "{tmp_path}/old.gpg";\n'
+    )
+    auth = look_sections(tmp_path, dump=dump)["auth"].split("\n")
     assert f"{APT_KEY} {tmp_path}/apt-key" in auth
     assert f"{TRUSTED} {tmp_path}/gpgv" in auth
+    assert f"{KEY_B} {tmp_path}/old.gpg" in auth
 
 
 def test_an_auth_file_that_is_a_link_is_summed_by_what_it_points_to(tmp_path: Path) -> None:
