@@ -184,7 +184,9 @@ class Probed:
 def read_both(engine: PythonRunner, reference: str) -> Probed:
     """Run the facts and the archs probes in one throwaway container of the image, in one interpreter.
 
-    Raises engine.ProbeError when the container fails; each part's answer is read from the result.
+    Raises engine.ProbeError when the container fails; each part's answer is read from the result. The
+    run's nonce keeps a stray mark in the image's output from reading as a part; the image's own code can read
+    it and print forged parts (see probes): the answers are the image's word, not proof against a hostile image.
     """
     nonce = new_nonce()  # the host's, new for each run: a mark the image prints without it is no part's
     output = engine.run_python(reference, ["-c", combined_source(BOTH, nonce)])

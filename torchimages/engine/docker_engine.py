@@ -82,6 +82,14 @@ def _text(output: bytes | str | None) -> str:
     return output or ""
 
 
+def _exact(output: bytes | str | None) -> str:
+    """A process's captured output as text that keeps every byte (an undecodable one as a lone surrogate,
+    surrogateescape): two outputs that differ in any byte read differently. Not for printing as it is."""
+    if isinstance(output, bytes):
+        return output.decode(errors="surrogateescape")
+    return output or ""
+
+
 REMOVE_AGAIN_S = 0.5
 LANDING_S = 30.0  # how long a create on its way to the engine (its name taken) may take to land
 CONFLICT = 409  # the engine's answer to a create whose name is taken
@@ -381,17 +389,18 @@ class DockerEngine:
     ) -> ShellResult:
         """Through the docker CLI (`docker run --rm`); at the time limit, or once its output passes
         MAX_OUTPUT_BYTES, the client is killed and the container removed. Exit status 125 is docker's own
-        failure (no such image, a network that is not there)."""
+        failure (no such image, a network that is not there). Its stdout keeps every byte (`_exact`): the
+        os-updates check keys shared answers on it."""
         name = container_name("shell")
         cmd = shell_command(self.docker_cli, reference, name, script, user=user, network=network)
         result = self._contained(name, reference, cmd, timeout_s)
         stderr = _text(result.stderr)
         if result.stopped:
-            return ShellResult(-1, _text(result.stdout), stderr, result.timed_out, result.overflowed)
+            return ShellResult(-1, _exact(result.stdout), stderr, result.timed_out, result.overflowed)
         if result.status == DOCKER_RUN_FAILED:
             self.remove_container(name)
             raise EngineError(f"could not run a container of {reference}: {stderr.strip()[-2000:] or 'exit 125'}")
-        return ShellResult(result.status or 0, _text(result.stdout), stderr)
+        return ShellResult(result.status or 0, _exact(result.stdout), stderr)
 
     def _contained(self, name: str, reference: str, cmd: list[str], timeout_s: float) -> Captured:
         """A `docker run` of a container named `name`, bounded (process.captured); the container is removed

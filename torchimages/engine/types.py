@@ -225,7 +225,8 @@ class ImageInfo:
 class ShellResult:
     """What a shell script in a throwaway container did: its exit status and output; `timed_out` when it was
     stopped at its time limit, `overflowed` when its output passed the engine's limit (`status` is then -1
-    and the output what it wrote until then, cut)."""
+    and the output what it wrote until then, cut). `stdout` keeps every byte (one that is not UTF-8 as a lone
+    surrogate, surrogateescape): decode it for display before printing (os_updates.shown)."""
 
     status: int
     stdout: str

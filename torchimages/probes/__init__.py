@@ -6,7 +6,11 @@ through `/bin/sh` (`run_probe`), or a throwaway container through the engine (bu
 Several probes can share one interpreter (`combined_program`: one `import torch` for all of them), each
 part's output after its own `SMOKE_PART:<nonce>:<name>` line and the run's end on `SMOKE_END:<nonce>`
 (`split_parts`); a part that raises says so on a `SMOKE_FAILED:` line and the next part still runs. The nonce
-is the host's, new for each run (`new_nonce`): a mark without it is the image's noise, not a part.
+is the host's, new for each run (`new_nonce`): a mark without it is the image's noise, not a part. The nonce
+guards against accidents only (a mark in the image's own output, a part repeated, output after the end); it is
+no defence against code in the image written to deceive, which runs in the same interpreter, can read the
+nonce (it is in the program's text, so in argv: /proc/self/cmdline, sys.orig_argv), print parts of its own
+and the end mark, and exit: a probe's answer is the image's word.
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ def sourced_targets(text: str) -> list[Target]:
     """`apt-get indextargets --format '$(RELEASE) $(SOURCESENTRY) $(DESCRIPTION)'`: the Packages indexes,
     each with its entry; a line of another shape (apt's warnings) is left out."""
     found = []
-    for line in text.splitlines():
-        match = _ENTRY.match(line.strip())
+    for line in text.split("\n"):  # apt's lines (splitlines would also split at \x85, \u2028...)
+        match = _ENTRY.match(line.strip(" \t\r"))
         if match and match.group(4).endswith("Packages"):
             suite, path, number, description = match.groups()
             found.append(Target(suite, path, int(number), description))
@@ -68,7 +68,7 @@ def source_files(text: str) -> dict[str, str]:
     line of a file reads as a section of the answer)."""
     files: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in text.splitlines():
+    for line in text.split("\n"):  # the shell's lines (splitlines would also split at \x85, \u2028...)
         if line.startswith("@"):
             current = files.setdefault(line[1:], [])
         elif line.startswith("|") and current is not None:

@@ -1,5 +1,6 @@
 """The os-updates answers of one run of the tool: an image whose first look (os-release, apt's configuration,
-its sources' entries and files, the checksums of its keyrings, of apt's auth.conf files and CA bundles, the
+its sources' entries and files, byte for byte, the checksums of its keyrings (through links, wherever apt's
+options put them), of apt's auth.conf files, CA bundles and any file an apt option names, the
 installed packages by name, architecture and version) and whose proxies (Env) are those of an image already
 scanned in this run, on the same network, gets that scan's answer instead of a second refresh. A look that
 cannot stand for its image (os_updates.look: `unshared`) is kept under no key.

@@ -19,17 +19,21 @@ security updates is what the gate should report (`--require-scan` fails it), not
 
 The refresh reads only the security suite's lists where it can: a first look (LOOK, a container without
 network) prints os-release, apt's configuration, which entry of which sources file names each Packages index
-and those files, the sha256 of the keyrings (apt's folders and any a sources entry names), of apt's auth.conf
-files and of every file an `Acquire::` option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
-`Acquire::https::<host>::CaInfo`; client certificates and keys), and the installed packages; every line of
-image text in it prefixed `|` (no file of the image can make a `### ` mark); the entries of the security
+and those files, the sha256 of the keyrings (apt's folders, those Dir::Etc::Trusted and Dir::Etc::TrustedParts
+name, any a sources entry names; links followed: what they point to is summed), of apt's auth.conf files and
+of every file an apt option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
+`Acquire::https::<host>::CaInfo`; client certificates and keys; `Dir::Bin::apt-key`), and the installed
+packages; every line of image text in it prefixed `|` (no file of the image can make a `### ` mark), every
+reading of it split at `\n` only, as sh and apt split lines (`lines`); the entries of the security
 suites are copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
 `Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
 the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
 the copy naming other indexes) every list is refreshed, as before, and the note says why. Within one run, an
 image whose first look is that of an image already scanned on the same network, with the same proxies in its
-Env, gets that answer (os_answers), the note saying for which tag; a look that cannot stand for its image
-(a sources file past the bytes it prints, no sha256sum) is shared with none.
+Env, gets that answer (os_answers), the note saying for which tag; the look's text keeps every byte (the
+engine's `_exact`: one that is not UTF-8 as a lone surrogate), so looks that differ in any byte are two keys,
+and the notes show such a byte replaced (`shown`); a look that cannot stand for its image (a sources file past
+the bytes it prints, no sha256sum) is shared with none.
 
 apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
 the container at TIME_LIMIT_S: the check never hangs a build.
@@ -53,6 +57,7 @@ TIME_LIMIT_S = 300  # the whole container: then it is stopped and removed
 ROOT = "0:0"  # by number: an image's /etc/passwd may name root otherwise, or not at all
 DEFAULT_NETWORK = "default"  # the engine's default bridge, where the build names no network
 MARK = "### "
+BLANKS = " \t\r"  # what sh takes off around a word (and a CRLF file's `\r`); str.strip takes more
 LINE = "|"  # every line of a section's text starts so: no text of the image can read as a mark
 OS_RELEASE_BYTES = 65536  # read no further: an os-release that is a link to /dev/zero never ends
 LOOK_LIMIT_S = 60  # the first look: no network, no download
@@ -96,8 +101,10 @@ printf '%s\n' "$files" | while IFS= read -r file; do
   {{ echo "@$file"; head -c {SOURCE_BYTES} "$file" 2>/dev/null | sed 's/^/|/'; echo; }} | frame
 done
 echo '{MARK}keys'
+eval "$(apt-config shell TRUSTED Dir::Etc::Trusted/f TRUSTEDPARTS Dir::Etc::TrustedParts/d 2>/dev/null)"
 {{
-  find /etc/apt/trusted.gpg /etc/apt/trusted.gpg.d /etc/apt/keyrings /usr/share/keyrings -type f 2>/dev/null
+  find -L /etc/apt/trusted.gpg /etc/apt/trusted.gpg.d /etc/apt/keyrings /usr/share/keyrings \
+    ${{TRUSTED:+"$TRUSTED"}} ${{TRUSTEDPARTS:+"$TRUSTEDPARTS"}} -type f 2>/dev/null
   printf '%s\n' "$files" | while IFS= read -r file; do head -c {SOURCE_BYTES} "$file" 2>/dev/null; echo; done \
     | tr -s ' \t,;=:"\133\135' '\n' | grep '^/[^/]'
 }} | sort -u | while IFS= read -r file; do checksum "$file"; done | frame
@@ -105,9 +112,9 @@ echo '{MARK}auth'
 eval "$(apt-config shell NETRC Dir::Etc::netrc/f NETRCPARTS Dir::Etc::netrcparts/d)"
 {{
   checksum "${{NETRC:-/etc/apt/auth.conf}}"
-  find "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort \
+  find -L "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort \
     | while IFS= read -r file; do checksum "$file"; done
-  apt-config dump 2>/dev/null | sed -n 's/^Acquire::[^ ]* "\(\/[^"]*\)";$/\1/p' \
+  apt-config dump 2>/dev/null | sed -n 's/^[^ ]* "\(\/[^"]*\)";$/\1/p' \
     | sort -u | while IFS= read -r file; do checksum "$file"; done
   for file in {FIXED_FILES}; do checksum "$file"; done
 }} 2>&1 | frame
@@ -281,6 +288,8 @@ def script(copy: Copy) -> str:
 def read(result: ShellResult, why: str = "") -> Scan:
     """The scan that the script's answer gives: the pending updates, or why it could not look; `why` there was
     no copy of the security entries (every list refreshed)."""
+    result = dataclasses.replace(result, stdout=shown(result.stdout), stderr=shown(result.stderr))
+    why = shown(why)
     if result.timed_out:
         return _not_scanned(f"apt did not finish within {TIME_LIMIT_S} s (the archive did not answer in time)")
     if result.overflowed:
@@ -319,7 +328,7 @@ def sections(output: str) -> dict[str, str]:
     the section's text. A mark named twice: its texts one after the other."""
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in output.split("\n"):  # the shell's lines only (splitlines would split at \x0b, \x1c, \x85...)
+    for line in output.split("\n"):  # the shell's lines only (see `lines`)
         if line.startswith(MARK):
             name, _, value = line[len(MARK) :].strip().partition(" ")
             current = found.setdefault(name, [])
@@ -330,20 +339,37 @@ def sections(output: str) -> dict[str, str]:
     return {name: "\n".join(lines) for name, lines in found.items()}
 
 
+def shown(text: str) -> str:
+    """An engine's exact text (its undecodable bytes kept as lone surrogates) as text to show: each such byte
+    replaced (U+FFFD), as a note or finding may be printed or written as UTF-8."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no decoding made
+        raw = text.encode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+def lines(text: str) -> list[str]:
+    """The lines of an image's text as the shell and apt split them: at `\\n` only (str.splitlines would also
+    split at \\r, \\x0b, \\x0c, \\x1c-\\x1e, \\x85, \\u2028, \\u2029: a field of one line read as two)."""
+    return text.split("\n")
+
+
 def codename(os_release: str) -> str:
-    """VERSION_CODENAME of an os-release file (UBUNTU_CODENAME where it is missing); empty when neither."""
+    """VERSION_CODENAME of an os-release file (UBUNTU_CODENAME where it is missing); empty when neither. Its
+    lines as sh reads them: split at `\n` only, only blanks (and a CRLF's `\r`) around a field taken off."""
     fields = {}
-    for line in os_release.splitlines():
-        key, sep, value = line.strip().partition("=")
+    for line in lines(os_release):
+        key, sep, value = line.strip(BLANKS).partition("=")
         if sep:
-            fields[key] = value.strip().strip("'\"")
+            fields[key] = value.strip(BLANKS).strip("'\"")
     return fields.get("VERSION_CODENAME") or fields.get("UBUNTU_CODENAME") or ""
 
 
 def targets(text: str) -> list[tuple[str, str]]:
     """`apt-get indextargets --format '$(RELEASE) $(DESCRIPTION)'`: each package index the sources name, as
     (suite, description)."""
-    rows = [line.strip().partition(" ") for line in text.splitlines()]
+    rows = [line.strip(BLANKS).partition(" ") for line in lines(text)]
     return [(suite, description) for suite, _, description in rows if suite and description.endswith("Packages")]
 
 
@@ -354,7 +380,7 @@ _RELEASE = re.compile(r"^ {2,}release (\S+)$")  # `     release v=12,o=Debian,n=
 def index_files(text: str) -> list[IndexFile]:
     """The package files of `apt-cache policy` (no package named), each with its Release fields."""
     files: list[IndexFile] = []
-    for line in text.splitlines():
+    for line in lines(text):
         if line.startswith("Pinned packages:"):
             break
         if match := _FILE.match(line):
@@ -373,7 +399,7 @@ _SOURCE = re.compile(r"^ {6,}-?\d+ (\S.*)$")  # `        500 http://... bookworm
 def version_tables(text: str) -> list[Table]:
     """The version tables of `apt-cache policy PKG...`, in its order (each table newest version first)."""
     tables: list[tuple[str, list[Version]]] = []
-    for line in text.splitlines():
+    for line in lines(text):
         if match := _PACKAGE.match(line):
             tables.append((match.group(1), []))
         elif tables and (match := _VERSION.match(line)):
@@ -410,7 +436,7 @@ def _is_suite(index: IndexFile, suite: str) -> bool:
 
 def _apt_errors(update: str, suite: str, most: int = 3) -> str:
     """apt's own words on what failed (its W: and E: lines), those naming the suite first."""
-    said = [line.strip() for line in update.splitlines() if line.startswith(("W:", "E:"))]
+    said = [line.strip() for line in lines(update) if line.startswith(("W:", "E:"))]
     said = sorted(said, key=lambda line: suite not in line)
     return "; ".join(line[:300] for line in said[:most]) or "apt read no index of it (no error said)"
 
@@ -425,7 +451,7 @@ def _refreshed(narrowed: str, why: str) -> str:
 
 
 def _tail(text: str, lines: int = 3) -> str:
-    last = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
+    last = [line.strip() for line in text.strip().split("\n") if line.strip()][-lines:]
     return " | ".join(last)[-600:] or "no output"
 
 

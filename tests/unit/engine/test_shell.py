@@ -10,6 +10,7 @@ import docker.errors
 import pytest
 
 from torchimages import engine
+from torchimages.security import os_answers
 
 
 def test_the_docker_run_command_of_a_script() -> None:
@@ -77,3 +78,16 @@ def test_dockers_own_failure_is_an_engine_error(tmp_path: Path) -> None:
     found, _ = docker_engine(tmp_path, "echo 'Unable to find image img:1 locally' >&2; exit 125\n")
     with pytest.raises(engine.EngineError, match="could not run a container of img:1: Unable to find image"):
         found.run_shell("img:1", "true")
+
+
+def test_output_that_is_not_utf8_comes_back_byte_for_byte(tmp_path: Path) -> None:
+    """Two outputs that differ only in a byte that is not UTF-8 read differently (each byte kept: the
+    os-updates check keys a shared answer on the look's text), and the text gives back the very bytes."""
+    (tmp_path / "ff").mkdir()
+    (tmp_path / "fe").mkdir()
+    found_ff, _ = docker_engine(tmp_path / "ff", "printf 'deb http://x.example.org/\\377 bookworm main\\n'\n")
+    found_fe, _ = docker_engine(tmp_path / "fe", "printf 'deb http://x.example.org/\\376 bookworm main\\n'\n")
+    ff, fe = found_ff.run_shell("img:1", "true").stdout, found_fe.run_shell("img:1", "true").stdout
+    assert ff != fe
+    assert ff.encode("utf-8", "surrogateescape") == b"deb http://x.example.org/\xff bookworm main\n"
+    assert os_answers.key("default", ff) != os_answers.key("default", fe)
