@@ -1771,8 +1771,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "`--cache-to type=s3,endpoint_url=http://u:PASSWORD@minio` is passed to buildx: the password is in the log"),
     M("cache-credential-attribute-taken", ENGINE_TYPES,
       "        if key.lower() in CACHE_CREDENTIALS:  # buildx reads keys in any case (it lower-cases them)\n"
-      "            return (\n",
-      "        if False:\n            return (\n",
+      "            return f\"{shown}: {key}= is a credential",
+      "        if False:\n            return f\"{shown}: {key}= is a credential",
       "`--cache-to type=s3,...,secret_access_key=KEY` is passed to buildx: the key is in the build's log"),
     M("cache-refusal-says-user-token", ENGINE_TYPES,
       "        value = value[end + 1 :]\n",
@@ -2131,7 +2131,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("cache-spec-quote-taken", ENGINE_TYPES,
       "        if '\"' in text:  # without one",
       "        if False:  # without one",
-      "`--cache-to type=gha,\"token=ghs_...\"` passes: buildx reads the quoted field as token=, the token is in the log"),
+      "`--cache-to type=gha,\"token=ghs_...\"` passes: buildx reads the quoted field as token=, the token is logged"),
     M("cache-ghtoken-not-credential", ENGINE_TYPES,
       '    "ghtoken": "leave it out:',
       '    "ghtoken_": "leave it out:',
@@ -2150,7 +2150,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "an image's smoke seconds include its wait for another image's suites to free the GPUs"),
     M("phase-gate-clock-before-the-wait", BUILDER,
       "        hooks.before_gate()  # devel: until runtime's gate ended, a wait that is not this gate's time\n"
-      "        if staged:\n            progress.update(image.own_tag, \"security\")\n        began = time.monotonic()\n",
+      "        if staged:\n            progress.update(image.own_tag, \"security\")\n"
+      "        began = time.monotonic()\n",
       "        began = time.monotonic()\n"
       "        hooks.before_gate()  # devel: until runtime's gate ended, a wait that is not this gate's time\n"
       "        if staged:\n            progress.update(image.own_tag, \"security\")\n",

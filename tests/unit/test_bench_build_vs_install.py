@@ -147,7 +147,9 @@ def test_the_table_says_each_phase_the_share_and_the_ratio() -> None:
     assert "| 2.11.0-cuda13.0-cudnn9-devel | built | 40 s | - | - | - | 60 s | 100 s | 60% (over a third) |" in text
     assert text.endswith("main job / bare install = 2.00 (within the target of 2)")
     assert bench.table(images, bare=200.0, job=401.0, summarized=401.0).endswith("= 2.00 (over the target of 2)")
-    assert bench.table(images, bare=None, job=400.0, summarized=400.0).endswith("main job 400 s (no bare install measured)")
+    assert bench.table(images, bare=None, job=400.0, summarized=400.0).endswith(
+        "main job 400 s (no bare install measured)"
+    )
 
 
 def test_the_ratio_is_of_the_readme_s_job_without_the_report_work_which_is_said() -> None:
@@ -224,7 +226,8 @@ def test_a_job_whose_image_failed_gets_no_ratio_verdict_and_exit_1(result: str) 
     text = bench.table(images, bare=2000.0, job=520.0, summarized=520.0)
     assert "ratio" not in text.splitlines()[-1].replace("no ratio verdict", "") and "within" not in text
     assert text.endswith(
-        f"the main job did not build every image (2.11.0-cuda13.0-cudnn9-devel ({result})): no measure, no ratio verdict"
+        f"the main job did not build every image (2.11.0-cuda13.0-cudnn9-devel ({result})): "
+        "no measure, no ratio verdict"
     )
     assert bench.table(images, bare=None, job=520.0, summarized=520.0).endswith("no ratio verdict")
     assert bench.exit_status(0, images) == 1 and bench.exit_status(2, images) == 2

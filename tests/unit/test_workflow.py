@@ -356,7 +356,9 @@ def test_any_host_gives_a_secret_name_github_allows(domain: str) -> None:
     assert VALID_SECRET.fullmatch(name) and not name.startswith("GITHUB_"), name
 
 
-@pytest.mark.parametrize("domain", ["123456789012.dkr.ecr.us-east-1.amazonaws.com", "10.1.2.3:5000", "github.example.com"])
+@pytest.mark.parametrize(
+    "domain", ["123456789012.dkr.ecr.us-east-1.amazonaws.com", "10.1.2.3:5000", "github.example.com"]
+)
 def test_a_workflow_for_an_awkward_registry_names_valid_secrets_and_actionlint_passes_it(
     domain: str, write_matrix: Callable[[str], Path], tmp_path: Path
 ) -> None:
@@ -366,6 +368,9 @@ def test_a_workflow_for_an_awkward_registry_names_valid_secrets_and_actionlint_p
     path = tmp_path / "images.yml"
     path.write_text(text)
     linted = subprocess.run(
-        [_tool("actionlint"), "-shellcheck", _tool("shellcheck"), str(path)], capture_output=True, text=True, timeout=120
+        [_tool("actionlint"), "-shellcheck", _tool("shellcheck"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert linted.returncode == 0, linted.stdout + linted.stderr

@@ -168,9 +168,7 @@ def _credential_problem(fields: Sequence[tuple[str, str, str]]) -> str | None:
     shown = values.show(",".join(_shown_field(*field) for field in fields))
     for key, _, value in fields:
         if key.lower() in CACHE_CREDENTIALS:  # buildx reads keys in any case (it lower-cases them)
-            return (
-                f"{shown}: {key}= is a credential, and {_LEAKS}: {CACHE_CREDENTIALS[key.lower()]}"
-            )
+            return f"{shown}: {key}= is a credential, and {_LEAKS}: {CACHE_CREDENTIALS[key.lower()]}"
         if key.lower() == "ref" and (values.has_url_login(value) or reference_login_end(value) >= 0):
             return (
                 f"{shown}: the reference holds a login (USER:PASSWORD@ before the registry's host), and {_LEAKS}: "

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -199,12 +199,20 @@ def host_document(python_exe: str, tag: str = "local-host") -> dict[str, Any]:
     return document_of_host(raw, tag)
 
 
+class Gate(Protocol):
+    """The builder's smoke gate (builder.SmokeGate); `start` is told when its suites wait for the GPUs and run."""
+
+    def __call__(
+        self, combination: Combination, image: Image, reference: str, facts: Facts, start: SmokeStart = ..., /
+    ) -> list[str]: ...
+
+
 def smoke_gate(
     options: SmokeOptions,
     engine: ContainerEngine,
     cancelled: threading.Event | None = None,
     junit_dir: Path | None = None,
-) -> Callable[[Combination, Image, str, Facts, SmokeStart], list[str]]:
+) -> Gate:
     """The builder's smoke gate: the suites must pass on the temporary image before it is tagged.
     `cancelled` (the builder's) stops a running gate: its pytest and container go at once. With `junit_dir`,
     each image's results go to its JUnit file there (`junit_in`). Suites whose containers get the GPUs run one at a

@@ -18,7 +18,7 @@ import pytest
 from tests.fakes import FakeEngine
 from tests.unit.building.test_builder import MATRIX, true_facts
 from torchimages.building import verify
-from torchimages.building.builder import Builder
+from torchimages.building.builder import Builder, SmokeGate
 from torchimages.building.outcome import Outcome
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.building.requests import BuildOptions
@@ -81,7 +81,7 @@ def build(
     engine: FakeEngine,
     selection: list[plan.Selected],
     tmp_path: Path,
-    gate: Callable[[Combination, Image, str, verify.Facts], list[str]],
+    gate: SmokeGate,
     timeline: Timeline,
     cancelled: threading.Event | None = None,
 ) -> tuple[Outcome, Outcome]:

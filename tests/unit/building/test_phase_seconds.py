@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeEngine
-from tests.unit.building.test_progress import Recorder
 from tests.unit.building.test_builder import MATRIX, true_facts
+from tests.unit.building.test_progress import Recorder
 from torchimages.building import builder, overlap
 from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome
