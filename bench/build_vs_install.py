@@ -11,9 +11,11 @@
       (security), smoke.
 
 Prints, per image, the phases, the checks' share of its time, and the main job / bare install ratio (issue 44's
-targets: at most 2.0, checks at most a third). A job with an image that failed (any result but built or
-skipped) gets no ratio verdict: it says the job failed, names the images, and exits 1. Record the figures in
-docs/benchmarks.md.
+targets: at most 2.0, checks at most a third). The main job's time is the README's job, until build.py's summary
+line: the --report work after it (manifest, SBOMs), which the README's job does not do, is said apart and not
+counted. A job with an image not built (failed, interrupted, or skipped as up to date: nothing was built for it,
+so the run measured no build) gets no ratio verdict: it names the images and exits 1; so does a --clean-engine
+whose removals or prune failed (said, not ignored). Record the figures in docs/benchmarks.md.
 Run: make bench-build [TAG=2.11.0-cuda13.0]  or  .venv/bin/python bench/build_vs_install.py [--clean-engine] [TAG]
 """
 
@@ -174,16 +176,22 @@ def _cell(value: float | None, unit: str = " s") -> str:
     return "-" if value is None else f"{value:.0f}{unit}"
 
 
-# The results of an image the main job made as asked (manifest.schema.json): any other result is a job that
-# failed, and a job that fails early looks fast, so it gets no ratio verdict.
-DONE_RESULTS = ("built", "skipped")
+# The result of an image the main job built as asked (manifest.schema.json). Any other is no measurement: a job
+# that fails early looks fast, and an image "skipped" (up to date) was not built at all (an image --clean-engine
+# did not remove, or one a run of --no-cache found): either way no ratio verdict.
+DONE_RESULTS = ("built",)
+SKIPPED_SAYS = "skipped: up to date, nothing built"
 
 
 def unfinished(images: Sequence[ImagePhases]) -> list[str]:
-    """`tag (result)` of each image the main job did not build or find up to date; one entry when it made none."""
+    """`tag (result)` of each image the main job did not build; one entry when it made none."""
     if not images:
         return ["no image in the report"]
-    return [f"{i.tag} ({i.result})" for i in images if i.result not in DONE_RESULTS]
+    return [
+        f"{i.tag} ({SKIPPED_SAYS if i.result == 'skipped' else i.result})"
+        for i in images
+        if i.result not in DONE_RESULTS
+    ]
 
 
 def exit_status(job_status: int, images: Sequence[ImagePhases]) -> int:
@@ -191,9 +199,11 @@ def exit_status(job_status: int, images: Sequence[ImagePhases]) -> int:
     return job_status or (1 if unfinished(images) else 0)
 
 
-def table(images: Sequence[ImagePhases], bare: float | None, job: float) -> str:
+def table(images: Sequence[ImagePhases], bare: float | None, job: float, summarized: float | None) -> str:
     """The figures as a Markdown table, then the main job's ratio to the bare install (None: not measured) against
-    issue 44's target; no ratio where an image failed (`unfinished`)."""
+    issue 44's target. `job`: the main job's whole seconds; `summarized`: its seconds at its summary line (None: none
+    seen). The ratio counts the README's job only, up to the summary: the --report work after it is said, not
+    counted. No ratio where an image was not built (`unfinished`) or no summary line was seen."""
     head = ["image", "result", "build", "verify", "gate", "smoke", "checks", "total", "checks' share"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for i in images:
@@ -202,8 +212,13 @@ def table(images: Sequence[ImagePhases], bare: float | None, job: float) -> str:
         cells = [i.tag, i.result, *(_cell(v) for v in (i.build, i.verify, i.gate, i.smoke, i.checks, i.total)), mark]
         lines.append("| " + " | ".join(cells) + " |")
     if failed := unfinished(images):
-        said = f"the main job failed ({', '.join(failed)}): its {job:.0f} s are no measure, no ratio verdict"
+        said = f"the main job did not build every image ({', '.join(failed)}): no measure, no ratio verdict"
         return "\n".join([*lines, "", said])
+    if summarized is None:
+        said = f"the main job ({job:.0f} s) printed no summary line: without its --report work its time is unknown"
+        return "\n".join([*lines, "", said + ", no ratio verdict"])
+    lines += ["", f"the --report work after the main job's summary: {job - summarized:.0f} s, not counted"]
+    job = summarized
     if bare is None or bare <= 0:
         return "\n".join([*lines, "", f"main job {job:.0f} s (no bare install measured)"])
     ratio = job / bare
@@ -243,6 +258,18 @@ def before_the_job(clean_engine: bool, docker: str, references: Sequence[str]) -
         return []
     removals = [[docker, "image", "rm", "--force", r] for r in references]
     return [*removals, [docker, "builder", "prune", "--all", "--force"]]
+
+
+def cleaning_problems(done: Sequence[tuple[Sequence[str], int, str]]) -> list[str]:
+    """What --clean-engine could not do, one line each, from each command's (argv, exit status, stderr): an image
+    removal that failed for another reason than the image not being there, a prune that failed. The run then
+    measures no clean engine."""
+    found = []
+    for command, status, err in done:
+        if status and not (command[1:3] == ["image", "rm"] and "no such image" in err.lower()):
+            said = " ".join(err.split())[-300:] or f"exit {status}"
+            found.append(f"{' '.join(shlex.quote(c) for c in command)}: {said}")
+    return found
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -380,8 +407,14 @@ def main() -> int:
             except EngineError as exc:
                 bench_cli.fail(NAME, str(exc))
             references = [f"{i.repository}:{n}" for i in chosen.images for n in i.names]
+            cleaning = []
             for command in before_the_job(args.clean_engine, docker, references):
-                subprocess.run(command, capture_output=True, check=False)  # an image not there is no fault
+                ran = subprocess.run(command, capture_output=True, text=True, errors="replace", check=False)
+                cleaning.append((command, ran.returncode, ran.stderr))
+            if problems := cleaning_problems(cleaning):  # an image not there is no fault; anything else is
+                print("\n".join(f"--clean-engine could not clean: {p}" for p in problems))
+                print("the main job would not start from a clean engine: not run, no measurement")
+                return 1
         report, logs = Path(tmp) / "report", Path(tmp) / "logs"
         command = build_command(args.tag, report, logs, args.matrix, args.clean_engine)
         print(f"# main job: {' '.join(shlex.quote(c) for c in command[1:])}", flush=True)
@@ -396,12 +429,12 @@ def main() -> int:
         job = time.perf_counter() - start
         print(f"main job: {job:.0f} s (exit {done.returncode})  load {os.getloadavg()[0]:.2f}")
         if summarized is not None:
-            print(f"    of which after the summary (--report: manifest, SBOMs): {job - summarized:.0f} s")
+            print(f"    of which after the summary (--report: manifest, SBOMs), not counted: {job - summarized:.0f} s")
         try:
             images = phases(json.loads((report / "manifest.json").read_text()))
         except (OSError, ValueError) as exc:
             sys.exit(f"{NAME}: the main job's report cannot be read: {exc}")
-    print(table(images, bare, job))
+    print(table(images, bare, job, summarized))
     return exit_status(done.returncode, images)
 
 

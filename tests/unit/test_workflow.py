@@ -326,3 +326,51 @@ def test_the_cli_refuses_it_with_exit_2_in_one_line(cli: Cli, write_matrix: Call
 @pytest.fixture
 def ghcr_plan(write_matrix: Callable[[str], Path]) -> plan.Plan:
     return plan.load(write_matrix(GHCR_BOTH))
+
+
+# Secret names GitHub can have: [A-Z_][A-Z0-9_]*, never GITHUB_ (outside attack, finding 9)
+
+VALID_SECRET = re.compile(r"[A-Z_][A-Z0-9_]*")
+AWKWARD_REGISTRIES = {
+    "123456789012.dkr.ecr.us-east-1.amazonaws.com": "REGISTRY_123456789012_DKR_ECR_US_EAST_1_AMAZONAWS_COM",
+    "10.1.2.3:5000": "REGISTRY_10_1_2_3_5000",
+    "github.example.com": "REGISTRY_GITHUB_EXAMPLE_COM",
+    "docker.io": "DOCKER_IO",
+}
+
+
+def _secret_names(text: str) -> set[str]:
+    return set(re.findall(r"\$\{\{ secrets\.([^ }]+) \}\}", text))
+
+
+@pytest.mark.parametrize("domain", list(AWKWARD_REGISTRIES))
+def test_each_registry_secret_name_is_one_github_allows(domain: str) -> None:
+    found = workflow.login(domain)
+    stem = AWKWARD_REGISTRIES[domain]
+    assert (found.username, found.password) == (f"secrets.{stem}_USERNAME", f"secrets.{stem}_PASSWORD")
+
+
+@given(st.from_regex(r"[a-z0-9][a-z0-9._-]{0,30}(:[0-9]{1,5})?", fullmatch=True))
+def test_any_host_gives_a_secret_name_github_allows(domain: str) -> None:
+    name = workflow.secret_name(domain)
+    assert VALID_SECRET.fullmatch(name) and not name.startswith("GITHUB_"), name
+
+
+@pytest.mark.parametrize(
+    "domain", ["123456789012.dkr.ecr.us-east-1.amazonaws.com", "10.1.2.3:5000", "github.example.com"]
+)
+def test_a_workflow_for_an_awkward_registry_names_valid_secrets_and_actionlint_passes_it(
+    domain: str, write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    text = rendered(write_matrix(GHCR_BOTH.replace("ghcr.io/team/pytorch", f"{domain}/team/pytorch")))
+    names = _secret_names(text) - {"GITHUB_TOKEN"}
+    assert names == {f"{AWKWARD_REGISTRIES[domain]}_USERNAME", f"{AWKWARD_REGISTRIES[domain]}_PASSWORD"}
+    path = tmp_path / "images.yml"
+    path.write_text(text)
+    linted = subprocess.run(
+        [_tool("actionlint"), "-shellcheck", _tool("shellcheck"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from torchimages import platforms
 from torchimages.building import architectures, bootstrap, build_digest, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
-from torchimages.building.overlap import NO_HOOKS, Hooks, overlapped
+from torchimages.building.overlap import NO_HOOKS, Hooks, SmokeStart, overlapped
 from torchimages.building.progress import Progress, Renderer
 from torchimages.building.references import (
     TEMP_REPOSITORY,
@@ -68,7 +68,7 @@ FIX_NOT_ON_RUNTIME = "the engine did not build devel on the runtime image it was
 
 # The smoke gate: run on the temporary reference after verification, with the facts verification read
 # (so the suites need not probe them again); returns the problems found.
-SmokeGate = Callable[[Combination, Image, str, verify.Facts], list[str]]
+SmokeGate = Callable[[Combination, Image, str, verify.Facts, SmokeStart], list[str]]
 # The security gate (torchimages.security.gate): run on the temporary reference after verification, with the
 # contents of the files the build mounted as secrets (no layer may hold them); its verdict.
 SecurityGate = Callable[[Image, str, tuple[tuple[str, bytes], ...]], Verdict]
@@ -616,8 +616,10 @@ class Builder:
         if not self.security_gate or self.cancelled.is_set():
             return []
         if staged:
+            progress.update(image.own_tag, "waiting for runtime's security gate" if hooks.gate_waits() else "security")
+        hooks.before_gate()  # devel: until runtime's gate ended, a wait that is not this gate's time
+        if staged:
             progress.update(image.own_tag, "security")
-        hooks.before_gate()
         began = time.monotonic()
         try:
             verdict = self.security_gate(image, reference, secrets)
@@ -639,8 +641,9 @@ class Builder:
         found: verify.Facts,
         staged: bool = True,
     ) -> list[str]:
-        """The smoke gate's problems (none when there is none), its seconds kept in `measures`; `staged`: its stage
-        is shown."""
+        """The smoke gate's problems (none when there is none), its seconds kept in `measures`: from when its suites
+        start (a wait for the GPUs held by another image's suites is shown as waiting, not counted); `staged`: its
+        stage is shown."""
         if not self.smoke_gate:
             return []
         if staged:
@@ -648,11 +651,19 @@ class Builder:
         machine = os.uname().machine
         if platforms.of_machine(machine) != image.platform:
             progress.say(f"{image.own_tag}: the suites run under emulation ({image.platform} on {machine}): slower")
-        began = time.monotonic()
+        began = [time.monotonic()]
+
+        def waiting() -> None:
+            progress.update(image.own_tag, "waiting for the GPUs (another image's smoke suites)")
+
+        def started() -> None:
+            began[0] = time.monotonic()
+            progress.update(image.own_tag, "smoke" if staged else "security, smoke")
+
         try:
-            return self.smoke_gate(combination, image, reference, found)
+            return self.smoke_gate(combination, image, reference, found, SmokeStart(waiting, started))
         finally:
-            measures.smoke_seconds = time.monotonic() - began
+            measures.smoke_seconds = time.monotonic() - began[0]
 
     def _verify(
         self, combination: Combination, image: Image, reference: str, progress: Progress, measures: _Measures

@@ -35,10 +35,23 @@ class Hooks:
     before_tag: Callable[[], None] = _nothing
     waits: Callable[[], str] = str
     before_gate: Callable[[], None] = _nothing
+    gate_waits: Callable[[], bool] = bool  # whether `before_gate` would wait now (shown as waiting, not timed)
     gated: Callable[[], None] = _nothing
 
 
 NO_HOOKS = Hooks()
+
+
+@dataclass(frozen=True)
+class SmokeStart:
+    """What a smoke gate tells of its start: `waiting` when its suites must first wait for the GPUs (another image's
+    suites hold them), `started` once they run: the smoke phase's clock starts there, not at the wait."""
+
+    waiting: Callable[[], None] = _nothing
+    started: Callable[[], None] = _nothing
+
+
+NO_START = SmokeStart()
 
 
 def overlapped(
@@ -61,6 +74,7 @@ def overlapped(
                 before_tag=lambda: _ended(first),
                 waits=lambda: "" if first.done() else "runtime",
                 before_gate=lambda: _wait(gated),
+                gate_waits=lambda: not gated.is_set(),
             )
         )
         return first.result(), second

@@ -86,6 +86,8 @@ class CacheSpec:
         A ref may hold `{tag}` and the `placeholders` (a bake's `{target}`) where a tag or a name goes."""
         if not text or text != text.strip() or any(c.isspace() or not c.isprintable() for c in text):
             raise ValueError("a cache spec is `type=registry,ref=REF`, `type=inline` or an image reference, no spaces")
+        if '"' in text:  # without one, buildx's CSV reading (csvvalue.Fields) is the split on ',' below
+            raise ValueError(QUOTED_CACHE_SPEC)
         if "=" not in text:
             text = f"type=registry,ref={text}"
         fields = [part.partition("=") for part in text.split(",")]
@@ -117,11 +119,20 @@ class CacheSpec:
         return ",".join([f"type={self.type}", *(f"{k}={v}" for k, v in self.attrs)])
 
 
-# Cache attributes that hold a credential (buildx's s3, azblob and gha caches), and where buildx reads it instead
+# buildx reads a cache spec as CSV (util/buildflags/cache.go: csvvalue.Fields, then each key lower-cased): a quoted
+# field may hold ',' and '"', so `"token=..."` or a second `"ref=user:password@..."` would pass a check of the
+# split text. A spec is never quoted here; the message never repeats the spec (it may hold the credential).
+QUOTED_CACHE_SPEC = (
+    'a cache spec may not hold a double quote (`"`): buildx reads it as CSV, where a quoted field could hide a '
+    "credential or a second ref= from this check; write each key=value field without quotes"
+)
+# Cache attributes that hold a credential (buildx's s3, azblob and gha caches), and what to do instead
 CACHE_CREDENTIALS = {
-    "secret_access_key": "AWS_SECRET_ACCESS_KEY for s3",
-    "session_token": "AWS_SESSION_TOKEN for s3",
-    "token": "ACTIONS_RUNTIME_TOKEN for gha",
+    "secret_access_key": "give it to buildx through its environment instead (AWS_SECRET_ACCESS_KEY for s3)",
+    "session_token": "give it to buildx through its environment instead (AWS_SESSION_TOKEN for s3)",
+    "token": "give it to buildx through its environment instead (ACTIONS_RUNTIME_TOKEN for gha)",
+    # gha's GitHub API token (docs.docker.com, cache backends, gha): buildx reads it from nowhere else
+    "ghtoken": "leave it out: buildx reads it from no environment variable, and the gha cache works without it",
 }
 _DIGEST_AT_END = re.compile(r"@[A-Za-z0-9+._-]+:[^@/]*$")  # `@ALGORITHM:ENCODED` ending a reference
 _HOST_THEN_PATH = re.compile(r"[A-Za-z0-9.\-\[\]:]+/")  # a registry host (and port), then the repository
@@ -157,10 +168,7 @@ def _credential_problem(fields: Sequence[tuple[str, str, str]]) -> str | None:
     shown = values.show(",".join(_shown_field(*field) for field in fields))
     for key, _, value in fields:
         if key.lower() in CACHE_CREDENTIALS:  # buildx reads keys in any case (it lower-cases them)
-            return (
-                f"{shown}: {key}= is a credential, and {_LEAKS}: give it to buildx through its environment "
-                f"instead ({CACHE_CREDENTIALS[key.lower()]})"
-            )
+            return f"{shown}: {key}= is a credential, and {_LEAKS}: {CACHE_CREDENTIALS[key.lower()]}"
         if key.lower() == "ref" and (values.has_url_login(value) or reference_login_end(value) >= 0):
             return (
                 f"{shown}: the reference holds a login (USER:PASSWORD@ before the registry's host), and {_LEAKS}: "

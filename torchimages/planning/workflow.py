@@ -59,11 +59,25 @@ class Login:
 
 def login(domain: str) -> Login:
     """ghcr.io by the job's token; any other registry by `<HOST>_USERNAME` and `<HOST>_PASSWORD` secrets
-    (`docker.io` -> DOCKER_IO_USERNAME)."""
+    (`docker.io` -> DOCKER_IO_USERNAME), each character but A-Z and 0-9 read as `_` (secret_name)."""
     if domain == GHCR:
         return Login(GHCR, "github.actor", "secrets.GITHUB_TOKEN", secret=False)
-    name = re.sub(r"[^A-Z0-9]", "_", domain.upper())
+    name = secret_name(domain)
     return Login(domain, f"secrets.{name}_USERNAME", f"secrets.{name}_PASSWORD", secret=True)
+
+
+SECRET_PREFIX = "REGISTRY_"
+
+
+def secret_name(domain: str) -> str:
+    """The stem of a registry's secrets: its host (and port) upper-cased, each character but A-Z and 0-9 as `_`;
+    `REGISTRY_` before it where GitHub would refuse the name (a secret's name starts with a letter or `_`,
+    never with GITHUB_): `123456789012.dkr.ecr...` -> REGISTRY_123456789012_DKR_ECR_..., `github.example.com`
+    -> REGISTRY_GITHUB_EXAMPLE_COM."""
+    name = re.sub(r"[^A-Z0-9]", "_", domain.upper())
+    if not re.match(r"[A-Z_]", name) or name.startswith("GITHUB_"):
+        name = SECRET_PREFIX + name
+    return name
 
 
 def logins(plan: Plan) -> list[Login]:

@@ -11,13 +11,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from torchimages import stopping, textfile
+from torchimages.building.overlap import NO_START, SmokeStart
 from torchimages.engine import EngineError, container_name, run_cancellable
 from torchimages.probes import parse_payload, probe_source
 from torchimages.smoke import SUITES
@@ -198,12 +199,20 @@ def host_document(python_exe: str, tag: str = "local-host") -> dict[str, Any]:
     return document_of_host(raw, tag)
 
 
+class Gate(Protocol):
+    """The builder's smoke gate (builder.SmokeGate); `start` is told when its suites wait for the GPUs and run."""
+
+    def __call__(
+        self, combination: Combination, image: Image, reference: str, facts: Facts, start: SmokeStart = ..., /
+    ) -> list[str]: ...
+
+
 def smoke_gate(
     options: SmokeOptions,
     engine: ContainerEngine,
     cancelled: threading.Event | None = None,
     junit_dir: Path | None = None,
-) -> Callable[[Combination, Image, str, Facts], list[str]]:
+) -> Gate:
     """The builder's smoke gate: the suites must pass on the temporary image before it is tagged.
     `cancelled` (the builder's) stops a running gate: its pytest and container go at once. With `junit_dir`,
     each image's results go to its JUnit file there (`junit_in`). Suites whose containers get the GPUs run one at a
@@ -211,10 +220,13 @@ def smoke_gate(
     each other's throughput figures and fail an image for a slowness that is not its own."""
     gpus_held = threading.Lock()
 
-    def gate(combination: Combination, image: Image, reference: str, facts: Facts) -> list[str]:
+    def gate(
+        combination: Combination, image: Image, reference: str, facts: Facts, start: SmokeStart = NO_START
+    ) -> list[str]:
         document = image_document(combination, image, reference)
         junit = junit_in(junit_dir, image.own_tag) if junit_dir else None
-        with gpus_held if wants_gpus(engine, options.gpus) else contextlib.nullcontext():
+        with _held(gpus_held, start) if wants_gpus(engine, options.gpus) else contextlib.nullcontext():
+            start.started()  # the smoke phase's own time starts here, not while waiting for the GPUs
             result = run_suites_in_container(engine, document, options, junit, True, facts, cancelled)
         if result.returncode == 0:
             return []
@@ -226,6 +238,18 @@ def smoke_gate(
         return [f"smoke suites ({', '.join(options.suites)}) failed:", *(lines[:40] or [_no_failed_test(result)])]
 
     return gate
+
+
+@contextlib.contextmanager
+def _held(lock: threading.Lock, start: SmokeStart) -> Iterator[None]:
+    """`lock` held; `start.waiting()` said first when another image's suites hold it."""
+    if not lock.acquire(blocking=False):
+        start.waiting()
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 # pytest's exit statuses other than 0 (passed) and 1 (tests failed).

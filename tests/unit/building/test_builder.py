@@ -131,7 +131,7 @@ def test_a_failing_smoke_gate_leaves_no_tag(selection: list[plan.Selected], tmp_
     engine = FakeEngine(true_facts(first[0].combination))
     calls: list[str] = []
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         calls.append(reference)
         assert reference.startswith(TEMP_REPOSITORY), "the gate runs on the temporary reference"
         return ["smoke suites (cpu) failed:", "FAILED test_import_is_silent"]
@@ -159,7 +159,7 @@ def test_no_option_skips_verification(
     selection: list[plan.Selected], tmp_path: Path, no_cache: bool, push: bool, jobs: int, gate: bool
 ) -> None:
     engine = FakeEngine(probe_answer("9.9.9", python="3.10", os=("ubuntu", "22.04")))
-    passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
+    passing: builder.SmokeGate = lambda combination, image, reference, facts, start: []  # noqa: E731
     outcomes = run(engine, selection, tmp_path, passing if gate else None, no_cache=no_cache, push=push, jobs=jobs)
     assert {o.status for o in outcomes} == {"failed"}
     assert all("torch: the tag claims" in o.detail for o in outcomes)
@@ -241,7 +241,7 @@ def test_an_interrupt_after_verification_leaves_no_tag(selection: list[plan.Sele
         return probe(reference, args)
 
     engine.run_python = run_python  # type: ignore[method-assign]
-    passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
+    passing: builder.SmokeGate = lambda combination, image, reference, facts, start: []  # noqa: E731
     outcomes = run(engine, first, tmp_path, passing, cancelled=cancelled)
     assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
     _, runtime = outcomes  # devel overlapped runtime's checks: it is interrupted wherever it was
@@ -256,7 +256,7 @@ def test_a_gate_stopped_by_the_interrupt_is_interrupted_not_failed(
     engine = FakeEngine(true_facts(first[0].combination))
     cancelled = threading.Event()
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         cancelled.set()  # the gate's pytest was stopped: it reports failures that are no verdict
         return ["smoke suites (cpu) failed:", "ERROR interrupted"]
 
@@ -430,7 +430,7 @@ def test_promote_runs_the_smoke_gate_on_the_baked_image(selection: list[plan.Sel
     baked = {i: bake_into(engine, combination, i, true_facts(combination)) for i in first[0].images}
     gated: list[str] = []
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         gated.append(reference)
         return ["smoke suites (cpu) failed:", "FAILED test_compile"]
 
@@ -768,7 +768,7 @@ def test_an_image_whose_versions_cannot_be_read_is_not_tagged(
     monkeypatch.setattr(engine, "run_python", run_python)
     gated: list[str] = []
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         gated.append(reference)
         return []
 
@@ -815,7 +815,7 @@ def test_an_interrupt_during_verification_stops_before_the_smoke_gate(
     monkeypatch.setattr(engine, "run_python", run_python)
     gated: list[str] = []
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         gated.append(reference)
         return []
 

@@ -95,7 +95,7 @@ def test_a_runtime_that_fails_verification_still_carries_a_verified_devel(
 ) -> None:
     """runtime built but refused (its smoke gate): devel is built on it all the same and verified on its own."""
     engine = FakeEngine(true_facts(selection[0].combination))
-    gate: builder.SmokeGate = lambda c, image, ref, facts: ["runtime only"] if image.flavor == "runtime" else []  # noqa: E731
+    gate: builder.SmokeGate = lambda c, image, ref, facts, start: ["runtime only"] if image.flavor == "runtime" else []  # noqa: E731
     devel, runtime = run(engine, selection, tmp_path, gate)
     assert (devel.status, runtime.status) == ("built", "failed")
     assert contexts(engine.built[1]) == {"runtime": f"docker-image://{engine.held[0]}"}

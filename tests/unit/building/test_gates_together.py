@@ -56,7 +56,9 @@ class Gates:
         problems = (*self._meet(image, "security"), *self.security_problems)
         return Verdict((CheckResult("secrets", "failed" if problems else "passed", problems),), problems)
 
-    def smoke(self, combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def smoke(
+        self, combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object
+    ) -> list[str]:
         return [*self._meet(image, "smoke"), *self.smoke_problems]
 
 

@@ -18,7 +18,7 @@ import pytest
 from tests.fakes import FakeEngine
 from tests.unit.building.test_builder import MATRIX, true_facts
 from torchimages.building import verify
-from torchimages.building.builder import Builder
+from torchimages.building.builder import Builder, SmokeGate
 from torchimages.building.outcome import Outcome
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.building.requests import BuildOptions
@@ -81,7 +81,7 @@ def build(
     engine: FakeEngine,
     selection: list[plan.Selected],
     tmp_path: Path,
-    gate: Callable[[Combination, Image, str, verify.Facts], list[str]],
+    gate: SmokeGate,
     timeline: Timeline,
     cancelled: threading.Event | None = None,
 ) -> tuple[Outcome, Outcome]:
@@ -108,7 +108,7 @@ def test_devel_builds_during_runtimes_checks_and_is_tagged_only_after_runtimes_o
     engine = TimedEngine(timeline, true_facts(selection[0].combination))
     devel_checked = threading.Event()
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         timeline.add("checks", image.flavor)
         assert tags_of(engine, image.flavor) == [], "tagged before its own checks passed"
         if image.flavor == "devel":
@@ -135,7 +135,7 @@ def test_the_held_runtime_image_is_removed_only_after_devels_build_ended(
     engine = TimedEngine(timeline, true_facts(selection[0].combination))
     devel_checked = threading.Event()
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         if image.flavor == "devel":
             devel_checked.set()
         elif not devel_checked.wait(PATIENCE_S):
@@ -158,7 +158,7 @@ def test_an_interrupt_during_runtimes_checks_leaves_a_waiting_devel_untagged(
     engine = TimedEngine(timeline, true_facts(selection[0].combination))
     cancelled, devel_checked = threading.Event(), threading.Event()
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         if image.flavor == "devel":
             devel_checked.set()
             return []
@@ -191,7 +191,7 @@ def test_an_interrupt_during_devels_build_leaves_runtime_untagged_though_its_che
 
     engine.on_build = interrupt_in_devel
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         return [] if devel_building.wait(PATIENCE_S) else ["no overlap"]
 
     devel, runtime = build(engine, selection, tmp_path, gate, timeline, cancelled)
@@ -209,7 +209,7 @@ def test_a_runtime_whose_checks_crash_lets_no_devel_be_tagged(selection: list[pl
     engine = TimedEngine(timeline, true_facts(selection[0].combination))
     devel_checked = threading.Event()
 
-    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         if image.flavor == "devel":
             devel_checked.set()
             return []
@@ -242,7 +242,7 @@ def test_devels_security_gate_starts_after_runtimes_ended(selection: list[plan.S
             timeline.add("gate ended", image.flavor)
         return Verdict((), ())
 
-    def smoke(combination: Combination, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def smoke(combination: Combination, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         if image.flavor == "devel":
             devel_checked.set()
             return []

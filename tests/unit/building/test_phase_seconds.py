@@ -13,16 +13,21 @@ import pytest
 
 from tests.fakes import FakeEngine
 from tests.unit.building.test_builder import MATRIX, true_facts
-from torchimages.building import builder
+from tests.unit.building.test_progress import Recorder
+from torchimages.building import builder, overlap
 from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome
+from torchimages.building.overlap import SmokeStart
 from torchimages.building.requests import BuildOptions
+from torchimages.combination import Image
 from torchimages.planning import plan
 from torchimages.security.gate import Verdict
 
 PROBE_S = 7.0  # the one probe run of verification in the image (versions and GPU architectures together)
 GATE_S = 20.0  # the security gate
 SMOKE_S = 300.0  # the smoke suites
+GPU_WAIT_S = 50.0  # the smoke gate's wait for the GPUs (another image's suites hold them): not smoke time
+GATE_WAIT_S = 40.0  # devel's wait for runtime's security gate to end: not devel's gate time
 
 
 class Clock(threading.local):
@@ -53,23 +58,39 @@ def built(
     tmp_path: Path,
     smoke_problems: list[str] | None,
     gate: bool = True,
+    renderer: Recorder | None = None,
 ) -> list[Outcome]:
     clock = Clock()
     monkeypatch.setattr(builder, "time", clock)
+    waited_for_gate, devel_waits = [], threading.Event()
+
+    def wait_for_runtimes_gate(event: threading.Event) -> None:  # devel's before_gate, on devel's own clock
+        clock.now += GATE_WAIT_S
+        devel_waits.set()
+        waited_for_gate.append(event.wait())
+
+    monkeypatch.setattr(overlap, "_wait", wait_for_runtimes_gate)
     selected = plan.select(plan.load(write_matrix(MATRIX)), ["2.7.1-cuda11.8"])
     engine = ProbingEngine(clock, true_facts(selected[0].combination))
 
-    def security(image: object, reference: str, secrets: object) -> Verdict:
+    def security(image: Image, reference: str, secrets: object) -> Verdict:
+        if image.flavor == "runtime":  # runtime's gate ends only once devel waits for it
+            devel_waits.wait(timeout=10)
         clock.now += GATE_S
         return Verdict((), ())
 
-    def smoke(combination: object, image: object, reference: str, facts: object) -> list[str]:
+    def smoke(combination: object, image: object, reference: str, facts: object, start: SmokeStart) -> list[str]:
+        start.waiting()
+        clock.now += GPU_WAIT_S  # the GPUs are another image's meanwhile
+        start.started()
         clock.now += SMOKE_S
         return list(smoke_problems or [])
 
     options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
     gates = {"smoke_gate": smoke if smoke_problems is not None else None, "security_gate": security if gate else None}
-    return Builder(engine, options, out=lambda _: None, **gates).build(selected)  # type: ignore[arg-type]
+    found = Builder(engine, options, out=lambda _: None, renderer=renderer, **gates).build(selected)  # type: ignore[arg-type]
+    assert waited_for_gate == ([True] if gate else []), "devel waits for runtime's gate once (overlap.py)"
+    return found
 
 
 def test_verify_gate_and_smoke_each_have_their_own_seconds(
@@ -80,7 +101,22 @@ def test_verify_gate_and_smoke_each_have_their_own_seconds(
     for o in outcomes:
         # verification probes the versions and the GPU architectures: two probes, nothing of the gates
         assert (o.verify_seconds, o.gate_seconds, o.smoke_seconds) == (PROBE_S, GATE_S, SMOKE_S), o
-        assert o.test_seconds == PROBE_S + GATE_S + SMOKE_S
+    runtime, devel = sorted(outcomes, key=lambda o: o.image.flavor != "runtime")
+    assert runtime.test_seconds == PROBE_S + GATE_S + GPU_WAIT_S + SMOKE_S  # the checks' wall time, waits included
+    assert devel.test_seconds == PROBE_S + GATE_WAIT_S + GATE_S + GPU_WAIT_S + SMOKE_S
+
+
+def test_waits_are_said_as_waiting_not_as_the_phase(
+    monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    recorder = Recorder()
+    outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=[], renderer=recorder)
+    for o in outcomes:
+        stages = [e.stage for e in recorder.events if e.image == o.image.tag and e.stage != "waits for runtime"]
+        checks = list(dict.fromkeys(stages[stages.index("verify") :]))
+        waits = ["waiting for runtime's security gate"] if o.image.flavor == "devel" else []
+        assert checks == ["verify", *waits, "security", "smoke", "waiting for the GPUs (another image's smoke suites)"]
+        assert stages[-1] == "smoke", stages  # the suites run once the GPUs are held
 
 
 def test_a_failed_smoke_gate_is_measured_too(

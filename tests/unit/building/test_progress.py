@@ -338,7 +338,7 @@ def test_the_builder_reports_each_image_through_every_stage_and_measures_it(
     selection = plan.select(plan.load(write_matrix(MATRIX)), ["2.7.1-cuda11.8"])
     engine = LoggingEngine(true_facts(selection[0].combination))
     recorder = Recorder()
-    passing: builder.SmokeGate = lambda combination, image, reference, facts: []  # noqa: E731
+    passing: builder.SmokeGate = lambda combination, image, reference, facts, start: []  # noqa: E731
     options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs", jobs=2)
     outcomes = Builder(engine, options, passing, renderer=recorder).build(selection)
     assert [o.status for o in outcomes] == ["built", "built"]

@@ -44,7 +44,7 @@ def build(engine: FakeEngine, selected: list[plan.Selected], tmp_path: Path) -> 
     """Build with a smoke gate that records the facts it is handed; (outcomes, the gated references)."""
     gated: list[str] = []
 
-    def gate(combination: object, image: Image, reference: str, facts: verify.Facts) -> list[str]:
+    def gate(combination: object, image: Image, reference: str, facts: verify.Facts, *_: object) -> list[str]:
         gated.append(reference)
         assert dict(facts.raw) == {k: v for k, v in CU118_270.items() if k != "cuda_archs_probe"}
         return []

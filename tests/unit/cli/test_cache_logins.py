@@ -4,6 +4,7 @@ and in BuildKit's request, so a cache's registry is read with `docker login`'s c
 
 from __future__ import annotations
 
+import csv
 import string
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,7 @@ WITH_LOGINS = [
     f"type=s3,region=eu-west-1,bucket=b,secret_access_key={SECRET}",
     f"type=s3,region=eu-west-1,bucket=b,session_token={SECRET}",
     f"type=gha,scope=x,token={SECRET}",
+    f"type=gha,scope=x,ghtoken=ghp_{SECRET}",
     f"type=registry,ref=u:{SECRET}@reg.example.org/cache:1,broken",
 ]
 WITHOUT_LOGINS = [
@@ -142,7 +144,7 @@ def any_case(draw: st.DrawFn, word: str) -> str:
 
 @st.composite
 def credential_specs(draw: st.DrawFn) -> str:
-    which = draw(st.sampled_from(["secret_access_key", "session_token", "token", "ref"]))
+    which = draw(st.sampled_from(["secret_access_key", "session_token", "token", "ghtoken", "ref"]))
     key = any_case(draw, which)
     if which == "ref":
         return f"type=registry,{key}=u:{SECRET}@reg.example.org/team/cache:1"
@@ -186,3 +188,63 @@ def test_an_upper_case_key_reads_as_buildx_reads_it() -> None:
     assert CacheSpec.parse("TYPE=registry,REF=reg.example.org/c:{tag}") == CacheSpec.parse(
         "type=registry,ref=reg.example.org/c:{tag}"
     )
+
+
+# Read as buildx reads it: CSV (csvvalue.Fields, util/buildflags/cache.go), then keys lower-cased (outside attack, 2)
+
+QUOTED = [
+    f'type=s3,region=x,bucket=b,"secret_access_key={SECRET}"',
+    f'type=gha,"token=ghs_{SECRET}"',
+    f'type=registry,ref=reg.example/r:c,"ref=bob:{SECRET}@reg.example/r:c"',
+    f'type=gha,"ghtoken=ghp_{SECRET}"',
+    '"type=registry","ref=reg.example/r:c"',
+    f'"bob:{SECRET}@reg.example/r:c"',
+]
+
+
+@pytest.mark.parametrize("text", QUOTED)
+def test_a_quoted_field_is_refused_in_one_line_without_saying_the_spec(text: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        common.cache_specs("--cache-to", [text])
+    message = str(refused.value)
+    assert "double quote" in message and "\n" not in message and SECRET not in message
+
+
+def buildx_reads(text: str) -> dict[str, str]:
+    """A spec's fields as buildx reads them (a quoted field is one field; keys lower-cased; the last one wins)."""
+    if "=" not in text:
+        text = f"type=registry,ref={text}"
+    (fields,) = list(csv.reader([text]))
+    return {key.lower(): value for key, _, value in (field.partition("=") for field in fields)}
+
+
+FIELD_VALUES = st.text(alphabet=string.ascii_letters + string.digits + ':/@.,="-_{}', min_size=1, max_size=24)
+
+
+@st.composite
+def quoted_specs(draw: st.DrawFn) -> str:
+    """`type=...` and fields, any of them (or none) quoted as CSV quotes ("" for a quote inside)."""
+    kind = draw(st.sampled_from(["registry", "s3", "gha", "inline"]))
+    keys = ["ref", "mode", "scope", "bucket", "secret_access_key", "session_token", "token", "ghtoken", "url"]
+    fields = [f"type={kind}"]
+    for _ in range(draw(st.integers(0, 4))):
+        key = any_case(draw, draw(st.sampled_from(keys)))
+        value = draw(st.one_of(FIELD_VALUES, st.just(f"bob:{SECRET}@reg.example.org/r:c"), st.just("reg.example/r:c")))
+        fields.append(f"{key}={value}")
+    if draw(st.booleans()):
+        draw(st.randoms()).shuffle(fields)
+    shown = ['"' + field.replace('"', '""') + '"' if draw(st.booleans()) or '"' in field else field for field in fields]
+    return ",".join(shown)
+
+
+@given(quoted_specs())
+def test_a_spec_taken_is_the_one_buildx_reads_and_holds_no_credential(text: str) -> None:
+    try:
+        spec = CacheSpec.parse(text, ("{target}",))
+    except ValueError as exc:
+        assert SECRET not in str(exc)
+        return
+    read = buildx_reads(text)
+    assert read == {"type": spec.type, **dict(spec.attrs)}, (text, spec)
+    assert not set(read) & {"secret_access_key", "session_token", "token", "ghtoken"}
+    assert SECRET not in read.get("ref", "")

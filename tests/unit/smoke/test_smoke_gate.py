@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.fakes import CONSTRAINTS_HEADER, FakeEngine, Raw, constraints_answer, probe_answer
-from torchimages.building import verify
+from torchimages.building import overlap, verify
 from torchimages.combination import Combination, Image
 from torchimages.planning import plan
 from torchimages.probes import probe_source
@@ -587,3 +587,45 @@ def test_suites_on_the_gpus_never_run_at_once(
     for thread in threads:
         thread.join()
     assert most[0] == (1 if gpu_runtime else 2), most
+
+
+@pytest.mark.parametrize("gpu_runtime", [True, False])
+def test_a_suite_waiting_for_the_gpus_says_so_and_starts_its_clock_only_once_it_holds_them(
+    monkeypatch: pytest.MonkeyPatch, runtime: tuple[Combination, Image], gpu_runtime: bool
+) -> None:
+    """The smoke phase's seconds start at `started` (builder.py): a second image's gate calls `waiting` while the
+    first's suites hold the GPUs, and `started` only after they ended; without GPUs, neither waits."""
+    import threading
+
+    first_in, first_may_end, said = threading.Event(), threading.Event(), []
+
+    def suites(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if not first_in.is_set():
+            first_in.set()
+            first_may_end.wait(timeout=10)
+            said.append("first ended")
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    monkeypatch.setattr(runner, "run_suites_in_container", suites)
+    engine = FakeEngine()
+    engine.gpu_runtime = gpu_runtime
+    gate = runner.smoke_gate(runner.SmokeOptions(suites=("cpu",)), engine)
+    combination, image = runtime
+    facts = verify.decode(HOLDS)
+    first = threading.Thread(target=gate, args=(combination, image, TEMPORARY, facts))
+    first.start()
+    assert first_in.wait(timeout=10)
+    start = overlap.SmokeStart(waiting=lambda: said.append("waiting"), started=lambda: said.append("started"))
+    second = threading.Thread(target=gate, args=(combination, image, TEMPORARY, facts, start))
+    second.start()
+    if gpu_runtime:
+        for _ in range(200):  # until the second gate found the GPUs held
+            if said:
+                break
+            threading.Event().wait(0.01)
+    else:
+        second.join(timeout=10)
+    first_may_end.set()
+    first.join(timeout=10)
+    second.join(timeout=10)
+    assert said == (["waiting", "first ended", "started"] if gpu_runtime else ["started", "first ended"]), said
