@@ -3,7 +3,12 @@ secrets and their logins, a credentials file's mark. The content comes in chunks
 last bytes of the one before (the overlap: at least leaks.MATCH_MAX, and the longest needle), so what is split
 between two chunks is still found, and memory stays one chunk and the overlap whatever the file's size. A key
 is judged with what follows it (to know a published one), so one that starts in the overlap is judged with
-the next chunk, or at the file's end."""
+the next chunk, or at the file's end.
+
+The marks a link is judged by (leaks.LINK_MARKS: a login in a shell's startup file, a wgetrc, a curlrc, a condarc)
+are searched only in a file that can be such a configuration: at most LINK_READ_MAX bytes, no NUL byte (a
+binary); each part of a mark only where its literals are (leaks.LINK_PARTS). Why a file was not searched for
+them is kept (`Facts.unread`): a link to it at a path judged by content says that its target was not read."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchimages.security.leaks import LINK_MARKS, MATCH_MAX, Secret, private_key
+from torchimages.security.leaks import LINK_PARTS, LINK_READ_MAX, MATCH_MAX, Secret, private_key
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class Facts:
     secrets: tuple[str, ...] = ()
     marked: bool = False
     linked: frozenset[bytes] = frozenset()  # the marks of LINK_MARKS found (their patterns): a link's rule's
+    unread: str = ""  # why the content was not searched for LINK_MARKS ("": it was); not a fact by itself
 
     def __bool__(self) -> bool:
         return bool(self.key or self.secrets or self.marked or self.linked)
@@ -48,6 +54,7 @@ class Search:
         self.found: dict[str, None] = {}
         self.marked = False
         self.linked: dict[bytes, None] = {}
+        self.unread = "" if size <= LINK_READ_MAX else f"it is larger than {LINK_READ_MAX >> 20} MiB"
 
     def feed(self, chunk: bytes) -> None:
         if self.hashed is not None:
@@ -57,13 +64,34 @@ class Search:
             self.key = private_key(data, len(data) - self.overlap)
         if self.mark is not None and not self.marked:
             self.marked = self.mark.search(data) is not None
-        for mark in LINK_MARKS:
-            if mark.pattern not in self.linked and mark.search(data) is not None:
-                self.linked[mark.pattern] = None
+        if not self.unread and b"\0" in chunk:
+            self.unread, self.linked = "it is a binary file (a NUL byte)", {}
+        if not self.unread:
+            self.link_marks(data)
         for needle, what in self.needles:
             if what not in self.found and needle in data:
                 self.found[what] = None
         self.tail = data[-self.overlap :]
+
+    def link_marks(self, data: bytes) -> None:
+        """Search `data` for the link marks not yet found, each part where its literals are."""
+        views = {"raw": data}
+        searched: dict[re.Pattern[bytes], bool] = {}  # a part shared by marks (a URL's login) searched once
+        for pattern, parts in LINK_PARTS.items():
+            if pattern in self.linked:
+                continue
+            for part in parts:
+                if part.view not in views:
+                    lower = views.setdefault("lower", data.lower())
+                    views["folded"] = lower.translate(None, b"-_")
+                text = views[part.view]
+                if not all(any(literal in text for literal in group) for group in part.needs):
+                    continue
+                if part.pattern not in searched:
+                    searched[part.pattern] = part.pattern.search(data) is not None
+                if searched[part.pattern]:
+                    self.linked[pattern] = None
+                    break
 
     def facts(self) -> Facts:
         if self.key is None:
@@ -77,4 +105,4 @@ class Search:
         said = tuple(
             w for w in self.found if not (w.startswith("a login from") and w.removeprefix("a login from") in whole)
         )
-        return Facts(self.key, said, self.marked, frozenset(self.linked))
+        return Facts(self.key, said, self.marked, frozenset(self.linked), self.unread)
