@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchimages.security.leaks import LINK_PARTS, LINK_READ_MAX, MATCH_MAX, Secret, private_key
+from torchimages.security.leaks import LINK_PARTS, LINK_READ_MAX, MATCH_MAX, MarkPart, Secret, private_key
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,51 @@ class Facts:
         """Whether the content matches `mark`, one of LINK_MARKS (what a link to this file at a path judged by
         its content is judged by)."""
         return mark is not None and mark.pattern in self.linked
+
+
+TOKEN_LONG = 4096  # bytes: past this without a blank after a `://`, the rest of the text is searched at once
+_BLANK = re.compile(rb"\s")
+
+
+def found(part: MarkPart, data: bytes, view: bytes) -> bool:
+    """Whether `part.pattern` matches in `data`, searched where the part says (leaks.MarkPart.locate); `view`
+    is `data` as the part's literals are looked for (the same length for "line")."""
+    if part.locate == "line":
+        return _in_lines(part, data, view)
+    if part.locate == "url":
+        return _around_schemes(part.pattern, data)
+    return part.pattern.search(data) is not None
+
+
+def _in_lines(part: MarkPart, data: bytes, view: bytes) -> bool:
+    """A pattern of one line anchored at a line's start, searched in each line where a literal of the part's
+    first group is (a line without one cannot match)."""
+    for literal in part.needs[0]:
+        at = view.find(literal)
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            if part.pattern.search(data, start, end) is not None:
+                return True
+            at = view.find(literal, end)
+    return False
+
+
+def _around_schemes(pattern: re.Pattern[bytes], data: bytes) -> bool:
+    """leaks.USERINFO's shape (a scheme of at most 257 characters, `://`, a login and host without a blank,
+    one `://` in a match), searched around each `://`: from 258 bytes before it to the blank after it (a
+    match ends before it; its lookahead ends there), or, past TOKEN_LONG bytes without one, to the end."""
+    at = data.find(b"://")
+    while at >= 0:
+        start = max(0, at - 258)
+        blank = _BLANK.search(data, at, at + TOKEN_LONG)
+        if blank is None:
+            return pattern.search(data, start) is not None
+        if pattern.search(data, start, blank.end()) is not None:
+            return True
+        at = data.find(b"://", blank.end())
+    return False
 
 
 class Search:
@@ -88,7 +133,7 @@ class Search:
                 if not all(any(literal in text for literal in group) for group in part.needs):
                     continue
                 if part.pattern not in searched:
-                    searched[part.pattern] = part.pattern.search(data) is not None
+                    searched[part.pattern] = found(part, data, text)
                 if searched[part.pattern]:
                     self.linked[pattern] = None
                     break

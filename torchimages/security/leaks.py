@@ -367,24 +367,32 @@ class MarkPart:
     pattern: re.Pattern[bytes]
     needs: tuple[tuple[bytes, ...], ...]
     view: str = "raw"
+    # where it is searched (content.py): "" the whole text; "line" each line holding a literal of the first
+    # group (a pattern of one line that starts at a line's start); "url" around each `://` (URL_LOGIN's shape)
+    locate: str = ""
 
 
 _URL_LOGIN = ((b"://",), (b"@",))  # a URL's login: its scheme's `://` and the '@' before its host
+
+
+def _url_part(pattern: re.Pattern[bytes]) -> MarkPart:
+    return MarkPart(pattern, _URL_LOGIN, locate="url")
+
 _WGET_FLAGS = re.IGNORECASE | re.MULTILINE
 # Each mark of LINK_MARKS as its alternatives, by its pattern: a text matches the mark where one part matches.
 LINK_PARTS: Mapping[bytes, tuple[MarkPart, ...]] = {
     WGET_LOGIN.pattern: (
         MarkPart(re.compile(_WGET_PASSWORD.encode(), _WGET_FLAGS), ((b"passw",), (b"=",)), "folded"),
-        MarkPart(re.compile(SECRET_USERINFO.pattern, _WGET_FLAGS), _URL_LOGIN),
+        _url_part(re.compile(SECRET_USERINFO.pattern, _WGET_FLAGS)),
     ),
     CURL_LOGIN.pattern: (
-        MarkPart(re.compile(_CURL_USER, re.MULTILINE), ((b"-u", b"-U", b"user"), (b":",))),
-        MarkPart(re.compile(_CURL_PASS, re.MULTILINE), ((b"oauth2-bearer", b"pass"),)),
-        MarkPart(re.compile(_CURL_HEADER, re.MULTILINE), ((b"authorization",),), "lower"),
-        MarkPart(re.compile(SECRET_USERINFO.pattern, re.MULTILINE), _URL_LOGIN),
+        MarkPart(re.compile(_CURL_USER, re.MULTILINE), ((b"-u", b"-U", b"user"), (b":",)), locate="line"),
+        MarkPart(re.compile(_CURL_PASS, re.MULTILINE), ((b"oauth2-bearer", b"pass"),), locate="line"),
+        MarkPart(re.compile(_CURL_HEADER, re.MULTILINE), ((b"authorization",),), "lower", "line"),
+        _url_part(re.compile(SECRET_USERINFO.pattern, re.MULTILINE)),
     ),
-    CONDA_LOGIN.pattern: (MarkPart(re.compile(_CONDA_TOKEN), ((b"://",), (b"/t/",))), MarkPart(SECRET_USERINFO, _URL_LOGIN)),
-    SECRET_USERINFO.pattern: (MarkPart(SECRET_USERINFO, _URL_LOGIN),),
+    CONDA_LOGIN.pattern: (MarkPart(re.compile(_CONDA_TOKEN), ((b"://",), (b"/t/",))), _url_part(SECRET_USERINFO)),
+    SECRET_USERINFO.pattern: (_url_part(SECRET_USERINFO),),
 }
 
 
