@@ -58,6 +58,7 @@ from torchimages.security.leaks import (
     stray_hits,
     stray_place,
 )
+from torchimages.security.links import LINKS_KEPT_MAX, FileIndex, follow, shown, unread_note
 from torchimages.security.model import SECRETS, Finding, Scan
 from torchimages.security.tarstream import BLOCK, Entry, Source, TarError, TarStream, is_header
 
@@ -66,6 +67,8 @@ KEPT_MAX = 16 << 20  # bytes of such members kept in all
 CHUNK = 1 << 20  # bytes of a file's content searched at once
 RETAINED_MAX = 16 << 20  # bytes of paths one layer's result may keep (whiteouts, findings, files with facts)
 HITS_MAX = 10_000  # findings one layer may have
+NOTES_MAX = 100  # notes one layer may have (links whose targets were not read)
+NOTES_SHOWN = 10  # of them, said in the scan's note
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -106,6 +109,7 @@ class Layer:
     opaque: frozenset[str] = frozenset()
     entries: int = 0
     problem: str = ""
+    notes: tuple[Hit, ...] = ()  # what the layer's links lead to that was not read (said, not a finding)
 
 
 class Cache(Protocol):
@@ -182,7 +186,12 @@ class _Reading:
         self.deleted: set[str] = set()
         self.opaque: set[str] = set()
         self.facts: dict[str, tuple[Facts, str]] = {}  # a file with facts: them, and its credentials rule's hit
-        self.pending: dict[str, list[tuple[str, str]]] = {}  # a file not yet met: links to it (path, kind)
+        self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
+        self.links_bytes = 0
+        self.files = FileIndex()  # every regular file: whether it was searched for the link marks
+        self.judged: list[tuple[str, str, str]] = []  # links at a path judged by content: (path, kind, target)
+        self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
+        self.notes: list[Hit] = []
         self.entries = 0
         self.retained = 0
 
@@ -241,10 +250,8 @@ class _Reading:
         named = rule.what if rule is not None and (rule.mark is None or facts.marked) else ""
         if facts or named:
             self.facts[self.keep(path)] = (facts, named)
-        hits = self.content_hits(path, facts, named)
-        for link, kind in self.pending.pop(path, []):  # links met before the file: judged now
-            hits += self.linked_hits(link, kind, path, facts, named)
-        return hits
+        self.files.add(path, facts.unread)
+        return self.content_hits(path, facts, named)
 
     def content_hits(self, path: str, facts: Facts, named: str, prefix: str = "") -> list[Hit]:
         hits = [Hit(path, prefix + named)] if named else []
@@ -256,19 +263,64 @@ class _Reading:
     def link(self, entry: Entry, path: str) -> list[Hit]:
         """A hard link or symlink: at a credentials file's path, refused by its path where the rule says so
         (`links`: what it points to may be in another layer; a rule by content says that the content was not
-        read); to a file of this layer with facts, that file's content at this path too."""
+        read); to a file of this layer with facts, that file's content at this path too. One at a path judged
+        by content (`links=False`), or at a folder whose files are, is followed at the layer's end (`ended`)."""
         hard = entry.type == "1"
         target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
         kind = "a hard link" if hard else "a symbolic link"
+        self.keep_link(path, target)
         rule = credential_rule(path)
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
+        if rule is not None and not rule.links and rule.mark is not None:
+            self.judged.append((self.keep(path), kind, self.keep(target)))
+            return hits
         known = self.facts.get(target)
         if known is not None:
             hits += self.linked_hits(path, kind, target, *known)
             self.facts[self.keep(path)] = known
-        elif rule is not None and not rule.links and rule.mark is not None:  # the file may come later
-            self.pending.setdefault(self.keep(target), []).append((self.keep(path), kind))
+        elif not hard and judged_folder(path):
+            self.folders.append((self.keep(path), self.keep(target)))
         return hits
+
+    def keep_link(self, path: str, target: str) -> None:
+        """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
+        self.links_bytes += len(path) + len(target) + 64
+        if self.links_bytes <= LINKS_KEPT_MAX:
+            self.links[path] = target
+
+    def note(self, path: str, detail: str) -> None:
+        if len(self.notes) < NOTES_MAX:
+            self.notes.append(Hit(path, self.keep(detail)))
+
+    def ended(self) -> None:
+        """Follow the links at paths judged by content to the file their chain ends at: judged by its content
+        at the link's path; a target not read is said (`notes`). Then the links at such folders."""
+        full = self.links_bytes > LINKS_KEPT_MAX or self.files.full
+
+        def is_file(path: str) -> bool:
+            return path in self.facts or self.files.get(path) is not None
+
+        for path, kind, target in self.judged:
+            walk = follow(target, self.links, is_file)
+            known = self.facts.get(walk.path) if not walk.stop else None
+            if known is not None:
+                self.add(self.linked_hits(path, kind, shown(target, walk), *known))
+            reason = "" if walk.stop else known[0].unread if known is not None else self.files.get(walk.path)
+            if walk.stop or reason:
+                self.note(path, unread_note(kind, target, walk, reason or "", full))
+        for path, target in self.folders:
+            walk = follow(target, self.links, lambda _: False)
+            folder = walk.path if walk.stop == "absent" else target
+            for inside, (facts, _) in list(self.facts.items()):
+                through = path + inside[len(folder) :]
+                rule = credential_rule(through) if inside.startswith(folder + "/") else None
+                if rule is not None and not rule.links and facts.holds(rule.mark):
+                    self.add([Hit(through, f"{rule.what} ({inside}, through the symbolic link {path} to {target})")])
+            self.note(
+                path,
+                f"a symbolic link to {target}, a folder where files are judged by their content: only its files of"
+                " this layer that were searched are judged through the link",
+            )
 
     def linked_hits(self, path: str, kind: str, target: str, facts: Facts, named: str) -> list[Hit]:
         """What a link at `path` to a file of this layer holds: that file's findings, and its content judged by
@@ -280,7 +332,17 @@ class _Reading:
 
     def layer(self, problem: str = "") -> Layer:
         hits = tuple(self.hits + stray_hits(self.stray))
-        return Layer(hits, frozenset(self.deleted), frozenset(self.opaque), self.entries, problem)
+        return Layer(hits, frozenset(self.deleted), frozenset(self.opaque), self.entries, problem, tuple(self.notes))
+
+
+def judged_folder(path: str) -> bool:
+    """Whether the files in the folder at `path` are judged by their content (/etc/profile.d, /etc/zsh,
+    environment.d, condarc.d): a link there leads to them."""
+    for name in ("x", "x.conf"):
+        rule = credential_rule(f"{path}/{name}")
+        if rule is not None and not rule.links and rule.mark is not None:
+            return True
+    return False
 
 
 def link_finding(rule: CredentialFile, kind: str, target: str) -> str:
@@ -299,6 +361,7 @@ def read_layer(source: Source, secrets: Sequence[Secret]) -> Layer:
         tar = TarStream(source)
         for entry in tar:
             reading.entry(tar, entry)
+        reading.ended()
     except (TarError, Exceeded) as exc:
         return reading.layer(f"it could not be read as the engine reads it: {exc}")
     except (OSError, EOFError, zlib.error) as exc:
@@ -543,15 +606,30 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
             cache.put(digest, secrets, layer)
 
 
+def link_notes(archive: Archive, order: Order) -> list[str]:
+    """What the layers' links at paths judged by content lead to that was not read, in layer order."""
+    total = len(order.names)
+    said = []
+    for at, (name, digest) in enumerate(zip(order.names, order.digests, strict=True)):
+        layer = archive.layers.get(name)
+        for note in layer.notes if layer is not None else ():
+            said.append(f"layer {at + 1} of {total} ({_short(digest)}): {note.path}: {note.detail}")
+    return said
+
+
 def _result(archive: Archive, order: Order) -> Scan:
     """The scan's answer: the findings in layer order, the layers and entries counted (and those from the
-    cache), the layers not read."""
+    cache), the links whose targets were not read (NOTES_SHOWN of them), the layers not read."""
     found, problems = findings(archive, order)
     entries = sum(archive.layers[n].entries for n in set(order.names) if n in archive.layers)
     note = f"{len(order.names)} layers, {entries} entries"
     from_cache = sum(1 for name in order.names if name in archive.cached)
     if from_cache:
         note += f" ({from_cache} from the cache)"
+    notes = link_notes(archive, order)
+    if notes:
+        more = f"; and {len(notes) - NOTES_SHOWN} more" if len(notes) > NOTES_SHOWN else ""
+        note += f"; links not judged by their target's content: {'; '.join(notes[:NOTES_SHOWN])}{more}"
     if problems:
         return Scan(SECRETS, tuple(found), scanned=False, note="; ".join([note, *problems]))
     return Scan(SECRETS, tuple(found), note=note)

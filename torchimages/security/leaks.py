@@ -101,7 +101,9 @@ _WGET_PASSWORD = (
     rf"[ \t]{{0,64}}=[ \t]{{0,64}}[^\s#]"
 )
 WGET_LOGIN = re.compile(_WGET_PASSWORD.encode() + rb"|" + SECRET_USERINFO.pattern, re.IGNORECASE | re.MULTILINE)
-_CURL_USER = rb"^[ \t]{0,64}(?:-[uU]|(?:--)?(?:proxy-)?user)(?=[ \t=:])[ \t]{0,64}[=:]?[ \t]{0,64}\"?[^\s\":]{0,1024}:[^\s\"]"
+_CURL_USER = (
+    rb"^[ \t]{0,64}(?:-[uU]|(?:--)?(?:proxy-)?user)(?=[ \t=:])[ \t]{0,64}[=:]?[ \t]{0,64}\"?[^\s\":]{0,1024}:[^\s\"]"
+)
 _CURL_PASS = rb"^[ \t]{0,64}(?:--)?(?:oauth2-bearer|pass|proxy-pass)(?=[ \t=:])[ \t=:]{1,64}\"?[^\s\"#]"
 _CURL_HEADER = (
     rb"^[ \t]{0,64}(?:-H|(?:--)?(?:proxy-)?header)(?=[ \t=:\"'])[ \t=:]{0,64}[\"']?[ \t]{0,64}"
@@ -377,6 +379,7 @@ _URL_LOGIN = ((b"://",), (b"@",))  # a URL's login: its scheme's `://` and the '
 
 def _url_part(pattern: re.Pattern[bytes]) -> MarkPart:
     return MarkPart(pattern, _URL_LOGIN, locate="url")
+
 
 _WGET_FLAGS = re.IGNORECASE | re.MULTILINE
 # Each mark of LINK_MARKS as its alternatives, by its pattern: a text matches the mark where one part matches.
