@@ -83,8 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     corpora = {"binary": list(binaries(args.binary_mb)), "text": texts(args.text_mb, args.text)}
     sizes = {name: sum(map(len, files)) / 1e6 for name, files in corpora.items()}
-    print(f"binary: {sizes['binary']:.0f} MB in {len(corpora['binary'])} files; "
-          f"text: {sizes['text']:.0f} MB in {len(corpora['text'])} files; best of {args.runs}", flush=True)
+    print(
+        f"binary: {sizes['binary']:.0f} MB in {len(corpora['binary'])} files; "
+        f"text: {sizes['text']:.0f} MB in {len(corpora['text'])} files; best of {args.runs}",
+        flush=True,
+    )
     figures: dict[tuple[str, str], float] = {}
     for label in ("with", "without"):
         if args.only not in (None, label):
