@@ -58,7 +58,7 @@ from torchimages.security.leaks import (
     stray_hits,
     stray_place,
 )
-from torchimages.security.links import LINKS_KEPT_MAX, FileIndex, follow, shown, unread_note
+from torchimages.security.links import FOLLOWED_MAX, LINKS_KEPT_MAX, FileIndex, follow, shown, unread_note
 from torchimages.security.model import SECRETS, Finding, Scan
 from torchimages.security.tarstream import BLOCK, Entry, Source, TarError, TarStream, is_header
 
@@ -192,6 +192,7 @@ class _Reading:
         self.judged: list[tuple[str, str, str]] = []  # links at a path judged by content: (path, kind, target)
         self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
         self.notes: list[Hit] = []
+        self.unsaid = 0  # notes past NOTES_MAX
         self.entries = 0
         self.retained = 0
 
@@ -272,14 +273,20 @@ class _Reading:
         rule = credential_rule(path)
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
         if rule is not None and not rule.links and rule.mark is not None:
-            self.judged.append((self.keep(path), kind, self.keep(target)))
+            if len(self.judged) < FOLLOWED_MAX:
+                self.judged.append((self.keep(path), kind, self.keep(target)))
+            else:
+                self.note(path, f"{kind} to {target}: not followed (past {FOLLOWED_MAX} such links in a layer)")
             return hits
         known = self.facts.get(target)
         if known is not None:
             hits += self.linked_hits(path, kind, target, *known)
             self.facts[self.keep(path)] = known
         elif not hard and judged_folder(path):
-            self.folders.append((self.keep(path), self.keep(target)))
+            if len(self.folders) < NOTES_MAX:
+                self.folders.append((self.keep(path), self.keep(target)))
+            else:
+                self.note(path, f"{kind} to {target}, a folder where files are judged by their content: not followed")
         return hits
 
     def keep_link(self, path: str, target: str) -> None:
@@ -289,8 +296,11 @@ class _Reading:
             self.links[path] = target
 
     def note(self, path: str, detail: str) -> None:
+        """Say a link whose target was not judged (NOTES_MAX of them; the others counted, in a last note)."""
         if len(self.notes) < NOTES_MAX:
             self.notes.append(Hit(path, self.keep(detail)))
+        else:
+            self.unsaid += 1
 
     def ended(self) -> None:
         """Follow the links at paths judged by content to the file their chain ends at: judged by its content
@@ -332,6 +342,9 @@ class _Reading:
 
     def layer(self, problem: str = "") -> Layer:
         hits = tuple(self.hits + stray_hits(self.stray))
+        if self.unsaid:
+            self.notes.append(Hit(self.notes[-1].path, f"and {self.unsaid} more links not judged, not said one by one"))
+            self.unsaid = 0
         return Layer(hits, frozenset(self.deleted), frozenset(self.opaque), self.entries, problem, tuple(self.notes))
 
 

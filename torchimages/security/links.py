@@ -16,6 +16,7 @@ from dataclasses import dataclass
 LINK_DEPTH = 40  # links followed at most in one chain (Linux's own bound on a path's symlinks)
 LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets) one layer keeps to follow
 FILES_MAX = 4_000_000  # regular files one layer keeps a record of (9 bytes each)
+FOLLOWED_MAX = 1000  # links at paths judged by content one layer follows (more: said, not followed)
 SEARCHED = ""  # a file's content searched for the link marks (content.Facts.unread)
 
 
@@ -74,9 +75,9 @@ def follow(target: str, links: Mapping[str, str], is_file: Callable[[str], bool]
     where it stops: "absent" (no file or link of the layer there), "loop", "deep" (past LINK_DEPTH)."""
     path, seen = target, {target}
     for steps in range(LINK_DEPTH + 1):
-        if is_file(path):
-            return Walk(path, "", steps)
         after = links.get(path)
+        if after is None and is_file(path):  # asked only at a chain's end: a file's record is searched for
+            return Walk(path, "", steps)
         if after is None:
             after = through_folder(path, links)
         if after is None:
