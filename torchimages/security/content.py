@@ -121,17 +121,27 @@ class Search:
     def link_marks(self, data: bytes) -> None:
         """Search `data` for the link marks not yet found, each part where its literals are."""
         views = {"raw": data}
+        held: dict[tuple[str, bytes], bool] = {}  # each literal looked for once in each view
         searched: dict[re.Pattern[bytes], bool] = {}  # a part shared by marks (a URL's login) searched once
+
+        def holds(view: str, literal: bytes) -> bool:
+            if len(literal) == 1 and literal == literal.lower().translate(None, b"-_"):
+                view = "raw"  # one byte that no view changes: in each view where it is in the text
+            if (view, literal) not in held:
+                if view not in views:
+                    lower = views.setdefault("lower", data.lower())
+                    if view == "folded":
+                        views["folded"] = lower.translate(None, b"-_")
+                held[view, literal] = literal in views[view]
+            return held[view, literal]
+
         for pattern, parts in LINK_PARTS.items():
             if pattern in self.linked:
                 continue
             for part in parts:
-                if part.view not in views:
-                    lower = views.setdefault("lower", data.lower())
-                    views["folded"] = lower.translate(None, b"-_")
-                text = views[part.view]
-                if not all(any(literal in text for literal in group) for group in part.needs):
+                if not all(any(holds(part.view, literal) for literal in group) for group in part.needs):
                     continue
+                text = views[part.view]
                 if part.pattern not in searched:
                     searched[part.pattern] = found(part, data, text)
                 if searched[part.pattern]:

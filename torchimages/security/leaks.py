@@ -385,7 +385,7 @@ _WGET_FLAGS = re.IGNORECASE | re.MULTILINE
 # Each mark of LINK_MARKS as its alternatives, by its pattern: a text matches the mark where one part matches.
 LINK_PARTS: Mapping[bytes, tuple[MarkPart, ...]] = {
     WGET_LOGIN.pattern: (
-        MarkPart(re.compile(_WGET_PASSWORD.encode(), _WGET_FLAGS), ((b"passw",), (b"=",)), "folded"),
+        MarkPart(re.compile(_WGET_PASSWORD.encode(), _WGET_FLAGS), ((b"=",), (b"passw",)), "folded"),
         _url_part(re.compile(SECRET_USERINFO.pattern, _WGET_FLAGS)),
     ),
     CURL_LOGIN.pattern: (
