@@ -9,7 +9,9 @@ whiteout removes it from the final filesystem (it is still in the pushed image);
 it is (`/root/.netrc: a netrc file (logins and passwords)`).
 
 The rules are leaks.py's (what no layer may hold, on one entry); content.py searches each regular file's
-whole content; here, reading the layers. Both the archive and each layer are read by tarstream.py, the way
+whole content; links.py follows a layer's links at its end (a link at a path judged by content, through chains
+and folder links; a target not read is a note of the layer, said in the scan's note, not a finding); here,
+reading the layers. Both the archive and each layer are read by tarstream.py, the way
 the engine's Go reader reads them: an entry it cannot read so (an odd or broken header, a sparse file, a type
 the engine does not apply, data after the end) makes that layer "not scanned" saying which, never a silent
 end of the layer and never clean; what was found before it is still said.

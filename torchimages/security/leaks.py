@@ -20,7 +20,8 @@ The rules, each a table below:
                    e.g. /tmp/requirements.lock: it holds nothing)
 A hard link or symlink at a credentials file's path is refused by its path where the rule says so (`links`: its
 target's content is not always in the same layer), said as that file only for a rule by path alone; one to a
-file of the same layer holds that file's content, judged at the link's path too.
+file of the same layer holds that file's content, judged at the link's path too (links.py follows chains and
+folder links; a target not read is said).
 
 Every content pattern matches at most MATCH_MAX bytes, so that a search in chunks overlapping by that much
 finds whatever a search of the whole file would.
