@@ -88,7 +88,7 @@ def test_each_mark_found_in_a_small_text_file() -> None:
         b"# a wgetrc\nPROXY-PASSWD = s3cret\n": leaks.WGET_LOGIN.pattern,
         b'user = "bob:s3cret"\n': leaks.CURL_LOGIN.pattern,
         b"-U bob:s3cret\n": leaks.CURL_LOGIN.pattern,
-        b"# the user's settings: ask the user\nuser = \"bob:s3cret\"\n": leaks.CURL_LOGIN.pattern,
+        b'# the user\'s settings: ask the user\nuser = "bob:s3cret"\n': leaks.CURL_LOGIN.pattern,
         b"export P=git+https://bob:hunter2hunter2@git.example/r\n": SHELL,
         b"--oauth2-bearer TOKEN\n": leaks.CURL_LOGIN.pattern,
         b'header = "Authorization: Bearer T"\n': leaks.CURL_LOGIN.pattern,
