@@ -39,11 +39,12 @@ def binaries(megabytes: int) -> Iterator[bytes]:
         left -= size
 
 
-def texts(megabytes: int, given: list[str]) -> list[bytes]:
-    """The given files, or the standard library's .py files, up to `megabytes`."""
-    paths = [Path(p) for p in given] or sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py"))
+def texts(megabytes: int, given: list[bytes]) -> list[bytes]:
+    """The given files' contents, or the standard library's .py files, up to `megabytes`."""
+    if given:
+        return given
     found, total = [], 0
-    for path in paths:
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
         try:
             data = path.read_bytes()
         except OSError:
@@ -74,14 +75,20 @@ def without_marks() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary-mb", type=int, default=512)
-    parser.add_argument("--text-mb", type=int, default=64)
+    parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary-mb", type=bench_cli.whole_number(1, 1 << 16), default=512)
+    parser.add_argument("--text-mb", type=bench_cli.whole_number(1, 1 << 16), default=64)
     parser.add_argument("--text", nargs="*", default=[], help="text files to search (default: the stdlib's .py)")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=bench_cli.whole_number(1, 100), default=3)
     parser.add_argument("--only", choices=("with", "without"), help="time one of the two only")
     args = parser.parse_args(argv)
-    corpora = {"binary": list(binaries(args.binary_mb)), "text": texts(args.text_mb, args.text)}
+    given = []
+    for name in args.text:
+        try:
+            given.append(Path(name).read_bytes())
+        except OSError as exc:
+            parser.error(f"cannot read {name!r}: {exc.strerror or exc}")
+    corpora = {"binary": list(binaries(args.binary_mb)), "text": texts(args.text_mb, given)}
     sizes = {name: sum(map(len, files)) / 1e6 for name, files in corpora.items()}
     print(
         f"binary: {sizes['binary']:.0f} MB in {len(corpora['binary'])} files; "
@@ -105,4 +112,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.run("bench/search_marks.py", main))
