@@ -39,7 +39,9 @@ FOLDER = "layer-scans"
 ENTRY_MAX = 4 << 20  # bytes: an entry larger than this is neither written nor read
 ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.json")
 TEMP_NAME = re.compile(r"\.[0-9a-f]{64}\.json\.[A-Za-z0-9_]+\.tmp")  # an entry being written (mkstemp)
-FIELDS = frozenset({"format", "layer", "rules", "secrets", "hits", "deleted", "opaque", "entries", "notes"})
+FIELDS = frozenset(
+    {"format", "layer", "rules", "secrets", "hits", "deleted", "opaque", "entries", "notes", "marked", "unresolved"}
+)
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,8 @@ def encode(diff_id: str, rules: str, secrets: str, layer: Layer) -> bytes:
             "opaque": sorted(layer.opaque),
             "entries": layer.entries,
             "notes": [[note.path, note.detail] for note in layer.notes],
+            "marked": [[path, list(marks)] for path, marks in layer.marked],
+            "unresolved": [list(link) for link in layer.unresolved],
         },
         separators=(",", ":"),
     ).encode()
@@ -182,12 +186,30 @@ def decode(data: bytes, diff_id: str, rules: str, secrets: str) -> Layer | None:
         return None
     if deleted is None or opaque is None or type(entries) is not int or entries < 0:
         return None
+    marked, unresolved = found["marked"], found["unresolved"]
+    if not isinstance(unresolved, list) or not all(_strings(i) is not None and len(i) == 4 for i in unresolved):
+        return None
+    if not isinstance(marked, list) or not all(_marked(item) for item in marked):
+        return None
     return Layer(
         tuple(Hit(path, detail) for path, detail in hits),
         frozenset(deleted),
         frozenset(opaque),
         entries,
         notes=tuple(Hit(path, detail) for path, detail in found["notes"]),
+        marked=tuple((path, tuple(marks)) for path, marks in marked),
+        unresolved=tuple((a, b, c, d) for a, b, c, d in unresolved),
+    )
+
+
+def _marked(item: object) -> bool:
+    """Whether an entry's item of `marked` is [path, [mark's place, ...]]."""
+    return (
+        isinstance(item, list)
+        and len(item) == 2
+        and isinstance(item[0], str)
+        and isinstance(item[1], list)
+        and all(type(at) is int and at >= 0 for at in item[1])
     )
 
 

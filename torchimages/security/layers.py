@@ -50,6 +50,7 @@ from torchimages import settings
 from torchimages.engine import Engine
 from torchimages.security.content import Facts, Search
 from torchimages.security.leaks import (
+    LINK_MARKS,
     CredentialFile,
     Hit,
     Secret,
@@ -112,6 +113,10 @@ class Layer:
     entries: int = 0
     problem: str = ""
     notes: tuple[Hit, ...] = ()  # what the layer's links lead to that was not read (said, not a finding)
+    # its files holding a link mark: (path, the marks' places in LINK_MARKS); its links at paths judged by
+    # content that end outside it: (path, kind, target, where the chain ends), judged by the layers below
+    marked: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    unresolved: tuple[tuple[str, str, str, str], ...] = ()
 
 
 class Cache(Protocol):
@@ -195,6 +200,7 @@ class _Reading:
         self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
         self.notes: list[Hit] = []
         self.unsaid = 0  # notes past NOTES_MAX
+        self.unresolved: list[tuple[str, str, str, str]] = []  # judged links ending outside the layer
         self.entries = 0
         self.retained = 0
 
@@ -320,6 +326,8 @@ class _Reading:
             reason = "" if walk.stop else known[0].unread if known is not None else self.files.get(walk.path)
             if walk.stop or reason:
                 self.note(path, unread_note(kind, target, walk, reason or "", full))
+            if walk.stop == "absent" and len(self.unresolved) < NOTES_MAX:  # a lower layer's file, maybe
+                self.unresolved.append((path, kind, target, self.keep(walk.path)))
         for path, target in self.folders:
             walk = follow(target, self.links, lambda _: False)
             folder = walk.path if walk.stop == "absent" else target
@@ -347,7 +355,21 @@ class _Reading:
         if self.unsaid:
             self.notes.append(Hit(self.notes[-1].path, f"and {self.unsaid} more links not judged, not said one by one"))
             self.unsaid = 0
-        return Layer(hits, frozenset(self.deleted), frozenset(self.opaque), self.entries, problem, tuple(self.notes))
+        marked = tuple(
+            (path, tuple(at for at, mark in enumerate(LINK_MARKS) if mark.pattern in facts.linked))
+            for path, (facts, _) in self.facts.items()
+            if facts.linked
+        )
+        return Layer(
+            hits,
+            frozenset(self.deleted),
+            frozenset(self.opaque),
+            self.entries,
+            problem,
+            tuple(self.notes),
+            marked,
+            tuple(self.unresolved),
+        )
 
 
 def judged_folder(path: str) -> bool:
@@ -566,11 +588,32 @@ def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
         if layer is None:
             continue
         above = [(n + 1, lay) for n, lay in enumerate(read) if n > at and lay is not None]
-        for hit in layer.hits:
+        for hit in [*layer.hits, *lower_hits(layer, read[:at])]:
             gone = deleted_by(hit.path, above)
             subject = where + (f", deleted in layer {gone}" if gone else "")
             found.append(Finding(SECRETS, hit.path, subject, f"{hit.path}: {hit.detail}"))
     return found, problems
+
+
+def lower_hits(layer: Layer, below: Sequence[Layer | None]) -> list[Hit]:
+    """A layer's links at paths judged by content whose chain ends outside it, judged by the nearest layer
+    below holding a file with a link mark there (that file is in the image, whichever layer above replaced
+    it); none when no layer below holds one (the layer's note says the target was not judged)."""
+    hits = []
+    for path, kind, target, end in layer.unresolved:
+        rule = credential_rule(path)
+        if rule is None or rule.mark is None:
+            continue
+        for number in range(len(below) - 1, -1, -1):
+            lower = below[number]
+            marks = dict(lower.marked).get(end) if lower is not None else None
+            if marks is None:
+                continue
+            if any(LINK_MARKS[at].pattern == rule.mark.pattern for at in marks if at < len(LINK_MARKS)):
+                shown = target if end == target else f"{target} (through links: {end})"
+                hits.append(Hit(path, f"{kind} to {shown}, {rule.what} (that file in layer {number + 1})"))
+            break
+    return hits
 
 
 def scan(
@@ -624,11 +667,13 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
 def link_notes(archive: Archive, order: Order) -> list[str]:
     """What the layers' links at paths judged by content lead to that was not read, in layer order."""
     total = len(order.names)
+    read = [archive.layers.get(name) for name in order.names]
     said = []
-    for at, (name, digest) in enumerate(zip(order.names, order.digests, strict=True)):
-        layer = archive.layers.get(name)
+    for at, (layer, digest) in enumerate(zip(read, order.digests, strict=True)):
+        judged = {hit.path for hit in lower_hits(layer, read[:at])} if layer is not None else set()
         for note in layer.notes if layer is not None else ():
-            said.append(f"layer {at + 1} of {total} ({_short(digest)}): {note.path}: {note.detail}")
+            if note.path not in judged:  # judged by a lower layer's file: a finding, not a note
+                said.append(f"layer {at + 1} of {total} ({_short(digest)}): {note.path}: {note.detail}")
     return said
 
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 import io
 import itertools
 import tarfile
+from pathlib import Path
 
 import pytest
 
-from tests.unit.security.test_layers import BASE, layer, scan
+from tests.unit.security.test_layer_cache import engine_with
+from tests.unit.security.test_layers import BASE, REFERENCE, layer, scan
 from torchimages.security import layer_cache, leaks, links
+from torchimages.security.layer_cache import LayerCache
 from torchimages.security.layers import Layer
+from torchimages.security.layers import scan as layers_scan
 from torchimages.security.leaks import Hit
 
 RC = b"export http_proxy=http://bob:hunter2hunter2@proxy:3128\n"
@@ -80,10 +84,35 @@ def test_a_link_to_a_clean_text_file_is_no_finding_and_no_note() -> None:
 
 
 def test_a_link_to_another_layer_s_file_is_said() -> None:
-    found, note = scanned(("home/u/.bashrc", None, "/opt/cfg/rc"), lower=(("opt/cfg/rc", RC),))
+    found, note = scanned(("home/u/.bashrc", None, "/opt/cfg/rc"), lower=(("opt/cfg/rc", CLEAN),))
     assert found == []
     assert "/home/u/.bashrc: a symbolic link to /opt/cfg/rc: its content was not judged through the link" in note
     assert "no file of this layer is there" in note
+
+
+def test_a_link_to_a_lower_layer_s_file_with_a_login_is_found() -> None:
+    found, note = scanned(
+        ("home/u/.bashrc", None, "/opt/z"), ("opt/z", None, "/opt/cfg/rc"), lower=(("opt/cfg/rc", RC),)
+    )
+    assert found == [
+        (
+            "/home/u/.bashrc",
+            "/home/u/.bashrc: a symbolic link to /opt/z (through links: /opt/cfg/rc), a shell startup file with a"
+            " login in a URL (that file in layer 1)",
+        )
+    ]
+    assert "not judged" not in note
+    found, _ = scanned(("etc/wgetrc", None, "/opt/cfg/rc"), lower=(("opt/cfg/rc", b"# no password\n"),))
+    assert found == []
+
+
+def test_a_lower_layer_s_marks_go_through_the_cache(tmp_path: Path) -> None:
+    engine = engine_with([layer(*BASE, ("opt/cfg/rc", RC)), ordered(("home/u/.bashrc", None, "/opt/cfg/rc"))])
+    cache = LayerCache(tmp_path / "cache", 1 << 30)
+    first = layers_scan(engine, REFERENCE, (), cache=cache)
+    again = layers_scan(engine, REFERENCE, (), cache=cache)
+    assert "(2 from the cache)" in again.note
+    assert [f.detail for f in again.findings] == [f.detail for f in first.findings] != []
 
 
 @pytest.mark.parametrize(
@@ -119,7 +148,13 @@ def test_a_link_at_a_folder_judged_by_content_judges_its_files_and_is_said() -> 
 
 
 def test_the_notes_go_through_the_cache() -> None:
-    kept = Layer((Hit("/root/.netrc", "a netrc file"),), entries=3, notes=(Hit("/home/u/.bashrc", "a link"),))
+    kept = Layer(
+        (Hit("/root/.netrc", "a netrc file"),),
+        entries=3,
+        notes=(Hit("/home/u/.bashrc", "a link"),),
+        marked=(("/opt/cfg/rc", (0, 2)),),
+        unresolved=(("/home/u/.bashrc", "a symbolic link", "/opt/z", "/opt/cfg/rc"),),
+    )
     data = layer_cache.encode("sha256:" + "0" * 64, "r", "s", kept)
     assert layer_cache.decode(data, "sha256:" + "0" * 64, "r", "s") == kept
 
