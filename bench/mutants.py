@@ -2187,6 +2187,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    notes = link_notes(archive, order)\n",
       "    notes: list[str] = []\n",
       "the links whose targets were not read are never said in the gate's output"),
+    M("scan-link-lower-layer-unjudged", LAYERS,
+      "        for hit in [*layer.hits, *lower_hits(layer, read[:at])]:\n",
+      "        for hit in layer.hits:\n",
+      "a .bashrc linked to a lower layer's file exporting a proxy's password passes (only a note)"),
+    M("scan-link-lower-marks-uncached", "security/layer_cache.py",
+      '            "marked": [[path, list(marks)] for path, marks in layer.marked],\n',
+      '            "marked": [],\n',
+      "a layer read back from the scan cache forgets its files' login marks: a link above to one passes"),
+    M("scan-link-lower-judged-note-kept", LAYERS,
+      "            if note.path not in judged:",
+      "            if True:",
+      "a link judged by a lower layer's file is also said as 'not judged' (the gate's output contradicts itself)"),
 )
 # fmt: on
 

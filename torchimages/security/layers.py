@@ -667,7 +667,7 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
 def link_notes(archive: Archive, order: Order) -> list[str]:
     """What the layers' links at paths judged by content lead to that was not read, in layer order."""
     total = len(order.names)
-    read = [archive.layers.get(name) for name in order.names]
+    read = [archive.layers.get(n) for n in order.names]
     said = []
     for at, (layer, digest) in enumerate(zip(read, order.digests, strict=True)):
         judged = {hit.path for hit in lower_hits(layer, read[:at])} if layer is not None else set()
