@@ -3,7 +3,12 @@ secrets and their logins, a credentials file's mark. The content comes in chunks
 last bytes of the one before (the overlap: at least leaks.MATCH_MAX, and the longest needle), so what is split
 between two chunks is still found, and memory stays one chunk and the overlap whatever the file's size. A key
 is judged with what follows it (to know a published one), so one that starts in the overlap is judged with
-the next chunk, or at the file's end."""
+the next chunk, or at the file's end.
+
+The marks a link is judged by (leaks.LINK_MARKS: a login in a shell's startup file, a wgetrc, a curlrc, a condarc)
+are searched only in a file that can be such a configuration: at most LINK_READ_MAX bytes, no NUL byte (a
+binary); each part of a mark only where its literals are (leaks.LINK_PARTS). Why a file was not searched for
+them is kept (`Facts.unread`): a link to it at a path judged by content says that its target was not read."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchimages.security.leaks import LINK_MARKS, MATCH_MAX, Secret, private_key
+from torchimages.security.leaks import LINK_PARTS, LINK_READ_MAX, MATCH_MAX, MarkPart, Secret, private_key
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class Facts:
     secrets: tuple[str, ...] = ()
     marked: bool = False
     linked: frozenset[bytes] = frozenset()  # the marks of LINK_MARKS found (their patterns): a link's rule's
+    unread: str = ""  # why the content was not searched for LINK_MARKS ("": it was); not a fact by itself
 
     def __bool__(self) -> bool:
         return bool(self.key or self.secrets or self.marked or self.linked)
@@ -32,6 +38,51 @@ class Facts:
         """Whether the content matches `mark`, one of LINK_MARKS (what a link to this file at a path judged by
         its content is judged by)."""
         return mark is not None and mark.pattern in self.linked
+
+
+TOKEN_LONG = 4096  # bytes: past this without a blank after a `://`, the rest of the text is searched at once
+_BLANK = re.compile(rb"\s")
+
+
+def found(part: MarkPart, data: bytes, view: bytes) -> bool:
+    """Whether `part.pattern` matches in `data`, searched where the part says (leaks.MarkPart.locate); `view`
+    is `data` as the part's literals are looked for (the same length for "line")."""
+    if part.locate == "line":
+        return _in_lines(part, data, view)
+    if part.locate == "url":
+        return _around_schemes(part.pattern, data)
+    return part.pattern.search(data) is not None
+
+
+def _in_lines(part: MarkPart, data: bytes, view: bytes) -> bool:
+    """A pattern of one line anchored at a line's start, searched in each line where a literal of the part's
+    first group is (a line without one cannot match)."""
+    for literal in part.needs[0]:
+        at = view.find(literal)
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            if part.pattern.search(data, start, end) is not None:
+                return True
+            at = view.find(literal, end)
+    return False
+
+
+def _around_schemes(pattern: re.Pattern[bytes], data: bytes) -> bool:
+    """leaks.USERINFO's shape (a scheme of at most 257 characters, `://`, a login and host without a blank,
+    one `://` in a match), searched around each `://`: from 258 bytes before it to the blank after it (a
+    match ends before it; its lookahead ends there), or, past TOKEN_LONG bytes without one, to the end."""
+    at = data.find(b"://")
+    while at >= 0:
+        start = max(0, at - 258)
+        blank = _BLANK.search(data, at, at + TOKEN_LONG)
+        if blank is None:
+            return pattern.search(data, start) is not None
+        if pattern.search(data, start, blank.end()) is not None:
+            return True
+        at = data.find(b"://", blank.end())
+    return False
 
 
 class Search:
@@ -48,6 +99,7 @@ class Search:
         self.found: dict[str, None] = {}
         self.marked = False
         self.linked: dict[bytes, None] = {}
+        self.unread = "" if size <= LINK_READ_MAX else f"it is larger than {LINK_READ_MAX >> 20} MiB"
 
     def feed(self, chunk: bytes) -> None:
         if self.hashed is not None:
@@ -57,13 +109,44 @@ class Search:
             self.key = private_key(data, len(data) - self.overlap)
         if self.mark is not None and not self.marked:
             self.marked = self.mark.search(data) is not None
-        for mark in LINK_MARKS:
-            if mark.pattern not in self.linked and mark.search(data) is not None:
-                self.linked[mark.pattern] = None
+        if not self.unread and b"\0" in chunk:
+            self.unread, self.linked = "it is a binary file (a NUL byte)", {}
+        if not self.unread:
+            self.link_marks(data)
         for needle, what in self.needles:
             if what not in self.found and needle in data:
                 self.found[what] = None
         self.tail = data[-self.overlap :]
+
+    def link_marks(self, data: bytes) -> None:
+        """Search `data` for the link marks not yet found, each part where its literals are."""
+        views = {"raw": data}
+        held: dict[tuple[str, bytes], bool] = {}  # each literal looked for once in each view
+        searched: dict[re.Pattern[bytes], bool] = {}  # a part shared by marks (a URL's login) searched once
+
+        def holds(view: str, literal: bytes) -> bool:
+            if len(literal) == 1 and literal == literal.lower().translate(None, b"-_"):
+                view = "raw"  # one byte that no view changes: in each view where it is in the text
+            if (view, literal) not in held:
+                if view not in views:
+                    lower = views.setdefault("lower", data.lower())
+                    if view == "folded":
+                        views["folded"] = lower.translate(None, b"-_")
+                held[view, literal] = literal in views[view]
+            return held[view, literal]
+
+        for pattern, parts in LINK_PARTS.items():
+            if pattern in self.linked:
+                continue
+            for part in parts:
+                if not all(any(holds(part.view, literal) for literal in group) for group in part.needs):
+                    continue
+                text = views[part.view]
+                if part.pattern not in searched:
+                    searched[part.pattern] = found(part, data, text)
+                if searched[part.pattern]:
+                    self.linked[pattern] = None
+                    break
 
     def facts(self) -> Facts:
         if self.key is None:
@@ -77,4 +160,4 @@ class Search:
         said = tuple(
             w for w in self.found if not (w.startswith("a login from") and w.removeprefix("a login from") in whole)
         )
-        return Facts(self.key, said, self.marked, frozenset(self.linked))
+        return Facts(self.key, said, self.marked, frozenset(self.linked), self.unread)

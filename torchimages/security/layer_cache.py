@@ -30,16 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchimages import settings
-from torchimages.security import content, layers, leaks, tarstream
+from torchimages.security import content, layers, leaks, links, tarstream
 from torchimages.security.layers import Layer
 from torchimages.security.leaks import Hit, Secret
 
-FORMAT = 1  # this module's entry format; a change makes every entry a miss
+FORMAT = 2  # this module's entry format; a change makes every entry a miss
 FOLDER = "layer-scans"
 ENTRY_MAX = 4 << 20  # bytes: an entry larger than this is neither written nor read
 ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.json")
 TEMP_NAME = re.compile(r"\.[0-9a-f]{64}\.json\.[A-Za-z0-9_]+\.tmp")  # an entry being written (mkstemp)
-FIELDS = frozenset({"format", "layer", "rules", "secrets", "hits", "deleted", "opaque", "entries"})
+FIELDS = frozenset(
+    {"format", "layer", "rules", "secrets", "hits", "deleted", "opaque", "entries", "notes", "marked", "unresolved"}
+)
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def from_settings(environ: Mapping[str, str] | None = None) -> LayerCache | None
 # --- keys and entries ---------------------------------------------------------------------------------------
 
 
-RULES = (leaks, content, tarstream, layers)  # the modules whose source decides a layer's result
+RULES = (leaks, content, links, tarstream, layers)  # the modules whose source decides a layer's result
 
 
 @functools.cache
@@ -147,6 +149,9 @@ def encode(diff_id: str, rules: str, secrets: str, layer: Layer) -> bytes:
             "deleted": sorted(layer.deleted),
             "opaque": sorted(layer.opaque),
             "entries": layer.entries,
+            "notes": [[note.path, note.detail] for note in layer.notes],
+            "marked": [[path, list(marks)] for path, marks in layer.marked],
+            "unresolved": [list(link) for link in layer.unresolved],
         },
         separators=(",", ":"),
     ).encode()
@@ -176,11 +181,36 @@ def decode(data: bytes, diff_id: str, rules: str, secrets: str) -> Layer | None:
         _strings(found["opaque"]),
         found["entries"],
     )
-    if not isinstance(hits, list) or not all(_strings(hit) is not None and len(hit) == 2 for hit in hits):
+    pairs = (hits, found["notes"])
+    if not all(isinstance(p, list) and all(_strings(i) is not None and len(i) == 2 for i in p) for p in pairs):
         return None
     if deleted is None or opaque is None or type(entries) is not int or entries < 0:
         return None
-    return Layer(tuple(Hit(path, detail) for path, detail in hits), frozenset(deleted), frozenset(opaque), entries)
+    marked, unresolved = found["marked"], found["unresolved"]
+    if not isinstance(unresolved, list) or not all(_strings(i) is not None and len(i) == 4 for i in unresolved):
+        return None
+    if not isinstance(marked, list) or not all(_marked(item) for item in marked):
+        return None
+    return Layer(
+        tuple(Hit(path, detail) for path, detail in hits),
+        frozenset(deleted),
+        frozenset(opaque),
+        entries,
+        notes=tuple(Hit(path, detail) for path, detail in found["notes"]),
+        marked=tuple((path, tuple(marks)) for path, marks in marked),
+        unresolved=tuple((a, b, c, d) for a, b, c, d in unresolved),
+    )
+
+
+def _marked(item: object) -> bool:
+    """Whether an entry's item of `marked` is [path, [mark's place, ...]]."""
+    return (
+        isinstance(item, list)
+        and len(item) == 2
+        and isinstance(item[0], str)
+        and isinstance(item[1], list)
+        and all(type(at) is int and at >= 0 for at in item[1])
+    )
 
 
 # --- the folder ---------------------------------------------------------------------------------------------

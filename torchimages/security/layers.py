@@ -9,7 +9,9 @@ whiteout removes it from the final filesystem (it is still in the pushed image);
 it is (`/root/.netrc: a netrc file (logins and passwords)`).
 
 The rules are leaks.py's (what no layer may hold, on one entry); content.py searches each regular file's
-whole content; here, reading the layers. Both the archive and each layer are read by tarstream.py, the way
+whole content; links.py follows a layer's links at its end (a link at a path judged by content, through chains
+and folder links; a target not read is a note of the layer, said in the scan's note, not a finding); here,
+reading the layers. Both the archive and each layer are read by tarstream.py, the way
 the engine's Go reader reads them: an entry it cannot read so (an odd or broken header, a sparse file, a type
 the engine does not apply, data after the end) makes that layer "not scanned" saying which, never a silent
 end of the layer and never clean; what was found before it is still said.
@@ -48,6 +50,7 @@ from torchimages import settings
 from torchimages.engine import Engine
 from torchimages.security.content import Facts, Search
 from torchimages.security.leaks import (
+    LINK_MARKS,
     CredentialFile,
     Hit,
     Secret,
@@ -58,6 +61,7 @@ from torchimages.security.leaks import (
     stray_hits,
     stray_place,
 )
+from torchimages.security.links import FOLLOWED_MAX, LINKS_KEPT_MAX, FileIndex, follow, shown, unread_note
 from torchimages.security.model import SECRETS, Finding, Scan
 from torchimages.security.tarstream import BLOCK, Entry, Source, TarError, TarStream, is_header
 
@@ -66,6 +70,8 @@ KEPT_MAX = 16 << 20  # bytes of such members kept in all
 CHUNK = 1 << 20  # bytes of a file's content searched at once
 RETAINED_MAX = 16 << 20  # bytes of paths one layer's result may keep (whiteouts, findings, files with facts)
 HITS_MAX = 10_000  # findings one layer may have
+NOTES_MAX = 100  # notes one layer may have (links whose targets were not read)
+NOTES_SHOWN = 10  # of them, said in the scan's note
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -106,6 +112,11 @@ class Layer:
     opaque: frozenset[str] = frozenset()
     entries: int = 0
     problem: str = ""
+    notes: tuple[Hit, ...] = ()  # what the layer's links lead to that was not read (said, not a finding)
+    # its files holding a link mark: (path, the marks' places in LINK_MARKS); its links at paths judged by
+    # content that end outside it: (path, kind, target, where the chain ends), judged by the layers below
+    marked: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    unresolved: tuple[tuple[str, str, str, str], ...] = ()
 
 
 class Cache(Protocol):
@@ -182,7 +193,14 @@ class _Reading:
         self.deleted: set[str] = set()
         self.opaque: set[str] = set()
         self.facts: dict[str, tuple[Facts, str]] = {}  # a file with facts: them, and its credentials rule's hit
-        self.pending: dict[str, list[tuple[str, str]]] = {}  # a file not yet met: links to it (path, kind)
+        self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
+        self.links_bytes = 0
+        self.files = FileIndex()  # every regular file: whether it was searched for the link marks
+        self.judged: list[tuple[str, str, str]] = []  # links at a path judged by content: (path, kind, target)
+        self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
+        self.notes: list[Hit] = []
+        self.unsaid = 0  # notes past NOTES_MAX
+        self.unresolved: list[tuple[str, str, str, str]] = []  # judged links ending outside the layer
         self.entries = 0
         self.retained = 0
 
@@ -241,10 +259,8 @@ class _Reading:
         named = rule.what if rule is not None and (rule.mark is None or facts.marked) else ""
         if facts or named:
             self.facts[self.keep(path)] = (facts, named)
-        hits = self.content_hits(path, facts, named)
-        for link, kind in self.pending.pop(path, []):  # links met before the file: judged now
-            hits += self.linked_hits(link, kind, path, facts, named)
-        return hits
+        self.files.add(path, facts.unread)
+        return self.content_hits(path, facts, named)
 
     def content_hits(self, path: str, facts: Facts, named: str, prefix: str = "") -> list[Hit]:
         hits = [Hit(path, prefix + named)] if named else []
@@ -256,19 +272,75 @@ class _Reading:
     def link(self, entry: Entry, path: str) -> list[Hit]:
         """A hard link or symlink: at a credentials file's path, refused by its path where the rule says so
         (`links`: what it points to may be in another layer; a rule by content says that the content was not
-        read); to a file of this layer with facts, that file's content at this path too."""
+        read); to a file of this layer with facts, that file's content at this path too. One at a path judged
+        by content (`links=False`), or at a folder whose files are, is followed at the layer's end (`ended`)."""
         hard = entry.type == "1"
         target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
         kind = "a hard link" if hard else "a symbolic link"
+        self.keep_link(path, target)
         rule = credential_rule(path)
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
+        if rule is not None and not rule.links and rule.mark is not None:
+            if len(self.judged) < FOLLOWED_MAX:
+                self.judged.append((self.keep(path), kind, self.keep(target)))
+            else:
+                self.note(path, f"{kind} to {target}: not followed (past {FOLLOWED_MAX} such links in a layer)")
+            return hits
         known = self.facts.get(target)
         if known is not None:
             hits += self.linked_hits(path, kind, target, *known)
             self.facts[self.keep(path)] = known
-        elif rule is not None and not rule.links and rule.mark is not None:  # the file may come later
-            self.pending.setdefault(self.keep(target), []).append((self.keep(path), kind))
+        elif not hard and judged_folder(path):
+            if len(self.folders) < NOTES_MAX:
+                self.folders.append((self.keep(path), self.keep(target)))
+            else:
+                self.note(path, f"{kind} to {target}, a folder where files are judged by their content: not followed")
         return hits
+
+    def keep_link(self, path: str, target: str) -> None:
+        """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
+        self.links_bytes += len(path) + len(target) + 64
+        if self.links_bytes <= LINKS_KEPT_MAX:
+            self.links[path] = target
+
+    def note(self, path: str, detail: str) -> None:
+        """Say a link whose target was not judged (NOTES_MAX of them; the others counted, in a last note)."""
+        if len(self.notes) < NOTES_MAX:
+            self.notes.append(Hit(path, self.keep(detail)))
+        else:
+            self.unsaid += 1
+
+    def ended(self) -> None:
+        """Follow the links at paths judged by content to the file their chain ends at: judged by its content
+        at the link's path; a target not read is said (`notes`). Then the links at such folders."""
+        full = self.links_bytes > LINKS_KEPT_MAX or self.files.full
+
+        def is_file(path: str) -> bool:
+            return path in self.facts or self.files.get(path) is not None
+
+        for path, kind, target in self.judged:
+            walk = follow(target, self.links, is_file)
+            known = self.facts.get(walk.path) if not walk.stop else None
+            if known is not None:
+                self.add(self.linked_hits(path, kind, shown(target, walk), *known))
+            reason = "" if walk.stop else known[0].unread if known is not None else self.files.get(walk.path)
+            if walk.stop or reason:
+                self.note(path, unread_note(kind, target, walk, reason or "", full))
+            if walk.stop == "absent" and len(self.unresolved) < NOTES_MAX:  # a lower layer's file, maybe
+                self.unresolved.append((path, kind, target, self.keep(walk.path)))
+        for path, target in self.folders:
+            walk = follow(target, self.links, lambda _: False)
+            folder = walk.path if walk.stop == "absent" else target
+            for inside, (facts, _) in list(self.facts.items()):
+                through = path + inside[len(folder) :]
+                rule = credential_rule(through) if inside.startswith(folder + "/") else None
+                if rule is not None and not rule.links and facts.holds(rule.mark):
+                    self.add([Hit(through, f"{rule.what} ({inside}, through the symbolic link {path} to {target})")])
+            self.note(
+                path,
+                f"a symbolic link to {target}, a folder where files are judged by their content: only its files of"
+                " this layer that were searched are judged through the link",
+            )
 
     def linked_hits(self, path: str, kind: str, target: str, facts: Facts, named: str) -> list[Hit]:
         """What a link at `path` to a file of this layer holds: that file's findings, and its content judged by
@@ -280,7 +352,34 @@ class _Reading:
 
     def layer(self, problem: str = "") -> Layer:
         hits = tuple(self.hits + stray_hits(self.stray))
-        return Layer(hits, frozenset(self.deleted), frozenset(self.opaque), self.entries, problem)
+        if self.unsaid:
+            self.notes.append(Hit(self.notes[-1].path, f"and {self.unsaid} more links not judged, not said one by one"))
+            self.unsaid = 0
+        marked = tuple(
+            (path, tuple(at for at, mark in enumerate(LINK_MARKS) if mark.pattern in facts.linked))
+            for path, (facts, _) in self.facts.items()
+            if facts.linked
+        )
+        return Layer(
+            hits,
+            frozenset(self.deleted),
+            frozenset(self.opaque),
+            self.entries,
+            problem,
+            tuple(self.notes),
+            marked,
+            tuple(self.unresolved),
+        )
+
+
+def judged_folder(path: str) -> bool:
+    """Whether the files in the folder at `path` are judged by their content (/etc/profile.d, /etc/zsh,
+    environment.d, condarc.d): a link there leads to them."""
+    for name in ("x", "x.conf"):
+        rule = credential_rule(f"{path}/{name}")
+        if rule is not None and not rule.links and rule.mark is not None:
+            return True
+    return False
 
 
 def link_finding(rule: CredentialFile, kind: str, target: str) -> str:
@@ -299,6 +398,7 @@ def read_layer(source: Source, secrets: Sequence[Secret]) -> Layer:
         tar = TarStream(source)
         for entry in tar:
             reading.entry(tar, entry)
+        reading.ended()
     except (TarError, Exceeded) as exc:
         return reading.layer(f"it could not be read as the engine reads it: {exc}")
     except (OSError, EOFError, zlib.error) as exc:
@@ -488,11 +588,32 @@ def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
         if layer is None:
             continue
         above = [(n + 1, lay) for n, lay in enumerate(read) if n > at and lay is not None]
-        for hit in layer.hits:
+        for hit in [*layer.hits, *lower_hits(layer, read[:at])]:
             gone = deleted_by(hit.path, above)
             subject = where + (f", deleted in layer {gone}" if gone else "")
             found.append(Finding(SECRETS, hit.path, subject, f"{hit.path}: {hit.detail}"))
     return found, problems
+
+
+def lower_hits(layer: Layer, below: Sequence[Layer | None]) -> list[Hit]:
+    """A layer's links at paths judged by content whose chain ends outside it, judged by the nearest layer
+    below holding a file with a link mark there (that file is in the image, whichever layer above replaced
+    it); none when no layer below holds one (the layer's note says the target was not judged)."""
+    hits = []
+    for path, kind, target, end in layer.unresolved:
+        rule = credential_rule(path)
+        if rule is None or rule.mark is None:
+            continue
+        for number in range(len(below) - 1, -1, -1):
+            lower = below[number]
+            marks = dict(lower.marked).get(end) if lower is not None else None
+            if marks is None:
+                continue
+            if any(LINK_MARKS[at].pattern == rule.mark.pattern for at in marks if at < len(LINK_MARKS)):
+                shown = target if end == target else f"{target} (through links: {end})"
+                hits.append(Hit(path, f"{kind} to {shown}, {rule.what} (that file in layer {number + 1})"))
+            break
+    return hits
 
 
 def scan(
@@ -543,15 +664,32 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
             cache.put(digest, secrets, layer)
 
 
+def link_notes(archive: Archive, order: Order) -> list[str]:
+    """What the layers' links at paths judged by content lead to that was not read, in layer order."""
+    total = len(order.names)
+    read = [archive.layers.get(n) for n in order.names]
+    said = []
+    for at, (layer, digest) in enumerate(zip(read, order.digests, strict=True)):
+        judged = {hit.path for hit in lower_hits(layer, read[:at])} if layer is not None else set()
+        for note in layer.notes if layer is not None else ():
+            if note.path not in judged:  # judged by a lower layer's file: a finding, not a note
+                said.append(f"layer {at + 1} of {total} ({_short(digest)}): {note.path}: {note.detail}")
+    return said
+
+
 def _result(archive: Archive, order: Order) -> Scan:
     """The scan's answer: the findings in layer order, the layers and entries counted (and those from the
-    cache), the layers not read."""
+    cache), the links whose targets were not read (NOTES_SHOWN of them), the layers not read."""
     found, problems = findings(archive, order)
     entries = sum(archive.layers[n].entries for n in set(order.names) if n in archive.layers)
     note = f"{len(order.names)} layers, {entries} entries"
     from_cache = sum(1 for name in order.names if name in archive.cached)
     if from_cache:
         note += f" ({from_cache} from the cache)"
+    notes = link_notes(archive, order)
+    if notes:
+        more = f"; and {len(notes) - NOTES_SHOWN} more" if len(notes) > NOTES_SHOWN else ""
+        note += f"; links not judged by their target's content: {'; '.join(notes[:NOTES_SHOWN])}{more}"
     if problems:
         return Scan(SECRETS, tuple(found), scanned=False, note="; ".join([note, *problems]))
     return Scan(SECRETS, tuple(found), note=note)

@@ -20,7 +20,8 @@ The rules, each a table below:
                    e.g. /tmp/requirements.lock: it holds nothing)
 A hard link or symlink at a credentials file's path is refused by its path where the rule says so (`links`: its
 target's content is not always in the same layer), said as that file only for a rule by path alone; one to a
-file of the same layer holds that file's content, judged at the link's path too.
+file of the same layer holds that file's content, judged at the link's path too (links.py follows chains and
+folder links; a target not read is said).
 
 Every content pattern matches at most MATCH_MAX bytes, so that a search in chunks overlapping by that much
 finds whatever a search of the whole file would.
@@ -101,19 +102,22 @@ _WGET_PASSWORD = (
     rf"[ \t]{{0,64}}=[ \t]{{0,64}}[^\s#]"
 )
 WGET_LOGIN = re.compile(_WGET_PASSWORD.encode() + rb"|" + SECRET_USERINFO.pattern, re.IGNORECASE | re.MULTILINE)
+_CURL_USER = (
+    rb"^[ \t]{0,64}(?:-[uU]|(?:--)?(?:proxy-)?user)(?=[ \t=:])[ \t]{0,64}[=:]?[ \t]{0,64}\"?[^\s\":]{0,1024}:[^\s\"]"
+)
+_CURL_PASS = rb"^[ \t]{0,64}(?:--)?(?:oauth2-bearer|pass|proxy-pass)(?=[ \t=:])[ \t=:]{1,64}\"?[^\s\"#]"
+_CURL_HEADER = (
+    rb"^[ \t]{0,64}(?:-H|(?:--)?(?:proxy-)?header)(?=[ \t=:\"'])[ \t=:]{0,64}[\"']?[ \t]{0,64}"
+    rb"(?i:(?:proxy-)?authorization)[ \t]{0,64}:[ \t]{0,64}[^\s\"']"
+)
+_CONDA_TOKEN = rb"://[^\s/]{1,255}/t/[A-Za-z0-9_-]{8,128}(?![A-Za-z0-9_-])"
 # curl's config file (`--user u:p`, `-u u:p`, `user = "u:p"`, `proxy-user`: a user with a password; a bearer
 # token; a key's passphrase; an Authorization header: `header = "Authorization: Bearer T"`, `-H "Authorization:
 # Basic B"`), or a login that is a secret in a URL (`proxy = "http://u:p@host"`)
-CURL_LOGIN = re.compile(
-    rb"^[ \t]{0,64}(?:-[uU]|(?:--)?(?:proxy-)?user)(?=[ \t=:])[ \t]{0,64}[=:]?[ \t]{0,64}\"?[^\s\":]{0,1024}:[^\s\"]|"
-    rb"^[ \t]{0,64}(?:--)?(?:oauth2-bearer|pass|proxy-pass)(?=[ \t=:])[ \t=:]{1,64}\"?[^\s\"#]|"
-    rb"^[ \t]{0,64}(?:-H|(?:--)?(?:proxy-)?header)(?=[ \t=:\"'])[ \t=:]{0,64}[\"']?[ \t]{0,64}"
-    rb"(?i:(?:proxy-)?authorization)[ \t]{0,64}:[ \t]{0,64}[^\s\"']|" + SECRET_USERINFO.pattern,
-    re.MULTILINE,
-)
+CURL_LOGIN = re.compile(b"|".join((_CURL_USER, _CURL_PASS, _CURL_HEADER, SECRET_USERINFO.pattern)), re.MULTILINE)
 # conda's channels and proxies: a login that is a secret in a URL, or an anaconda.org token in a channel's path
 # (`/t/TOKEN/`, `/t/TOKEN` ending the URL)
-CONDA_LOGIN = re.compile(rb"://[^\s/]{1,255}/t/[A-Za-z0-9_-]{8,128}(?![A-Za-z0-9_-])|" + SECRET_USERINFO.pattern)
+CONDA_LOGIN = re.compile(_CONDA_TOKEN + rb"|" + SECRET_USERINFO.pattern)
 
 
 @dataclass(frozen=True)
@@ -354,6 +358,46 @@ def _link_marks(rules: Sequence[CredentialFile]) -> tuple[re.Pattern[bytes], ...
 
 
 LINK_MARKS = _link_marks(CREDENTIAL_FILES)
+LINK_READ_MAX = 1 << 20  # bytes: a larger file is not searched for LINK_MARKS (a startup file, rc or conf is small)
+
+
+@dataclass(frozen=True)
+class MarkPart:
+    """One alternative of a link mark, searched only in a text that holds its literals: one of each group of
+    `needs` (in the text as it is, `raw`; lower-cased, `lower`; lower-cased without '-' and '_', `folded`),
+    which every match of `pattern` holds. A cheap test (bytes' `in`) spares the regex most files."""
+
+    pattern: re.Pattern[bytes]
+    needs: tuple[tuple[bytes, ...], ...]
+    view: str = "raw"
+    # where it is searched (content.py): "" the whole text; "line" each line holding a literal of the first
+    # group (a pattern of one line that starts at a line's start); "url" around each `://` (URL_LOGIN's shape)
+    locate: str = ""
+
+
+_URL_LOGIN = ((b"://",), (b"@",))  # a URL's login: its scheme's `://` and the '@' before its host
+
+
+def _url_part(pattern: re.Pattern[bytes]) -> MarkPart:
+    return MarkPart(pattern, _URL_LOGIN, locate="url")
+
+
+_WGET_FLAGS = re.IGNORECASE | re.MULTILINE
+# Each mark of LINK_MARKS as its alternatives, by its pattern: a text matches the mark where one part matches.
+LINK_PARTS: Mapping[bytes, tuple[MarkPart, ...]] = {
+    WGET_LOGIN.pattern: (
+        MarkPart(re.compile(_WGET_PASSWORD.encode(), _WGET_FLAGS), ((b"=",), (b"passw",)), "folded"),
+        _url_part(re.compile(SECRET_USERINFO.pattern, _WGET_FLAGS)),
+    ),
+    CURL_LOGIN.pattern: (
+        MarkPart(re.compile(_CURL_USER, re.MULTILINE), ((b"-u", b"-U", b"user"), (b":",)), locate="line"),
+        MarkPart(re.compile(_CURL_PASS, re.MULTILINE), ((b"oauth2-bearer", b"pass"),), locate="line"),
+        MarkPart(re.compile(_CURL_HEADER, re.MULTILINE), ((b"authorization",),), "lower", "line"),
+        _url_part(re.compile(SECRET_USERINFO.pattern, re.MULTILINE)),
+    ),
+    CONDA_LOGIN.pattern: (MarkPart(re.compile(_CONDA_TOKEN), ((b"://",), (b"/t/",))), _url_part(SECRET_USERINFO)),
+    SECRET_USERINFO.pattern: (_url_part(SECRET_USERINFO),),
+}
 
 
 def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:

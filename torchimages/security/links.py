@@ -1,0 +1,109 @@
+"""What one layer's links lead to (layers.py): a link at a path judged by content (a shell's startup file, a
+wgetrc, a curlrc, a condarc: leaks.CredentialFile's `links=False`) is judged by the file its chain of links
+ends at, in whatever order the layer holds them. Kept while the layer streams past: every link (its path and
+target, up to LINKS_KEPT_MAX bytes) and, for every regular file, 9 bytes (its path's digest and whether its
+content was searched for the link marks, or why not; up to FILES_MAX files). At the layer's end each such link
+is followed (through links to files and to folders, at most LINK_DEPTH): to a file of the layer, judged by its
+content; a target not read (not a file of this layer, a binary, too large, a loop) is said."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+LINK_DEPTH = 40  # links followed at most in one chain (Linux's own bound on a path's symlinks)
+LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets) one layer keeps to follow
+FILES_MAX = 4_000_000  # regular files one layer keeps a record of (9 bytes each)
+FOLLOWED_MAX = 1000  # links at paths judged by content one layer follows (more: said, not followed)
+SEARCHED = ""  # a file's content searched for the link marks (content.Facts.unread)
+
+
+class FileIndex:
+    """The regular files of a layer, by the digest of their path: whether each was searched for the link
+    marks, or why not (content.Facts.unread). Past FILES_MAX, `full` and no more kept."""
+
+    def __init__(self) -> None:
+        self.records = bytearray()
+        self.reasons: list[str] = [SEARCHED]
+        self.full = False
+
+    @staticmethod
+    def _digest(path: str) -> bytes:
+        return hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+
+    def add(self, path: str, unread: str) -> None:
+        if len(self.records) >= 9 * FILES_MAX:
+            self.full = True
+            return
+        if unread not in self.reasons:
+            self.reasons.append(unread)
+        self.records += self._digest(path) + bytes((self.reasons.index(unread) % 256,))
+
+    def get(self, path: str) -> str | None:
+        """Why the file at `path` was not searched ("" when it was), or None when no file of the layer is there
+        (the last record of the path: a file written twice is the later one)."""
+        digest, at = self._digest(path), len(self.records)
+        while (at := self.records.rfind(digest, 0, at)) >= 0:
+            if at % 9 == 0:
+                return self.reasons[self.records[at + 8]]
+        return None
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Where a chain of links ends: `path`, and `stop` why it ends there ("" at a file of the layer)."""
+
+    path: str
+    stop: str = ""
+    steps: int = 0
+
+
+def through_folder(path: str, links: Mapping[str, str]) -> str | None:
+    """`path` with its deepest folder that is a link replaced by that link's target, or None."""
+    folder = posixpath.dirname(path)
+    while folder != "/":
+        if folder in links:
+            return posixpath.normpath(links[folder] + "/" + path[len(folder) + 1 :])
+        folder = posixpath.dirname(folder)
+    return None
+
+
+def follow(target: str, links: Mapping[str, str], is_file: Callable[[str], bool]) -> Walk:
+    """Follow the links of a layer from `target` (a link's target, absolute) to a file of the layer; else
+    where it stops: "absent" (no file or link of the layer there), "loop", "deep" (past LINK_DEPTH)."""
+    path, seen = target, {target}
+    for steps in range(LINK_DEPTH + 1):
+        after = links.get(path)
+        if after is None and is_file(path):  # asked only at a chain's end: a file's record is searched for
+            return Walk(path, "", steps)
+        if after is None:
+            after = through_folder(path, links)
+        if after is None:
+            return Walk(path, "absent", steps)
+        if after in seen:
+            return Walk(path, "loop", steps)
+        seen.add(after)
+        path = after
+    return Walk(path, "deep", LINK_DEPTH)
+
+
+def shown(target: str, walk: Walk) -> str:
+    """A link's target as said: itself, and where its chain of links ends when that is elsewhere."""
+    return target if walk.path == target else f"{target} (through links: {walk.path})"
+
+
+def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> str:
+    """What a link at a path judged by content is said to be when its target's content was not read for it."""
+    if walk.stop == "loop":
+        why = "its links make a loop"
+    elif walk.stop == "deep":
+        why = f"it passes through more than {LINK_DEPTH} links"
+    elif walk.stop == "absent":
+        why = "no file of this layer is there (a lower layer's file, a folder, or nothing)"
+        if full:
+            why += "; this layer had more links or files than the scan keeps to follow"
+    else:
+        why = f"the file was not searched: {reason}"
+    return f"{kind} to {shown(target, walk)}: its content was not judged through the link ({why})"
