@@ -322,6 +322,7 @@ def mirror_family(text: str) -> tuple[str | None, str]:
 # The pieces are shared with the release gate (security/leaks.py searches files with the same reading).
 _PASSWORD = r"(?:(?!://)\S)"  # a character of a password
 _HOST_CHAR = r"[A-Za-z0-9.\-\[\]:%_~]"
+HOST_CHAR = _HOST_CHAR  # a character of a URL's host (and port), for the gate's readings
 _SCHEME_CHAR = r"[A-Za-z0-9+.-]"
 URL_END = r"[/?#\s]"  # what ends a host in a value: its path, query or fragment, a blank (or the value's end)
 # A user alone that is a secret: a token. One of the known prefixes (GitHub's ghp_/gho_/ghu_/ghs_/ghr_ and github_pat_,

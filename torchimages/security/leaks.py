@@ -93,11 +93,12 @@ PLACEHOLDER = r"(?i:password|passwd)|<[^\s<>@]{1,64}>|\*{1,64}|[xX]{3,64}|\.{3}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
 # a proxy's login without a scheme (`http_proxy=user:password@proxy:3128`: curl and wget take it): a variable whose
 # name ends in `proxy` (any case) set (`=`, a blank: csh's setenv, fish's set; pam_env's DEFAULT=/OVERRIDE=; YAML's
-# `: `), then USER:PASSWORD@HOST, a password that is no secret (_NO_SECRET) left out
+# `: `), then USER:PASSWORD@HOST, a password that is no secret (_NO_SECRET) left out; a password holds no blank,
+# quote, nor `proxy` (where the next such variable starts: each is read once, the search stays linear)
 _PROXY_LOGIN = (
     rf"(?i:proxy)(?![A-Za-z0-9_])[\"']?[ \t]{{0,64}}(?:=|:(?=[ \t])|(?<=[ \t]))[ \t]{{0,64}}"
-    rf"(?:(?:DEFAULT|OVERRIDE)=)?[\"']?[^\s/?#:@\"'$=]{{1,1024}}:(?!//|(?:{_NO_SECRET})@)(?:(?!(?i:proxy))[^\s\"']){{1,1024}}?"
-    rf"@(?={values._HOST_CHAR}{{1,1024}}(?:{URL_END_IN_FILES}|$))"
+    rf"(?:(?:DEFAULT|OVERRIDE)=)?[\"']?[^\s/?#:@\"'$=]{{1,1024}}:(?!//|(?:{_NO_SECRET})@)"
+    rf"(?:(?!(?i:proxy))[^\s\"']){{1,1024}}?@(?={values.HOST_CHAR}{{1,1024}}(?:{URL_END_IN_FILES}|$))"
 )
 # the shells' and environment files' mark: a login that is a secret in a URL (its password no variable or
 # placeholder), or a proxy's login without a scheme

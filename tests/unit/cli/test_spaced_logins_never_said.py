@@ -124,7 +124,7 @@ def test_a_token_alone_before_a_registry_is_never_said(capsys: pytest.CaptureFix
 @pytest.mark.parametrize(
     ("text", "kept"),
     [
-        ("torchimages/pytorch@sha256:" + "0" * 64 + ": not found", None),  # a digest's '@' is no login's end
+        ("'registry.example:5000/x@sha256:" + "0" * 64 + "': not found", None),  # a digest's '@' ends no login
         ("error: 'https://host:8080/simple' did not answer", None),
         ("jenkins-build-automation@git.corp.example/x", None),  # a name alone is no token
         ("'user:top secret@ghcr.io/x': refused", "'ghcr.io/x': refused"),

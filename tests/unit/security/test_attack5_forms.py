@@ -34,7 +34,7 @@ FOUND = [
     ("etc/csh/cshrc.d/proxy", b"setenv http_proxy http://bob:hunter2@proxy.corp:3128\n"),
     ("etc/csh/login.d/proxy", b"setenv http_proxy http://bob:hunter2@proxy.corp:3128\n"),
     ("home/u/.cshrc", b"setenv http_proxy http://bob:hunter2@proxy.corp:3128\n"),
-    ("root/.tcshrc", b"setenv http_proxy http://bob:hunter2@proxy.corp:3128\n"),
+    ("home/u/.tcshrc", b"setenv http_proxy http://bob:hunter2@proxy.corp:3128\n"),
     ("home/u/.login", b"setenv http_proxy http://bob:hunter2@proxy.corp:3128\n"),
     # pam_env's
     ("etc/security/pam_env.conf", b"http_proxy DEFAULT=http://bob:hunter2@proxy.corp:3128\n"),
@@ -46,9 +46,9 @@ FOUND = [
     ("home/u/project/.env", b"HTTP_PROXY=bob:hunter2@proxy.corp:3128\n"),
     # kaggle.json, rclone.conf
     ("home/u/.kaggle/kaggle.json", b'{"username":"bob","key":"0123456789abcdef0123456789abcdef"}\n'),
-    ("root/.config/kaggle/kaggle.json", b'{"username": "bob", "key": "0123456789abcdef"}'),
+    ("home/u/.config/kaggle/kaggle.json", b'{"username": "bob", "key": "0123456789abcdef"}'),
     ("home/u/.config/rclone/rclone.conf", b"[s3]\ntype = s3\naccess_key_id = AKIAX\nsecret_access_key = abcd\n"),
-    ("root/.config/rclone/rclone.conf", b'[box]\ntype = box\ntoken = {"access_token":"x"}\n'),
+    ("home/u/.config/rclone/rclone.conf", b'[box]\ntype = box\ntoken = {"access_token":"x"}\n'),
     ("home/u/.rclone.conf", b"[sftp]\ntype = sftp\nuser = bob\npass = 3x4mpl3obscured\n"),
     ("etc/rclone.conf", b"[az]\ntype = azureblob\naccount = a\nkey = c2VjcmV0\n"),
     # a real password in a comment is still a leak
