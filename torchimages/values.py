@@ -396,6 +396,8 @@ _OPENERS = "'\"([{<"
 def _hide_word(found: re.Match[str]) -> str:
     word = found[0]
     at = word.rfind("@")
+    while at >= 0 and word.startswith("sha256:", at + 1):  # a digest's '@' ends no login (`host:5000/x@sha256:`)
+        at = word.rfind("@", 0, at)
     scheme = word.find("://")
     if at < 0:
         return word
