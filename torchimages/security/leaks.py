@@ -78,19 +78,22 @@ KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data
 # that closes the URL (`"http://u:p@proxy:3128";`, `'http://u:p@proxy'`)
 URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\&|`]"""  # values.URL_END, and what closes a URL in a file or a shell line
 USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}").encode())
-# the same, for a login that is a secret (a password, or a user alone that is a token: values.TOKEN_USER): in files
-# where a URL with a user alone is common and no secret (`ssh://git@github.com/...` in a shell startup file)
-SECRET_USERINFO = re.compile(
-    values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}", secret_only=True).encode()
-)
-# What a startup file may hold as a password that is no secret: the shell's variable (sh, bash, zsh, csh: `$NAME`,
-# `${NAME}`, `${NAME:-...}`, `$(...)`; fish's `{$NAME}`; systemd's, pam_env's and dotenv's `${NAME}`), and a
-# placeholder (`password`, `passwd` in any case, `<...>`, `***`, `xxx`, `...`)
+# What a file judged for a secret login may hold as a password that is no secret: the shell's variable (sh, bash,
+# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-...}`, `$(...)`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and
+# conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case, `<...>`, `***`, `xxx`, `...`)
 SHELL_VARIABLE = (
     r"\$[A-Za-z_][A-Za-z0-9_]{0,255}|\$\{[^\s{}@]{1,255}\}|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
 )
 PLACEHOLDER = r"(?i:password|passwd)|<[^\s<>@]{1,64}>|\*{1,64}|[xX]{3,64}|\.{3}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
+# the same, for a login that is a secret (a password, or a user alone that is a token: values.TOKEN_USER), its
+# password no variable or placeholder (_NO_SECRET): in files where a URL with a user alone is common and no secret
+# (`ssh://git@github.com/...` in a shell startup file): the shells', wget's, curl's, conda's
+SECRET_USERINFO = re.compile(
+    values.userinfo_pattern(
+        "{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}", secret_only=True, not_password=_NO_SECRET
+    ).encode()
+)
 # a proxy's login without a scheme (`http_proxy=user:password@proxy:3128`: curl and wget take it): a variable whose
 # name ends in `proxy` (any case) set (`=`, a blank: csh's setenv, fish's set; pam_env's DEFAULT=/OVERRIDE=; YAML's
 # `: `), then USER:PASSWORD@HOST, a password that is no secret (_NO_SECRET) left out; a password holds no blank,
@@ -102,13 +105,7 @@ _PROXY_LOGIN = (
 )
 # the shells' and environment files' mark: a login that is a secret in a URL (its password no variable or
 # placeholder), or a proxy's login without a scheme
-SHELL_LOGIN = re.compile(
-    values.userinfo_pattern(
-        "{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}", secret_only=True, not_password=_NO_SECRET
-    ).encode()
-    + b"|"
-    + _PROXY_LOGIN.encode()
-)
+SHELL_LOGIN = re.compile(SECRET_USERINFO.pattern + b"|" + _PROXY_LOGIN.encode())
 # kaggle.json's API key (`{"username": "...", "key": "..."}`), set
 KAGGLE_KEY = re.compile(rb'"key"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]')
 # rclone.conf's secrets (rclone.org/docs: each backend's options): a password (obscured: readable by anyone), a

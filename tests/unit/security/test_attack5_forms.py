@@ -179,6 +179,11 @@ PASSED = [
     ("home/u/.bashrc", b"# git clone https://<user>:<pass>@git.example/r.git\n"),
     ("home/u/.bashrc", b"# http_proxy=user:password@proxy:3128\n"),
     ("etc/profile.d/proxy.sh", b"# export http_proxy=http://user:***@proxy:3128\n"),
+    # the same in wget's, curl's and conda's files (conda expands `${NAME}`; a literal `$NAME` is no secret either)
+    ("etc/wgetrc", b"#http_proxy = http://user:password@proxy.example:18023/\n"),
+    ("home/u/.wgetrc", b"https_proxy = http://u:${PROXY_PASS}@proxy.corp:3128/\n"),
+    ("home/u/.curlrc", b'# proxy = "http://<user>:<password>@proxy:3128"\n'),
+    ("home/u/.condarc", b"channels:\n  - https://u:${CONDA_TOKEN}@conda.corp/main\n"),
     # templates of .env files, and what is near kaggle.json and rclone.conf
     ("app/.env", b"DEBUG=1\nDATABASE_URL=postgres://db:5432/app\n"),
     ("home/u/.kaggle/kaggle.json", b'{"username":"","key":""}'),
