@@ -201,7 +201,9 @@ def registry(text: str, where: str = "") -> str:
     if "://" in text:
         raise BadValue(where, text, f"{rule}, without a scheme (not https://...)")
     if "@" in text:
-        raise BadValue(where, text, f"{rule}: no digest, no credentials")
+        if "@sha256:" in text:
+            raise BadValue(where, text, f"{rule}: no digest")
+        raise BadValue(where, text, f"{rule}: no credentials (shown without them): log in with docker login")
     trimmed = text.removesuffix("/")
     first, _, prefix = trimmed.partition("/")
     if not _is_domain(first):
@@ -226,8 +228,8 @@ def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https")
     try:
         parts = urllib.parse.urlsplit(bare)
         port = parts.port
-    except ValueError as exc:
-        raise BadValue(where, bare, f"not a URL: {exc}") from None
+    except ValueError as exc:  # urllib's message quotes what it could not read (a piece of a login): not said
+        raise BadValue(where, bare, f"not a URL: {_split_problem(str(exc))}") from None
     if parts.scheme not in schemes:
         raise BadValue(where, bare, f"a URL here is {allowed}://..., not {parts.scheme or 'one without a scheme'}")
     if parts.scheme == "file":
@@ -241,6 +243,15 @@ def url(text: str, where: str = "", schemes: tuple[str, ...] = ("http", "https")
     if encoded_login and _host_part(text) != parts.netloc:
         raise BadValue(where, bare, "the URL's login has a '/', '?' or '#': percent-encode it (%2F, %3F, %23)")
     return text
+
+
+def _split_problem(message: str) -> str:
+    """Why urllib could not split a URL, in words that quote none of it."""
+    if message.startswith("Port"):
+        return "the part after the host's ':' is no port (a number from 1 to 65535)"
+    if "IPv6" in message:
+        return "an IPv6 host is written in brackets, closed: [ADDRESS]"
+    return "it does not split into a scheme, a host and a path"
 
 
 def _host_part(text: str) -> str | None:
@@ -311,13 +322,32 @@ def mirror_family(text: str) -> tuple[str | None, str]:
 # The pieces are shared with the release gate (security/leaks.py searches files with the same reading).
 _PASSWORD = r"(?:(?!://)\S)"  # a character of a password
 _HOST_CHAR = r"[A-Za-z0-9.\-\[\]:%_~]"
+HOST_CHAR = _HOST_CHAR  # a character of a URL's host (and port), for the gate's readings
 _SCHEME_CHAR = r"[A-Za-z0-9+.-]"
 URL_END = r"[/?#\s]"  # what ends a host in a value: its path, query or fragment, a blank (or the value's end)
-TOKEN_USER = r"[A-Za-z0-9_-]{20,1024}"  # a user alone that is a secret: a token (ghp_..., glpat-..., hf_..., AKIA...)
+# A user alone that is a secret: a token. One of the known prefixes (GitHub's ghp_/gho_/ghu_/ghs_/ghr_ and github_pat_,
+# GitLab's glpat-/gldt-/glrt-/..., Slack's xox?- and xapp-, Hugging Face's hf_, npm_, pypi-, Docker Hub's dckr_pat_,
+# OpenAI's and Stripe's sk-/sk_live_/rk_live_, DigitalOcean's dop_v1_) and 16 or more token characters, an AWS key id
+# (AKIA/ASIA and 16), a Google access token (ya29.), or else 20 or more of `A-Za-z0-9_-` mixing letters and digits
+# with a run of 16 letters and digits (what a random token looks like): a name (`jenkins-build-automation`) is none.
+TOKEN_PREFIXES = (
+    r"gh[pousr]_|github_pat_|gl(?:pat|dt|rt|oas|ptt|cbt|ft|imt|soat|agent|ffct)-|xox[a-z]-|xapp-|hf_|npm_|pypi-"
+    r"|dckr_pat_|sk-|sk_live_|rk_live_|dop_v1_"
+)
+TOKEN_USER = (
+    rf"(?:(?:{TOKEN_PREFIXES})[A-Za-z0-9_-]{{16,1024}}|(?:AKIA|ASIA)[A-Z0-9]{{16}}|ya29\.[A-Za-z0-9_.-]{{16,1024}}"
+    r"|(?=[A-Za-z_-]{0,1024}[0-9])(?=[0-9_-]{0,1024}[A-Za-z])(?=[A-Za-z0-9_-]{0,1024}?[A-Za-z0-9]{16})"
+    r"[A-Za-z0-9_-]{20,1024})"
+)
 
 
 def userinfo_pattern(
-    many: str = "*", some: str = "+", end: str = URL_END, scheme: str = "*", secret_only: bool = False
+    many: str = "*",
+    some: str = "+",
+    end: str = URL_END,
+    scheme: str = "*",
+    secret_only: bool = False,
+    not_password: str = "",
 ) -> str:
     """The regex of a URL's userinfo as the project reads it: group 1 the scheme and `://`, group 2 the login
     (`USER[:PASSWORD]`), up to the first '@' that a host follows and then `end` (or the text's end). `many` and
@@ -325,10 +355,12 @@ def userinfo_pattern(
     chunks), `scheme` that of the scheme's characters after its first (a longer run before `://` is no scheme);
     `end` what ends a host (in a file, a quote may close the URL). `secret_only`: a login that is a secret, with
     a password (`user:password`) or a user alone that is a token (TOKEN_USER); `git@`, `anonymous@`, an e-mail
-    alone are not."""
+    alone are not. `not_password`: a regex of passwords that are no login (the whole password up to the host)."""
     host = rf"@(?={_HOST_CHAR}{some}(?:{end}|$))"  # an '@' that a host follows: the login's end
     user = rf"(?:[^\s/?#:@]|@(?!{_HOST_CHAR}{some}(?:{end}|$))){many}+"  # no '@' that a host follows
     password = rf"{_PASSWORD}{some}?" if secret_only else rf"{_PASSWORD}{many}?"
+    if not_password:  # a password that is no secret (a variable of the shell, a placeholder): no login
+        password = rf"(?!(?:{not_password}){host}){password}"
     alone = rf"{TOKEN_USER}(?={host})" if secret_only else rf"[^\s/?#@:]{some}+(?={host})"
     login = rf"{user}:{password}(?={host})|{alone}"
     return rf"((?<!{_SCHEME_CHAR}){_SCHEME_CHAR}{_SCHEME_CHAR}{scheme}+://)({login}){host}"
@@ -364,6 +396,8 @@ _OPENERS = "'\"([{<"
 def _hide_word(found: re.Match[str]) -> str:
     word = found[0]
     at = word.rfind("@")
+    while at >= 0 and word.startswith("sha256:", at + 1):  # a digest's '@' ends no login (`host:5000/x@sha256:`)
+        at = word.rfind("@", 0, at)
     scheme = word.find("://")
     if at < 0:
         return word
@@ -371,13 +405,53 @@ def _hide_word(found: re.Match[str]) -> str:
         return word[: scheme + 3] + word[at + 1 :]
     start = len(word) - len(word.lstrip(_OPENERS))
     hosted = re.match(_HOST_CHAR, word[at + 1 :]) is not None  # `USER:PASSWORD@` alone, a rule's text, is none
+    if hosted and _TOKEN_USER.fullmatch(word, start, at):  # a token alone: `ghp_...@ghcr.io/org`
+        return word[:start] + word[at + 1 :]
     return word[:start] + word[at + 1 :] if hosted and ":" in word[start:at] else word
+
+
+# A login with blanks (`http://user:pa ss@host/`, `'user:top secret@registry/x'`), which no word holds whole: on each
+# line, every '@' that a host follows (not a digest's `@sha256:`) hides all back to the nearest login's start before
+# it, `scheme://USER:` anywhere, or `USER:` starting the text or a quoted value (`'USER:`).
+_TOKEN_USER = re.compile(TOKEN_USER)
+_HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
+_URL_START = re.compile(rf"(?<!{_SCHEME_CHAR}){_SCHEME_CHAR}+://[^\s/?#:]*:")
+_BARE_START = re.compile(r"(?:^|(?<=\s)['\"]|^['\"])[^\s/?#:'\"]*:(?!//)")
+
+
+def _hide_spaced(line: str) -> str:
+    """One line without its logins that hold blanks (linear: one pass over its '@'s and its logins' starts)."""
+    ends = [m.start() for m in _HOST_AT.finditer(line)]
+    if not ends:
+        return line
+    starts = sorted(
+        [(m.end() - 1, m.start() + m.group().index("://") + 3) for m in _URL_START.finditer(line)]
+        + [(m.end() - 1, m.start() + (line[m.start() : m.start() + 1] in "'\"")) for m in _BARE_START.finditer(line)]
+    )  # (the ':' after USER, where the hidden part starts)
+    hidden: list[tuple[int, int]] = []
+    at_start = 0
+    for end in ends:
+        while at_start + 1 < len(starts) and starts[at_start + 1][0] < end:
+            at_start += 1
+        if starts and starts[at_start][0] < end:
+            begin = max(starts[at_start][1], hidden[-1][1] if hidden else 0)
+            if hidden and begin <= hidden[-1][1]:
+                hidden[-1] = (hidden[-1][0], end + 1)
+            else:
+                hidden.append((begin, end + 1))
+    kept, last = [], 0
+    for begin, stop in hidden:
+        kept.append(line[last:begin])
+        last = stop
+    return "".join(kept) + line[last:]
 
 
 def hide_logins(text: str) -> str:
     """`text` as a message may say it: without any URL's login (a malformed one too: it may over-hide a path's
-    '@', never under-hide), nor a scheme-less registry's or netloc's (`u:p@host`). For messages only: what is
+    '@', never under-hide), nor a scheme-less registry's or netloc's (`u:p@host`), nor a token alone before a host
+    (`ghp_...@ghcr.io`), nor a login holding blanks (`http://user:pa ss@host`). For messages only: what is
     written, labelled or hashed is mirror_without_login's."""
+    text = "\n".join(_hide_spaced(line) for line in text.split("\n"))
     return _WORD.sub(_hide_word, _BARE_LOGIN.sub("", mirror_without_login(text)))
 
 
@@ -448,6 +522,8 @@ def _mirror(text: str, where: str) -> str:
     words = text.split()
     if not words:
         raise BadValue(where, text, "a mirror is a URL or a sources.list line, not blanks")
+    if _hide_spaced(text) != text and mirror_without_login(text) == text:  # `http://user:pa ss@host/`: no word
+        raise BadValue(where, text, "a mirror's login is USER:PASSWORD, both set, without blanks or controls")
     if words[0] in ("deb", "deb-src"):
         after = _after_options(words)
         if len(after) < 2:

@@ -150,14 +150,14 @@ SECRET = "topsecret"
 @pytest.mark.parametrize(
     ("text", "rule"),
     [
-        (f"https://user:{SECRET}@host:99999/simple", "not a URL: Port out of range"),
+        (f"https://user:{SECRET}@host:99999/simple", "not a URL: the part after the host's ':' is no port"),
         (f"https://user:{SECRET}@host:0/simple", "the port must be"),
         (f"https://user:{SECRET}@-host/simple", "registry host '-host'"),
         (f"ftp://user:{SECRET}@host/simple", "not ftp"),
         (f"https://user:{SECRET}@host/a\x1b[31m", "control characters"),
         (f"https://user:top/{SECRET}@host/simple", "percent-encode it"),  # pip would read the host as `user`
         (f"https://user:top{SECRET}#x@host/simple", "percent-encode it"),
-        (f"https://user:top/{SECRET}@host:99999/simple", "not a URL: Port out of range"),
+        (f"https://user:top/{SECRET}@host:99999/simple", "not a URL: the part after the host's ':' is no port"),
     ],
 )
 def test_a_refused_url_never_says_its_login(text: str, rule: str) -> None:

@@ -79,10 +79,42 @@ KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data
 # that closes the URL (`"http://u:p@proxy:3128";`, `'http://u:p@proxy'`)
 URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\&|`]"""  # values.URL_END, and what closes a URL in a file or a shell line
 USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}").encode())
-# the same, for a login that is a secret (a password, or a user alone that is a token: values.TOKEN_USER): in files
-# where a URL with a user alone is common and no secret (`ssh://git@github.com/...` in a shell startup file)
+# What a file judged for a secret login may hold as a password that is no secret: the shell's variable (sh, bash,
+# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-...}`, `$(...)`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and
+# conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case, `<...>`, `***`, `xxx`, `...`)
+SHELL_VARIABLE = (
+    r"\$[A-Za-z_][A-Za-z0-9_]{0,255}|\$\{[^\s{}@]{1,255}\}|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
+)
+PLACEHOLDER = r"(?i:password|passwd)|<[^\s<>@]{1,64}>|\*{1,64}|[xX]{3,64}|\.{3}"
+_NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
+# the same, for a login that is a secret (a password, or a user alone that is a token: values.TOKEN_USER), its
+# password no variable or placeholder (_NO_SECRET): in files where a URL with a user alone is common and no secret
+# (`ssh://git@github.com/...` in a shell startup file): the shells', wget's, curl's, conda's
 SECRET_USERINFO = re.compile(
-    values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}", secret_only=True).encode()
+    values.userinfo_pattern(
+        "{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}", secret_only=True, not_password=_NO_SECRET
+    ).encode()
+)
+# a proxy's login without a scheme (`http_proxy=user:password@proxy:3128`: curl and wget take it): a variable whose
+# name ends in `proxy` (any case) set (`=`, a blank: csh's setenv, fish's set; pam_env's DEFAULT=/OVERRIDE=; YAML's
+# `: `), then USER:PASSWORD@HOST, a password that is no secret (_NO_SECRET) left out; a password holds no blank,
+# quote, nor `proxy` (where the next such variable starts: each is read once, the search stays linear)
+_PROXY_LOGIN = (
+    rf"(?i:proxy)(?![A-Za-z0-9_])[\"']?[ \t]{{0,64}}(?:=|:(?=[ \t])|(?<=[ \t]))[ \t]{{0,64}}"
+    rf"(?:(?:DEFAULT|OVERRIDE)=)?[\"']?[^\s/?#:@\"'$=]{{1,1024}}:(?!//|(?:{_NO_SECRET})@)"
+    rf"(?:(?!(?i:proxy))[^\s\"']){{1,1024}}?@(?={values.HOST_CHAR}{{1,1024}}(?:{URL_END_IN_FILES}|$))"
+)
+# the shells' and environment files' mark: a login that is a secret in a URL (its password no variable or
+# placeholder), or a proxy's login without a scheme
+SHELL_LOGIN = re.compile(SECRET_USERINFO.pattern + b"|" + _PROXY_LOGIN.encode())
+# kaggle.json's API key (`{"username": "...", "key": "..."}`), set
+KAGGLE_KEY = re.compile(rb'"key"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]')
+# rclone.conf's secrets (rclone.org/docs: each backend's options): a password (obscured: readable by anyone), a
+# token, a key
+RCLONE_SECRET = re.compile(
+    rb"^[ \t]{0,64}(?:pass|password|password2|token|bearer_token|access_token|session_token|secret_access_key"
+    rb"|client_secret|key|account_key|sas_url|api_key|app_key|service_account_credentials)[ \t]{0,64}=[ \t]{0,64}\S",
+    re.MULTILINE,
 )
 # apt_auth.conf(5) (netrc's format): a `password` token and its value
 APT_PASSWORD = re.compile(rb"(?:^|\s)password[ \t\r\n]{1,64}\S", re.IGNORECASE)
@@ -238,11 +270,14 @@ CREDENTIAL_FILES = (
     CredentialFile((".curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
     CredentialFile(("curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
     CredentialFile(("_curlrc",), "a curlrc with a login, a token or a login in a URL", CURL_LOGIN, links=False),
-    # shells' startup files (`export http_proxy=http://user:password@proxy`): bash's, the POSIX profile, zsh's,
-    # the system-wide ones (Debian's /etc/zsh/*) and /etc/profile.d's snippets (and its sub-folders'); a login
-    # that is a secret (a user alone, `ssh://git@github.com/...`, is none)
+    # shells' startup files (`export http_proxy=http://user:password@proxy`, `http_proxy=user:password@proxy`):
+    # bash's, the POSIX profile, zsh's, the system-wide ones (Debian's /etc/zsh/*), /etc/profile.d's snippets (and
+    # its sub-folders'), csh's and tcsh's (`setenv http_proxy ...`: /etc/csh.cshrc, /etc/csh.login, Debian's
+    # /etc/csh/cshrc.d/* and login.d/*, ~/.cshrc, ~/.tcshrc, ~/.login) and fish's (`set -gx http_proxy ...`:
+    # config.fish, conf.d/*.fish, vendor_conf.d/*.fish, the system's and the user's); a login that is a secret (a
+    # user alone, `ssh://git@github.com/...`, is none; nor a password that is a variable or a placeholder)
     *(
-        CredentialFile(suffix, "a shell startup file with a login in a URL", SECRET_USERINFO, links=False)
+        CredentialFile(suffix, "a shell startup file with a login in a URL", SHELL_LOGIN, links=False)
         for suffix in (
             (".bashrc",),
             (".bash_profile",),
@@ -260,12 +295,42 @@ CREDENTIAL_FILES = (
             ("etc", "zsh", "*"),
             ("etc", "profile.d", "*"),
             ("etc", "profile.d", "*", "*"),
+            ("etc", "csh.cshrc"),
+            ("etc", "csh.login"),
+            ("etc", "csh", "cshrc.d", "*"),
+            ("etc", "csh", "login.d", "*"),
+            (".cshrc",),
+            (".tcshrc",),
+            (".login",),
+            ("fish", "config.fish"),
+            ("fish", "conf.d", "*.fish"),
+            ("fish", "vendor_conf.d", "*.fish"),
         )
     ),
     # systemd's environment.d(5) (/etc/environment.d/*.conf, ~/.config/environment.d/*.conf)
     CredentialFile(
-        ("environment.d", "*.conf"), "an environment.d file with a login in a URL", SECRET_USERINFO, links=False
+        ("environment.d", "*.conf"), "an environment.d file with a login in a URL", SHELL_LOGIN, links=False
     ),
+    # pam_env(8)'s files, read at every login: /etc/security/pam_env.conf (`http_proxy DEFAULT=...`), the user's
+    CredentialFile(("security", "pam_env.conf"), "a pam_env file with a login in a URL", SHELL_LOGIN, links=False),
+    CredentialFile((".pam_environment",), "a pam_env file with a login in a URL", SHELL_LOGIN, links=False),
+    # dotenv files (docker compose, python-dotenv, direnv): `.env` and `.env.*` anywhere (`/app/.env`,
+    # `.env.production`), but their templates (`.env.example`, `.sample`, `.template`, `.dist`)
+    CredentialFile((".env",), "a .env file with a login in a URL", SHELL_LOGIN, links=False),
+    CredentialFile(
+        (".env.*",),
+        "a .env file with a login in a URL",
+        SHELL_LOGIN,
+        frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"}),
+        links=False,
+    ),
+    # github.com/Kaggle/kaggle-api: ~/.kaggle/kaggle.json, ~/.config/kaggle/kaggle.json (an API key)
+    CredentialFile((".kaggle", "kaggle.json"), "a Kaggle API key", KAGGLE_KEY),
+    CredentialFile(("kaggle", "kaggle.json"), "a Kaggle API key", KAGGLE_KEY),
+    # rclone.org/docs/#config-file: rclone.conf anywhere (~/.config/rclone/, ~/.rclone.conf): a remote's password
+    # (obscured, not encrypted), token or key
+    CredentialFile(("rclone.conf",), "an rclone configuration with a password, token or key", RCLONE_SECRET),
+    CredentialFile((".rclone.conf",), "an rclone configuration with a password, token or key", RCLONE_SECRET),
     # conda (docs.conda.io: the .condarc search path; mamba's too): channels and proxy_servers
     CredentialFile((".condarc",), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
     CredentialFile(("condarc",), "a condarc with a login or a token in a URL", CONDA_LOGIN, links=False),
@@ -396,7 +461,10 @@ LINK_PARTS: Mapping[bytes, tuple[MarkPart, ...]] = {
         _url_part(re.compile(SECRET_USERINFO.pattern, re.MULTILINE)),
     ),
     CONDA_LOGIN.pattern: (MarkPart(re.compile(_CONDA_TOKEN), ((b"://",), (b"/t/",))), _url_part(SECRET_USERINFO)),
-    SECRET_USERINFO.pattern: (_url_part(SECRET_USERINFO),),
+    SHELL_LOGIN.pattern: (
+        _url_part(SECRET_USERINFO),
+        MarkPart(re.compile(_PROXY_LOGIN.encode()), ((b"proxy",), (b"@",), (b":",)), "lower"),
+    ),
 }
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from torchimages.security import content, leaks
 
 RC = b"export http_proxy=http://bob:hunter2hunter2@proxy:3128\n"
-SHELL = leaks.SECRET_USERINFO.pattern
+SHELL = leaks.SHELL_LOGIN.pattern  # the shells' and environment files' mark
 
 # pieces of the marks' shapes and of what is near them, joined at random
 FRAGMENTS = [
@@ -55,6 +55,11 @@ FRAGMENTS = [
     b"x" * 300,
     b"host",
     b"export ",
+    b"HTTPS_PROXY",  # a proxy's login without a scheme (leaks.SHELL_LOGIN's second part)
+    b"DEFAULT=",
+    b"setenv ",
+    b"$TOKEN",
+    b"password",
 ]
 
 
@@ -90,6 +95,8 @@ def test_each_mark_found_in_a_small_text_file() -> None:
         b"-U bob:s3cret\n": leaks.CURL_LOGIN.pattern,
         b'# the user\'s settings: ask the user\nuser = "bob:s3cret"\n': leaks.CURL_LOGIN.pattern,
         b"export P=git+https://bob:hunter2hunter2@git.example/r\n": SHELL,
+        b"export HTTPS_PROXY=bob:hunter2hunter2@proxy.example:3128\n": SHELL,
+        b"setenv http_proxy bob:hunter2hunter2@proxy:3128\n": SHELL,
         b"--oauth2-bearer TOKEN\n": leaks.CURL_LOGIN.pattern,
         b'header = "Authorization: Bearer T"\n': leaks.CURL_LOGIN.pattern,
         b"channels:\n  - https://conda.example/t/abcdefgh1234/main\n": leaks.CONDA_LOGIN.pattern,
