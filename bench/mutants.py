@@ -1976,8 +1976,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    if failed := []:\n",
       "bench-build says `within the target of 2` for a job whose images failed (a job that fails early looks fast)"),
     M("bench-failed-job-exit-0", "../bench/build_vs_install.py",
-      "    return job_status or (1 if unfinished(images) else 0)",
-      "    return job_status",
+      "    return 1 if unfinished(images) or summarized is None else 0",
+      "    return 1 if summarized is None else 0",
       "bench-build exits 0 for a main job whose images failed: a CI step that times it passes"),
     M("workflow-matrix-unquoted", WORKFLOW_TEMPLATE,
       "  MATRIX: {= matrix | yaml =}",
@@ -2435,6 +2435,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        MarkPart(re.compile(_PROXY_LOGIN.encode()), ((b"proxy",), (b"@",), (b":",)), "lower"),\n',
       "",
       "a ~/.bashrc linked to a file exporting `http_proxy=user:password@proxy:3128` passes the gate"),
+    # --- outside attack 6, findings 18 and 20 (h-misc2): bench-build's status, os-updates' folders -------------
+    M("bench-no-summary-exit-0", "../bench/build_vs_install.py",
+      "unfinished(images) or summarized is None else 0",
+      "unfinished(images) else 0",
+      "bench-build prints `no ratio verdict` (no summary line seen) yet exits 0: a CI step that times it passes"),
 )
 # fmt: on
 
