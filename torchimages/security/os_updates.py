@@ -24,8 +24,8 @@ name, any a sources entry names; links followed: what they point to is summed), 
 of every file an apt option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
 `Acquire::https::<host>::CaInfo`; client certificates and keys; `Dir::Bin::apt-key`) and of each regular file
 below a folder one names so (`Acquire::https::CaPath`: by name and sha256, links followed; not apt's root `/`),
-and the installed packages; every line of image text in it prefixed `|` (no file of the image can make a `### ` mark), every
-reading of it split at `\n` only, as sh and apt split lines (`lines`); the entries of the security
+and the installed packages; every line of image text in it prefixed `|` (no file of the image can make a
+`### ` mark), every reading of it split at `\n` only, as sh and apt split lines (`lines`); the entries of the security
 suites are copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
 `Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
 the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
