@@ -14,8 +14,9 @@ Prints, per image, the phases, the checks' share of its time, and the main job /
 targets: at most 2.0, checks at most a third). The main job's time is the README's job, until build.py's summary
 line: the --report work after it (manifest, SBOMs), which the README's job does not do, is said apart and not
 counted. A job with an image not built (failed, interrupted, or skipped as up to date: nothing was built for it,
-so the run measured no build) gets no ratio verdict: it names the images and exits 1; so does a --clean-engine
-whose removals or prune failed (said, not ignored). Record the figures in docs/benchmarks.md.
+so the run measured no build) gets no ratio verdict: it names the images and exits 1; so does a job that printed
+no summary line (its time without the --report work is unknown), and a --clean-engine whose removals or prune
+failed (said, not ignored). Record the figures in docs/benchmarks.md.
 Run: make bench-build [TAG=2.11.0-cuda13.0]  or  .venv/bin/python bench/build_vs_install.py [--clean-engine] [TAG]
 """
 
@@ -194,9 +195,12 @@ def unfinished(images: Sequence[ImagePhases]) -> list[str]:
     ]
 
 
-def exit_status(job_status: int, images: Sequence[ImagePhases]) -> int:
-    """The script's: the main job's own status, else 1 where an image failed (`unfinished`), else 0."""
-    return job_status or (1 if unfinished(images) else 0)
+def exit_status(job_status: int, images: Sequence[ImagePhases], summarized: float | None) -> int:
+    """The script's: the main job's own status, else 1 where an image failed (`unfinished`) or no summary line was
+    seen (`summarized` None: no ratio verdict either way), else 0."""
+    if job_status:
+        return job_status
+    return 1 if unfinished(images) or summarized is None else 0
 
 
 def table(images: Sequence[ImagePhases], bare: float | None, job: float, summarized: float | None) -> str:
@@ -435,7 +439,7 @@ def main() -> int:
         except (OSError, ValueError) as exc:
             sys.exit(f"{NAME}: the main job's report cannot be read: {exc}")
     print(table(images, bare, job, summarized))
-    return exit_status(done.returncode, images)
+    return exit_status(done.returncode, images, summarized)
 
 
 if __name__ == "__main__":

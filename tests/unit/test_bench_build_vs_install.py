@@ -163,6 +163,16 @@ def test_the_ratio_is_of_the_readme_s_job_without_the_report_work_which_is_said(
     assert "within" not in unseen and "over the" not in unseen
 
 
+def test_a_job_without_a_summary_line_is_no_measurement_and_exits_1() -> None:
+    """Every image built, but no summary line seen: no ratio verdict, so no passing status either (a CI step that
+    times the job must not pass on a run that measured nothing; outside attack, finding 18)."""
+    images = [bench.ImagePhases("2.11.0-cuda13.0-cudnn9-runtime", "built", 300.0, 200.0, 100.0)]
+    assert bench.table(images, bare=200.0, job=500.0, summarized=None).endswith("no ratio verdict")
+    assert bench.exit_status(0, images, None) == 1
+    assert bench.exit_status(0, images, 400.0) == 0 and bench.exit_status(0, images, 0.0) == 0
+    assert bench.exit_status(130, images, None) == 130
+
+
 def test_the_main_job_is_the_readme_s_with_no_cache_unless_the_engine_is_cleaned(tmp_path: Path) -> None:
     report, logs, matrix = tmp_path / "report", tmp_path / "logs", tmp_path / "matrix.yaml"
     shared = bench.build_command("2.11.0-cuda13.0", report, logs, matrix, clean_engine=False)
@@ -230,8 +240,8 @@ def test_a_job_whose_image_failed_gets_no_ratio_verdict_and_exit_1(result: str) 
         "no measure, no ratio verdict"
     )
     assert bench.table(images, bare=None, job=520.0, summarized=520.0).endswith("no ratio verdict")
-    assert bench.exit_status(0, images) == 1 and bench.exit_status(2, images) == 2
-    assert bench.exit_status(0, images[:1]) == 0 and bench.exit_status(0, []) == 1
+    assert bench.exit_status(0, images, 520.0) == 1 and bench.exit_status(2, images, 520.0) == 2
+    assert bench.exit_status(0, images[:1], 520.0) == 0 and bench.exit_status(0, [], 5.0) == 1
     assert bench.table([], bare=200.0, job=5.0, summarized=5.0).endswith(
         "the main job did not build every image (no image in the report): no measure, no ratio verdict"
     )
@@ -249,7 +259,8 @@ def test_an_image_skipped_as_up_to_date_makes_the_run_no_measurement() -> None:
         "the main job did not build every image (2.11.0-cpu-devel (skipped: up to date, nothing built)): "
         "no measure, no ratio verdict"
     )
-    assert "within" not in text and bench.exit_status(0, images) == 1 and bench.exit_status(0, images[:1]) == 0
+    assert "within" not in text and bench.exit_status(0, images, 40.0) == 1
+    assert bench.exit_status(0, images[:1], 40.0) == 0
 
 
 def test_a_clean_engine_that_could_not_remove_an_image_or_prune_says_so() -> None:

@@ -22,9 +22,10 @@ network) prints os-release, apt's configuration, which entry of which sources fi
 and those files, the sha256 of the keyrings (apt's folders, those Dir::Etc::Trusted and Dir::Etc::TrustedParts
 name, any a sources entry names; links followed: what they point to is summed), of apt's auth.conf files and
 of every file an apt option names by an absolute path (CA bundles: `Acquire::https::CaInfo`,
-`Acquire::https::<host>::CaInfo`; client certificates and keys; `Dir::Bin::apt-key`), and the installed
-packages; every line of image text in it prefixed `|` (no file of the image can make a `### ` mark), every
-reading of it split at `\n` only, as sh and apt split lines (`lines`); the entries of the security
+`Acquire::https::<host>::CaInfo`; client certificates and keys; `Dir::Bin::apt-key`) and of each regular file
+below a folder one names so (`Acquire::https::CaPath`: by name and sha256, links followed; not apt's root `/`),
+and the installed packages; every line of image text in it prefixed `|` (no file of the image can make a
+`### ` mark), every reading of it split at `\n` only, as sh and apt split lines (`lines`); the entries of the security
 suites are copied verbatim into a scratch sources list (apt_sources), and the refresh uses it (`Dir::Etc::SourceList`,
 `Dir::Etc::SourceParts`) only once apt, in the container, says the copy names exactly the security indexes
 the image's own sources name. Otherwise (no entry names a `-security` suite, an entry that cannot be copied,
@@ -33,7 +34,8 @@ image whose first look is that of an image already scanned on the same network, 
 Env, gets that answer (os_answers), the note saying for which tag; the look's text keeps every byte (the
 engine's `_exact`: one that is not UTF-8 as a lone surrogate), so looks that differ in any byte are two keys,
 and the notes show such a byte replaced (`shown`); a look that cannot stand for its image (a sources file past
-the bytes it prints, no sha256sum) is shared with none.
+the bytes it prints, a folder an option names past FOLDER_FILES files or with a name holding a newline, no
+sha256sum) is shared with none.
 
 apt bounds each download (Acquire timeouts and retries), `timeout` bounds the refresh, and the engine stops
 the container at TIME_LIMIT_S: the check never hangs a build.
@@ -65,6 +67,7 @@ SOURCE_BYTES = 65536  # of each sources file the look prints (a longer one: the 
 PROXY_NAMES = ("http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "all_proxy")  # apt reads any case
 # Files that change what apt's refresh reads or whether it may (their checksums, never their contents).
 FIXED_FILES = "/etc/ssl/certs/ca-certificates.crt /etc/nsswitch.conf /etc/gai.conf /etc/ssl/openssl.cnf"
+FOLDER_FILES = 1000  # of a folder an apt option names, the look sums at most these (more: the answer is not shared)
 
 # Each command's output goes through `frame`: its every line prefixed (a file with no last newline included).
 FRAME = rf"""frame() {{ sed 's/^/{LINE}/'; echo; }}
@@ -110,14 +113,32 @@ eval "$(apt-config shell TRUSTED Dir::Etc::Trusted/f TRUSTEDPARTS Dir::Etc::Trus
 }} | sort -u | while IFS= read -r file; do checksum "$file"; done | frame
 echo '{MARK}auth'
 eval "$(apt-config shell NETRC Dir::Etc::netrc/f NETRCPARTS Dir::Etc::netrcparts/d)"
+named=$(apt-config dump 2>/dev/null | sed -n 's/^[^ ]* "\(\/[^"]*\)";$/\1/p' | sort -u)
 {{
   checksum "${{NETRC:-/etc/apt/auth.conf}}"
   find -L "${{NETRCPARTS:-/etc/apt/auth.conf.d}}" -type f 2>/dev/null | sort \
     | while IFS= read -r file; do checksum "$file"; done
-  apt-config dump 2>/dev/null | sed -n 's/^[^ ]* "\(\/[^"]*\)";$/\1/p' \
-    | sort -u | while IFS= read -r file; do checksum "$file"; done
+  printf '%s\n' "$named" | while IFS= read -r file; do
+    if [ "$file" != / ] && [ -d "$file" ]; then
+      echo "folder $file"
+      find -L "$file" -type f 2>/dev/null | head -n {FOLDER_FILES} | sort \
+        | while IFS= read -r each; do checksum "$each"; done
+    elif [ -n "$file" ]; then
+      checksum "$file"
+    fi
+  done
   for file in {FIXED_FILES}; do checksum "$file"; done
 }} 2>&1 | frame
+nl='
+'
+printf '%s\n' "$named" | while IFS= read -r file; do
+  [ "$file" != / ] && [ -d "$file" ] || continue
+  if [ "$(find -L "$file" -type f 2>/dev/null | head -n {FOLDER_FILES + 1} | wc -l)" -gt {FOLDER_FILES} ]; then
+    echo '{MARK}unshared a folder an apt option names holds more than {FOLDER_FILES} files'
+  elif [ -n "$(find -L "$file" -name "*$nl*" 2>/dev/null | head -n 1)" ]; then
+    echo '{MARK}unshared a file name in a folder an apt option names holds a newline'
+  fi
+done
 echo '{MARK}packages'
 out=$(dpkg-query -W -f '${{db:Status-Status}} ${{Package}} ${{Architecture}} ${{Version}}\n' 2>&1)
 status=$?

@@ -112,6 +112,57 @@ def test_every_file_an_apt_option_names_by_an_absolute_path_is_summed(tmp_path: 
     assert f"{KEY_B} {tmp_path}/old.gpg" in auth
 
 
+def ca_folder(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
+    """A folder `name` holding `files` (relative name: text)."""
+    folder = tmp_path / name
+    for relative, text in files.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    return folder
+
+
+def test_a_folder_an_apt_option_names_is_summed_by_its_files(tmp_path: Path) -> None:
+    """Acquire::https::CaPath naming a folder (outside attack 6, finding 20): each regular file below it, by
+    name and sha256, so two images whose CA folders differ (a file's content, or its name) are two keys."""
+    a = ca_folder(tmp_path, "a", {"corp.pem": "key A\n", "sub/old.pem": "key B\n"})
+    b = ca_folder(tmp_path, "b", {"corp.pem": "key B\n", "sub/old.pem": "key B\n"})
+    c = ca_folder(tmp_path, "c", {"other.pem": "key A\n", "sub/old.pem": "key B\n"})
+    sums = {}
+    for folder in (a, b, c):
+        auth = look_sections(tmp_path, dump=f'Acquire::https::CaPath "{folder}/";\n')["auth"].split("\n")
+        assert f"folder {folder}/" in auth and f"none {folder}/" not in auth
+        sums[folder.name] = [line.replace(str(folder), "F") for line in auth if str(folder) in line]
+    assert sums["a"] == ["folder F/", f"{KEY_A} F/corp.pem", f"{KEY_B} F/sub/old.pem"]
+    assert sums["b"] == ["folder F/", f"{KEY_B} F/corp.pem", f"{KEY_B} F/sub/old.pem"]
+    assert sums["c"] == ["folder F/", f"{KEY_A} F/other.pem", f"{KEY_B} F/sub/old.pem"]
+
+
+def test_a_folder_an_apt_option_names_is_summed_through_its_links(tmp_path: Path) -> None:
+    """Links followed as in the keyring folders: a file that links elsewhere, and the folder itself a link."""
+    ca_folder(tmp_path, "real", {"corp.pem": "key A\n"})
+    (tmp_path / "ca").symlink_to(tmp_path / "real")
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "linked.pem").symlink_to(tmp_path / "real" / "corp.pem")
+    dump = f'Acquire::https::CaPath "{tmp_path}/ca";\nAcquire::https::example.org::CaPath "{tmp_path}/more";\n'
+    auth = look_sections(tmp_path, dump=dump)["auth"].split("\n")
+    assert f"{KEY_A} {tmp_path}/ca/corp.pem" in auth and f"{KEY_A} {tmp_path}/more/linked.pem" in auth
+
+
+def test_a_folder_too_big_or_with_a_newline_in_a_name_shares_no_answer(tmp_path: Path) -> None:
+    """A folder of more files than the look sums, or a name that would read as two lines: the look cannot stand
+    for the image (`unshared`). apt's root (`Dir "/"`) is no such folder: it is not walked."""
+    many = ca_folder(tmp_path, "many", {f"{n}.pem": "key A\n" for n in range(os_updates.FOLDER_FILES + 1)})
+    found = look_sections(tmp_path, dump=f'Acquire::https::CaPath "{many}";\n')
+    assert f"more than {os_updates.FOLDER_FILES} files" in found["unshared"]
+    fewer = ca_folder(tmp_path, "fewer", {f"{n}.pem": "key A\n" for n in range(os_updates.FOLDER_FILES)})
+    assert "unshared" not in look_sections(tmp_path, dump=f'Acquire::https::CaPath "{fewer}";\n')
+    odd = ca_folder(tmp_path, "odd", {"a.pem\nb.pem": "key A\n"})
+    found = look_sections(tmp_path, dump=f'Acquire::https::CaPath "{odd}";\n')
+    assert "a newline" in found["unshared"]
+    found = look_sections(tmp_path, dump='Dir "/";\n')
+    assert "unshared" not in found and "none /" in found["auth"].split("\n")
+
+
 def test_an_auth_file_that_is_a_link_is_summed_by_what_it_points_to(tmp_path: Path) -> None:
     (tmp_path / "auth.conf.d").mkdir()
     (tmp_path / "secret").write_text("key A\n")
