@@ -2435,6 +2435,23 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        MarkPart(re.compile(_PROXY_LOGIN.encode()), ((b"proxy",), (b"@",), (b":",)), "lower"),\n',
       "",
       "a ~/.bashrc linked to a file exporting `http_proxy=user:password@proxy:3128` passes the gate"),
+    # --- third outside attack, login reading and hiding (h-forms2): values.py, security/leaks.py
+    M("token-uuid-missed", VALUES,
+      '    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"\n',
+      "",
+      "`https://<npm legacy token, a UUID>@registry.npmjs.org/` in a ~/.bashrc passes the gate"),
+    M("hide-user-alone-before-registry", VALUES,
+      "    if _REGISTRY_AFTER.match(word, at + 1) and start < at:",
+      "    if False:",
+      "a message quoting `AbCdEfGhIjKlMnOpQrStUvWx@ghcr.io/x` (a token of letters alone) prints the token"),
+    M("registry-refusal-shows-login", VALUES,
+      '        shown = text.rpartition("@")[2]  # all before the last \'@\' may be a login: a token or a user alone\n',
+      "        shown = text\n",
+      "`--base-registry 'AbCdEfGhIjKlMnOpQrStUvWx@ghcr.io'` prints the token in its refusal"),
+    M("repository-login-said-digest", VALUES,
+      '    if "@" in text and "@sha256:" not in text:  # a login',
+      '    if False:  # a login',
+      "`repository: bob:hunter2@reg/x` is refused as having a digest (a wrong reason)"),
 )
 # fmt: on
 

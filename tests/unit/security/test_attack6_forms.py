@@ -1,0 +1,59 @@
+"""Outside attack 6 on the login readings (findings 5, 6, 7, 11, 12, 13, 15): a UUID token, a user alone before a
+registry in a message, the `repository` value's message, a shell default that is a literal, the scheme-less proxy
+form in /etc/environment, `.env` files of tests and packages, rclone's other secrets, and logins with a blank that
+a bracket or an option opens."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.cli.test_spaced_logins_never_said import said
+from tests.unit.security.test_layers import BASE, keys, layer, scan
+from torchimages import values
+from torchimages.security import leaks
+
+UUID = "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"
+
+
+# 1 (finding 6): a UUID is a token (npm's legacy tokens, Heroku's API keys); any user alone before a registry
+@pytest.mark.parametrize("token", [UUID, UUID.upper()])
+def test_a_uuid_as_the_user_alone_is_a_token(token: str) -> None:
+    assert leaks.SHELL_LOGIN.search(f"npm config set registry https://{token}@registry.npmjs.org/\n".encode())
+    assert values.hide_logins(f"'{token}@registry.npmjs.org/'") == "'registry.npmjs.org/'"
+
+
+def test_a_uuid_like_name_with_other_letters_is_no_token() -> None:
+    assert leaks.SHELL_LOGIN.search(b"export R=https://build-agent-eu-west-pool@git.corp.example/r.git\n") is None
+
+
+@pytest.mark.parametrize("user", [UUID, "AbCdEfGhIjKlMnOpQrStUvWx", "bob"])
+@pytest.mark.parametrize("registry", ["ghcr.io/x", "ghcr.io"])
+def test_a_user_alone_before_a_base_registry_is_never_said(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, user: str, registry: str
+) -> None:
+    monkeypatch.delenv("TORCHIMAGES_BASE_REGISTRY", raising=False)
+    code, output = said(capsys, ["plan", "--base-registry", f"{user}@{registry}", "x"])
+    assert code == 2 and f"'{registry}'" in output and "no credentials" in output, output
+    assert user not in output, output
+
+
+@pytest.mark.parametrize("user", [UUID, "AbCdEfGhIjKlMnOpQrStUvWx", "jenkins-build-automation"])
+def test_hide_logins_hides_a_user_alone_before_a_registry(user: str) -> None:
+    assert values.hide_logins(f"--base-registry {user}@ghcr.io/x: refused") == "--base-registry ghcr.io/x: refused"
+    assert values.hide_logins("mail bob@example.com") == "mail bob@example.com"  # no registry path: an e-mail
+
+
+# 2 (finding 15): the `repository` value's message says login, not digest
+@pytest.mark.parametrize("value", ["bob:hunter2@reg.example.com/x", f"{UUID}@reg.example.com/x", "bob:pa ss@reg.x/y"])
+def test_a_repository_with_a_login_is_refused_for_its_login(value: str) -> None:
+    with pytest.raises(values.BadValue) as refused:
+        values.repository(value, "repository:")
+    message = str(refused.value)
+    assert "no credentials" in message and "digest" not in message, message
+    assert "hunter2" not in message and UUID not in message and "pa ss" not in message, message
+
+
+def test_a_repository_with_a_digest_is_refused_for_its_digest() -> None:
+    with pytest.raises(values.BadValue) as refused:
+        values.repository("reg.example.com/x@sha256:" + "0" * 64, "repository:")
+    assert "has no digest" in str(refused.value)
