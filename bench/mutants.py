@@ -2452,6 +2452,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       '    if "@" in text and "@sha256:" not in text:  # a login',
       '    if False:  # a login',
       "`repository: bob:hunter2@reg/x` is refused as having a digest (a wrong reason)"),
+    M("shell-literal-default-no-secret", LEAKS,
+      r'''    r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"''',
+      r'''    r"|\$\{[^\s{}@]{1,255}\}"''',
+      "`export http_proxy=http://bob:${PROXY_PASS:-hunter2}@proxy` in a ~/.bashrc passes the gate"),
+    M("proxy-password-with-proxy-missed", LEAKS,
+      '''rf"(?:(?!(?i:proxy)=)[^\\s\\"']){{1,1024}}?@''',
+      '''rf"(?:(?!(?i:proxy))[^\\s\\"']){{1,1024}}?@''',
+      "`export http_proxy=svc:Proxy2024!@proxy.corp:3128` in a ~/.bashrc passes the gate"),
 )
 # fmt: on
 

@@ -80,10 +80,14 @@ KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data
 URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\&|`]"""  # values.URL_END, and what closes a URL in a file or a shell line
 USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}").encode())
 # What a file judged for a secret login may hold as a password that is no secret: the shell's variable (sh, bash,
-# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-...}`, `$(...)`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and
-# conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case, `<...>`, `***`, `xxx`, `...`)
+# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a default that is empty or a variable: a literal
+# default, `${NAME:-hunter2}`, is a password written in the file), `${NAME:?message}`, `$(...)`; fish's `{$NAME}`;
+# systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case,
+# `<...>`, `***`, `xxx`, `...`)
 SHELL_VARIABLE = (
-    r"\$[A-Za-z_][A-Za-z0-9_]{0,255}|\$\{[^\s{}@]{1,255}\}|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
+    r"\$[A-Za-z_][A-Za-z0-9_]{0,255}"
+    r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"
+    r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
 )
 PLACEHOLDER = r"(?i:password|passwd)|<[^\s<>@]{1,64}>|\*{1,64}|[xX]{3,64}|\.{3}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
@@ -98,11 +102,12 @@ SECRET_USERINFO = re.compile(
 # a proxy's login without a scheme (`http_proxy=user:password@proxy:3128`: curl and wget take it): a variable whose
 # name ends in `proxy` (any case) set (`=`, a blank: csh's setenv, fish's set; pam_env's DEFAULT=/OVERRIDE=; YAML's
 # `: `), then USER:PASSWORD@HOST, a password that is no secret (_NO_SECRET) left out; a password holds no blank,
-# quote, nor `proxy` (where the next such variable starts: each is read once, the search stays linear)
+# quote, nor `proxy=` (where the next such variable may start: each is read once, the search stays linear); a
+# password holding `proxy` otherwise (`Proxy2024!`) is read
 _PROXY_LOGIN = (
     rf"(?i:proxy)(?![A-Za-z0-9_])[\"']?[ \t]{{0,64}}(?:=|:(?=[ \t])|(?<=[ \t]))[ \t]{{0,64}}"
     rf"(?:(?:DEFAULT|OVERRIDE)=)?[\"']?[^\s/?#:@\"'$=]{{1,1024}}:(?!//|(?:{_NO_SECRET})@)"
-    rf"(?:(?!(?i:proxy))[^\s\"']){{1,1024}}?@(?={values.HOST_CHAR}{{1,1024}}(?:{URL_END_IN_FILES}|$))"
+    rf"(?:(?!(?i:proxy)=)[^\s\"']){{1,1024}}?@(?={values.HOST_CHAR}{{1,1024}}(?:{URL_END_IN_FILES}|$))"
 )
 # the shells' and environment files' mark: a login that is a secret in a URL (its password no variable or
 # placeholder), or a proxy's login without a scheme

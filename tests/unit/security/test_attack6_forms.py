@@ -57,3 +57,34 @@ def test_a_repository_with_a_digest_is_refused_for_its_digest() -> None:
     with pytest.raises(values.BadValue) as refused:
         values.repository("reg.example.com/x@sha256:" + "0" * 64, "repository:")
     assert "has no digest" in str(refused.value)
+
+
+# 3 (finding 5): a literal default of the shell's variable is a password written in the file; a password may hold
+# `proxy`
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"export http_proxy=http://bob:${PROXY_PASS:-hunter2}@proxy.corp:3128\n",
+        b"export http_proxy=http://bob:${PROXY_PASS-hunter2}@proxy.corp:3128\n",
+        b"export http_proxy=http://bob:${PROXY_PASS:=hunter2}@proxy.corp:3128\n",
+        b"export http_proxy=bob:${PROXY_PASS:-hunter2}@proxy.corp:3128\n",
+        b"export http_proxy=svc:Proxy2024!@proxy.corp:3128\n",
+        b"export https_proxy=svc:myproxypass@proxy.corp:3128\n",
+    ],
+)
+def test_a_literal_default_or_a_password_with_proxy_is_found(line: bytes) -> None:
+    assert leaks.SHELL_LOGIN.search(line) is not None
+    assert keys(scan(layer(*BASE), layer(("home/u/.bashrc", line)))) == ["/home/u/.bashrc"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"export http_proxy=http://bob:${PROXY_PASS:-}@proxy.corp:3128\n",
+        b"export http_proxy=http://bob:${PROXY_PASS:-$FALLBACK}@proxy.corp:3128\n",
+        b"export http_proxy=http://bob:${PROXY_PASS:?set PROXY_PASS}@proxy.corp:3128\n",
+        b"export http_proxy=bob:${PROXY_PASS}@proxy.corp:3128\n",
+    ],
+)
+def test_a_default_that_is_empty_or_a_variable_is_no_secret(line: bytes) -> None:
+    assert leaks.SHELL_LOGIN.search(line) is None
