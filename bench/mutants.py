@@ -2460,6 +2460,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       '''rf"(?:(?!(?i:proxy)=)[^\\s\\"']){{1,1024}}?@''',
       '''rf"(?:(?!(?i:proxy))[^\\s\\"']){{1,1024}}?@''',
       "`export http_proxy=svc:Proxy2024!@proxy.corp:3128` in a ~/.bashrc passes the gate"),
+    M("etc-environment-scheme-less-proxy-missed", LEAKS,
+      '"an /etc/environment with credentials in a URL", ENVIRONMENT_LOGIN)',
+      '"an /etc/environment with credentials in a URL", USERINFO)',
+      "an /etc/environment with `http_proxy=bob:hunter2@proxy.corp:3128` passes the gate"),
 )
 # fmt: on
 

@@ -112,6 +112,9 @@ _PROXY_LOGIN = (
 # the shells' and environment files' mark: a login that is a secret in a URL (its password no variable or
 # placeholder), or a proxy's login without a scheme
 SHELL_LOGIN = re.compile(SECRET_USERINFO.pattern + b"|" + _PROXY_LOGIN.encode())
+# /etc/environment's mark (pam_env reads it, as it reads pam_env.conf): any login in a URL, or a proxy's login
+# without a scheme
+ENVIRONMENT_LOGIN = re.compile(USERINFO.pattern + b"|" + _PROXY_LOGIN.encode())
 # kaggle.json's API key (`{"username": "...", "key": "..."}`), set
 KAGGLE_KEY = re.compile(rb'"key"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]')
 # rclone.conf's secrets (rclone.org/docs: each backend's options): a password (obscured: readable by anyone), a
@@ -265,7 +268,7 @@ CREDENTIAL_FILES = (
     # pip's configuration under its Windows name (pip.ini), read where it is named (PIP_CONFIG_FILE)
     CredentialFile(("pip.ini",), "a pip.ini with credentials in a URL", USERINFO),
     # pam_env's environment (http_proxy=http://user:password@proxy), read at every login
-    CredentialFile(("etc", "environment"), "an /etc/environment with credentials in a URL", USERINFO),
+    CredentialFile(("etc", "environment"), "an /etc/environment with credentials in a URL", ENVIRONMENT_LOGIN),
     # URL-bearing configurations where a proxy's or a mirror's login commonly sits (issue 42), judged by their
     # content; a link there is no finding by its path (shell startup files are often links to shared ones).
     # wget (gnu.org/software/wget/manual: Startup File): /etc/wgetrc, ~/.wgetrc

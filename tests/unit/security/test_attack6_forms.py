@@ -88,3 +88,25 @@ def test_a_literal_default_or_a_password_with_proxy_is_found(line: bytes) -> Non
 )
 def test_a_default_that_is_empty_or_a_variable_is_no_secret(line: bytes) -> None:
     assert leaks.SHELL_LOGIN.search(line) is None
+
+
+# 4 (finding 11): /etc/environment reads the scheme-less proxy form; Debian's and Ubuntu's own pass
+@pytest.mark.parametrize(
+    "content",
+    [b"http_proxy=bob:hunter2@proxy.corp:3128\n", b'HTTPS_PROXY="bob:hunter2@proxy.corp:3128"\n'],
+)
+def test_etc_environment_s_scheme_less_proxy_login_is_found(content: bytes) -> None:
+    assert keys(scan(layer(*BASE), layer(("etc/environment", content)))) == ["/etc/environment"]
+
+
+# Debian 12's /etc/environment is empty; Ubuntu 22.04's and 24.04's hold PATH alone
+UBUNTU_ENVIRONMENT = (
+    b'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games:/usr/local/games:/snap/bin"\n'
+)
+
+
+@pytest.mark.parametrize(
+    "content", [b"", UBUNTU_ENVIRONMENT, b"http_proxy=proxy.corp:3128\nno_proxy=localhost,127.0.0.1\n"]
+)
+def test_a_stock_etc_environment_passes(content: bytes) -> None:
+    assert keys(scan(layer(*BASE), layer(("etc/environment", content)))) == []
