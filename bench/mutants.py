@@ -2411,8 +2411,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       'CredentialFile((".pam_environment.never",), ',
       "~/.pam_environment with a proxy's password passes the gate"),
     M("dotenv-not-read", LEAKS,
-      'CredentialFile((".env",), ',
-      'CredentialFile((".env-never",), ',
+      '        (".env",), "a .env file with a login in a URL", SHELL_LOGIN,',
+      '        (".env-never",), "a .env file with a login in a URL", SHELL_LOGIN,',
       "/app/.env with `PIP_INDEX_URL=https://bob:PASSWORD@pypi/...` passes the gate"),
     M("dotenv-template-judged", LEAKS,
       '        frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"}),\n',
@@ -2464,6 +2464,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       '"an /etc/environment with credentials in a URL", ENVIRONMENT_LOGIN)',
       '"an /etc/environment with credentials in a URL", USERINFO)',
       "an /etc/environment with `http_proxy=bob:hunter2@proxy.corp:3128` passes the gate"),
+    M("dotenv-in-packages-judged", LEAKS,
+      "            if rule.not_below and not rule.not_below.isdisjoint(parts[:-1]):",
+      "            if False:",
+      "an image with site-packages/foo/tests/.env (`postgres://postgres:postgres@localhost`) fails the gate"),
+    M("dotenv-not-below-too-wide", LEAKS,
+      "            if rule.not_below and not rule.not_below.isdisjoint(parts[:-1]):",
+      "            if rule.not_below:",
+      "/app/.env with `DATABASE_URL=postgres://app:PASSWORD@db/app` passes the gate"),
 )
 # fmt: on
 

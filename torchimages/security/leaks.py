@@ -73,6 +73,12 @@ PUBLISHED_KEYS = frozenset(
     }
 )
 KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data"})
+# Where a `.env` file is a test's, a document's, an example's or a package's (site-packages, dist-packages,
+# node_modules, conda's pkgs, /usr/share/doc): no application's, its logins are fixtures (`postgres:postgres@`)
+DOTENV_NOT_BELOW = KEY_TEST_FOLDERS | frozenset(
+    {"example", "examples", "sample", "samples", "fixtures", "doc", "docs", "site-packages", "dist-packages"}
+    | {"node_modules", "pkgs"}
+)
 # A URL's userinfo (group 2: `user[:password]`), read as values.py reads it (a user, then a password of any
 # non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
 # a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
@@ -172,6 +178,7 @@ class CredentialFile:
     mark: re.Pattern[bytes] | None = None
     unless: frozenset[str] = frozenset()  # names the last pattern does not take (apt's folders beside its files)
     links: bool = True  # a link at this path is refused whatever it points to (False: no finding by its path)
+    not_below: frozenset[str] = frozenset()  # folders whose files of this name are not judged (a test's, a package's)
 
 
 CREDENTIAL_FILES = (
@@ -323,14 +330,18 @@ CREDENTIAL_FILES = (
     CredentialFile(("security", "pam_env.conf"), "a pam_env file with a login in a URL", SHELL_LOGIN, links=False),
     CredentialFile((".pam_environment",), "a pam_env file with a login in a URL", SHELL_LOGIN, links=False),
     # dotenv files (docker compose, python-dotenv, direnv): `.env` and `.env.*` anywhere (`/app/.env`,
-    # `.env.production`), but their templates (`.env.example`, `.sample`, `.template`, `.dist`)
-    CredentialFile((".env",), "a .env file with a login in a URL", SHELL_LOGIN, links=False),
+    # `.env.production`), but their templates (`.env.example`, `.sample`, `.template`, `.dist`) and those below a
+    # test's, a document's, an example's or a package's folder (DOTENV_NOT_BELOW)
+    CredentialFile(
+        (".env",), "a .env file with a login in a URL", SHELL_LOGIN, links=False, not_below=DOTENV_NOT_BELOW
+    ),
     CredentialFile(
         (".env.*",),
         "a .env file with a login in a URL",
         SHELL_LOGIN,
         frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"}),
         links=False,
+        not_below=DOTENV_NOT_BELOW,
     ),
     # github.com/Kaggle/kaggle-api: ~/.kaggle/kaggle.json, ~/.config/kaggle/kaggle.json (an API key)
     CredentialFile((".kaggle", "kaggle.json"), "a Kaggle API key", KAGGLE_KEY),
@@ -497,6 +508,8 @@ def credential_rule(path: str) -> CredentialFile | None:
     for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
         rule = CREDENTIAL_FILES[at]
         if parts[-1] not in rule.unless and ends_with(parts, rule.suffix):
+            if rule.not_below and not rule.not_below.isdisjoint(parts[:-1]):
+                return None  # a test's or a package's `.env`
             return rule
     return None
 

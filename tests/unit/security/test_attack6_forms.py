@@ -110,3 +110,30 @@ UBUNTU_ENVIRONMENT = (
 )
 def test_a_stock_etc_environment_passes(content: bytes) -> None:
     assert keys(scan(layer(*BASE), layer(("etc/environment", content)))) == []
+
+
+# 5 (finding 12): a test's, a document's, an example's or a package's `.env` is not judged; an application's is
+FIXTURE = b"DATABASE_URL=postgres://postgres:postgres@localhost:5432/app\n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "usr/lib/python3/dist-packages/foo/tests/.env",
+        "opt/venv/lib/python3.11/site-packages/foo/.env",
+        "app/node_modules/foo/.env.test",
+        "usr/share/doc/x/examples/.env.local",
+        "opt/conda/pkgs/x/info/test/.env.ci",
+        "srv/api/test/.env",
+        "srv/api/docs/.env",
+    ],
+)
+def test_a_test_s_or_a_package_s_env_file_is_not_judged(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is None
+    assert keys(scan(layer(*BASE), layer((name, FIXTURE)))) == []
+
+
+@pytest.mark.parametrize("name", ["app/.env", "srv/api/.env.production", "home/u/project/.env", "srv/contest/.env"])
+def test_an_application_s_env_file_is_judged(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is not None
+    assert keys(scan(layer(*BASE), layer((name, FIXTURE)))) == ["/" + name]
