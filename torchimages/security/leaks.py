@@ -127,7 +127,8 @@ KAGGLE_KEY = re.compile(rb'"key"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]')
 # token, a key
 RCLONE_SECRET = re.compile(
     rb"^[ \t]{0,64}(?:pass|password|password2|token|bearer_token|access_token|session_token|secret_access_key"
-    rb"|client_secret|key|account_key|sas_url|api_key|app_key|service_account_credentials)[ \t]{0,64}=[ \t]{0,64}\S",
+    rb"|client_secret|key|account_key|sas_url|api_key|app_key|service_account_credentials|key_file_pass|auth_token"
+    rb"|application_credential_secret|client_certificate_password)[ \t]{0,64}=[ \t]{0,64}\S",
     re.MULTILINE,
 )
 # apt_auth.conf(5) (netrc's format): a `password` token and its value

@@ -137,3 +137,18 @@ def test_a_test_s_or_a_package_s_env_file_is_not_judged(name: str) -> None:
 def test_an_application_s_env_file_is_judged(name: str) -> None:
     assert leaks.credential_rule("/" + name) is not None
     assert keys(scan(layer(*BASE), layer((name, FIXTURE)))) == ["/" + name]
+
+
+# 6 (finding 13): rclone's other secrets
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"[sftp]\ntype = sftp\nkey_file = /k\nkey_file_pass = 3x4mpl3obscured\n",
+        b"[sw]\ntype = swift\nauth_token = abcdef0123\n",
+        b"[sw]\ntype = swift\napplication_credential_secret = abcdef0123\n",
+        b"[az]\ntype = azureblob\nclient_certificate_password = 3x4mpl3obscured\n",
+    ],
+)
+def test_rclone_s_other_secrets_are_found(content: bytes) -> None:
+    name = "home/u/.config/rclone/rclone.conf"
+    assert keys(scan(layer(*BASE), layer((name, content)))) == ["/" + name]
