@@ -2476,6 +2476,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       'service_account_credentials|key_file_pass|auth_token"\n    rb"|application_credential_secret|client_certificate_password)',
       'service_account_credentials"\n    rb")',
       "an rclone.conf with sftp's `key_file_pass` or swift's `auth_token` passes the gate"),
+    M("hide-login-bracket-option-start-missed", VALUES,
+      r'''    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =])|^)(?P<user>''',
+      r'''    r"(?:^|(?<=\s)['\"]|^['\"])(?P<user>''',
+      "TORCHIMAGES_MIRROR='http://m.example/debian (bob:pa ss@m.example)' prints `bob:pa ss` in `settings`"),
 )
 # fmt: on
 

@@ -420,12 +420,15 @@ def _hide_word(found: re.Match[str]) -> str:
 
 # A login with blanks (`http://user:pa ss@host/`, `'user:top secret@registry/x'`), which no word holds whole: on each
 # line, every '@' that a host follows (not a digest's `@sha256:`) hides all back to the nearest login's start before
-# it, `scheme://USER:` anywhere, or `USER:` starting the text or a quoted value (`'USER:`).
+# it, `scheme://USER:` anywhere, or `USER:` starting the text, a quoted or bracketed value (`'USER:`, `(USER:`,
+# `[USER:`, `{USER:`, `<USER:`) or an option's value (`--proxy USER:`, `--proxy=USER:`).
 _TOKEN_USER = re.compile(TOKEN_USER)
 _REGISTRY_AFTER = re.compile(rf"{_HOST_CHAR}+/")  # a host and a path: a registry's (`ghcr.io/org`)
 _HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
 _URL_START = re.compile(rf"(?<!{_SCHEME_CHAR}){_SCHEME_CHAR}+://[^\s/?#:]*:")
-_BARE_START = re.compile(r"(?:^|(?<=\s)['\"]|^['\"])[^\s/?#:'\"]*:(?!//)")
+_BARE_START = re.compile(
+    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =])|^)(?P<user>[^\s/?#:'\"([{<]*):(?!//)"
+)
 
 
 def _hide_spaced(line: str) -> str:
@@ -435,7 +438,7 @@ def _hide_spaced(line: str) -> str:
         return line
     starts = sorted(
         [(m.end() - 1, m.start() + m.group().index("://") + 3) for m in _URL_START.finditer(line)]
-        + [(m.end() - 1, m.start() + (line[m.start() : m.start() + 1] in "'\"")) for m in _BARE_START.finditer(line)]
+        + [(m.end() - 1, m.start("user")) for m in _BARE_START.finditer(line)]
     )  # (the ':' after USER, where the hidden part starts)
     hidden: list[tuple[int, int]] = []
     at_start = 0

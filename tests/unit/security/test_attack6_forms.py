@@ -152,3 +152,27 @@ def test_an_application_s_env_file_is_judged(name: str) -> None:
 def test_rclone_s_other_secrets_are_found(content: bytes) -> None:
     name = "home/u/.config/rclone/rclone.conf"
     assert keys(scan(layer(*BASE), layer((name, content)))) == ["/" + name]
+
+
+# 7 (finding 7): a login with a blank that a bracket or an option's name opens is hidden
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("--proxy bob:pa ss@proxy.example:3128", "--proxy proxy.example:3128"),
+        ("curl --proxy=bob:pa ss@proxy.example:3128 x", "curl --proxy=proxy.example:3128 x"),
+        ("mirror [bob:pa ss@m.example/debian]", "mirror [m.example/debian]"),
+        ("'http://m.example/debian (bob:pa ss@m.example)'", "'http://m.example/debian (m.example)'"),
+        ("{bob:pa ss@m.example} <bob:pa ss@m.example>", "{m.example} <m.example>"),
+        ("(bob:pa ss@m.example)", "(m.example)"),
+    ],
+)
+def test_a_login_with_a_blank_opened_by_a_bracket_or_an_option_is_hidden(text: str, kept: str) -> None:
+    assert values.hide_logins(text) == kept
+
+
+def test_a_mirror_setting_with_a_bracketed_login_is_never_said(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHIMAGES_MIRROR", "http://m.example/debian (bob:pa ss@m.example)")
+    _, output = said(capsys, ["settings"])
+    assert "pa ss" not in output and "bob:" not in output, output
