@@ -2473,7 +2473,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            if rule.not_below:",
       "/app/.env with `DATABASE_URL=postgres://app:PASSWORD@db/app` passes the gate"),
     M("rclone-more-secrets-missed", LEAKS,
-      'service_account_credentials|key_file_pass|auth_token"\n    rb"|application_credential_secret|client_certificate_password)',
+      'service_account_credentials|key_file_pass|auth_token"\n'
+      '    rb"|application_credential_secret|client_certificate_password)',
       'service_account_credentials"\n    rb")',
       "an rclone.conf with sftp's `key_file_pass` or swift's `auth_token` passes the gate"),
     M("hide-login-bracket-option-start-missed", VALUES,
