@@ -174,6 +174,9 @@ def reference(text: str, where: str = "", what: str = "an image reference") -> I
 
 def repository(text: str, where: str = "") -> str:
     """A repository alone, `[domain/]path`: no tag, no digest."""
+    if "@" in text and "@sha256:" not in text:  # a login (`user:pw@host/x`, a token or a user alone), no digest
+        shown = text.rpartition("@")[2]
+        raise BadValue(where, shown, "a repository has no credentials (shown without them): log in with docker login")
     if "@" in text:
         raise BadValue(where, text, "a repository has no digest (@sha256:...): name the repository alone")
     if ":" in text.rsplit("/", 1)[-1]:
@@ -203,7 +206,8 @@ def registry(text: str, where: str = "") -> str:
     if "@" in text:
         if "@sha256:" in text:
             raise BadValue(where, text, f"{rule}: no digest")
-        raise BadValue(where, text, f"{rule}: no credentials (shown without them): log in with docker login")
+        shown = text.rpartition("@")[2]  # all before the last '@' may be a login: a token or a user alone
+        raise BadValue(where, shown, f"{rule}: no credentials (shown without them): log in with docker login")
     trimmed = text.removesuffix("/")
     first, _, prefix = trimmed.partition("/")
     if not _is_domain(first):
@@ -329,13 +333,15 @@ URL_END = r"[/?#\s]"  # what ends a host in a value: its path, query or fragment
 # GitLab's glpat-/gldt-/glrt-/..., Slack's xox?- and xapp-, Hugging Face's hf_, npm_, pypi-, Docker Hub's dckr_pat_,
 # OpenAI's and Stripe's sk-/sk_live_/rk_live_, DigitalOcean's dop_v1_) and 16 or more token characters, an AWS key id
 # (AKIA/ASIA and 16), a Google access token (ya29.), or else 20 or more of `A-Za-z0-9_-` mixing letters and digits
-# with a run of 16 letters and digits (what a random token looks like): a name (`jenkins-build-automation`) is none.
+# with a run of 16 letters and digits (what a random token looks like), or a UUID (8-4-4-4-12 hex: npm's legacy
+# tokens, Heroku's API keys): a name (`jenkins-build-automation`) is none.
 TOKEN_PREFIXES = (
     r"gh[pousr]_|github_pat_|gl(?:pat|dt|rt|oas|ptt|cbt|ft|imt|soat|agent|ffct)-|xox[a-z]-|xapp-|hf_|npm_|pypi-"
     r"|dckr_pat_|sk-|sk_live_|rk_live_|dop_v1_"
 )
 TOKEN_USER = (
     rf"(?:(?:{TOKEN_PREFIXES})[A-Za-z0-9_-]{{16,1024}}|(?:AKIA|ASIA)[A-Z0-9]{{16}}|ya29\.[A-Za-z0-9_.-]{{16,1024}}"
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"|(?=[A-Za-z_-]{0,1024}[0-9])(?=[0-9_-]{0,1024}[A-Za-z])(?=[A-Za-z0-9_-]{0,1024}?[A-Za-z0-9]{16})"
     r"[A-Za-z0-9_-]{20,1024})"
 )
@@ -407,16 +413,22 @@ def _hide_word(found: re.Match[str]) -> str:
     hosted = re.match(_HOST_CHAR, word[at + 1 :]) is not None  # `USER:PASSWORD@` alone, a rule's text, is none
     if hosted and _TOKEN_USER.fullmatch(word, start, at):  # a token alone: `ghp_...@ghcr.io/org`
         return word[:start] + word[at + 1 :]
+    if _REGISTRY_AFTER.match(word, at + 1) and start < at:  # any user alone before a registry: `NAME@host/x`
+        return word[:start] + word[at + 1 :]
     return word[:start] + word[at + 1 :] if hosted and ":" in word[start:at] else word
 
 
 # A login with blanks (`http://user:pa ss@host/`, `'user:top secret@registry/x'`), which no word holds whole: on each
 # line, every '@' that a host follows (not a digest's `@sha256:`) hides all back to the nearest login's start before
-# it, `scheme://USER:` anywhere, or `USER:` starting the text or a quoted value (`'USER:`).
+# it, `scheme://USER:` anywhere, or `USER:` starting the text, a quoted or bracketed value (`'USER:`, `(USER:`,
+# `[USER:`, `{USER:`, `<USER:`) or an option's value (`--proxy USER:`, `--proxy=USER:`).
 _TOKEN_USER = re.compile(TOKEN_USER)
+_REGISTRY_AFTER = re.compile(rf"{_HOST_CHAR}+/")  # a host and a path: a registry's (`ghcr.io/org`)
 _HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
 _URL_START = re.compile(rf"(?<!{_SCHEME_CHAR}){_SCHEME_CHAR}+://[^\s/?#:]*:")
-_BARE_START = re.compile(r"(?:^|(?<=\s)['\"]|^['\"])[^\s/?#:'\"]*:(?!//)")
+_BARE_START = re.compile(
+    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =])|^)(?P<user>[^\s/?#:'\"([{<]*):(?!//)"
+)
 
 
 def _hide_spaced(line: str) -> str:
@@ -426,7 +438,7 @@ def _hide_spaced(line: str) -> str:
         return line
     starts = sorted(
         [(m.end() - 1, m.start() + m.group().index("://") + 3) for m in _URL_START.finditer(line)]
-        + [(m.end() - 1, m.start() + (line[m.start() : m.start() + 1] in "'\"")) for m in _BARE_START.finditer(line)]
+        + [(m.end() - 1, m.start("user")) for m in _BARE_START.finditer(line)]
     )  # (the ':' after USER, where the hidden part starts)
     hidden: list[tuple[int, int]] = []
     at_start = 0

@@ -73,6 +73,12 @@ PUBLISHED_KEYS = frozenset(
     }
 )
 KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data"})
+# Where a `.env` file is a test's, a document's, an example's or a package's (site-packages, dist-packages,
+# node_modules, conda's pkgs, /usr/share/doc): no application's, its logins are fixtures (`postgres:postgres@`)
+DOTENV_NOT_BELOW = KEY_TEST_FOLDERS | frozenset(
+    {"example", "examples", "sample", "samples", "fixtures", "doc", "docs", "site-packages", "dist-packages"}
+    | {"node_modules", "pkgs"}
+)
 # A URL's userinfo (group 2: `user[:password]`), read as values.py reads it (a user, then a password of any
 # non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
 # a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
@@ -80,10 +86,14 @@ KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data
 URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\&|`]"""  # values.URL_END, and what closes a URL in a file or a shell line
 USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}").encode())
 # What a file judged for a secret login may hold as a password that is no secret: the shell's variable (sh, bash,
-# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-...}`, `$(...)`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and
-# conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case, `<...>`, `***`, `xxx`, `...`)
+# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a default that is empty or a variable: a literal
+# default, `${NAME:-hunter2}`, is a password written in the file), `${NAME:?message}`, `$(...)`; fish's `{$NAME}`;
+# systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case,
+# `<...>`, `***`, `xxx`, `...`)
 SHELL_VARIABLE = (
-    r"\$[A-Za-z_][A-Za-z0-9_]{0,255}|\$\{[^\s{}@]{1,255}\}|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
+    r"\$[A-Za-z_][A-Za-z0-9_]{0,255}"
+    r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"
+    r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
 )
 PLACEHOLDER = r"(?i:password|passwd)|<[^\s<>@]{1,64}>|\*{1,64}|[xX]{3,64}|\.{3}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
@@ -98,22 +108,27 @@ SECRET_USERINFO = re.compile(
 # a proxy's login without a scheme (`http_proxy=user:password@proxy:3128`: curl and wget take it): a variable whose
 # name ends in `proxy` (any case) set (`=`, a blank: csh's setenv, fish's set; pam_env's DEFAULT=/OVERRIDE=; YAML's
 # `: `), then USER:PASSWORD@HOST, a password that is no secret (_NO_SECRET) left out; a password holds no blank,
-# quote, nor `proxy` (where the next such variable starts: each is read once, the search stays linear)
+# quote, nor `proxy=` (where the next such variable may start: each is read once, the search stays linear); a
+# password holding `proxy` otherwise (`Proxy2024!`) is read
 _PROXY_LOGIN = (
     rf"(?i:proxy)(?![A-Za-z0-9_])[\"']?[ \t]{{0,64}}(?:=|:(?=[ \t])|(?<=[ \t]))[ \t]{{0,64}}"
     rf"(?:(?:DEFAULT|OVERRIDE)=)?[\"']?[^\s/?#:@\"'$=]{{1,1024}}:(?!//|(?:{_NO_SECRET})@)"
-    rf"(?:(?!(?i:proxy))[^\s\"']){{1,1024}}?@(?={values.HOST_CHAR}{{1,1024}}(?:{URL_END_IN_FILES}|$))"
+    rf"(?:(?!(?i:proxy)=)[^\s\"']){{1,1024}}?@(?={values.HOST_CHAR}{{1,1024}}(?:{URL_END_IN_FILES}|$))"
 )
 # the shells' and environment files' mark: a login that is a secret in a URL (its password no variable or
 # placeholder), or a proxy's login without a scheme
 SHELL_LOGIN = re.compile(SECRET_USERINFO.pattern + b"|" + _PROXY_LOGIN.encode())
+# /etc/environment's mark (pam_env reads it, as it reads pam_env.conf): any login in a URL, or a proxy's login
+# without a scheme
+ENVIRONMENT_LOGIN = re.compile(USERINFO.pattern + b"|" + _PROXY_LOGIN.encode())
 # kaggle.json's API key (`{"username": "...", "key": "..."}`), set
 KAGGLE_KEY = re.compile(rb'"key"[ \t\r\n]{0,64}:[ \t\r\n]{0,64}"[^"]')
 # rclone.conf's secrets (rclone.org/docs: each backend's options): a password (obscured: readable by anyone), a
 # token, a key
 RCLONE_SECRET = re.compile(
     rb"^[ \t]{0,64}(?:pass|password|password2|token|bearer_token|access_token|session_token|secret_access_key"
-    rb"|client_secret|key|account_key|sas_url|api_key|app_key|service_account_credentials)[ \t]{0,64}=[ \t]{0,64}\S",
+    rb"|client_secret|key|account_key|sas_url|api_key|app_key|service_account_credentials|key_file_pass|auth_token"
+    rb"|application_credential_secret|client_certificate_password)[ \t]{0,64}=[ \t]{0,64}\S",
     re.MULTILINE,
 )
 # apt_auth.conf(5) (netrc's format): a `password` token and its value
@@ -164,6 +179,7 @@ class CredentialFile:
     mark: re.Pattern[bytes] | None = None
     unless: frozenset[str] = frozenset()  # names the last pattern does not take (apt's folders beside its files)
     links: bool = True  # a link at this path is refused whatever it points to (False: no finding by its path)
+    not_below: frozenset[str] = frozenset()  # folders whose files of this name are not judged (a test's, a package's)
 
 
 CREDENTIAL_FILES = (
@@ -260,7 +276,7 @@ CREDENTIAL_FILES = (
     # pip's configuration under its Windows name (pip.ini), read where it is named (PIP_CONFIG_FILE)
     CredentialFile(("pip.ini",), "a pip.ini with credentials in a URL", USERINFO),
     # pam_env's environment (http_proxy=http://user:password@proxy), read at every login
-    CredentialFile(("etc", "environment"), "an /etc/environment with credentials in a URL", USERINFO),
+    CredentialFile(("etc", "environment"), "an /etc/environment with credentials in a URL", ENVIRONMENT_LOGIN),
     # URL-bearing configurations where a proxy's or a mirror's login commonly sits (issue 42), judged by their
     # content; a link there is no finding by its path (shell startup files are often links to shared ones).
     # wget (gnu.org/software/wget/manual: Startup File): /etc/wgetrc, ~/.wgetrc
@@ -315,14 +331,18 @@ CREDENTIAL_FILES = (
     CredentialFile(("security", "pam_env.conf"), "a pam_env file with a login in a URL", SHELL_LOGIN, links=False),
     CredentialFile((".pam_environment",), "a pam_env file with a login in a URL", SHELL_LOGIN, links=False),
     # dotenv files (docker compose, python-dotenv, direnv): `.env` and `.env.*` anywhere (`/app/.env`,
-    # `.env.production`), but their templates (`.env.example`, `.sample`, `.template`, `.dist`)
-    CredentialFile((".env",), "a .env file with a login in a URL", SHELL_LOGIN, links=False),
+    # `.env.production`), but their templates (`.env.example`, `.sample`, `.template`, `.dist`) and those below a
+    # test's, a document's, an example's or a package's folder (DOTENV_NOT_BELOW)
+    CredentialFile(
+        (".env",), "a .env file with a login in a URL", SHELL_LOGIN, links=False, not_below=DOTENV_NOT_BELOW
+    ),
     CredentialFile(
         (".env.*",),
         "a .env file with a login in a URL",
         SHELL_LOGIN,
         frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"}),
         links=False,
+        not_below=DOTENV_NOT_BELOW,
     ),
     # github.com/Kaggle/kaggle-api: ~/.kaggle/kaggle.json, ~/.config/kaggle/kaggle.json (an API key)
     CredentialFile((".kaggle", "kaggle.json"), "a Kaggle API key", KAGGLE_KEY),
@@ -489,6 +509,8 @@ def credential_rule(path: str) -> CredentialFile | None:
     for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
         rule = CREDENTIAL_FILES[at]
         if parts[-1] not in rule.unless and ends_with(parts, rule.suffix):
+            if rule.not_below and not rule.not_below.isdisjoint(parts[:-1]):
+                return None  # a test's or a package's `.env`
             return rule
     return None
 

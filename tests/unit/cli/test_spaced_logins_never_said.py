@@ -126,7 +126,8 @@ def test_a_token_alone_before_a_registry_is_never_said(capsys: pytest.CaptureFix
     [
         ("'registry.example:5000/x@sha256:" + "0" * 64 + "': not found", None),  # a digest's '@' ends no login
         ("error: 'https://host:8080/simple' did not answer", None),
-        ("jenkins-build-automation@git.corp.example/x", None),  # a name alone is no token
+        ("jenkins-build-automation@git.corp.example/x", "git.corp.example/x"),  # a message hides a user alone
+        ("mail jenkins@corp.example", None),  # no registry's path: an e-mail, kept
         ("'user:top secret@ghcr.io/x': refused", "'ghcr.io/x': refused"),
         ("https://u:a b@h1/ and https://v:c d@h2/", "https://h1/ and https://h2/"),
         ("https://host:8080/x and https://u:a b@h", "https://host:8080/x and https://h"),
