@@ -2435,6 +2435,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        MarkPart(re.compile(_PROXY_LOGIN.encode()), ((b"proxy",), (b"@",), (b":",)), "lower"),\n',
       "",
       "a ~/.bashrc linked to a file exporting `http_proxy=user:password@proxy:3128` passes the gate"),
+    # --- the layer scan's links (h-links2): the third outside attack's findings 1-4, 9, 10, 16 ---------------
+    M("scan-cache-key-misses-values", "security/layer_cache.py",
+      "RULES = (leaks, content, links, tarstream, layers, values)",
+      "RULES = (leaks, content, links, tarstream, layers)",
+      "after a change to values.py's login patterns, the cache keeps serving layers read as clean by the old ones"),
 )
 # fmt: on
 
