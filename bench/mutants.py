@@ -2009,7 +2009,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       '        if False:\n            named = rule.what\n',
       'a .bashrc or /etc/wgetrc hard- or symlinked to a file of its layer holding a password passes the gate'),
     M('link-before-its-target-unjudged', LAYERS,
-      '                self.judged.append((self.keep(path), kind, self.keep(target)))\n',
+      '                self.judged[self.keep(path)] = (kind, self.keep(target))\n',
       '                pass\n',
       "a symlink /etc/wgetrc met before the /opt file with a password it points to (Docker's path order) passes"),
     M('link-marks-unsearched', CONTENT,
@@ -2440,6 +2440,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "RULES = (leaks, content, links, tarstream, layers, values)",
       "RULES = (leaks, content, links, tarstream, layers)",
       "after a change to values.py's login patterns, the cache keeps serving layers read as clean by the old ones"),
+    M("scan-link-later-file-ignored", LAYERS,
+      "        self.links.pop(path, None)\n",
+      "",
+      "a link replaced later in its layer by a file with a login still leads the walk to a clean file: passes"),
+    M("scan-link-later-file-at-judged-path-ignored", LAYERS,
+      "        self.judged.pop(path, None)\n",
+      "",
+      "a .bashrc link replaced later in its layer by a clean .bashrc is still judged by the old target: fails"),
+    M("scan-link-later-whiteout-ignored", LAYERS,
+      "            self.replaced(gone)\n",
+      "",
+      "a link its own layer deletes is still followed to a file with a login: a false finding"),
 )
 # fmt: on
 

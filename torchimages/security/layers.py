@@ -196,7 +196,7 @@ class _Reading:
         self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
         self.links_bytes = 0
         self.files = FileIndex()  # every regular file: whether it was searched for the link marks
-        self.judged: list[tuple[str, str, str]] = []  # links at a path judged by content: (path, kind, target)
+        self.judged: dict[str, tuple[str, str]] = {}  # links at a path judged by content: path -> (kind, target)
         self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
         self.notes: list[Hit] = []
         self.unsaid = 0  # notes past NOTES_MAX
@@ -232,8 +232,11 @@ class _Reading:
             self.opaque.add(self.keep(posixpath.dirname(path)))
             return
         if base.startswith(WHITEOUT):
-            self.deleted.add(self.keep(posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])))
+            gone = posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])
+            self.deleted.add(self.keep(gone))
+            self.replaced(gone)
             return
+        self.replaced(path)
         if entry.type == "5":
             return
         self.facts.pop(path, None)
@@ -282,7 +285,7 @@ class _Reading:
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
         if rule is not None and not rule.links and rule.mark is not None:
             if len(self.judged) < FOLLOWED_MAX:
-                self.judged.append((self.keep(path), kind, self.keep(target)))
+                self.judged[self.keep(path)] = (kind, self.keep(target))
             else:
                 self.note(path, f"{kind} to {target}: not followed (past {FOLLOWED_MAX} such links in a layer)")
             return hits
@@ -296,6 +299,12 @@ class _Reading:
             else:
                 self.note(path, f"{kind} to {target}, a folder where files are judged by their content: not followed")
         return hits
+
+    def replaced(self, path: str) -> None:
+        """A later entry at `path` (a file, a folder, a link, a whiteout) replaces a link there: the engine keeps
+        the last entry of a path."""
+        self.links.pop(path, None)
+        self.judged.pop(path, None)
 
     def keep_link(self, path: str, target: str) -> None:
         """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
@@ -318,7 +327,7 @@ class _Reading:
         def is_file(path: str) -> bool:
             return path in self.facts or self.files.get(path) is not None
 
-        for path, kind, target in self.judged:
+        for path, (kind, target) in self.judged.items():
             walk = follow(target, self.links, is_file)
             known = self.facts.get(walk.path) if not walk.stop else None
             if known is not None:
