@@ -61,7 +61,18 @@ from torchimages.security.leaks import (
     stray_hits,
     stray_place,
 )
-from torchimages.security.links import FOLLOWED_MAX, LINKS_KEPT_MAX, FileIndex, follow, shown, unread_note
+from torchimages.security.links import (
+    FOLLOWED_MAX,
+    LINKS_KEPT_MAX,
+    WORK_MAX,
+    FileIndex,
+    Walk,
+    cut,
+    dotdot_after_link,
+    follow,
+    shown,
+    unread_note,
+)
 from torchimages.security.model import SECRETS, Finding, Scan
 from torchimages.security.tarstream import BLOCK, Entry, Source, TarError, TarStream, is_header
 
@@ -195,6 +206,7 @@ class _Reading:
         self.facts: dict[str, tuple[Facts, str]] = {}  # a file with facts: them, and its credentials rule's hit
         self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
         self.links_bytes = 0
+        self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
         self.files = FileIndex()  # every regular file: whether it was searched for the link marks
         self.judged: dict[str, tuple[str, str]] = {}  # links at a path judged by content: path -> (kind, target)
         self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
@@ -279,6 +291,8 @@ class _Reading:
         by content (`links=False`), or at a folder whose files are, is followed at the layer's end (`ended`)."""
         hard = entry.type == "1"
         target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
+        if not hard and ".." in entry.link.split("/") and len(self.dotdot) < FOLLOWED_MAX:
+            self.dotdot[path] = self.keep(posixpath.join(posixpath.dirname(path), entry.link))
         kind = "a hard link" if hard else "a symbolic link"
         self.keep_link(path, target)
         rule = credential_rule(path)
@@ -287,7 +301,7 @@ class _Reading:
             if len(self.judged) < FOLLOWED_MAX:
                 self.judged[self.keep(path)] = (kind, self.keep(target))
             else:
-                self.note(path, f"{kind} to {target}: not followed (past {FOLLOWED_MAX} such links in a layer)")
+                self.note(path, f"{kind} to {cut(target)}: not followed (past {FOLLOWED_MAX} such links in a layer)")
             return hits
         known = self.facts.get(target)
         if known is not None:
@@ -297,7 +311,9 @@ class _Reading:
             if len(self.folders) < NOTES_MAX:
                 self.folders.append((self.keep(path), self.keep(target)))
             else:
-                self.note(path, f"{kind} to {target}, a folder where files are judged by their content: not followed")
+                self.note(
+                    path, f"{kind} to {cut(target)}, a folder where files are judged by their content: not followed"
+                )
         return hits
 
     def replaced(self, path: str) -> None:
@@ -305,6 +321,7 @@ class _Reading:
         the last entry of a path."""
         self.links.pop(path, None)
         self.judged.pop(path, None)
+        self.dotdot.pop(path, None)
 
     def keep_link(self, path: str, target: str) -> None:
         """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
@@ -327,8 +344,15 @@ class _Reading:
         def is_file(path: str) -> bool:
             return path in self.facts or self.files.get(path) is not None
 
+        unsure = {link for link, raw in self.dotdot.items() if dotdot_after_link(raw, self.links)}
+        work = 0
         for path, (kind, target) in self.judged.items():
-            walk = follow(target, self.links, is_file)
+            if path in unsure:  # said with its target as written
+                target = self.dotdot[path]
+                walk = Walk(target, "dotdot")
+            else:
+                walk = follow(target, self.links, is_file, WORK_MAX - work, unsure)
+                work += walk.work
             known = self.facts.get(walk.path) if not walk.stop else None
             if known is not None:
                 self.add(self.linked_hits(path, kind, shown(target, walk), *known))
@@ -338,7 +362,8 @@ class _Reading:
             if walk.stop == "absent" and len(self.unresolved) < NOTES_MAX:  # a lower layer's file, maybe
                 self.unresolved.append((path, kind, target, self.keep(walk.path)))
         for path, target in self.folders:
-            walk = follow(target, self.links, lambda _: False)
+            walk = follow(target, self.links, lambda _: False, WORK_MAX - work, unsure)
+            work += walk.work
             folder = walk.path if walk.stop == "absent" else target
             for inside, (facts, _) in list(self.facts.items()):
                 through = path + inside[len(folder) :]
@@ -347,7 +372,7 @@ class _Reading:
                     self.add([Hit(through, f"{rule.what} ({inside}, through the symbolic link {path} to {target})")])
             self.note(
                 path,
-                f"a symbolic link to {target}, a folder where files are judged by their content: only its files of"
+                f"a symbolic link to {cut(target)}, a folder where files are judged by their content: only its files of"
                 " this layer that were searched are judged through the link",
             )
 

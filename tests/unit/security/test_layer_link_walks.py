@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
+
+import pytest
 
 from tests.unit.security.test_layer_links import CLEAN, RC
 from tests.unit.security.test_layers import BASE, layer, scan
+from torchimages.security import layers, links
 
 Item = tuple[str, str, bytes | str | None]  # (name, "file" | "link" | "dir", content or target)
 
@@ -82,3 +86,86 @@ def test_a_later_file_at_a_judged_link_s_path_is_judged_alone() -> None:
     found, note = scanned((("home/u/.bashrc", "link", "/opt/rc"), ("opt/rc", "file", RC), ("home/u/.bashrc", "file", CLEAN)))
     assert found == []
     assert "not judged" not in note
+
+
+# --- finding 4: a walk is bounded, and one cut short is said ---------------------------------------------------
+
+
+def test_a_walk_past_path_max_stops_and_is_said_with_its_paths_cut() -> None:
+    deep = "/d" + "/a" * 2000  # each step through /d lengthens the walk's path by 4000 bytes: past PATH_MAX
+    found, note = scanned((("d", "link", deep), ("home/u/.bashrc", "link", "/d/x")))
+    assert found == []
+    assert f"its walk reaches a path longer than {links.PATH_MAX} bytes" in note
+    assert len(note) < 2000, len(note)
+    assert "more characters)" in note
+
+
+def test_a_walk_within_path_max_is_followed() -> None:
+    deep = "/d" + "/a" * 2000  # 4002 bytes, and /x: within PATH_MAX
+    found, _ = scanned((("d", "link", deep), ("home/u/.bashrc", "link", "/d/x"), (deep[1:] + "/x", "file", RC)))
+    assert [key for key, _ in found] == ["/home/u/.bashrc"]
+
+
+def test_the_layer_s_walks_stop_past_the_work_bound_and_are_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(links, "WORK_MAX", 1000)
+    monkeypatch.setattr(layers, "WORK_MAX", 1000)
+    deep = "/d" + "/a" * 300
+    rcs = tuple((f"home/u{at}/.bashrc", "link", "/d/x") for at in range(3))
+    found, note = scanned((("d", "link", deep), *rcs, (deep[1:] + "/x", "file", RC)))
+    assert [key for key, _ in found] == ["/home/u0/.bashrc"]
+    assert note.count("took more than the scan's bound of 1000 bytes of paths to follow") == 2
+
+
+def test_many_long_walks_end_in_bounded_time() -> None:
+    deep = "/d" + "/a" * 2000
+    rcs = tuple((f"home/u{at}/.bashrc", "link", "/d/x") for at in range(links.FOLLOWED_MAX))
+    started = time.monotonic()
+    _, note = scanned((("d", "link", deep), *rcs))
+    assert time.monotonic() - started < 60
+    assert "not judged" in note
+
+
+# --- finding 2: a `..` after a link is not resolved as text ------------------------------------------------------
+
+
+def test_a_dotdot_after_a_folder_link_is_said_not_judged_as_text() -> None:
+    found, note = scanned(
+        (
+            ("etc/profile.d/p.sh", "link", "/opt/link/../real.sh"),
+            ("opt/link", "link", "/srv/deep/dir"),
+            ("srv/deep/dir/x", "file", b""),
+            ("srv/deep/real.sh", "file", RC),
+            ("opt/real.sh", "file", CLEAN),
+        )
+    )
+    assert found == []  # the kernel reads /srv/deep/real.sh; the scan does not claim either file
+    assert "/etc/profile.d/p.sh: a symbolic link to /opt/link/../real.sh: its content was not judged" in note
+    assert "not judged: a `..` after a link" in note
+
+
+def test_a_dotdot_after_a_link_on_the_way_is_said() -> None:
+    _, note = scanned(
+        (
+            ("home/u/.bashrc", "link", "/opt/a"),
+            ("opt/a", "link", "/opt/link/../real.sh"),
+            ("opt/link", "link", "/srv/deep/dir"),
+            ("opt/real.sh", "file", RC),
+        )
+    )
+    assert "not judged: a `..` after a link" in note
+
+
+def test_a_plain_dotdot_is_still_judged() -> None:
+    found, note = scanned(
+        (("home/u/.bashrc", "link", "../../opt/cfg/../real.sh"), ("opt/cfg/x", "file", b""), ("opt/real.sh", "file", RC))
+    )
+    assert [key for key, _ in found] == ["/home/u/.bashrc"]
+    assert "`..`" not in note
+
+
+def test_dotdot_after_link_reads_the_text_s_folders() -> None:
+    assert links.dotdot_after_link("/opt/link/../x", {"/opt/link"})
+    assert links.dotdot_after_link("/opt/link/sub/../x", {"/opt/link"})
+    assert not links.dotdot_after_link("/opt/link/../x", {"/opt/other"})
+    assert not links.dotdot_after_link("/../../opt/x/../y", {"/opt"} - {"/opt"})
+    assert links.dotdot_after_link("/a" * 2100 + "/x", set())  # past PATH_MAX: not resolved
