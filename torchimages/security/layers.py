@@ -83,6 +83,7 @@ RETAINED_MAX = 16 << 20  # bytes of paths one layer's result may keep (whiteouts
 HITS_MAX = 10_000  # findings one layer may have
 NOTES_MAX = 100  # notes one layer may have (links whose targets were not read)
 NOTES_SHOWN = 10  # of them, said in the scan's note
+COUNTED = ""  # the path of a layer's last note, its detail the count of notes past NOTES_MAX (no link's path)
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -387,7 +388,7 @@ class _Reading:
     def layer(self, problem: str = "") -> Layer:
         hits = tuple(self.hits + stray_hits(self.stray))
         if self.unsaid:
-            self.notes.append(Hit(self.notes[-1].path, f"and {self.unsaid} more links not judged, not said one by one"))
+            self.notes.append(Hit(COUNTED, str(self.unsaid)))
             self.unsaid = 0
         marked = tuple(
             (path, tuple(at for at, mark in enumerate(LINK_MARKS) if mark.pattern in facts.linked))
@@ -622,30 +623,39 @@ def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
         if layer is None:
             continue
         above = [(n + 1, lay) for n, lay in enumerate(read) if n > at and lay is not None]
-        for hit in [*layer.hits, *lower_hits(layer, read[:at])]:
+        for hit in [*layer.hits, *other_hits(layer, read, at)]:
             gone = deleted_by(hit.path, above)
             subject = where + (f", deleted in layer {gone}" if gone else "")
             found.append(Finding(SECRETS, hit.path, subject, f"{hit.path}: {hit.detail}"))
     return found, problems
 
 
-def lower_hits(layer: Layer, below: Sequence[Layer | None]) -> list[Hit]:
-    """A layer's links at paths judged by content whose chain ends outside it, judged by the nearest layer
-    below holding a file with a link mark there (that file is in the image, whichever layer above replaced
-    it); none when no layer below holds one (the layer's note says the target was not judged)."""
+def other_hits(layer: Layer, read: Sequence[Layer | None], at: int) -> list[Hit]:
+    """A layer's (`read[at]`) links at paths judged by content whose chain ends outside it, where another
+    layer holds a file with a link mark at that path: the nearest below, else the nearest above. Said as what
+    is known (that layer holds such a file at the path the link names), not that the link leads there: a
+    layer between may delete or replace it, and the walk is not followed through other layers' links. None
+    when no other layer holds one (the layer's note says the target was not judged)."""
     hits = []
+    others = [*range(at - 1, -1, -1), *range(at + 1, len(read))]
     for path, kind, target, end in layer.unresolved:
         rule = credential_rule(path)
         if rule is None or rule.mark is None:
             continue
-        for number in range(len(below) - 1, -1, -1):
-            lower = below[number]
-            marks = dict(lower.marked).get(end) if lower is not None else None
+        for number in others:
+            other = read[number]
+            marks = dict(other.marked).get(end) if other is not None else None
             if marks is None:
                 continue
-            if any(LINK_MARKS[at].pattern == rule.mark.pattern for at in marks if at < len(LINK_MARKS)):
-                shown = target if end == target else f"{target} (through links: {end})"
-                hits.append(Hit(path, f"{kind} to {shown}, {rule.what} (that file in layer {number + 1})"))
+            if any(LINK_MARKS[m].pattern == rule.mark.pattern for m in marks if m < len(LINK_MARKS)):
+                shown = cut(target) if end == target else f"{cut(target)} (through links: {cut(end)})"
+                hits.append(
+                    Hit(
+                        path,
+                        f"{kind} to {shown}: layer {number + 1} holds a file at the path it names that, read"
+                        f" here, is {rule.what}",
+                    )
+                )
             break
     return hits
 
@@ -698,17 +708,21 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
             cache.put(digest, secrets, layer)
 
 
-def link_notes(archive: Archive, order: Order) -> list[str]:
-    """What the layers' links at paths judged by content lead to that was not read, in layer order."""
+def link_notes(archive: Archive, order: Order) -> tuple[list[str], int]:
+    """What the layers' links at paths judged by content lead to that was not read, in layer order, and how
+    many more such links the layers counted without saying them (past NOTES_MAX)."""
     total = len(order.names)
     read = [archive.layers.get(n) for n in order.names]
-    said = []
+    said, counted = [], 0
     for at, (layer, digest) in enumerate(zip(read, order.digests, strict=True)):
-        judged = {hit.path for hit in lower_hits(layer, read[:at])} if layer is not None else set()
+        judged = {hit.path for hit in other_hits(layer, read, at)} if layer is not None else set()
         for note in layer.notes if layer is not None else ():
-            if note.path not in judged:  # judged by a lower layer's file: a finding, not a note
-                said.append(f"layer {at + 1} of {total} ({_short(digest)}): {note.path}: {note.detail}")
-    return said
+            where = f"layer {at + 1} of {total} ({_short(digest)})"
+            if note.path == COUNTED:
+                counted += int(note.detail) if note.detail.isdigit() else 0
+            elif note.path not in judged:  # judged by another layer's file: a finding, not a note
+                said.append(f"{where}: {cut(note.path)}: {note.detail}")
+    return said, counted
 
 
 def _result(archive: Archive, order: Order) -> Scan:
@@ -720,9 +734,10 @@ def _result(archive: Archive, order: Order) -> Scan:
     from_cache = sum(1 for name in order.names if name in archive.cached)
     if from_cache:
         note += f" ({from_cache} from the cache)"
-    notes = link_notes(archive, order)
-    if notes:
-        more = f"; and {len(notes) - NOTES_SHOWN} more" if len(notes) > NOTES_SHOWN else ""
+    notes, counted = link_notes(archive, order)
+    if notes or counted:
+        unshown = max(0, len(notes) - NOTES_SHOWN) + counted
+        more = f"; and {unshown} more" if unshown else ""
         note += f"; links not judged by their target's content: {'; '.join(notes[:NOTES_SHOWN])}{more}"
     if problems:
         return Scan(SECRETS, tuple(found), scanned=False, note="; ".join([note, *problems]))

@@ -156,7 +156,7 @@ def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> 
     elif walk.stop == "dotdot":
         why = "not judged: a `..` after a link, which the scan does not resolve"
     elif walk.stop == "absent":
-        why = "no file of this layer is there (a lower layer's file, a folder, or nothing)"
+        why = "no file of this layer is there"
         if full:
             why += "; this layer had more links or files than the scan keeps to follow"
     else:

@@ -76,14 +76,21 @@ def test_a_later_folder_at_a_folder_link_s_path_replaces_the_link() -> None:
 
 def test_a_later_whiteout_of_a_link_leaves_the_walk_at_nothing() -> None:
     found, note = scanned(
-        (("home/u/.bashrc", "link", "/opt/a"), ("opt/a", "link", "/opt/rc"), ("opt/rc", "file", RC), ("opt/.wh.a", "file", b""))
+        (
+            ("home/u/.bashrc", "link", "/opt/a"),
+            ("opt/a", "link", "/opt/rc"),
+            ("opt/rc", "file", RC),
+            ("opt/.wh.a", "file", b""),
+        )
     )
     assert found == []
     assert "/home/u/.bashrc: a symbolic link to /opt/a: its content was not judged through the link" in note
 
 
 def test_a_later_file_at_a_judged_link_s_path_is_judged_alone() -> None:
-    found, note = scanned((("home/u/.bashrc", "link", "/opt/rc"), ("opt/rc", "file", RC), ("home/u/.bashrc", "file", CLEAN)))
+    found, note = scanned(
+        (("home/u/.bashrc", "link", "/opt/rc"), ("opt/rc", "file", RC), ("home/u/.bashrc", "file", CLEAN))
+    )
     assert found == []
     assert "not judged" not in note
 
@@ -157,7 +164,11 @@ def test_a_dotdot_after_a_link_on_the_way_is_said() -> None:
 
 def test_a_plain_dotdot_is_still_judged() -> None:
     found, note = scanned(
-        (("home/u/.bashrc", "link", "../../opt/cfg/../real.sh"), ("opt/cfg/x", "file", b""), ("opt/real.sh", "file", RC))
+        (
+            ("home/u/.bashrc", "link", "../../opt/cfg/../real.sh"),
+            ("opt/cfg/x", "file", b""),
+            ("opt/real.sh", "file", RC),
+        )
     )
     assert [key for key, _ in found] == ["/home/u/.bashrc"]
     assert "`..`" not in note
@@ -169,3 +180,46 @@ def test_dotdot_after_link_reads_the_text_s_folders() -> None:
     assert not links.dotdot_after_link("/opt/link/../x", {"/opt/other"})
     assert not links.dotdot_after_link("/../../opt/x/../y", {"/opt"} - {"/opt"})
     assert links.dotdot_after_link("/a" * 2100 + "/x", set())  # past PATH_MAX: not resolved
+
+
+# --- findings 1 and 9: what another layer's file is said to be ---------------------------------------------------
+
+HOLDS = "layer {n} holds a file at the path it names that, read here, is a shell startup file with a login in a URL"
+
+
+def test_a_link_to_a_higher_layer_s_file_with_a_login_is_found() -> None:
+    found, _ = scanned(
+        (("etc/profile.d/proxy.sh", "link", "/opt/conf/proxy.sh"),), (("opt/conf/proxy.sh", "file", RC),)
+    )
+    assert found == [
+        (
+            "/etc/profile.d/proxy.sh",
+            "/etc/profile.d/proxy.sh: a symbolic link to /opt/conf/proxy.sh: " + HOLDS.format(n=3),
+        )
+    ]
+
+
+def test_a_chain_across_layers_is_not_followed_and_the_note_claims_no_place() -> None:
+    found, note = scanned((("opt/a", "link", "/opt/b"), ("opt/b", "file", RC)), (("home/u/.bashrc", "link", "/opt/a"),))
+    assert found == []
+    assert "/home/u/.bashrc: a symbolic link to /opt/a: its content was not judged through the link" in note
+    assert "(no file of this layer is there)" in note
+    assert "lower layer" not in note
+
+
+def test_a_lower_file_deleted_or_replaced_between_is_said_as_what_is_known() -> None:
+    for between in (("opt/.wh.a", "file", b""), ("opt/a", "file", CLEAN)):
+        found, _ = scanned((("opt/a", "file", RC),), (between,), (("home/u/.bashrc", "link", "/opt/a"),))
+        assert found == [("/home/u/.bashrc", "/home/u/.bashrc: a symbolic link to /opt/a: " + HOLDS.format(n=2))]
+
+
+# --- finding 10: the count of notes not shown ---------------------------------------------------------------------
+
+
+def test_the_count_of_notes_past_the_bound_survives_a_noted_link_judged_below() -> None:
+    absent = [(f"etc/profile.d/a{at:03}.sh", "link", f"/nothing/{at}") for at in range(layers.NOTES_MAX - 1)]
+    judged_below = ("etc/profile.d/z.sh", "link", "/opt/t")
+    more = [(f"etc/profile.d/zz{at}.sh", "link", f"/nothing/more{at}") for at in range(7)]
+    found, note = scanned((("opt/t", "file", RC),), (*absent, judged_below, *more))
+    assert [key for key, _ in found] == ["/etc/profile.d/z.sh"]
+    assert note.endswith(f"; and {layers.NOTES_MAX - 1 - layers.NOTES_SHOWN + 7} more")  # 99 said, 7 counted
