@@ -3,8 +3,10 @@ wgetrc, a curlrc, a condarc: leaks.CredentialFile's `links=False`) is judged by 
 ends at, in whatever order the layer holds them. Kept while the layer streams past: every link (its path and
 target, up to LINKS_KEPT_MAX bytes) and, for every regular file, 9 bytes (its path's digest and whether its
 content was searched for the link marks, or why not; up to FILES_MAX files). At the layer's end each such link
-is followed (through links to files and to folders, at most LINK_DEPTH): to a file of the layer, judged by its
-content; a target not read (not a file of this layer, a binary, too large, a loop) is said."""
+is followed (through links to files and to folders, at most LINK_DEPTH, PATH_MAX bytes and WORK_MAX bytes of
+paths for the layer): to a file of the layer, judged by its content; a target not read (not a file of this
+layer, a binary, too large, a loop, a walk cut short, a `..` after a link) is said. A path's last entry in the
+layer is the one kept."""
 
 from __future__ import annotations
 
