@@ -2453,7 +2453,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "",
       "a link its own layer deletes is still followed to a file with a login: a false finding"),
     M("scan-link-walk-past-path-max", "security/links.py",
-      '        if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:\n            return Walk(path, "long", steps, work)\n',
+      '        if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:\n'
+      '            return Walk(path, "long", steps, work)\n',
       "",
       "a folder link that lengthens every walk through it runs the gate for hours, or ends it without saying why"),
     M("scan-link-work-unbounded", LAYERS,
