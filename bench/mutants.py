@@ -2497,6 +2497,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        unshown = max(0, len(notes) - NOTES_SHOWN) + counted\n",
       "        unshown = max(0, len(notes) - NOTES_SHOWN)\n",
       "the gate's 'and N more' leaves out the links past a layer's 100 notes"),
+    M("scan-link-later-folder-at-folder-link-ignored", LAYERS,
+      "        self.folders.pop(path, None)\n",
+      "",
+      "an /etc/profile.d link replaced later in its layer by a folder still judges the old target's files there"),
 )
 # fmt: on
 

@@ -210,7 +210,7 @@ class _Reading:
         self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
         self.files = FileIndex()  # every regular file: whether it was searched for the link marks
         self.judged: dict[str, tuple[str, str]] = {}  # links at a path judged by content: path -> (kind, target)
-        self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
+        self.folders: dict[str, str] = {}  # symlinks at a folder whose files are judged by content: -> target
         self.notes: list[Hit] = []
         self.unsaid = 0  # notes past NOTES_MAX
         self.unresolved: list[tuple[str, str, str, str]] = []  # judged links ending outside the layer
@@ -310,7 +310,7 @@ class _Reading:
             self.facts[self.keep(path)] = known
         elif not hard and judged_folder(path):
             if len(self.folders) < NOTES_MAX:
-                self.folders.append((self.keep(path), self.keep(target)))
+                self.folders[self.keep(path)] = self.keep(target)
             else:
                 self.note(
                     path, f"{kind} to {cut(target)}, a folder where files are judged by their content: not followed"
@@ -323,6 +323,7 @@ class _Reading:
         self.links.pop(path, None)
         self.judged.pop(path, None)
         self.dotdot.pop(path, None)
+        self.folders.pop(path, None)
 
     def keep_link(self, path: str, target: str) -> None:
         """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
@@ -362,7 +363,7 @@ class _Reading:
                 self.note(path, unread_note(kind, target, walk, reason or "", full))
             if walk.stop == "absent" and len(self.unresolved) < NOTES_MAX:  # a lower layer's file, maybe
                 self.unresolved.append((path, kind, target, self.keep(walk.path)))
-        for path, target in self.folders:
+        for path, target in self.folders.items():
             walk = follow(target, self.links, lambda _: False, WORK_MAX - work, unsure)
             work += walk.work
             folder = walk.path if walk.stop == "absent" else target

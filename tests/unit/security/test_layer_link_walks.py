@@ -223,3 +223,11 @@ def test_the_count_of_notes_past_the_bound_survives_a_noted_link_judged_below() 
     found, note = scanned((("opt/t", "file", RC),), (*absent, judged_below, *more))
     assert [key for key, _ in found] == ["/etc/profile.d/z.sh"]
     assert note.endswith(f"; and {layers.NOTES_MAX - 1 - layers.NOTES_SHOWN + 7} more")  # 99 said, 7 counted
+
+
+def test_a_later_folder_at_a_judged_folder_link_s_path_replaces_the_link() -> None:
+    found, note = scanned(
+        (("etc/profile.d", "link", "/opt/pd"), ("opt/pd/proxy.sh", "file", RC), ("etc/profile.d", "dir", None))
+    )
+    assert found == []  # /etc/profile.d is a folder of its own: /opt/pd's files are not read there
+    assert "not judged" not in note
