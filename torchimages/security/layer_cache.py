@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchimages import settings
+from torchimages import settings, values
 from torchimages.security import content, layers, leaks, links, tarstream
 from torchimages.security.layers import Layer
 from torchimages.security.leaks import Hit, Secret
@@ -109,7 +109,8 @@ def from_settings(environ: Mapping[str, str] | None = None) -> LayerCache | None
 # --- keys and entries ---------------------------------------------------------------------------------------
 
 
-RULES = (leaks, content, links, tarstream, layers)  # the modules whose source decides a layer's result
+RULES = (leaks, content, links, tarstream, layers, values)  # the modules whose source decides a layer's result
+# (values: its patterns build leaks's marks, a login in a URL among them)
 
 
 @functools.cache

@@ -61,7 +61,18 @@ from torchimages.security.leaks import (
     stray_hits,
     stray_place,
 )
-from torchimages.security.links import FOLLOWED_MAX, LINKS_KEPT_MAX, FileIndex, follow, shown, unread_note
+from torchimages.security.links import (
+    FOLLOWED_MAX,
+    LINKS_KEPT_MAX,
+    WORK_MAX,
+    FileIndex,
+    Walk,
+    cut,
+    dotdot_after_link,
+    follow,
+    shown,
+    unread_note,
+)
 from torchimages.security.model import SECRETS, Finding, Scan
 from torchimages.security.tarstream import BLOCK, Entry, Source, TarError, TarStream, is_header
 
@@ -72,6 +83,7 @@ RETAINED_MAX = 16 << 20  # bytes of paths one layer's result may keep (whiteouts
 HITS_MAX = 10_000  # findings one layer may have
 NOTES_MAX = 100  # notes one layer may have (links whose targets were not read)
 NOTES_SHOWN = 10  # of them, said in the scan's note
+COUNTED = ""  # the path of a layer's last note, its detail the count of notes past NOTES_MAX (no link's path)
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -195,9 +207,10 @@ class _Reading:
         self.facts: dict[str, tuple[Facts, str]] = {}  # a file with facts: them, and its credentials rule's hit
         self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
         self.links_bytes = 0
+        self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
         self.files = FileIndex()  # every regular file: whether it was searched for the link marks
-        self.judged: list[tuple[str, str, str]] = []  # links at a path judged by content: (path, kind, target)
-        self.folders: list[tuple[str, str]] = []  # symlinks at a folder whose files are judged by content
+        self.judged: dict[str, tuple[str, str]] = {}  # links at a path judged by content: path -> (kind, target)
+        self.folders: dict[str, str] = {}  # symlinks at a folder whose files are judged by content: -> target
         self.notes: list[Hit] = []
         self.unsaid = 0  # notes past NOTES_MAX
         self.unresolved: list[tuple[str, str, str, str]] = []  # judged links ending outside the layer
@@ -232,8 +245,11 @@ class _Reading:
             self.opaque.add(self.keep(posixpath.dirname(path)))
             return
         if base.startswith(WHITEOUT):
-            self.deleted.add(self.keep(posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])))
+            gone = posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])
+            self.deleted.add(self.keep(gone))
+            self.replaced(gone)
             return
+        self.replaced(path)
         if entry.type == "5":
             return
         self.facts.pop(path, None)
@@ -276,15 +292,17 @@ class _Reading:
         by content (`links=False`), or at a folder whose files are, is followed at the layer's end (`ended`)."""
         hard = entry.type == "1"
         target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
+        if not hard and ".." in entry.link.split("/") and len(self.dotdot) < FOLLOWED_MAX:
+            self.dotdot[path] = self.keep(posixpath.join(posixpath.dirname(path), entry.link))
         kind = "a hard link" if hard else "a symbolic link"
         self.keep_link(path, target)
         rule = credential_rule(path)
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
         if rule is not None and not rule.links and rule.mark is not None:
             if len(self.judged) < FOLLOWED_MAX:
-                self.judged.append((self.keep(path), kind, self.keep(target)))
+                self.judged[self.keep(path)] = (kind, self.keep(target))
             else:
-                self.note(path, f"{kind} to {target}: not followed (past {FOLLOWED_MAX} such links in a layer)")
+                self.note(path, f"{kind} to {cut(target)}: not followed (past {FOLLOWED_MAX} such links in a layer)")
             return hits
         known = self.facts.get(target)
         if known is not None:
@@ -292,10 +310,20 @@ class _Reading:
             self.facts[self.keep(path)] = known
         elif not hard and judged_folder(path):
             if len(self.folders) < NOTES_MAX:
-                self.folders.append((self.keep(path), self.keep(target)))
+                self.folders[self.keep(path)] = self.keep(target)
             else:
-                self.note(path, f"{kind} to {target}, a folder where files are judged by their content: not followed")
+                self.note(
+                    path, f"{kind} to {cut(target)}, a folder where files are judged by their content: not followed"
+                )
         return hits
+
+    def replaced(self, path: str) -> None:
+        """A later entry at `path` (a file, a folder, a link, a whiteout) replaces a link there: the engine keeps
+        the last entry of a path."""
+        self.links.pop(path, None)
+        self.judged.pop(path, None)
+        self.dotdot.pop(path, None)
+        self.folders.pop(path, None)
 
     def keep_link(self, path: str, target: str) -> None:
         """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
@@ -318,8 +346,15 @@ class _Reading:
         def is_file(path: str) -> bool:
             return path in self.facts or self.files.get(path) is not None
 
-        for path, kind, target in self.judged:
-            walk = follow(target, self.links, is_file)
+        unsure = {link for link, raw in self.dotdot.items() if dotdot_after_link(raw, self.links)}
+        work = 0
+        for path, (kind, target) in self.judged.items():
+            if path in unsure:  # said with its target as written
+                target = self.dotdot[path]
+                walk = Walk(target, "dotdot")
+            else:
+                walk = follow(target, self.links, is_file, WORK_MAX - work, unsure)
+                work += walk.work
             known = self.facts.get(walk.path) if not walk.stop else None
             if known is not None:
                 self.add(self.linked_hits(path, kind, shown(target, walk), *known))
@@ -328,8 +363,9 @@ class _Reading:
                 self.note(path, unread_note(kind, target, walk, reason or "", full))
             if walk.stop == "absent" and len(self.unresolved) < NOTES_MAX:  # a lower layer's file, maybe
                 self.unresolved.append((path, kind, target, self.keep(walk.path)))
-        for path, target in self.folders:
-            walk = follow(target, self.links, lambda _: False)
+        for path, target in self.folders.items():
+            walk = follow(target, self.links, lambda _: False, WORK_MAX - work, unsure)
+            work += walk.work
             folder = walk.path if walk.stop == "absent" else target
             for inside, (facts, _) in list(self.facts.items()):
                 through = path + inside[len(folder) :]
@@ -338,7 +374,7 @@ class _Reading:
                     self.add([Hit(through, f"{rule.what} ({inside}, through the symbolic link {path} to {target})")])
             self.note(
                 path,
-                f"a symbolic link to {target}, a folder where files are judged by their content: only its files of"
+                f"a symbolic link to {cut(target)}, a folder where files are judged by their content: only its files of"
                 " this layer that were searched are judged through the link",
             )
 
@@ -353,7 +389,7 @@ class _Reading:
     def layer(self, problem: str = "") -> Layer:
         hits = tuple(self.hits + stray_hits(self.stray))
         if self.unsaid:
-            self.notes.append(Hit(self.notes[-1].path, f"and {self.unsaid} more links not judged, not said one by one"))
+            self.notes.append(Hit(COUNTED, str(self.unsaid)))
             self.unsaid = 0
         marked = tuple(
             (path, tuple(at for at, mark in enumerate(LINK_MARKS) if mark.pattern in facts.linked))
@@ -588,30 +624,39 @@ def findings(archive: Archive, order: Order) -> tuple[list[Finding], list[str]]:
         if layer is None:
             continue
         above = [(n + 1, lay) for n, lay in enumerate(read) if n > at and lay is not None]
-        for hit in [*layer.hits, *lower_hits(layer, read[:at])]:
+        for hit in [*layer.hits, *other_hits(layer, read, at)]:
             gone = deleted_by(hit.path, above)
             subject = where + (f", deleted in layer {gone}" if gone else "")
             found.append(Finding(SECRETS, hit.path, subject, f"{hit.path}: {hit.detail}"))
     return found, problems
 
 
-def lower_hits(layer: Layer, below: Sequence[Layer | None]) -> list[Hit]:
-    """A layer's links at paths judged by content whose chain ends outside it, judged by the nearest layer
-    below holding a file with a link mark there (that file is in the image, whichever layer above replaced
-    it); none when no layer below holds one (the layer's note says the target was not judged)."""
+def other_hits(layer: Layer, read: Sequence[Layer | None], at: int) -> list[Hit]:
+    """A layer's (`read[at]`) links at paths judged by content whose chain ends outside it, where another
+    layer holds a file with a link mark at that path: the nearest below, else the nearest above. Said as what
+    is known (that layer holds such a file at the path the link names), not that the link leads there: a
+    layer between may delete or replace it, and the walk is not followed through other layers' links. None
+    when no other layer holds one (the layer's note says the target was not judged)."""
     hits = []
+    others = [*range(at - 1, -1, -1), *range(at + 1, len(read))]
     for path, kind, target, end in layer.unresolved:
         rule = credential_rule(path)
         if rule is None or rule.mark is None:
             continue
-        for number in range(len(below) - 1, -1, -1):
-            lower = below[number]
-            marks = dict(lower.marked).get(end) if lower is not None else None
+        for number in others:
+            other = read[number]
+            marks = dict(other.marked).get(end) if other is not None else None
             if marks is None:
                 continue
-            if any(LINK_MARKS[at].pattern == rule.mark.pattern for at in marks if at < len(LINK_MARKS)):
-                shown = target if end == target else f"{target} (through links: {end})"
-                hits.append(Hit(path, f"{kind} to {shown}, {rule.what} (that file in layer {number + 1})"))
+            if any(LINK_MARKS[m].pattern == rule.mark.pattern for m in marks if m < len(LINK_MARKS)):
+                shown = cut(target) if end == target else f"{cut(target)} (through links: {cut(end)})"
+                hits.append(
+                    Hit(
+                        path,
+                        f"{kind} to {shown}: layer {number + 1} holds a file at the path it names that, read"
+                        f" here, is {rule.what}",
+                    )
+                )
             break
     return hits
 
@@ -664,17 +709,21 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
             cache.put(digest, secrets, layer)
 
 
-def link_notes(archive: Archive, order: Order) -> list[str]:
-    """What the layers' links at paths judged by content lead to that was not read, in layer order."""
+def link_notes(archive: Archive, order: Order) -> tuple[list[str], int]:
+    """What the layers' links at paths judged by content lead to that was not read, in layer order, and how
+    many more such links the layers counted without saying them (past NOTES_MAX)."""
     total = len(order.names)
     read = [archive.layers.get(n) for n in order.names]
-    said = []
+    said, counted = [], 0
     for at, (layer, digest) in enumerate(zip(read, order.digests, strict=True)):
-        judged = {hit.path for hit in lower_hits(layer, read[:at])} if layer is not None else set()
+        judged = {hit.path for hit in other_hits(layer, read, at)} if layer is not None else set()
         for note in layer.notes if layer is not None else ():
-            if note.path not in judged:  # judged by a lower layer's file: a finding, not a note
-                said.append(f"layer {at + 1} of {total} ({_short(digest)}): {note.path}: {note.detail}")
-    return said
+            where = f"layer {at + 1} of {total} ({_short(digest)})"
+            if note.path == COUNTED:
+                counted += int(note.detail) if note.detail.isdigit() else 0
+            elif note.path not in judged:  # judged by another layer's file: a finding, not a note
+                said.append(f"{where}: {cut(note.path)}: {note.detail}")
+    return said, counted
 
 
 def _result(archive: Archive, order: Order) -> Scan:
@@ -686,9 +735,10 @@ def _result(archive: Archive, order: Order) -> Scan:
     from_cache = sum(1 for name in order.names if name in archive.cached)
     if from_cache:
         note += f" ({from_cache} from the cache)"
-    notes = link_notes(archive, order)
-    if notes:
-        more = f"; and {len(notes) - NOTES_SHOWN} more" if len(notes) > NOTES_SHOWN else ""
+    notes, counted = link_notes(archive, order)
+    if notes or counted:
+        unshown = max(0, len(notes) - NOTES_SHOWN) + counted
+        more = f"; and {unshown} more" if unshown else ""
         note += f"; links not judged by their target's content: {'; '.join(notes[:NOTES_SHOWN])}{more}"
     if problems:
         return Scan(SECRETS, tuple(found), scanned=False, note="; ".join([note, *problems]))

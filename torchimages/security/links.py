@@ -3,20 +3,25 @@ wgetrc, a curlrc, a condarc: leaks.CredentialFile's `links=False`) is judged by 
 ends at, in whatever order the layer holds them. Kept while the layer streams past: every link (its path and
 target, up to LINKS_KEPT_MAX bytes) and, for every regular file, 9 bytes (its path's digest and whether its
 content was searched for the link marks, or why not; up to FILES_MAX files). At the layer's end each such link
-is followed (through links to files and to folders, at most LINK_DEPTH): to a file of the layer, judged by its
-content; a target not read (not a file of this layer, a binary, too large, a loop) is said."""
+is followed (through links to files and to folders, at most LINK_DEPTH, PATH_MAX bytes and WORK_MAX bytes of
+paths for the layer): to a file of the layer, judged by its content; a target not read (not a file of this
+layer, a binary, too large, a loop, a walk cut short, a `..` after a link) is said. A path's last entry in the
+layer is the one kept."""
 
 from __future__ import annotations
 
 import hashlib
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 
 LINK_DEPTH = 40  # links followed at most in one chain (Linux's own bound on a path's symlinks)
 LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets) one layer keeps to follow
 FILES_MAX = 4_000_000  # regular files one layer keeps a record of (9 bytes each)
 FOLLOWED_MAX = 1000  # links at paths judged by content one layer follows (more: said, not followed)
+PATH_MAX = 4096  # bytes of a path a walk may reach (Linux's PATH_MAX): past it, the walk stops, said
+WORK_MAX = 256 << 20  # bytes of paths one layer's walks may look at in all (past it: they stop, said)
+SHOWN_MAX = 200  # characters of a path a note says (the rest counted)
 SEARCHED = ""  # a file's content searched for the link marks (content.Facts.unread)
 
 
@@ -58,40 +63,86 @@ class Walk:
     path: str
     stop: str = ""
     steps: int = 0
+    work: int = 0  # bytes of paths looked at
 
 
-def through_folder(path: str, links: Mapping[str, str]) -> str | None:
-    """`path` with its deepest folder that is a link replaced by that link's target, or None."""
-    folder = posixpath.dirname(path)
+def through_folder(path: str, links: Mapping[str, str]) -> tuple[str | None, str, int]:
+    """`path` with its deepest folder that is a link replaced by that link's target (None: no such folder),
+    that folder, and the bytes of paths looked at."""
+    folder, work = posixpath.dirname(path), 0
     while folder != "/":
+        work += len(folder)
         if folder in links:
-            return posixpath.normpath(links[folder] + "/" + path[len(folder) + 1 :])
+            return posixpath.normpath(links[folder] + "/" + path[len(folder) + 1 :]), folder, work
         folder = posixpath.dirname(folder)
-    return None
+    return None, folder, work
 
 
-def follow(target: str, links: Mapping[str, str], is_file: Callable[[str], bool]) -> Walk:
+def follow(
+    target: str,
+    links: Mapping[str, str],
+    is_file: Callable[[str], bool],
+    work_left: int = WORK_MAX,
+    unsure: Container[str] = frozenset(),
+) -> Walk:
     """Follow the links of a layer from `target` (a link's target, absolute) to a file of the layer; else
-    where it stops: "absent" (no file or link of the layer there), "loop", "deep" (past LINK_DEPTH)."""
-    path, seen = target, {target}
+    where it stops: "absent" (no file or link of the layer there), "loop", "deep" (past LINK_DEPTH), "long" (a
+    path past PATH_MAX), "work" (past `work_left` bytes of paths looked at), "dotdot" (through a link of
+    `unsure`: its target has a `..` after a link, which text cannot resolve)."""
+    path, seen, work = target, {target}, 0
     for steps in range(LINK_DEPTH + 1):
-        after = links.get(path)
+        if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
+            return Walk(path, "long", steps, work)
+        work += len(path)
+        if work > work_left:
+            return Walk(path, "work", steps, work)
+        after, through = links.get(path), path
         if after is None and is_file(path):  # asked only at a chain's end: a file's record is searched for
-            return Walk(path, "", steps)
+            return Walk(path, "", steps, work)
         if after is None:
-            after = through_folder(path, links)
+            after, through, looked = through_folder(path, links)
+            work += looked
+            if work > work_left:
+                return Walk(path, "work", steps, work)
         if after is None:
-            return Walk(path, "absent", steps)
+            return Walk(path, "absent", steps, work)
+        if through in unsure:
+            return Walk(path, "dotdot", steps, work)
         if after in seen:
-            return Walk(path, "loop", steps)
+            return Walk(path, "loop", steps, work)
         seen.add(after)
         path = after
-    return Walk(path, "deep", LINK_DEPTH)
+    return Walk(path, "deep", LINK_DEPTH, work)
+
+
+def dotdot_after_link(raw: str, links: Container[str]) -> bool:
+    """Whether a link's target as written (absolute, not normalized) has a `..` after a folder that is a link of
+    the layer: the kernel goes up from where that link leads, not from the folder the text names. A target
+    past PATH_MAX is not resolved either (True)."""
+    if len(raw.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        return True
+    folders = [("/", False)]  # the folders the text names, each with whether it or one above it is a link
+    for part in raw.split("/"):
+        if part == ".." and folders[-1][1]:
+            return True
+        if part == "..":
+            folders[-1:] = folders[-1:] if len(folders) == 1 else []
+        elif part not in ("", "."):
+            folder = posixpath.join(folders[-1][0], part)
+            folders.append((folder, folders[-1][1] or folder in links))
+    return False
+
+
+def cut(path: str) -> str:
+    """A path as a note says it: at most SHOWN_MAX characters, the rest counted."""
+    if len(path) <= SHOWN_MAX:
+        return path
+    return f"{path[:SHOWN_MAX]}... ({len(path) - SHOWN_MAX} more characters)"
 
 
 def shown(target: str, walk: Walk) -> str:
     """A link's target as said: itself, and where its chain of links ends when that is elsewhere."""
-    return target if walk.path == target else f"{target} (through links: {walk.path})"
+    return cut(target) if walk.path == target else f"{cut(target)} (through links: {cut(walk.path)})"
 
 
 def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> str:
@@ -100,8 +151,14 @@ def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> 
         why = "its links make a loop"
     elif walk.stop == "deep":
         why = f"it passes through more than {LINK_DEPTH} links"
+    elif walk.stop == "long":
+        why = f"its walk reaches a path longer than {PATH_MAX} bytes"
+    elif walk.stop == "work":
+        why = f"this layer's links took more than the scan's bound of {WORK_MAX} bytes of paths to follow"
+    elif walk.stop == "dotdot":
+        why = "not judged: a `..` after a link, which the scan does not resolve"
     elif walk.stop == "absent":
-        why = "no file of this layer is there (a lower layer's file, a folder, or nothing)"
+        why = "no file of this layer is there"
         if full:
             why += "; this layer had more links or files than the scan keeps to follow"
     else:

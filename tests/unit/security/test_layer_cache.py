@@ -215,6 +215,20 @@ def test_every_module_a_layer_is_read_through_is_in_the_rules() -> None:
                 assert found[1] in rules, (module.__name__, found[1])
 
 
+NO_RULES = {"torchimages.security.model", "torchimages.settings", "torchimages.engine"}  # types, bounds' settings
+
+
+def test_every_torchimages_module_a_rule_is_built_from_is_in_the_rules() -> None:
+    """values.py's patterns build leaks's marks (a login in a URL): changing them makes every entry a miss."""
+    rules = {m.__name__ for m in layer_cache.RULES}
+    assert "torchimages.values" in rules
+    for module in layer_cache.RULES:
+        for name, value in vars(module).items():
+            used = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", "")
+            if used.startswith("torchimages.") and not any(used.startswith(n) for n in NO_RULES):
+                assert used in rules, (module.__name__, name, used)
+
+
 def test_other_secrets_invalidate_and_a_renamed_secret_is_named_by_its_new_name(
     cache: LayerCache, reads: list[int]
 ) -> None:

@@ -97,8 +97,8 @@ def test_a_link_to_a_lower_layer_s_file_with_a_login_is_found() -> None:
     assert found == [
         (
             "/home/u/.bashrc",
-            "/home/u/.bashrc: a symbolic link to /opt/z (through links: /opt/cfg/rc), a shell startup file with a"
-            " login in a URL (that file in layer 1)",
+            "/home/u/.bashrc: a symbolic link to /opt/z (through links: /opt/cfg/rc): layer 1 holds a file at the"
+            " path it names that, read here, is a shell startup file with a login in a URL",
         )
     ]
     assert "not judged" not in note
