@@ -84,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     given = []
     for name in args.text:
+        if not Path(name).is_file():  # a FIFO or /dev/zero would be read forever
+            parser.error(f"{name!r} is no regular file")
         try:
-            given.append(Path(name).read_bytes())
+            with Path(name).open("rb") as file:
+                given.append(file.read(args.text_mb << 20))  # at most --text-mb of each
         except OSError as exc:
             parser.error(f"cannot read {name!r}: {exc.strerror or exc}")
     corpora = {"binary": list(binaries(args.binary_mb)), "text": texts(args.text_mb, given)}

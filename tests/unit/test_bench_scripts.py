@@ -46,7 +46,13 @@ BAD_VALUES = {
     "layer_scan.py": [["--limit", "-1"], ["--runs", "0"], ["\udcff"], ["a b"], ["nosuch/img:1"]],
     "mutants.py": [["--jobs", "0"], ["--timeout", "nan"], ["--timeout", "-1"], ["--only", "no-such-row"]],
     "plan_render.py": [["--repeat", "0"], ["--combinations", "x"], ["--repeat", "9" * 5000]],
-    "search_marks.py": [["--runs", "0"], ["--binary-mb", "-1"], ["--text-mb", "x"], ["--text", "/nonexistent/a.py"]],
+    "search_marks.py": [
+        ["--runs", "0"],
+        ["--binary-mb", "-1"],
+        ["--text-mb", "x"],
+        ["--text", "/nonexistent/a.py"],
+        ["--text", "/dev/zero"],
+    ],
     "pull.py": [["--runs", "0"], ["--registry", "example.com:5000"], [" "], ["\udcff"], ["a\x1b[2J"], ["nosuch/img:1"]],
 }
 SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)  # in /proc/PID/status SigCgt: bench_cli.early() has run
