@@ -2572,6 +2572,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        self.folders.pop(path, None)\n",
       "",
       "an /etc/profile.d link replaced later in its layer by a folder still judges the old target's files there"),
+    # the fourth outside attack: `..` links past the ones a layer keeps
+    M("scan-link-dotdot-unkept-as-text", LAYERS,
+      "            elif self.dotdot_unkept:\n",
+      "            elif False:\n",
+      "a ~/.bashrc -> /a/../rc in a layer with over 1000 `..` links is judged as text (/rc), silently"),
 )
 # fmt: on
 

@@ -208,6 +208,7 @@ class _Reading:
         self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
         self.links_bytes = 0
         self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
+        self.dotdot_unkept = False  # more such symlinks than FOLLOWED_MAX: every walk of the layer is unsure
         self.files = FileIndex()  # every regular file: whether it was searched for the link marks
         self.judged: dict[str, tuple[str, str]] = {}  # links at a path judged by content: path -> (kind, target)
         self.folders: dict[str, str] = {}  # symlinks at a folder whose files are judged by content: -> target
@@ -292,8 +293,11 @@ class _Reading:
         by content (`links=False`), or at a folder whose files are, is followed at the layer's end (`ended`)."""
         hard = entry.type == "1"
         target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
-        if not hard and ".." in entry.link.split("/") and len(self.dotdot) < FOLLOWED_MAX:
-            self.dotdot[path] = self.keep(posixpath.join(posixpath.dirname(path), entry.link))
+        if not hard and ".." in entry.link.split("/"):
+            if len(self.dotdot) < FOLLOWED_MAX:
+                self.dotdot[path] = self.keep(posixpath.join(posixpath.dirname(path), entry.link))
+            else:  # not kept: no walk of this layer can know whether it passes a `..` after a link
+                self.dotdot_unkept = True
         kind = "a hard link" if hard else "a symbolic link"
         self.keep_link(path, target)
         rule = credential_rule(path)
@@ -352,6 +356,8 @@ class _Reading:
             if path in unsure:  # said with its target as written
                 target = self.dotdot[path]
                 walk = Walk(target, "dotdot")
+            elif self.dotdot_unkept:
+                walk = Walk(target, "dotdot-unkept")
             else:
                 walk = follow(target, self.links, is_file, WORK_MAX - work, unsure)
                 work += walk.work

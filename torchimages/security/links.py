@@ -157,6 +157,8 @@ def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> 
         why = f"this layer's links took more than the scan's bound of {WORK_MAX} bytes of paths to follow"
     elif walk.stop == "dotdot":
         why = "not judged: a `..` after a link, which the scan does not resolve"
+    elif walk.stop == "dotdot-unkept":
+        why = f"not judged: this layer has more than {FOLLOWED_MAX} links with a `..`, more than the scan keeps"
     elif walk.stop == "absent":
         why = "no file of this layer is there"
         if full:

@@ -231,3 +231,30 @@ def test_a_later_folder_at_a_judged_folder_link_s_path_replaces_the_link() -> No
     )
     assert found == []  # /etc/profile.d is a folder of its own: /opt/pd's files are not read there
     assert "not judged" not in note
+
+
+def test_a_layer_with_more_dotdot_links_than_kept_says_its_judged_links_unsure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past FOLLOWED_MAX links with a `..`, those not kept could be on any walk: a judged link is said, never
+    resolved as text (/a/../secret reads /x/secret through /a -> /x/y; as text it is the clean /secret)."""
+    from torchimages.security import layers as layers_module
+
+    monkeypatch.setattr(layers_module, "FOLLOWED_MAX", 3)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+
+        def add(name: str, kind: bytes, data: bytes = b"", target: str = "") -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.size = kind, target, len(data)
+            tar.addfile(info, io.BytesIO(data) if data else None)
+
+        for k in range(5):
+            add(f"junk/l{k}", tarfile.SYMTYPE, target="../x")
+        add("x/secret", tarfile.REGTYPE, b"export http_proxy=http://user:hunter2@proxy:3128\n")
+        add("secret", tarfile.REGTYPE, b"echo hi\n")
+        add("a", tarfile.SYMTYPE, target="/x/y")
+        add("root/.bashrc", tarfile.SYMTYPE, target="/a/../secret")
+    buffer.seek(0)
+    layer = layers_module.read_layer(buffer, [])
+    assert layer.hits == ()
+    assert [n.path for n in layer.notes] == ["/root/.bashrc"]
+    assert "links with a `..`, more than the scan keeps" in layer.notes[0].detail
