@@ -2577,6 +2577,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            elif self.dotdot_unkept:\n",
       "            elif False:\n",
       "a ~/.bashrc -> /a/../rc in a layer with over 1000 `..` links is judged as text (/rc), silently"),
+    # CI's stop 49: a signal delivered to a worker thread
+    M("signal-on-a-worker-waits-for-its-answer", "stopping.py",
+      "                out.append(future.result(timeout=WAKE_S))\n",
+      "                out.append(future.result())\n",
+      "a SIGTERM that lands on lock --bases' registry thread stops the command only once the registry answers"),
 )
 # fmt: on
 
@@ -2634,6 +2639,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
     VENV_STEP: (r"nvidia_layers|blocks|render", r"venv\.sh|nvidia_groups"),
     COMMON_STEP: (r"blocks|render", r"common\.sh|CLAMP"),
     PROCESS: (r"bounds|streamed|cancel", r"engine\.process|run_cancellable"),
+    "stopping.py": (r"signals|stopping", r"stopping\.results"),
     REGISTRY: (r"registry", r"resolve_digest|\bregistry\."),
     OUTDATED: (r"hostile_output|staleness", r"\boutdated\b"),
     ENTRY: (r"hostile_output|signals", r"cli\.entry"),

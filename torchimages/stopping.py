@@ -8,17 +8,21 @@ ignored, as the convention is; its children inherit that, so a cancel escalates 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
+from typing import TypeVar
 
 STOPPING = (signal.SIGINT, signal.SIGTERM)
 _INHERITED = {sig: signal.getsignal(sig) for sig in STOPPING}
 
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+T = TypeVar("T")
+WAKE_S = 0.1  # how often the main thread, waiting on other threads, wakes to run a signal's handler
 
 
 class Stopped(BaseException):
@@ -105,3 +109,18 @@ def held() -> Iterator[None]:
             signum = _pending[0]
             _pending.clear()
             raise Stopped(signum)
+
+
+def results(futures: Iterable[concurrent.futures.Future[T]]) -> list[T]:
+    """Each future's result, in order, waited for in short slices. A process-directed signal may be delivered to
+    any thread: one that lands on a worker (blocked in a socket read) runs its Python handler only when the main
+    thread next runs bytecode, which a plain `result()` would put off until the worker's answer came."""
+    out = []
+    for future in futures:
+        while True:
+            try:
+                out.append(future.result(timeout=WAKE_S))
+                break
+            except concurrent.futures.TimeoutError:
+                continue
+    return out

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from torchimages import platforms
+from torchimages import platforms, stopping
 from torchimages.building import architectures, bootstrap, build_digest, index, readings, signatures, verify
 from torchimages.building.outcome import Outcome
 from torchimages.building.overlap import NO_HOOKS, Hooks, SmokeStart, overlapped
@@ -151,7 +151,9 @@ class Builder:
                 self._ensure_bases([s.combination for s in selected], progress)
             on_runtime = self._devel_on_runtime(selected, progress)
             with serve(self.options.sources) as served, ThreadPoolExecutor(max(1, self.options.jobs)) as pool:
-                results = pool.map(lambda s: self.build_combination(s, served, progress, on_runtime), selected)
+                results = stopping.results(
+                    pool.submit(self.build_combination, s, served, progress, on_runtime) for s in selected
+                )
                 return [outcome for outcomes in results for outcome in outcomes]
 
     def _devel_on_runtime(self, selected: Sequence[Selected], progress: Progress) -> bool:

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from torchimages import textfile
+from torchimages import stopping, textfile
 from torchimages.archs import ArchError, Capability, parse_capability
 from torchimages.doctor.model import (
     BINFMT_DIR,
@@ -245,7 +245,8 @@ def base_answers(references: Sequence[str]) -> tuple[tuple[str, str | None, bool
         return ()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(references)))
     try:
-        return tuple((r, *answer) for r, answer in zip(references, pool.map(ask, references), strict=True))
+        answers = stopping.results(pool.submit(ask, r) for r in references)
+        return tuple((r, *answer) for r, answer in zip(references, answers, strict=True))
     finally:  # every answer is in, or a signal stops the doctor: it does not wait for the registries
         pool.shutdown(wait=False, cancel_futures=True)
 

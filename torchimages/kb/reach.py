@@ -30,7 +30,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
 
-from torchimages import values
+from torchimages import stopping, values
 from torchimages.building.wheels import WheelSources
 from torchimages.kb import index, pages
 from torchimages.planning.plan import Selected
@@ -256,7 +256,7 @@ def _answers(
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(ordered)))
     try:
         futures = {q: pool.submit(_asked, q[0], q[1], q[0] not in links, client) for q in ordered}
-        return {q: f.result() for q, f in futures.items()}
+        return dict(zip(futures, stopping.results(futures.values()), strict=True))
     finally:  # a signal stops the check: it does not wait for the indexes
         pool.shutdown(wait=False, cancel_futures=True)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from torchimages import registry, render
+from torchimages import registry, render, stopping
 from torchimages.combination import RegistryBase
 from torchimages.planning import bases
 from torchimages.planning.plan import Plan, Selected, load
@@ -52,7 +52,7 @@ def resolve(wanted: dict[str, RegistryBase]) -> tuple[dict[str, str], list[str]]
         return found, failures
     pool = ThreadPoolExecutor(max_workers=min(MAX_QUERIES, len(names)))
     try:
-        answers = list(pool.map(lambda n: _digest_or_error(wanted[n].pull), names))
+        answers = stopping.results(pool.submit(_digest_or_error, wanted[n].pull) for n in names)
     finally:  # every answer is in, or a signal stops the command: it does not wait for the registries
         pool.shutdown(wait=False, cancel_futures=True)
     for name, (digest, error) in zip(names, answers, strict=True):

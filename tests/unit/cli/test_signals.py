@@ -11,6 +11,7 @@ How a command is caught mid-work, without sleeping on a guess:
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -261,6 +262,47 @@ def test_a_signal_while_registries_are_asked_stops_lock_bases_at_once_without_a_
     said_once(err, "lock", sig, MODULE)
     assert snapshot(work) == before, "a stopped lock wrote something"
     assert took < 5, f"{took:.1f} s to stop: it waited for the registry's answer"
+
+
+def test_a_signal_that_lands_on_a_worker_thread_stops_the_main_thread_waiting_on_it() -> None:
+    """A process-directed signal goes to any thread: CI once gave lock --bases' SIGTERM to a registry query's
+    thread, and the main thread, waiting on that query's answer, stopped only 10 s later. Here the signal is sent
+    to the worker alone (pthread_kill): the main thread's wait still ends at once."""
+    previous = stopping.install()
+    release = threading.Event()
+    started = threading.Event()
+
+    def work() -> str:
+        started.set()
+        release.wait(10)
+        return "answered"
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        future = pool.submit(work)
+        started.wait(5)
+        worker = next(
+            t for t in threading.enumerate() if t is not threading.main_thread() and t.name.startswith("ThreadPool")
+        )
+        assert worker.ident is not None
+        threading.Timer(0.2, signal.pthread_kill, (worker.ident, signal.SIGTERM)).start()
+        began = time.monotonic()
+        with pytest.raises(stopping.Stopped) as stopped:
+            stopping.results([future])
+        took = time.monotonic() - began
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+        stopping.restore(previous)
+    assert stopped.value.signum == signal.SIGTERM
+    assert took < 3, f"{took:.1f} s: the main thread waited for the worker's answer"
+
+
+def test_results_come_in_the_order_of_their_futures() -> None:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(lambda: time.sleep(0.3) or "slow")
+        fast = pool.submit(lambda: "fast")
+        assert stopping.results([slow, fast]) == ["slow", "fast"]
 
 
 def test_a_signal_in_a_held_section_waits_for_its_end() -> None:
