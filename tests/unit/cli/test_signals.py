@@ -299,8 +299,12 @@ def test_a_signal_that_lands_on_a_worker_thread_stops_the_main_thread_waiting_on
 
 
 def test_results_come_in_the_order_of_their_futures() -> None:
+    def late() -> str:
+        time.sleep(0.3)
+        return "slow"
+
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        slow = pool.submit(lambda: time.sleep(0.3) or "slow")
+        slow = pool.submit(late)
         fast = pool.submit(lambda: "fast")
         assert stopping.results([slow, fast]) == ["slow", "fast"]
 
