@@ -1,12 +1,13 @@
 """What one layer's links lead to (layers.py): a link at a path judged by content (a shell's startup file, a
 wgetrc, a curlrc, a condarc: leaks.CredentialFile's `links=False`) is judged by the file its chain of links
 ends at, in whatever order the layer holds them. Kept while the layer streams past: every link (its path and
-target, up to LINKS_KEPT_MAX bytes) and, for every regular file, 9 bytes (its path's digest and whether its
-content was searched for the link marks, or why not; up to FILES_MAX files). At the layer's end each such link
-is followed (through links to files and to folders, at most LINK_DEPTH, PATH_MAX bytes and WORK_MAX bytes of
-paths for the layer): to a file of the layer, judged by its content; a target not read (not a file of this
-layer, a binary, too large, a loop, a walk cut short, a `..` after a link) is said. A path's last entry in the
-layer is the one kept."""
+target, up to LINKS_KEPT_MAX bytes) and, for every entry, 9 bytes (its path's digest and whether it is a file
+whose content was searched for the link marks, or why not, a folder, a hard link or no file; up to FILES_MAX).
+At the layer's end each such link is followed (through links to files and to folders, at most LINK_DEPTH,
+PATH_MAX bytes, WORK_MAX bytes of paths and STEPS_MAX records looked at for the layer): to a file of the
+layer, judged by its content; a target not read (not a file of this layer, a binary, too large, a loop, a walk
+cut short, a `..` after a link or after a folder the layer does not show) is said. A path's last entry in the
+layer is the one kept; a hard link reads the entry its target named where it was met."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 LINK_DEPTH = 40  # links followed at most in one chain (Linux's own bound on a path's symlinks)
 LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets) one layer keeps to follow
-FILES_MAX = 4_000_000  # regular files one layer keeps a record of (9 bytes each)
+FILES_MAX = 4_000_000  # records (its files, folders, links, whiteouts) one layer keeps (9 bytes each)
 FOLLOWED_MAX = 1000  # links at paths judged by content one layer follows (more: said, not followed)
 PATH_MAX = 4096  # bytes of a path a walk may reach (Linux's PATH_MAX): past it, the walk stops, said
 WORK_MAX = 256 << 20  # bytes of paths one layer's walks may look at in all (past it: they stop, said)
@@ -150,7 +151,7 @@ def dotdot_after_link(raw: str, links: Container[str], is_folder: Callable[[str]
         return True
     folders = [("/", False)]  # the folders the text names, each with whether it or one above it is a link
     for part in raw.split("/"):
-        if part == ".." and (folders[-1][1] or not is_folder(folders[-1][0])):
+        if part == ".." and (folders[-1][1] or (folders[-1][0] != "/" and not is_folder(folders[-1][0]))):
             return True
         if part == "..":
             folders[-1:] = folders[-1:] if len(folders) == 1 else []

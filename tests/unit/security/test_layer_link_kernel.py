@@ -8,10 +8,13 @@ Literal layers through the fake engine."""
 from __future__ import annotations
 
 import io
+import posixpath
 import tarfile
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.unit.security.test_layer_links import CLEAN, RC
 from tests.unit.security.test_layers import BASE, layer, scan
@@ -215,3 +218,28 @@ def test_a_crafted_many_link_layer_ends_within_seconds() -> None:
     result = layers.read_layer(io.BytesIO(tarball(*files, *folders, *rcs)), [])
     assert time.monotonic() - started < 30
     assert any(f"bound of {links.STEPS_MAX} steps" in n.detail for n in result.notes)
+
+
+# --- the text of a link's target, by property ----------------------------------------------------------------
+
+PARTS = st.lists(st.sampled_from(["a", "b", "..", ".", ""]), max_size=12)
+
+
+@given(PARTS, st.sets(st.sampled_from(["/a", "/b", "/a/a", "/a/b", "/b/a", "/b/b"])))
+def test_a_dotdot_is_resolved_as_text_only_after_folders_the_layer_shows(
+    parts: list[str], shown_folders: set[str]
+) -> None:
+    """With no link of the layer, a target is unsure exactly where a `..` comes after a folder (the text before
+    it, normalized) that is not the root nor one the layer shows."""
+    raw = "/" + "/".join(parts)
+    expected = any(
+        part == ".." and posixpath.normpath("/" + "/".join(p for p in parts[:at] if p)) not in shown_folders | {"/"}
+        for at, part in enumerate(parts)
+    )
+    assert links.dotdot_after_link(raw, set(), lambda folder: folder in shown_folders) == expected
+
+
+@given(st.text(alphabet="ab./", max_size=12))
+def test_a_target_names_a_folder_where_its_text_ends_so(raw: str) -> None:
+    ends = raw.endswith("/") or raw.split("/")[-1] in (".", "..")
+    assert links.names_folder(raw) == ends
