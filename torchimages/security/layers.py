@@ -220,7 +220,7 @@ class _Reading:
         self.hard: dict[str, tuple[str, int]] = {}  # hard links: path -> (target, its place in the file records)
         self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
         self.dotdot_unkept = False  # more such symlinks than FOLLOWED_MAX: every walk of the layer is unsure
-        self.files = FileIndex()  # every regular file: whether it was searched for the link marks
+        self.files = FileIndex()  # every entry: a file (whether it was searched for the link marks), a folder, ...
         self.judged: dict[str, tuple[str, str]] = {}  # links at a path judged by content: path -> (kind, target)
         self.folders: dict[str, str] = {}  # symlinks at a folder whose files are judged by content: -> target
         self.notes: list[Hit] = []

@@ -31,9 +31,10 @@ HARD = "\0hard"  # FileIndex: a hard link, whose content is its target's record 
 
 
 class FileIndex:
-    """The regular files of a layer, by the digest of their path: whether each was searched for the link
-    marks, or why not (content.Facts.unread); FOLDER and GONE record a path that is no file. Past FILES_MAX,
-    `full` and no more kept. `looked` counts the records lookups have looked at (the walks' steps)."""
+    """The entries of a layer, by the digest of their path: for a regular file, whether it was searched for the
+    link marks, or why not (content.Facts.unread); FOLDER, HARD and GONE for a folder, a hard link, no file.
+    Past FILES_MAX, `full` and no more kept. `looked` counts the records lookups have looked at (the walks'
+    steps)."""
 
     def __init__(self) -> None:
         self.records = bytearray()
