@@ -42,7 +42,7 @@ import posixpath
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Protocol, cast
 
@@ -50,6 +50,7 @@ from torchimages import settings
 from torchimages.engine import Engine
 from torchimages.security.content import Facts, Search
 from torchimages.security.leaks import (
+    CREDENTIAL_FILES,
     LINK_MARKS,
     CredentialFile,
     Hit,
@@ -62,14 +63,19 @@ from torchimages.security.leaks import (
     stray_place,
 )
 from torchimages.security.links import (
+    FOLDER,
     FOLLOWED_MAX,
+    GONE,
+    HARD,
     LINKS_KEPT_MAX,
+    STEPS_MAX,
     WORK_MAX,
     FileIndex,
     Walk,
     cut,
     dotdot_after_link,
     follow,
+    names_folder,
     shown,
     unread_note,
 )
@@ -111,6 +117,10 @@ class Limits:
 
 class Exceeded(Exception):
     """A bound passed; the message says which."""
+
+
+class _Steps(Exception):
+    """The layer's walks passed their bound of steps (links.STEPS_MAX): the rest are said, not followed."""
 
 
 @dataclass(frozen=True)
@@ -207,9 +217,10 @@ class _Reading:
         self.facts: dict[str, tuple[Facts, str]] = {}  # a file with facts: them, and its credentials rule's hit
         self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
         self.links_bytes = 0
+        self.hard: dict[str, tuple[str, int]] = {}  # hard links: path -> (target, its place in the file records)
         self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
         self.dotdot_unkept = False  # more such symlinks than FOLLOWED_MAX: every walk of the layer is unsure
-        self.files = FileIndex()  # every regular file: whether it was searched for the link marks
+        self.files = FileIndex()  # every entry: a file (whether it was searched for the link marks), a folder, ...
         self.judged: dict[str, tuple[str, str]] = {}  # links at a path judged by content: path -> (kind, target)
         self.folders: dict[str, str] = {}  # symlinks at a folder whose files are judged by content: -> target
         self.notes: list[Hit] = []
@@ -217,6 +228,7 @@ class _Reading:
         self.unresolved: list[tuple[str, str, str, str]] = []  # judged links ending outside the layer
         self.entries = 0
         self.retained = 0
+        self.parent = "/"  # the folder of the last entry (its folders are recorded as the layer's: FileIndex)
 
     def keep(self, text: str) -> str:
         """Count a path (or text) the result keeps, against RETAINED_MAX."""
@@ -242,6 +254,7 @@ class _Reading:
             return
         path = image_path(entry.name)
         base = posixpath.basename(path)
+        self.folders_of(path)
         if base == OPAQUE:
             self.opaque.add(self.keep(posixpath.dirname(path)))
             return
@@ -249,11 +262,12 @@ class _Reading:
             gone = posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])
             self.deleted.add(self.keep(gone))
             self.replaced(gone)
+            self.files.add(gone, GONE)
             return
         self.replaced(path)
         if entry.type == "5":
+            self.files.add(path, FOLDER)
             return
-        self.facts.pop(path, None)
         found = (
             self.file(tar, entry, path) if entry.type == "0" else self.link(entry, path) if entry.type in "12" else []
         )
@@ -293,13 +307,19 @@ class _Reading:
         by content (`links=False`), or at a folder whose files are, is followed at the layer's end (`ended`)."""
         hard = entry.type == "1"
         target = image_path(entry.link if hard else posixpath.join(posixpath.dirname(path), entry.link))
+        if not hard and names_folder(entry.link) and target != "/":
+            target += "/"  # `rc/`, `rc/.`: a folder, which the kernel does not open as a file
         if not hard and ".." in entry.link.split("/"):
             if len(self.dotdot) < FOLLOWED_MAX:
                 self.dotdot[path] = self.keep(posixpath.join(posixpath.dirname(path), entry.link))
             else:  # not kept: no walk of this layer can know whether it passes a `..` after a link
                 self.dotdot_unkept = True
         kind = "a hard link" if hard else "a symbolic link"
-        self.keep_link(path, target)
+        if hard:  # the content of the entry its target names at this point of the layer (not a later one there)
+            self.keep_hard(path, target)
+        else:
+            self.keep_link(path, target)
+            self.files.add(path, GONE)
         rule = credential_rule(path)
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
         if rule is not None and not rule.links and rule.mark is not None:
@@ -314,20 +334,54 @@ class _Reading:
             self.facts[self.keep(path)] = known
         elif not hard and judged_folder(path):
             if len(self.folders) < NOTES_MAX:
-                self.folders[self.keep(path)] = self.keep(target)
+                self.folders[self.keep(path)] = self.keep(target.rstrip("/") or "/")
             else:
                 self.note(
                     path, f"{kind} to {cut(target)}, a folder where files are judged by their content: not followed"
                 )
         return hits
 
+    def folders_of(self, path: str) -> None:
+        """Record the folders above an entry as the layer's (those not above the last entry's too): the engine
+        makes them folders of this layer, over a lower layer's link there."""
+        folder, self.parent, last = posixpath.dirname(path), posixpath.dirname(path), self.parent
+        while folder != "/" and folder != last and not last.startswith(folder + "/"):
+            self.files.add(folder, FOLDER)
+            folder = posixpath.dirname(folder)
+
     def replaced(self, path: str) -> None:
-        """A later entry at `path` (a file, a folder, a link, a whiteout) replaces a link there: the engine keeps
-        the last entry of a path."""
+        """A later entry at `path` (a file, a folder, a link, a whiteout) replaces what was there: the engine
+        keeps the last entry of a path."""
+        self.facts.pop(path, None)
         self.links.pop(path, None)
+        self.hard.pop(path, None)
         self.judged.pop(path, None)
         self.dotdot.pop(path, None)
         self.folders.pop(path, None)
+
+    def keep_hard(self, path: str, target: str) -> None:
+        """Keep a hard link with the place in the file records where it was met (its target's record before it
+        is its content), up to LINKS_KEPT_MAX bytes with the links; the target's facts now, at its path."""
+        self.links_bytes += len(path) + len(target) + 64
+        if self.links_bytes <= LINKS_KEPT_MAX:
+            self.hard[path] = (target, len(self.files.records))
+            self.files.add(path, HARD)
+        else:
+            self.files.add(path, GONE)
+        known = self.facts.get(target)
+        if known is not None:
+            self.facts[self.keep(path)] = known
+
+    def hard_end(self, path: str) -> tuple[str, str | None]:
+        """Where a walk that ends at a hard link of the layer reads: the entry its target named when the link was
+        met (through hard links to hard links), and that file's record (None: no file of the layer was there)."""
+        reason: str | None = HARD
+        at = len(self.files.records)
+        while reason == HARD and path in self.hard and self.hard[path][1] < at:
+            self.steps()
+            path, at = self.hard[path]
+            reason = self.files.get(path, at)
+        return path, (None if reason in (FOLDER, GONE, HARD) else reason)
 
     def keep_link(self, path: str, target: str) -> None:
         """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
@@ -344,35 +398,40 @@ class _Reading:
 
     def ended(self) -> None:
         """Follow the links at paths judged by content to the file their chain ends at: judged by its content
-        at the link's path; a target not read is said (`notes`). Then the links at such folders."""
+        at the link's path; a target not read is said (`notes`). Then the links at such folders. Past the links
+        or files kept, or the layer's bound of steps (STEPS_MAX file records looked at), the rest are said."""
         full = self.links_bytes > LINKS_KEPT_MAX or self.files.full
-
-        def is_file(path: str) -> bool:
-            return path in self.facts or self.files.get(path) is not None
-
-        unsure = {link for link, raw in self.dotdot.items() if dotdot_after_link(raw, self.links)}
+        try:
+            unsure = {r for r, raw in self.dotdot.items() if dotdot_after_link(raw, self.links, self.is_folder)}
+        except _Steps:
+            unsure = set()
         work = 0
         for path, (kind, target) in self.judged.items():
             if path in unsure:  # said with its target as written
                 target = self.dotdot[path]
-                walk = Walk(target, "dotdot")
-            elif self.dotdot_unkept:
-                walk = Walk(target, "dotdot-unkept")
-            else:
-                walk = follow(target, self.links, is_file, WORK_MAX - work, unsure)
-                work += walk.work
-            known = self.facts.get(walk.path) if not walk.stop else None
+            try:
+                walk, known, reason = self.end_of(path, kind, target, path in unsure, full, WORK_MAX - work, unsure)
+            except _Steps:
+                walk, known, reason = Walk(target, "steps"), None, ""
+            work += walk.work
+            if walk.stop == "folder":  # the kernel opens no file there: nothing is read through the link
+                continue
             if known is not None:
                 self.add(self.linked_hits(path, kind, shown(target, walk), *known))
-            reason = "" if walk.stop else known[0].unread if known is not None else self.files.get(walk.path)
             if walk.stop or reason:
-                self.note(path, unread_note(kind, target, walk, reason or "", full))
+                self.note(path, unread_note(kind, target, walk, reason, full))
             if walk.stop == "absent" and len(self.unresolved) < NOTES_MAX:  # a lower layer's file, maybe
                 self.unresolved.append((path, kind, target, self.keep(walk.path)))
         for path, target in self.folders.items():
-            walk = follow(target, self.links, lambda _: False, WORK_MAX - work, unsure)
+            try:
+                walk = self.walk(target, path in unsure, full, WORK_MAX - work, unsure, lambda _: False)
+            except _Steps:
+                walk = Walk(target, "steps")
             work += walk.work
-            folder = walk.path if walk.stop == "absent" else target
+            if walk.stop not in ("absent", "folder"):
+                self.note(path, unread_note("a symbolic link", target, walk, "", full))
+                continue
+            folder = walk.path.rstrip("/") or "/"
             for inside, (facts, _) in list(self.facts.items()):
                 through = path + inside[len(folder) :]
                 rule = credential_rule(through) if inside.startswith(folder + "/") else None
@@ -383,6 +442,52 @@ class _Reading:
                 f"a symbolic link to {cut(target)}, a folder where files are judged by their content: only its files of"
                 " this layer that were searched are judged through the link",
             )
+
+    def walk(
+        self, target: str, dotdot: bool, full: bool, work_left: int, unsure: set[str], is_file: Callable[[str], bool]
+    ) -> Walk:
+        """Where a link's chain from `target` ends (links.follow), or why it is not followed: a `..` it holds after
+        a link (`dotdot`), links or files past those kept (`full`), `..` links past those kept."""
+        if dotdot:
+            return Walk(target, "dotdot")
+        if full:  # a link or a file not kept may be on its way, or replace where it ends
+            return Walk(target, "unkept")
+        if self.dotdot_unkept:
+            return Walk(target, "dotdot-unkept")
+        return follow(target, self.links, is_file, work_left, unsure)
+
+    def end_of(
+        self, path: str, kind: str, target: str, dotdot: bool, full: bool, work_left: int, unsure: set[str]
+    ) -> tuple[Walk, tuple[Facts, str] | None, str]:
+        """Where the judged link at `path` reads: its walk, the facts of the file there (None: not read) and why
+        that file was not searched ("": it was). A hard link reads the entry its target named where it was met
+        (hard_end). _Steps past the layer's bound of steps."""
+        walk = self.walk(path if kind == "a hard link" else target, dotdot, full, work_left, unsure, self.is_file)
+        if walk.stop:
+            return walk, None, ""
+        known = self.facts.get(walk.path)
+        if walk.path in self.hard:
+            end, record = self.hard_end(walk.path)
+            if record is None:
+                return Walk(end, "absent", walk.steps, walk.work), None, ""
+            return Walk(end, "", walk.steps, walk.work), known, record
+        return walk, known, known[0].unread if known is not None else self.files.get(walk.path) or ""
+
+    def is_file(self, path: str) -> bool:
+        """Whether the layer's last entry at `path` is a regular file or a hard link (_Steps past STEPS_MAX)."""
+        self.steps()
+        return path in self.facts or self.files.is_file(path)
+
+    def is_folder(self, path: str) -> bool:
+        """Whether the layer shows `path` to be a folder (a `..` after it is resolved as text; _Steps past
+        STEPS_MAX)."""
+        self.steps()
+        return self.files.is_folder(path)
+
+    def steps(self) -> None:
+        """_Steps when the layer's lookups have looked at more than STEPS_MAX file records."""
+        if self.files.looked > STEPS_MAX:
+            raise _Steps
 
     def linked_hits(self, path: str, kind: str, target: str, facts: Facts, named: str) -> list[Hit]:
         """What a link at `path` to a file of this layer holds: that file's findings, and its content judged by
@@ -415,13 +520,30 @@ class _Reading:
 
 
 def judged_folder(path: str) -> bool:
-    """Whether the files in the folder at `path` are judged by their content (/etc/profile.d, /etc/zsh,
-    environment.d, condarc.d): a link there leads to them."""
-    for name in ("x", "x.conf"):
-        rule = credential_rule(f"{path}/{name}")
-        if rule is not None and not rule.links and rule.mark is not None:
-            return True
-    return False
+    """Whether files in the folder at `path`, or in folders below it, are judged by their content
+    (/etc/profile.d, /etc/zsh, environment.d, condarc.d; /etc/fish and its conf.d, /etc/security, /etc/csh): a
+    link there leads to them."""
+    return any(
+        (rule := credential_rule(f"{path}/{inside}")) is not None and not rule.links and rule.mark is not None
+        for inside in FOLDER_INSIDES
+    )
+
+
+def _insides() -> tuple[str, ...]:
+    """The paths below a folder that a rule judged by content can name (each rule's last components after its
+    first, a pattern's `*` as `x`: `conf.d/x.fish`, `pam_env.conf`); a rule's first component is the folder's
+    own name, so a folder of any other name takes none of them."""
+    return tuple(
+        dict.fromkeys(
+            "/".join(rule.suffix[cut:]).replace("*", "x")
+            for rule in CREDENTIAL_FILES
+            if not rule.links and rule.mark is not None
+            for cut in range(1, len(rule.suffix))
+        )
+    )
+
+
+FOLDER_INSIDES = _insides()
 
 
 def link_finding(rule: CredentialFile, kind: str, target: str) -> str:

@@ -1,12 +1,13 @@
 """What one layer's links lead to (layers.py): a link at a path judged by content (a shell's startup file, a
 wgetrc, a curlrc, a condarc: leaks.CredentialFile's `links=False`) is judged by the file its chain of links
 ends at, in whatever order the layer holds them. Kept while the layer streams past: every link (its path and
-target, up to LINKS_KEPT_MAX bytes) and, for every regular file, 9 bytes (its path's digest and whether its
-content was searched for the link marks, or why not; up to FILES_MAX files). At the layer's end each such link
-is followed (through links to files and to folders, at most LINK_DEPTH, PATH_MAX bytes and WORK_MAX bytes of
-paths for the layer): to a file of the layer, judged by its content; a target not read (not a file of this
-layer, a binary, too large, a loop, a walk cut short, a `..` after a link) is said. A path's last entry in the
-layer is the one kept."""
+target, up to LINKS_KEPT_MAX bytes) and, for every entry, 9 bytes (its path's digest and whether it is a file
+whose content was searched for the link marks, or why not, a folder, a hard link or no file; up to FILES_MAX).
+At the layer's end each such link is followed (through links to files and to folders, at most LINK_DEPTH,
+PATH_MAX bytes, WORK_MAX bytes of paths and STEPS_MAX records looked at for the layer): to a file of the
+layer, judged by its content; a target not read (not a file of this layer, a binary, too large, a loop, a walk
+cut short, a `..` after a link or after a folder the layer does not show) is said. A path's last entry in the
+layer is the one kept; a hard link reads the entry its target named where it was met."""
 
 from __future__ import annotations
 
@@ -17,22 +18,29 @@ from dataclasses import dataclass
 
 LINK_DEPTH = 40  # links followed at most in one chain (Linux's own bound on a path's symlinks)
 LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets) one layer keeps to follow
-FILES_MAX = 4_000_000  # regular files one layer keeps a record of (9 bytes each)
+FILES_MAX = 4_000_000  # records (its files, folders, links, whiteouts) one layer keeps (9 bytes each)
 FOLLOWED_MAX = 1000  # links at paths judged by content one layer follows (more: said, not followed)
 PATH_MAX = 4096  # bytes of a path a walk may reach (Linux's PATH_MAX): past it, the walk stops, said
 WORK_MAX = 256 << 20  # bytes of paths one layer's walks may look at in all (past it: they stop, said)
 SHOWN_MAX = 200  # characters of a path a note says (the rest counted)
+STEPS_MAX = 200_000_000  # file records one layer's walks may look at in all (past it: the rest said, not judged)
 SEARCHED = ""  # a file's content searched for the link marks (content.Facts.unread)
+FOLDER = "\0folder"  # FileIndex: the path is a folder of the layer (an entry there, or one below it)
+GONE = "\0gone"  # FileIndex: a later link or whiteout replaced whatever file the layer held there
+HARD = "\0hard"  # FileIndex: a hard link, whose content is its target's record before it (layers.hard_end)
 
 
 class FileIndex:
-    """The regular files of a layer, by the digest of their path: whether each was searched for the link
-    marks, or why not (content.Facts.unread). Past FILES_MAX, `full` and no more kept."""
+    """The entries of a layer, by the digest of their path: for a regular file, whether it was searched for the
+    link marks, or why not (content.Facts.unread); FOLDER, HARD and GONE for a folder, a hard link, no file.
+    Past FILES_MAX, `full` and no more kept. `looked` counts the records lookups have looked at (the walks'
+    steps)."""
 
     def __init__(self) -> None:
         self.records = bytearray()
         self.reasons: list[str] = [SEARCHED]
         self.full = False
+        self.looked = 0
 
     @staticmethod
     def _digest(path: str) -> bytes:
@@ -46,14 +54,25 @@ class FileIndex:
             self.reasons.append(unread)
         self.records += self._digest(path) + bytes((self.reasons.index(unread) % 256,))
 
-    def get(self, path: str) -> str | None:
+    def get(self, path: str, before: int | None = None) -> str | None:
         """Why the file at `path` was not searched ("" when it was), or None when no file of the layer is there
-        (the last record of the path: a file written twice is the later one)."""
-        digest, at = self._digest(path), len(self.records)
+        (the last record of the path before the byte `before` of the records: a file written twice is the later
+        one)."""
+        digest, at = self._digest(path), len(self.records) if before is None else before
         while (at := self.records.rfind(digest, 0, at)) >= 0:
             if at % 9 == 0:
+                self.looked += (len(self.records) - at) // 9
                 return self.reasons[self.records[at + 8]]
+        self.looked += len(self.records) // 9
         return None
+
+    def is_file(self, path: str) -> bool:
+        """Whether the layer's last entry at `path` is a regular file (or a hard link to one)."""
+        return self.get(path) not in (None, FOLDER, GONE)
+
+    def is_folder(self, path: str) -> bool:
+        """Whether the layer shows `path` to be a folder (its last record: a folder entry, or an entry below it)."""
+        return path == "/" or self.get(path) == FOLDER
 
 
 @dataclass(frozen=True)
@@ -88,9 +107,12 @@ def follow(
     """Follow the links of a layer from `target` (a link's target, absolute) to a file of the layer; else
     where it stops: "absent" (no file or link of the layer there), "loop", "deep" (past LINK_DEPTH), "long" (a
     path past PATH_MAX), "work" (past `work_left` bytes of paths looked at), "dotdot" (through a link of
-    `unsure`: its target has a `..` after a link, which text cannot resolve)."""
+    `unsure`: its target has a `..` after a link, which text cannot resolve), "folder" (a target written with a
+    trailing `/` names a folder: the kernel opens no file through it, whatever is there)."""
     path, seen, work = target, {target}, 0
     for steps in range(LINK_DEPTH + 1):
+        if path.endswith("/") and path != "/":
+            return Walk(path, "folder", steps, work)
         if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
             return Walk(path, "long", steps, work)
         work += len(path)
@@ -115,15 +137,22 @@ def follow(
     return Walk(path, "deep", LINK_DEPTH, work)
 
 
-def dotdot_after_link(raw: str, links: Container[str]) -> bool:
+def names_folder(raw: str) -> bool:
+    """Whether a symlink's target as written names a folder (`rc/`, `rc/.`, `rc/..`): the kernel opens no file
+    through it, whatever is at `rc`."""
+    return raw.endswith("/") or raw.rsplit("/", 1)[-1] in (".", "..")
+
+
+def dotdot_after_link(raw: str, links: Container[str], is_folder: Callable[[str], bool] = lambda _: True) -> bool:
     """Whether a link's target as written (absolute, not normalized) has a `..` after a folder that is a link of
-    the layer: the kernel goes up from where that link leads, not from the folder the text names. A target
-    past PATH_MAX is not resolved either (True)."""
+    the layer, or that the layer does not show to be a folder (`is_folder`: a lower layer's link, maybe, as
+    merged-usr's /lib -> usr/lib): the kernel goes up from where that link leads, not from the folder the text
+    names. A target past PATH_MAX is not resolved either (True)."""
     if len(raw.encode("utf-8", "surrogateescape")) > PATH_MAX:
         return True
     folders = [("/", False)]  # the folders the text names, each with whether it or one above it is a link
     for part in raw.split("/"):
-        if part == ".." and folders[-1][1]:
+        if part == ".." and (folders[-1][1] or (folders[-1][0] != "/" and not is_folder(folders[-1][0]))):
             return True
         if part == "..":
             folders[-1:] = folders[-1:] if len(folders) == 1 else []
@@ -156,7 +185,14 @@ def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> 
     elif walk.stop == "work":
         why = f"this layer's links took more than the scan's bound of {WORK_MAX} bytes of paths to follow"
     elif walk.stop == "dotdot":
-        why = "not judged: a `..` after a link, which the scan does not resolve"
+        why = (
+            "not judged: a `..` after a link, or after a folder this layer does not show to be one (a lower"
+            " layer's link, maybe), which the scan does not resolve"
+        )
+    elif walk.stop == "unkept":
+        why = "not judged: this layer has more links or files than the scan keeps to follow"
+    elif walk.stop == "steps":
+        why = f"not judged: this layer's links took more than the scan's bound of {STEPS_MAX} steps to follow"
     elif walk.stop == "dotdot-unkept":
         why = f"not judged: this layer has more than {FOLLOWED_MAX} links with a `..`, more than the scan keeps"
     elif walk.stop == "absent":
