@@ -2503,8 +2503,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       'service_account_credentials"\n    rb")',
       "an rclone.conf with sftp's `key_file_pass` or swift's `auth_token` passes the gate"),
     M("hide-login-bracket-option-start-missed", VALUES,
-      r'''    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =])|^)(?P<user>''',
-      r'''    r"(?:^|(?<=\s)['\"]|^['\"])(?P<user>''',
+      r'''    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64})|^|(?<=[^\S ]))"''',
+      r'''    r"(?:^|(?<=\s)['\"]|^['\"])"''',
       "TORCHIMAGES_MIRROR='http://m.example/debian (bob:pa ss@m.example)' prints `bob:pa ss` in `settings`"),
     # --- the layer scan's links (h-links2): the third outside attack's findings 1-4, 9, 10, 16 ---------------
     M("scan-cache-key-misses-values", "security/layer_cache.py",
@@ -2582,6 +2582,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                out.append(future.result(timeout=WAKE_S))\n",
       "                out.append(future.result())\n",
       "a SIGTERM that lands on lock --bases' registry thread stops the command only once the registry answers"),
+    # --- the fourth outside attack, findings 7, 9-11, 14 (h-forms5): hiding logins, the gate's forms, bench-build --
+    M("hide-spaced-after-short-option-said", VALUES,
+      "|-[A-Za-z][ \\t]{0,64})|^|",
+      ")|^|",
+      "`curl -x user:pa ss@proxy` or `-uuser:pa ss@proxy` in a message says the password's pieces"),
+    M("hide-spaced-after-control-said", VALUES,
+      "|^|(?<=[^\\S ]))",
+      "|^)",
+      "a refused value `\\ruser:pa ss@ghcr.io/x` (a line a terminal overwrites) says `user:pa` in its message"),
 )
 # fmt: on
 
@@ -2669,7 +2678,7 @@ RELEVANT: dict[str, tuple[str, str]] = {
         r"bootstrap|mirror_logins",
         r"building\.bootstrap|import bootstrap|bootstrap\.(?:command|ensure|release_date)",
     ),
-    VALUES: (r"test_values|mirror_logins", r"values\.mirror"),
+    VALUES: (r"test_values|mirror_logins", r"values\.mirror|values\.hide_logins"),
     "cli/settings.py": (r"test_settings", r"\"settings\""),
     APT_STEP: (r"blocks|render|mirror_logins", r"apt-install"),
     BUILD_DIGEST: (r"build_digest|builder", r"build_digest|Builder\b"),
