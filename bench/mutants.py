@@ -2591,6 +2591,18 @@ MUTATIONS: tuple[Mutation, ...] = (
       "|^|(?<=[^\\S ]))",
       "|^)",
       "a refused value `\\ruser:pa ss@ghcr.io/x` (a line a terminal overwrites) says `user:pa` in its message"),
+    M("placeholder-any-angle-text", LEAKS,
+      '|{_ANGLE_PLACEHOLDER}|',
+      '|<[^\\s<>@]{{1,64}}>|',
+      "a .bashrc with `http_proxy=http://bob:<hunter2>@proxy` (a real password in brackets) passes the gate"),
+    M("placeholder-command-substitution-a-variable", LEAKS,
+      '    r"|\\{\\$[A-Za-z_][A-Za-z0-9_]{0,255}\\}"\n)',
+      '    r"|\\{\\$[A-Za-z_][A-Za-z0-9_]{0,255}\\}|\\$\\([^\\s()@]{1,255}\\)"\n)',
+      "a .env with `postgres://app:$(echo${IFS}hunter2)@db` (sent as written; a shell sends hunter2) passes the gate"),
+    M("placeholder-password-any-case", LEAKS,
+      "(?-i:password|PASSWORD|passwd|PASSWD)",
+      "(?i:password|passwd)",
+      "a .bashrc or wgetrc whose proxy password is `Password` (typed so, no placeholder) passes the gate"),
 )
 # fmt: on
 

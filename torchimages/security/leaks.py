@@ -85,17 +85,29 @@ DOTENV_NOT_BELOW = KEY_TEST_FOLDERS | frozenset(
 # that closes the URL (`"http://u:p@proxy:3128";`, `'http://u:p@proxy'`)
 URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\&|`]"""  # values.URL_END, and what closes a URL in a file or a shell line
 USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}").encode())
-# What a file judged for a secret login may hold as a password that is no secret: the shell's variable (sh, bash,
-# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a default that is empty or a variable: a literal
-# default, `${NAME:-hunter2}`, is a password written in the file), `${NAME:?message}`, `$(...)`; fish's `{$NAME}`;
-# systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case,
-# `<...>`, `***`, `xxx`, `...`)
+# What a file judged for a secret login may hold as a password that is no secret, by what the shell or the tool
+# would send: the shell's variable (sh, bash, zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a
+# default that is empty or a variable: a literal default, `${NAME:-hunter2}`, is a password written in the file),
+# `${NAME:?message}`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder
+# (`password`, `passwd` all lower or all upper case; `<...>` holding a placeholder's word: `<password>`, `<token>`,
+# `<your-...>`; `***`, `xxx`, `...`). A command substitution is no variable (`$(echo${IFS}pw)` sends pw, and a
+# .env or environment.d file sends it as written), nor is `<hunter2>` a placeholder, nor `Password` (typed so)
 SHELL_VARIABLE = (
     r"\$[A-Za-z_][A-Za-z0-9_]{0,255}"
     r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"
-    r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
+    r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}"
 )
-PLACEHOLDER = r"(?i:password|passwd)|<[^\s<>@]{1,64}>|\*{1,64}|[xX]{3,64}|\.{3}"
+# a placeholder's word, in any case; `<...>` holds letters only, in words joined by `-`, `_` or `.`, one of them
+# such a word, or starting `your`/`my` (`<your-proxy-password>`, `<PROXY_PASSWORD>`, `<api-key>`, `<user>`)
+_PLACEHOLDER_WORD = (
+    r"(?i:password|passwd|passphrase|pass|pwd|pw|token|secret|key|apikey|credentials?|creds?|user|username|login"
+    r"|auth|pat|value)"
+)
+_ANGLE_PLACEHOLDER = (
+    rf"<(?:\.{{3}}|(?i:your|my)(?:[-_.]?[A-Za-z]{{1,32}}){{1,8}}"
+    rf"|(?:[A-Za-z]{{1,32}}[-_.]){{0,8}}{_PLACEHOLDER_WORD}(?:[-_.][A-Za-z]{{1,32}}){{0,8}})>"
+)
+PLACEHOLDER = rf"(?-i:password|PASSWORD|passwd|PASSWD)|{_ANGLE_PLACEHOLDER}|\*{{1,64}}|[xX]{{3,64}}|\.{{3}}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
 # the same, for a login that is a secret (a password, or a user alone that is a token: values.TOKEN_USER), its
 # password no variable or placeholder (_NO_SECRET): in files where a URL with a user alone is common and no secret

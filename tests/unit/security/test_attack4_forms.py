@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.cli.test_spaced_logins_never_said import MARK, USER, passwords
+from tests.unit.security.test_layers import BASE, keys, layer, scan
 from torchimages import values
+from torchimages.security import leaks
 
 # 1 (finding 9): a password with a blank after a short option (`curl -x u:pa ss@proxy`, `-uuser:pa ss@proxy`), or
 # after a blank that is not a space (a `\r` a terminal overwrites the line at, a tab): hidden
@@ -51,3 +53,43 @@ def test_no_piece_of_a_spaced_password_after_an_option_or_a_control_is_said(
     shown = values.hide_logins(f"{before}{user}:{password[0]}@{host} done")
     assert MARK not in shown and not [piece for piece in password[1] if piece in shown], shown
     assert shown.endswith(f"{host} done"), shown
+
+
+# 2 (finding 10): what a shell or a tool would send decides. A command substitution is no variable (`$(echo${IFS}pw)`
+# sends pw; in a .env or environment.d file it is sent as written); `<...>` is a placeholder only holding a
+# placeholder's word (`<password>`, `<token>`, `<your-...>`), never `<hunter2>`; `Password` (not all lower or upper
+# case) is what someone typed as a password
+REAL = ["$(echo${IFS}hunter2)", "$(printf${IFS}hunter2)", "`echo${IFS}hunter2`", "<hunter2>", "<hunter>", "Password",
+        "PassWord", "<Password1>"]  # fmt: skip
+NO_SECRET = ["password", "PASSWORD", "passwd", "<password>", "<pass>", "<token>", "<your-proxy-password>",
+             "<YOUR_TOKEN>", "<PROXY_PASSWORD>", "<api-key>", "<...>", "${PROXY_PASS}", "$PROXY_PASS", "***", "xxx"]  # fmt: skip
+FORMS = [
+    ("home/u/.bashrc", "export http_proxy=http://bob:{}@proxy.corp:3128\n"),
+    ("home/u/.bashrc", "export https_proxy=bob:{}@proxy.corp:3128\n"),
+    ("app/.env", "DATABASE_URL=postgres://app:{}@db.corp:5432/app\n"),
+    ("etc/environment.d/10-proxy.conf", "http_proxy=http://bob:{}@proxy.corp:3128\n"),
+    ("home/u/.curlrc", 'proxy = "http://bob:{}@proxy.corp:3128"\n'),
+    ("etc/wgetrc", "http_proxy = http://bob:{}@proxy.corp:3128/\n"),
+    ("home/u/.condarc", "channels:\n  - https://bob:{}@conda.corp/main\n"),
+]
+
+
+@pytest.mark.parametrize("password", REAL)
+@pytest.mark.parametrize(("name", "form"), FORMS, ids=[n for n, _ in FORMS])
+def test_a_password_shaped_like_a_command_or_a_placeholder_is_found(name: str, form: str, password: str) -> None:
+    content = form.format(password).encode()
+    assert keys(scan(layer(*BASE), layer((name, content)))) == ["/" + name], content
+
+
+@pytest.mark.parametrize("password", NO_SECRET)
+@pytest.mark.parametrize(("name", "form"), FORMS, ids=[n for n, _ in FORMS])
+def test_a_variable_or_a_placeholder_still_passes(name: str, form: str, password: str) -> None:
+    content = form.format(password).encode()
+    assert keys(scan(layer(*BASE), layer((name, content)))) == [], content
+
+
+@pytest.mark.parametrize("password", REAL)
+def test_the_marks_read_such_a_password_as_one(password: str) -> None:
+    line = f"export http_proxy=http://bob:{password}@proxy.corp:3128\n".encode()
+    assert leaks.SHELL_LOGIN.search(line) is not None
+    assert leaks.SHELL_LOGIN.search(f"export http_proxy=bob:{password}@proxy.corp:3128\n".encode()) is not None
