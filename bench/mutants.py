@@ -2490,11 +2490,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       '"an /etc/environment with credentials in a URL", USERINFO)',
       "an /etc/environment with `http_proxy=bob:hunter2@proxy.corp:3128` passes the gate"),
     M("dotenv-in-packages-judged", LEAKS,
-      "            if rule.not_below and not rule.not_below.isdisjoint(parts[:-1]):",
+      "            if rule.not_below and not _not_below(parts, rule.not_below).isdisjoint(parts[:-1]):",
       "            if False:",
       "an image with site-packages/foo/tests/.env (`postgres://postgres:postgres@localhost`) fails the gate"),
     M("dotenv-not-below-too-wide", LEAKS,
-      "            if rule.not_below and not rule.not_below.isdisjoint(parts[:-1]):",
+      "            if rule.not_below and not _not_below(parts, rule.not_below).isdisjoint(parts[:-1]):",
       "            if rule.not_below:",
       "/app/.env with `DATABASE_URL=postgres://app:PASSWORD@db/app` passes the gate"),
     M("rclone-more-secrets-missed", LEAKS,
@@ -2603,6 +2603,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "(?-i:password|PASSWORD|passwd|PASSWD)",
       "(?i:password|passwd)",
       "a .bashrc or wgetrc whose proxy password is `Password` (typed so, no placeholder) passes the gate"),
+    M("dotenv-home-named-test-unjudged", LEAKS,
+      "            return not_below & PACKAGE_FOLDERS\n",
+      "            return not_below\n",
+      "/home/test/.env (a user named test) or /opt/app/tests/.env with a database password passes the gate unjudged"),
+    M("dotenv-owned-place-packages-judged", LEAKS,
+      "            return not_below & PACKAGE_FOLDERS\n",
+      "            return frozenset()\n",
+      "a package's fixture `.env` under a home's site-packages (`postgres:postgres@localhost`) fails the gate"),
 )
 # fmt: on
 

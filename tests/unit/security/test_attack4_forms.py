@@ -93,3 +93,47 @@ def test_the_marks_read_such_a_password_as_one(password: str) -> None:
     line = f"export http_proxy=http://bob:{password}@proxy.corp:3128\n".encode()
     assert leaks.SHELL_LOGIN.search(line) is not None
     assert leaks.SHELL_LOGIN.search(f"export http_proxy=bob:{password}@proxy.corp:3128\n".encode()) is not None
+
+
+# 3 (finding 11): below a home, /root, /etc or a folder of /opt, a `.env` is an application's or a user's whatever its
+# folders' names (a home named `test`, a project's `docs`); only a package's (site-packages, dist-packages,
+# node_modules, conda's pkgs) is not judged there
+ENV_LOGIN = b"DATABASE_URL=postgres://app:hunter2@db.corp:5432/app\n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "home/test/.env",
+        "home/tests/project/.env.production",
+        "home/u/docs/.env",
+        "home/u/app/examples/.env",
+        "root/test/.env",
+        "root/samples/.env.local",
+        "etc/test/.env",
+        "etc/docs/app/.env",
+        "opt/test/.env",
+        "opt/app/tests/.env",
+        "opt/fixtures/doc/.env",
+    ],
+)
+def test_a_env_file_of_a_home_root_etc_or_opt_is_judged_whatever_its_folders(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is not None
+    assert keys(scan(layer(*BASE), layer((name, ENV_LOGIN)))) == ["/" + name]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "home/u/.local/lib/python3.11/site-packages/foo/tests/.env",
+        "home/u/.cache/pypoetry/virtualenvs/x/lib/python3.11/site-packages/foo/docs/.env",
+        "opt/venv/lib/python3.11/site-packages/foo/test/.env",
+        "opt/app/node_modules/foo/.env.test",
+        "opt/conda/pkgs/x/info/test/.env.ci",
+        "usr/lib/python3/dist-packages/foo/tests/.env",
+        "srv/api/test/.env",
+    ],
+)
+def test_a_package_s_env_file_is_still_not_judged(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is None
+    assert keys(scan(layer(*BASE), layer((name, ENV_LOGIN)))) == []
