@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.unit.cli.test_spaced_logins_never_said import MARK, USER, passwords
 from tests.unit.security.test_layers import BASE, keys, layer, scan
 from torchimages import values
-from torchimages.security import leaks
+from torchimages.security import content, layers, leaks
 
 # 1 (finding 9): a password with a blank after a short option (`curl -x u:pa ss@proxy`, `-uuser:pa ss@proxy`), or
 # after a blank that is not a space (a `\r` a terminal overwrites the line at, a tab): hidden
@@ -137,3 +137,71 @@ def test_a_env_file_of_a_home_root_etc_or_opt_is_judged_whatever_its_folders(nam
 def test_a_package_s_env_file_is_still_not_judged(name: str) -> None:
     assert leaks.credential_rule("/" + name) is None
     assert keys(scan(layer(*BASE), layer((name, ENV_LOGIN)))) == []
+
+
+# 4 (finding 7): a mark anchored at a line's start (rclone's `pass = ...`, curl's `-u user:password`) is searched in a
+# file over 1 MiB in chunks; the overlap a chunk is searched with starts mid-line, where no line starts
+CHUNK = layers.CHUNK
+PAD = b"# a comment that pads the file to its first chunk's end\n"
+
+
+def big(line_head: bytes, line_rest: bytes, at: int) -> bytes:
+    """A text over 1 MiB of comment lines with one line `line_head + line_rest`, `line_rest` starting at `at`."""
+    before = PAD * ((at - len(line_head) - 1) // len(PAD))
+    before += b"#" * (at - len(line_head) - len(before) - 1) + b"\n"
+    text = before + line_head + line_rest + b"\n" + PAD * (200_000 // len(PAD))
+    assert text[at : at + len(line_rest)] == line_rest and text[at - len(line_head) - 1] == ord("\n")
+    return text
+
+
+OVERLAP_START = CHUNK - leaks.MATCH_MAX  # where the overlap the second chunk is searched with starts
+ANCHORED = [
+    ("home/u/.config/rclone/rclone.conf", b"description = my by", b"pass = not-a-password-option"),
+    ("home/u/.curlrc", b"# see man curl for", b'-u "user:password" and other options'),
+    ("home/u/.config/rclone/rclone.conf", b"description = my\t ", b"pass = not-a-password-option"),
+    ("home/u/.curlrc", b"# see man curl for ", b'-u "user:password" and other options'),
+]
+
+
+@pytest.mark.parametrize(("name", "head", "rest"), ANCHORED, ids=[f"{n}:{h[-3:]!r}" for n, h, _ in ANCHORED])
+@pytest.mark.parametrize("at", [OVERLAP_START, OVERLAP_START - 1, OVERLAP_START + 1])
+def test_an_anchored_mark_mid_line_at_a_chunk_s_overlap_is_no_finding(
+    name: str, head: bytes, rest: bytes, at: int
+) -> None:
+    text = big(head, rest, at)
+    assert len(text) > CHUNK
+    assert keys(scan(layer(*BASE), layer((name, text)))) == []
+    whole = leaks.credential_rule("/" + name)
+    assert whole is not None and whole.mark is not None and whole.mark.search(text) is None  # read whole: none
+
+
+@pytest.mark.parametrize(("name", "head", "rest"), ANCHORED, ids=[f"{n}:{h[-3:]!r}" for n, h, _ in ANCHORED])
+@pytest.mark.parametrize("at", [OVERLAP_START, CHUNK, CHUNK - 3, OVERLAP_START + 7])
+def test_an_anchored_mark_starting_a_line_at_a_chunk_s_overlap_is_found(
+    name: str, head: bytes, rest: bytes, at: int
+) -> None:
+    text = big(b"", rest, at)
+    assert len(text) > CHUNK
+    assert keys(scan(layer(*BASE), layer((name, text)))) == ["/" + name]
+
+
+@pytest.mark.parametrize("size", [1000, 7, leaks.MATCH_MAX])
+def test_small_chunks_never_start_a_line_mid_line(size: int) -> None:
+    """Fed in chunks of any size, a search starts a line only where the file does (the line's middle is where the
+    overlap of a later chunk starts)."""
+    at = (40_000 + leaks.MATCH_MAX) // size * size - leaks.MATCH_MAX
+    text = big(b"description = my ", b"pass = not-a-password-option", at)[:60_000]
+    rule = leaks.credential_rule("/home/u/.config/rclone/rclone.conf")
+    assert rule is not None
+    search = content.Search([], rule.mark, len(text))
+    for start in range(0, len(text), size):
+        search.feed(text[start : start + size])
+    assert not search.facts().marked
+    curlrc = big(b"# see man curl for ", b'-u "user:password" and other options', at)[:60_000]
+    linked = content.Search([], None, len(curlrc))  # what a link at a curlrc's path would be judged by
+    for start in range(0, len(curlrc), size):
+        linked.feed(curlrc[start : start + size])
+    assert not linked.facts().linked and not linked.facts().unread
+    found = content.Search([], rule.mark, len(text) + 9)
+    found.feed(b"pass = x\n")
+    assert found.facts().marked  # the file's first line starts the first chunk
