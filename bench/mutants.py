@@ -2503,7 +2503,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       'service_account_credentials"\n    rb")',
       "an rclone.conf with sftp's `key_file_pass` or swift's `auth_token` passes the gate"),
     M("hide-login-bracket-option-start-missed", VALUES,
-      r'''    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64})|^|(?<=[^\S ]))"''',
+      r'''    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|'''
+      r'''-[A-Za-z][ \t]{0,64})|^|(?<=[^\S ]))"''',
       r'''    r"(?:^|(?<=\s)['\"]|^['\"])"''',
       "TORCHIMAGES_MIRROR='http://m.example/debian (bob:pa ss@m.example)' prints `bob:pa ss` in `settings`"),
     # --- the layer scan's links (h-links2): the third outside attack's findings 1-4, 9, 10, 16 ---------------
