@@ -13,10 +13,13 @@
 Prints, per image, the phases, the checks' share of its time, and the main job / bare install ratio (issue 44's
 targets: at most 2.0, checks at most a third). The main job's time is the README's job, until build.py's summary
 line: the --report work after it (manifest, SBOMs), which the README's job does not do, is said apart and not
-counted. A job with an image not built (failed, interrupted, or skipped as up to date: nothing was built for it,
-so the run measured no build) gets no ratio verdict: it names the images and exits 1; so does a job that printed
-no summary line (its time without the --report work is unknown), and a --clean-engine whose removals or prune
-failed (said, not ignored). Record the figures in docs/benchmarks.md.
+counted. The summary line is the last line shaped like one (an image's own output, a RUN step's echo, may print
+such a line before it), and only where its counts are the report's. A job with an image not built (failed,
+interrupted, or skipped as up to date: nothing was built for it, so the run measured no build) gets no ratio
+verdict: it names the images and exits 1; so does a job that printed no summary line agreeing with its report (its
+time without the --report work is unknown), and a --clean-engine whose removals or prune failed (said, not
+ignored). A target missed (the ratio over 2, an image's checks over a third of its time) is said, `target missed:
+...`, and exits 1. Record the figures in docs/benchmarks.md.
 Run: make bench-build [TAG=2.11.0-cuda13.0]  or  .venv/bin/python bench/build_vs_install.py [--clean-engine] [TAG]
 """
 
@@ -195,12 +198,30 @@ def unfinished(images: Sequence[ImagePhases]) -> list[str]:
     ]
 
 
-def exit_status(job_status: int, images: Sequence[ImagePhases], summarized: float | None) -> int:
-    """The script's: the main job's own status, else 1 where an image failed (`unfinished`) or no summary line was
-    seen (`summarized` None: no ratio verdict either way), else 0."""
+def missed_targets(images: Sequence[ImagePhases], bare: float | None, summarized: float | None) -> list[str]:
+    """Issue 44's targets the run missed, one line each: an image whose checks took over a third of its time, the
+    main job (`summarized`: its seconds up to its summary) over twice the bare install (none without either)."""
+    missed = [
+        f"{i.tag}: the checks took {share:.0%} of its time, over the target of a third"
+        for i in images
+        if (share := i.checks_share) is not None and share > CHECKS_TARGET
+    ]
+    if bare is not None and bare > 0 and summarized is not None and summarized / bare > JOB_TARGET:
+        missed.append(
+            f"the main job / bare install ratio: {summarized / bare:.2f} ({summarized:.0f} s / {bare:.0f} s), "
+            f"over the target of {JOB_TARGET:g}"
+        )
+    return missed
+
+
+def exit_status(
+    job_status: int, images: Sequence[ImagePhases], summarized: float | None, missed: Sequence[str] = ()
+) -> int:
+    """The script's: the main job's own status, else 1 where an image failed (`unfinished`), no summary line was
+    seen (`summarized` None: no ratio verdict either way) or a target was missed (`missed_targets`), else 0."""
     if job_status:
         return job_status
-    return 1 if unfinished(images) or summarized is None else 0
+    return 1 if unfinished(images) or summarized is None or missed else 0
 
 
 def table(images: Sequence[ImagePhases], bare: float | None, job: float, summarized: float | None) -> str:
@@ -219,7 +240,10 @@ def table(images: Sequence[ImagePhases], bare: float | None, job: float, summari
         said = f"the main job did not build every image ({', '.join(failed)}): no measure, no ratio verdict"
         return "\n".join([*lines, "", said])
     if summarized is None:
-        said = f"the main job ({job:.0f} s) printed no summary line: without its --report work its time is unknown"
+        said = (
+            f"the main job ({job:.0f} s) printed no summary line agreeing with its report: without its --report work"
+            " its time is unknown"
+        )
         return "\n".join([*lines, "", said + ", no ratio verdict"])
     lines += ["", f"the --report work after the main job's summary: {job - summarized:.0f} s, not counted"]
     job = summarized
@@ -238,9 +262,26 @@ SUMMARY = re.compile(r"^\d+ built, \d+ skipped, \d+ failed\b")
 
 
 def is_summary(line: str) -> bool:
-    """Whether a line of build.py's output is its summary's count (`2 built, 0 skipped, 0 failed`), after which only
-    the report is written."""
+    """Whether a line of build.py's output is shaped like its summary's count (`2 built, 0 skipped, 0 failed`),
+    after which only the report is written."""
     return bool(SUMMARY.match(line))
+
+
+def summary_count(images: Sequence[ImagePhases]) -> str:
+    """The count line build.py prints for these images' results (building/outcome.py's summary: built, skipped and
+    failed always, the others where some are)."""
+    counts = {s: sum(i.result == s for i in images) for s in ("built", "promoted", "skipped", "failed", "interrupted")}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("built", "skipped", "failed"))
+
+
+def summary_seconds(seen: Sequence[tuple[float, str]], images: Sequence[ImagePhases]) -> float | None:
+    """The seconds at build.py's own summary line, from each line shaped like one (`is_summary`: its seconds, its
+    text) in order: the last (build.py prints its own after every image's output), where its count is the report's
+    (`summary_count`); else None (an image's own output printed the only such line, or the last disagrees)."""
+    if not seen:
+        return None
+    seconds, line = seen[-1]
+    return seconds if line.rstrip("\r\n") == summary_count(images) else None
 
 
 def build_command(
@@ -423,23 +464,27 @@ def main() -> int:
         command = build_command(args.tag, report, logs, args.matrix, args.clean_engine)
         print(f"# main job: {' '.join(shlex.quote(c) for c in command[1:])}", flush=True)
         start = time.perf_counter()
-        summarized: float | None = None
+        seen: list[tuple[float, str]] = []  # each line shaped like the summary: its seconds, its text
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, errors="replace") as done:
             assert done.stdout is not None
             for line in done.stdout:
                 print(line, end="")
-                if summarized is None and is_summary(line):
-                    summarized = time.perf_counter() - start
+                if is_summary(line):
+                    seen.append((time.perf_counter() - start, line))
         job = time.perf_counter() - start
         print(f"main job: {job:.0f} s (exit {done.returncode})  load {os.getloadavg()[0]:.2f}")
-        if summarized is not None:
-            print(f"    of which after the summary (--report: manifest, SBOMs), not counted: {job - summarized:.0f} s")
         try:
             images = phases(json.loads((report / "manifest.json").read_text()))
         except (OSError, ValueError) as exc:
             sys.exit(f"{NAME}: the main job's report cannot be read: {exc}")
+        summarized = summary_seconds(seen, images)
+        if summarized is not None:
+            print(f"    of which after the summary (--report: manifest, SBOMs), not counted: {job - summarized:.0f} s")
     print(table(images, bare, job, summarized))
-    return exit_status(done.returncode, images, summarized)
+    missed = [] if unfinished(images) or summarized is None else missed_targets(images, bare, summarized)
+    for line in missed:
+        print(f"target missed: {line}")
+    return exit_status(done.returncode, images, summarized, missed)
 
 
 if __name__ == "__main__":

@@ -159,7 +159,10 @@ def test_the_ratio_is_of_the_readme_s_job_without_the_report_work_which_is_said(
     assert "the --report work after the main job's summary: 100 s, not counted" in text
     assert text.endswith("main job 400 s; main job / bare install = 2.00 (within the target of 2)"), text
     unseen = bench.table(images, bare=200.0, job=500.0, summarized=None)
-    assert unseen.endswith("printed no summary line: without its --report work its time is unknown, no ratio verdict")
+    assert unseen.endswith(
+        "printed no summary line agreeing with its report: without its --report work its time is unknown, "
+        "no ratio verdict"
+    )
     assert "within" not in unseen and "over the" not in unseen
 
 
@@ -274,3 +277,50 @@ def test_a_clean_engine_that_could_not_remove_an_image_or_prune_says_so() -> Non
         "docker image rm --force torchimages/pytorch:2.11.0-cpu-runtime: " + in_use.strip(),
         "docker builder prune --all --force: exit 1",
     ]
+
+
+# The fourth outside attack, finding 14: an image's own output may print a line shaped like the summary, and a
+# missed target must not exit 0
+RUNTIME_BUILT = bench.ImagePhases("2.11.0-cuda13.0-cudnn9-runtime", "built", 300.0, 200.0, 90.0)
+DEVEL_BUILT = bench.ImagePhases("2.11.0-cuda13.0-cudnn9-devel", "built", 100.0, 70.0, 30.0)
+
+
+def test_the_summary_taken_is_the_last_and_agrees_with_the_report() -> None:
+    """A RUN step's output (`echo '2 built, 0 skipped, 0 failed'`) before build.py's own summary is not it."""
+    images = [RUNTIME_BUILT, DEVEL_BUILT]
+    seen = [(12.0, "2 built, 0 skipped, 0 failed\n"), (400.0, "2 built, 0 skipped, 0 failed\n")]
+    assert bench.summary_seconds(seen, images) == 400.0
+    assert bench.summary_seconds([(12.0, "9 built, 0 skipped, 0 failed\n"), *seen[1:]], images) == 400.0
+    assert bench.summary_seconds([(400.0, "1 built, 1 skipped, 0 failed\n")], images) is None  # not the report's
+    assert bench.summary_seconds([(400.0, "2 built, 0 skipped, 0 failed, 1 interrupted\n")], images) is None
+    assert bench.summary_seconds([], images) is None
+    failed = [RUNTIME_BUILT, bench.ImagePhases("x-devel", "interrupted", 1.0, None, None)]
+    assert bench.summary_seconds([(5.0, "1 built, 0 skipped, 0 failed, 1 interrupted\n")], failed) == 5.0
+
+
+def test_a_line_shaped_like_the_summary_that_is_not_the_report_s_is_no_summary() -> None:
+    """Only an image's line looked like a summary (the job's own is missing or disagrees): no ratio verdict."""
+    images = [RUNTIME_BUILT]
+    seen = [(12.0, "1 built, 0 skipped, 0 failed\n"), (20.0, "3 built, 0 skipped, 0 failed")]
+    summarized = bench.summary_seconds(seen, images)
+    assert summarized is None
+    text = bench.table(images, bare=2000.0, job=500.0, summarized=summarized)
+    assert "within" not in text and text.endswith("no ratio verdict")
+    assert bench.exit_status(0, images, summarized) == 1
+
+
+def test_a_missed_target_is_said_and_exits_1() -> None:
+    images = [RUNTIME_BUILT, DEVEL_BUILT]
+    assert bench.missed_targets(images, bare=200.0, summarized=400.0) == []
+    assert bench.exit_status(0, images, 400.0, bench.missed_targets(images, 200.0, 400.0)) == 0
+    over = bench.missed_targets(images, bare=200.0, summarized=401.0)
+    assert over == ["the main job / bare install ratio: 2.00 (401 s / 200 s), over the target of 2"]
+    assert bench.exit_status(0, images, 401.0, over) == 1
+    heavy = bench.ImagePhases("2.11.0-cuda13.0-cudnn9-devel", "built", 100.0, 60.0, 40.0)
+    checks = bench.missed_targets([RUNTIME_BUILT, heavy], bare=200.0, summarized=300.0)
+    assert checks == ["2.11.0-cuda13.0-cudnn9-devel: the checks took 40% of its time, over the target of a third"]
+    assert bench.exit_status(0, [RUNTIME_BUILT, heavy], 300.0, checks) == 1
+    assert bench.exit_status(3, [RUNTIME_BUILT, heavy], 300.0, checks) == 3
+    # no bare install measured: no ratio, so no ratio target missed (the table says so); the checks' still judged
+    assert bench.missed_targets(images, bare=None, summarized=9000.0) == []
+    assert bench.missed_targets([heavy], bare=None, summarized=None) == checks

@@ -1,7 +1,9 @@
 """One file's whole content searched as it streams past (leaks.py's content rules): a private key, the build's
 secrets and their logins, a credentials file's mark. The content comes in chunks; each is searched with the
 last bytes of the one before (the overlap: at least leaks.MATCH_MAX, and the longest needle), so what is split
-between two chunks is still found, and memory stays one chunk and the overlap whatever the file's size. A key
+between two chunks is still found, and memory stays one chunk and the overlap whatever the file's size. The
+byte before the overlap is kept too, and the search starts after it: a mark anchored at a line's start (`^`)
+matches where the overlap starts only where a line does (after a newline), never mid-line. A key
 is judged with what follows it (to know a published one), so one that starts in the overlap is judged with
 the next chunk, or at the file's end.
 
@@ -44,23 +46,24 @@ TOKEN_LONG = 4096  # bytes: past this without a blank after a `://`, the rest of
 _BLANK = re.compile(rb"\s")
 
 
-def found(part: MarkPart, data: bytes, view: bytes) -> bool:
-    """Whether `part.pattern` matches in `data`, searched where the part says (leaks.MarkPart.locate); `view`
-    is `data` as the part's literals are looked for (the same length for "line")."""
+def found(part: MarkPart, data: bytes, view: bytes, pos: int = 0) -> bool:
+    """Whether `part.pattern` matches in `data` from `pos` (the bytes before it are context: a `^` matches at
+    `pos` only after a newline), searched where the part says (leaks.MarkPart.locate); `view` is `data` as the
+    part's literals are looked for (the same length for "line")."""
     if part.locate == "line":
-        return _in_lines(part, data, view)
+        return _in_lines(part, data, view, pos)
     if part.locate == "url":
-        return _around_schemes(part.pattern, data)
-    return part.pattern.search(data) is not None
+        return _around_schemes(part.pattern, data, pos)
+    return part.pattern.search(data, pos) is not None
 
 
-def _in_lines(part: MarkPart, data: bytes, view: bytes) -> bool:
+def _in_lines(part: MarkPart, data: bytes, view: bytes, pos: int = 0) -> bool:
     """A pattern of one line anchored at a line's start, searched in each line where a literal of the part's
-    first group is (a line without one cannot match)."""
+    first group is (a line without one cannot match), from `pos`."""
     for literal in part.needs[0]:
-        at = view.find(literal)
+        at = view.find(literal, pos)
         while at >= 0:
-            start = data.rfind(b"\n", 0, at) + 1
+            start = max(pos, data.rfind(b"\n", 0, at) + 1)
             end = data.find(b"\n", at)
             end = len(data) if end < 0 else end
             if part.pattern.search(data, start, end) is not None:
@@ -69,13 +72,14 @@ def _in_lines(part: MarkPart, data: bytes, view: bytes) -> bool:
     return False
 
 
-def _around_schemes(pattern: re.Pattern[bytes], data: bytes) -> bool:
+def _around_schemes(pattern: re.Pattern[bytes], data: bytes, pos: int = 0) -> bool:
     """leaks.USERINFO's shape (a scheme of at most 257 characters, `://`, a login and host without a blank,
     one `://` in a match), searched around each `://`: from 258 bytes before it to the blank after it (a
-    match ends before it; its lookahead ends there), or, past TOKEN_LONG bytes without one, to the end."""
-    at = data.find(b"://")
+    match ends before it; its lookahead ends there), or, past TOKEN_LONG bytes without one, to the end; from
+    `pos`."""
+    at = data.find(b"://", pos)
     while at >= 0:
-        start = max(0, at - 258)
+        start = max(pos, at - 258)
         blank = _BLANK.search(data, at, at + TOKEN_LONG)
         if blank is None:
             return pattern.search(data, start) is not None
@@ -95,6 +99,7 @@ class Search:
         self.hashed = hashlib.sha256() if self.whole else None
         self.overlap = max([MATCH_MAX, *(len(needle) for needle, _ in self.needles)])
         self.tail = b""
+        self.fed = 0  # bytes of the file fed so far
         self.key: str | None = None
         self.found: dict[str, None] = {}
         self.marked = False
@@ -105,21 +110,23 @@ class Search:
         if self.hashed is not None:
             self.hashed.update(chunk)
         data = self.tail + chunk if self.tail else chunk
+        pos = 1 if self.fed > len(self.tail) else 0  # data[0] is the byte before the overlap, context only
+        self.fed += len(chunk)
         if self.key is None:  # a key starting in the overlap is judged with the next chunk, or at the end
             self.key = private_key(data, len(data) - self.overlap)
         if self.mark is not None and not self.marked:
-            self.marked = self.mark.search(data) is not None
+            self.marked = self.mark.search(data, pos) is not None
         if not self.unread and b"\0" in chunk:
             self.unread, self.linked = "it is a binary file (a NUL byte)", {}
         if not self.unread:
-            self.link_marks(data)
+            self.link_marks(data, pos)
         for needle, what in self.needles:
             if what not in self.found and needle in data:
                 self.found[what] = None
-        self.tail = data[-self.overlap :]
+        self.tail = data[-(self.overlap + 1) :]
 
-    def link_marks(self, data: bytes) -> None:
-        """Search `data` for the link marks not yet found, each part where its literals are."""
+    def link_marks(self, data: bytes, pos: int = 0) -> None:
+        """Search `data` from `pos` for the link marks not yet found, each part where its literals are."""
         views = {"raw": data}
         held: dict[tuple[str, bytes], bool] = {}  # each literal looked for once in each view
         searched: dict[re.Pattern[bytes], bool] = {}  # a part shared by marks (a URL's login) searched once
@@ -143,7 +150,7 @@ class Search:
                     continue
                 text = views[part.view]
                 if part.pattern not in searched:
-                    searched[part.pattern] = found(part, data, text)
+                    searched[part.pattern] = found(part, data, text, pos)
                 if searched[part.pattern]:
                     self.linked[pattern] = None
                     break

@@ -75,27 +75,44 @@ PUBLISHED_KEYS = frozenset(
 KEY_TEST_FOLDERS = frozenset({"test", "tests", "testing", "testdata", "test_data"})
 # Where a `.env` file is a test's, a document's, an example's or a package's (site-packages, dist-packages,
 # node_modules, conda's pkgs, /usr/share/doc): no application's, its logins are fixtures (`postgres:postgres@`)
-DOTENV_NOT_BELOW = KEY_TEST_FOLDERS | frozenset(
-    {"example", "examples", "sample", "samples", "fixtures", "doc", "docs", "site-packages", "dist-packages"}
-    | {"node_modules", "pkgs"}
+PACKAGE_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules", "pkgs"})
+DOTENV_NOT_BELOW = (
+    KEY_TEST_FOLDERS
+    | frozenset({"example", "examples", "sample", "samples", "fixtures", "doc", "docs"})
+    | PACKAGE_FOLDERS
 )
+# Where a folder's name says nothing of whose a `.env` is: below a home (`/home/test/`: a user named test), /root,
+# /etc, or a folder of /opt, a `.env` is judged whatever its folders' names, but a package's (PACKAGE_FOLDERS)
+OWNED_PLACES = (("home", "*"), ("root",), ("etc",), ("opt", "*"))
 # A URL's userinfo (group 2: `user[:password]`), read as values.py reads it (a user, then a password of any
 # non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
 # a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
 # that closes the URL (`"http://u:p@proxy:3128";`, `'http://u:p@proxy'`)
 URL_END_IN_FILES = r"""[/?#\s"'<>;,)}\\&|`]"""  # values.URL_END, and what closes a URL in a file or a shell line
 USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN_FILES, "{0,255}").encode())
-# What a file judged for a secret login may hold as a password that is no secret: the shell's variable (sh, bash,
-# zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a default that is empty or a variable: a literal
-# default, `${NAME:-hunter2}`, is a password written in the file), `${NAME:?message}`, `$(...)`; fish's `{$NAME}`;
-# systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder (`password`, `passwd` in any case,
-# `<...>`, `***`, `xxx`, `...`)
+# What a file judged for a secret login may hold as a password that is no secret, by what the shell or the tool
+# would send: the shell's variable (sh, bash, zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a
+# default that is empty or a variable: a literal default, `${NAME:-hunter2}`, is a password written in the file),
+# `${NAME:?message}`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder
+# (`password`, `passwd` all lower or all upper case; `<...>` holding a placeholder's word: `<password>`, `<token>`,
+# `<your-...>`; `***`, `xxx`, `...`). A command substitution is no variable (`$(echo${IFS}pw)` sends pw, and a
+# .env or environment.d file sends it as written), nor is `<hunter2>` a placeholder, nor `Password` (typed so)
 SHELL_VARIABLE = (
     r"\$[A-Za-z_][A-Za-z0-9_]{0,255}"
     r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"
-    r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}|\$\([^\s()@]{1,255}\)"
+    r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}"
 )
-PLACEHOLDER = r"(?i:password|passwd)|<[^\s<>@]{1,64}>|\*{1,64}|[xX]{3,64}|\.{3}"
+# a placeholder's word, in any case; `<...>` holds letters only, in words joined by `-`, `_` or `.`, one of them
+# such a word, or starting `your`/`my` (`<your-proxy-password>`, `<PROXY_PASSWORD>`, `<api-key>`, `<user>`)
+_PLACEHOLDER_WORD = (
+    r"(?i:password|passwd|passphrase|pass|pwd|pw|token|secret|key|apikey|credentials?|creds?|user|username|login"
+    r"|auth|pat|value)"
+)
+_ANGLE_PLACEHOLDER = (
+    rf"<(?:\.{{3}}|(?i:your|my)(?:[-_.]?[A-Za-z]{{1,32}}){{1,8}}"
+    rf"|(?:[A-Za-z]{{1,32}}[-_.]){{0,8}}{_PLACEHOLDER_WORD}(?:[-_.][A-Za-z]{{1,32}}){{0,8}})>"
+)
+PLACEHOLDER = rf"(?-i:password|PASSWORD|passwd|PASSWD)|{_ANGLE_PLACEHOLDER}|\*{{1,64}}|[xX]{{3,64}}|\.{{3}}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
 # the same, for a login that is a secret (a password, or a user alone that is a token: values.TOKEN_USER), its
 # password no variable or placeholder (_NO_SECRET): in files where a URL with a user alone is common and no secret
@@ -502,6 +519,16 @@ def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:
     return any(_fits(parts, cut, before) for cut in range(below - 1, len(before) - 1, -1))
 
 
+def _not_below(parts: Sequence[str], not_below: frozenset[str]) -> frozenset[str]:
+    """The folders whose files a rule's `not_below` leaves out of a path (its components, `/` first): below an
+    OWNED_PLACES folder, only a package's (`/home/test/.env` is judged; `/root/.local/.../site-packages/x/.env`
+    is not)."""
+    for place in OWNED_PLACES:
+        if len(parts) >= len(place) + 2 and _fits(parts, len(place) + 1, place):
+            return not_below & PACKAGE_FOLDERS
+    return not_below
+
+
 def credential_rule(path: str) -> CredentialFile | None:
     """The credentials file a path is, by its last components (content marks aside); the first rule of
     CREDENTIAL_FILES that matches."""
@@ -509,7 +536,7 @@ def credential_rule(path: str) -> CredentialFile | None:
     for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
         rule = CREDENTIAL_FILES[at]
         if parts[-1] not in rule.unless and ends_with(parts, rule.suffix):
-            if rule.not_below and not rule.not_below.isdisjoint(parts[:-1]):
+            if rule.not_below and not _not_below(parts, rule.not_below).isdisjoint(parts[:-1]):
                 return None  # a test's or a package's `.env`
             return rule
     return None

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fakes import FakeEngine
+from tests.unit.security.look_harness import run_look
 from tests.unit.security.test_os_updates import DEBIAN_LOOK, LOOKS, answer
 from torchimages.cli import common
 from torchimages.engine import ImageInfo, ShellResult
@@ -409,30 +410,16 @@ def test_the_look_sums_auth_files_ca_bundles_and_keyrings_any_entry_names(tmp_pa
     (tmp_path / "corp.sources").write_text(
         f"Types: deb\nURIs: http://x.example.org/d\nSuites: bookworm-security\nSigned-By: {tmp_path}/key.gpg\n"
     )
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    stub = bin_dir / "apt-config"
-    stub.write_text(
-        "#!/bin/sh\n"
-        f'[ "$1" = shell ] && {{ echo "NETRC=\'{tmp_path}/auth.conf\'"; echo "NETRCPARTS=\'{tmp_path}/auth.conf.d/\'"; }}\n'  # noqa: E501
-        f'[ "$1" = dump ] && echo \'Acquire::https::mirror.example.org::CAInfo "{tmp_path}/ca.pem";\'\n'
-        "exit 0\n"
+    output = run_look(
+        tmp_path,
+        shell=f"NETRC='{tmp_path}/auth.conf'\nNETRCPARTS='{tmp_path}/auth.conf.d/'\n",
+        dump=f'Acquire::https::mirror.example.org::CAInfo "{tmp_path}/ca.pem";\n',
+        files=f"{tmp_path}/corp.sources",
     )
-    stub.chmod(0o755)
-    look = os_updates.LOOK
-    start = look.index("checksum() {")
-    helper = look[start : look.index("\n}\n", start) + 3]
-    block = look[look.index("echo '### keys'") : look.index("echo '### packages'")]
-    done = subprocess.run(
-        ["sh", "-c", f"{os_updates.FRAME}{helper}files='{tmp_path}/corp.sources'\n{block}"],
-        capture_output=True,
-        check=True,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"},
-    )
-    parts = os_updates.sections(done.stdout.decode())
+    parts = os_updates.sections(output)
     assert f"a7998f247bd965694ff227fa325c81169a07471a8b6808d3e002a486c4e65975 {tmp_path}/key.gpg" in parts["keys"]
     auth = parts["auth"].split("\n")
     assert f"none {tmp_path}/auth.conf" in auth
     assert f"89fc2a1df3b411807ea1ae570cfa075ca4b3ef0d398f79f108b68027643107bf {tmp_path}/auth.conf.d/x.conf" in auth
     assert f"314a01b67979d4ecc6667666046246e726d9848903e33d0e63fab1165aea9d94 {tmp_path}/ca.pem" in auth
-    assert b"password" not in done.stdout
+    assert "password" not in output

@@ -11,6 +11,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.unit.security.look_harness import look_sections
 from tests.unit.security.test_os_updates import DEBIAN_TARGETS, WITHOUT_SECURITY, answer, scan_of
 from torchimages.security import apt_sources, os_updates
 
@@ -18,34 +19,6 @@ KEY_A = "ad028a6d95351c866f74a7f60913d3cef6b12085e5761e34ad113153e0174ba5"  # sh
 KEY_B = "ab220f90ccb59356948e1fd6168f5b06cbb11b15d48219a2299672346da44696"  # sha256 of "key B\n"
 TRUSTED = "7bd39a7cbcf687fd60f819645b8bcaf731a9f19cb102484a7b84530516d7e8b8"  # sha256 of "trusted\n"
 APT_KEY = "d27191768ef3731c75792fb9100350bf81297e68cbcb5ad8e2043c2760ab4c74"  # sha256 of "apt-key\n"
-
-
-def look_sections(tmp_path: Path, shell: str = "", dump: str = "") -> dict[str, str]:
-    """The look's `keys` and `auth` blocks run by a real sh, apt-config a stub: `shell` what its `shell`
-    command prints (assignments), `dump` its `dump` lines."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (tmp_path / "shell.txt").write_text(shell)
-    (tmp_path / "dump.txt").write_text(dump)
-    stub = bin_dir / "apt-config"
-    stub.write_text(
-        "#!/bin/sh\n"
-        f'[ "$1" = shell ] && cat "{tmp_path}/shell.txt"\n'
-        f'[ "$1" = dump ] && cat "{tmp_path}/dump.txt"\n'
-        "exit 0\n"
-    )
-    stub.chmod(0o755)
-    look = os_updates.LOOK
-    start = look.index("checksum() {")
-    helper = look[start : look.index("\n}\n", start) + 3]
-    block = look[look.index("echo '### keys'") : look.index("echo '### packages'")]
-    done = subprocess.run(
-        ["sh", "-c", f"{os_updates.FRAME}{helper}files=''\n{block}"],
-        capture_output=True,
-        check=True,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"},
-    )
-    return os_updates.sections(done.stdout.decode())
 
 
 def keys_through_a_link(tmp_path: Path, target: str, folder_link: bool) -> str:
