@@ -422,9 +422,7 @@ def _hide_word(found: re.Match[str]) -> str:
 # line, every '@' that a host follows (not a digest's `@sha256:`) hides all back to the nearest login's start before
 # it, `scheme://USER:` anywhere, or `USER:` starting the text, a quoted or bracketed value (`'USER:`, `(USER:`,
 # `[USER:`, `{USER:`, `<USER:`), an option's value (`--proxy USER:`, `--proxy=USER:`, a short option's: `-x USER:`,
-# `-uUSER:`) or a field after a blank that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`); where
-# none is before it, back to the nearest word's `USER:` (`note user:pa ss@host`: an e-mail after a word ending in ':',
-# `to: bob@example.com`, is hidden too).
+# `-uUSER:`) or a field after a blank that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`).
 _TOKEN_USER = re.compile(TOKEN_USER)
 _REGISTRY_AFTER = re.compile(rf"{_HOST_CHAR}+/")  # a host and a path: a registry's (`ghcr.io/org`)
 _HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
@@ -433,14 +431,6 @@ _BARE_START = re.compile(
     r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64})|^|(?<=[^\S ]))"
     r"(?P<user>[^\s/?#:'\"([{<]*):(?!//)"
 )
-_WORD_START = re.compile(r"(?<=\s)(?P<user>[^\s/?#:'\"([{<]*):(?!//)")  # any word's `USER:`
-
-
-def _last_before(starts: list[tuple[int, int]], at: int, end: int) -> int:
-    """From `at` on, the place in `starts` (sorted by their ':') of the last whose ':' is before `end`, or `at`."""
-    while at + 1 < len(starts) and starts[at + 1][0] < end:
-        at += 1
-    return at
 
 
 def _hide_spaced(line: str) -> str:
@@ -452,22 +442,17 @@ def _hide_spaced(line: str) -> str:
         [(m.end() - 1, m.start() + m.group().index("://") + 3) for m in _URL_START.finditer(line)]
         + [(m.end() - 1, m.start("user")) for m in _BARE_START.finditer(line)]
     )  # (the ':' after USER, where the hidden part starts)
-    words = [(m.end() - 1, m.start("user")) for m in _WORD_START.finditer(line)]  # where no start is before an '@'
     hidden: list[tuple[int, int]] = []
-    at_start = at_word = 0
+    at_start = 0
     for end in ends:
-        at_start, at_word = _last_before(starts, at_start, end), _last_before(words, at_word, end)
+        while at_start + 1 < len(starts) and starts[at_start + 1][0] < end:
+            at_start += 1
         if starts and starts[at_start][0] < end:
-            opened = starts[at_start][1]
-        elif words and words[at_word][0] < end:
-            opened = words[at_word][1]
-        else:
-            continue
-        begin = max(opened, hidden[-1][1] if hidden else 0)
-        if hidden and begin <= hidden[-1][1]:
-            hidden[-1] = (hidden[-1][0], end + 1)
-        else:
-            hidden.append((begin, end + 1))
+            begin = max(starts[at_start][1], hidden[-1][1] if hidden else 0)
+            if hidden and begin <= hidden[-1][1]:
+                hidden[-1] = (hidden[-1][0], end + 1)
+            else:
+                hidden.append((begin, end + 1))
     kept, last = [], 0
     for begin, stop in hidden:
         kept.append(line[last:begin])

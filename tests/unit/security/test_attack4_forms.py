@@ -25,11 +25,6 @@ SPACED = [
     ("a\tuser:pa ss@host", "a\thost"),
     ("https://u:secret\r@host", "https://host"),
     ("said: 'https://u:pa ss\r@host/x'", "said: 'https://host/x'"),
-    # no login's start before the '@' but a word's `USER:` (the known limit it was): hidden from that word
-    ("note user:pa ss@host", "note host"),
-    ("refused value bob:pa ss@ghcr.io/x, try again", "refused value ghcr.io/x, try again"),
-    ("mail bob@example.com", "mail bob@example.com"),
-    ("https://host:8080/x and https://u:a b@h", "https://host:8080/x and https://h"),
 ]
 
 
@@ -49,9 +44,7 @@ def test_a_refused_value_with_a_control_never_says_its_password(value: str) -> N
 @given(
     user=USER,
     password=passwords(),
-    before=st.sampled_from(
-        ["curl -x ", "curl -U ", "curl -u", "-x", "-u ", "x\r", "\r", "a\t", "x\x0b", "'\r", "note ", "a b: c d "]
-    ),
+    before=st.sampled_from(["curl -x ", "curl -U ", "curl -u", "-x", "-u ", "x\r", "\r", "a\t", "x\x0b", "'\r"]),
     host=st.sampled_from(["proxy.corp:3128", "ghcr.io/org", "host"]),
 )
 def test_no_piece_of_a_spaced_password_after_an_option_or_a_control_is_said(
