@@ -2628,6 +2628,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                out.append(future.result(timeout=WAKE_S))\n",
       "                out.append(future.result())\n",
       "a SIGTERM that lands on lock --bases' registry thread stops the command only once the registry answers"),
+    M("results-of-a-generator-one-at-a-time", "stopping.py",
+      "    for future in list(futures):\n",
+      "    for future in futures:\n",
+      "`build --jobs 4` builds one combination at a time and lock --bases asks one registry at a time"),
     # --- the fourth outside attack, findings 7, 9-11, 14 (h-forms5): hiding logins, the gate's forms, bench-build --
     M("hide-spaced-after-short-option-said", VALUES,
       "|-[A-Za-z][ \\t]{0,64})|^|",

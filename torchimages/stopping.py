@@ -114,9 +114,10 @@ def held() -> Iterator[None]:
 def results(futures: Iterable[concurrent.futures.Future[T]]) -> list[T]:
     """Each future's result, in order, waited for in short slices. A process-directed signal may be delivered to
     any thread: one that lands on a worker (blocked in a socket read) runs its Python handler only when the main
-    thread next runs bytecode, which a plain `result()` would put off until the worker's answer came."""
+    thread next runs bytecode, which a plain `result()` would put off until the worker's answer came.
+    `futures` is taken whole first: a generator's submits all happen before any wait (they run at once)."""
     out = []
-    for future in futures:
+    for future in list(futures):
         while True:
             try:
                 out.append(future.result(timeout=WAKE_S))

@@ -298,6 +298,16 @@ def test_a_signal_that_lands_on_a_worker_thread_stops_the_main_thread_waiting_on
     assert took < 3, f"{took:.1f} s: the main thread waited for the worker's answer"
 
 
+def test_results_of_a_generator_of_submits_run_at_once() -> None:
+    """A generator of `pool.submit` calls (as lock --bases and the build pass) is submitted whole before any wait:
+    four half-second jobs on four workers take half a second, not two."""
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        began = time.monotonic()
+        assert stopping.results(pool.submit(time.sleep, 0.5) for _ in range(4)) == [None] * 4
+        took = time.monotonic() - began
+    assert took < 1.5, f"{took:.1f} s: the jobs ran one after another"
+
+
 def test_results_come_in_the_order_of_their_futures() -> None:
     def late() -> str:
         time.sleep(0.3)
