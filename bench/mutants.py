@@ -2504,8 +2504,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "an rclone.conf with sftp's `key_file_pass` or swift's `auth_token` passes the gate"),
     M("hide-login-bracket-option-start-missed", VALUES,
       r'''    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|'''
-      r'''-[A-Za-z][ \t]{0,64})|^|(?<=[^\S ]))"''',
-      r'''    r"(?:^|(?<=\s)['\"]|^['\"])"''',
+      r'''-[A-Za-z][ \t]{0,64}['\"]?)"''',
+      r'''    r"(?:(?:^|(?<=\s))['\"]"''',
       "TORCHIMAGES_MIRROR='http://m.example/debian (bob:pa ss@m.example)' prints `bob:pa ss` in `settings`"),
     # --- the layer scan's links (h-links2): the third outside attack's findings 1-4, 9, 10, 16 ---------------
     M("scan-cache-key-misses-values", "security/layer_cache.py",
@@ -2634,8 +2634,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "`build --jobs 4` builds one combination at a time and lock --bases asks one registry at a time"),
     # --- the fourth outside attack, findings 7, 9-11, 14 (h-forms5): hiding logins, the gate's forms, bench-build --
     M("hide-spaced-after-short-option-said", VALUES,
-      "|-[A-Za-z][ \\t]{0,64})|^|",
-      ")|^|",
+      "|-[A-Za-z][ \\t]{0,64}['\\\"]?)\"\n",
+      ")\"\n",
       "`curl -x user:pa ss@proxy` or `-uuser:pa ss@proxy` in a message says the password's pieces"),
     M("hide-spaced-after-control-said", VALUES,
       "|^|(?<=[^\\S ]))",
@@ -2689,6 +2689,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       "summarized is not None and summarized / bare > JOB_TARGET:",
       "summarized is not None and summarized / bare > JOB_TARGET * 2:",
       "bench-build exits 0 on a main job 3 times the bare install (over the target of 2)"),
+    # --- the fifth outside attack, findings 6, 7, 9-11 (h-forms6): hiding logins, the gate's forms, bench-build ----
+    M("hide-spaced-quote-after-equals-said", VALUES,
+      "|(?<==)['\\\"]|^|",
+      "|^|",
+      "a message quoting `--proxy=\"bob:pa ss@proxy\"` or `HTTPS_PROXY='bob:pa ss@proxy'` says the whole password"),
+    M("hide-spaced-quote-after-short-option-said", VALUES,
+      "[ \\t]{0,64}['\\\"]?)\"\n",
+      "[ \\t]{0,64})\"\n",
+      "a message quoting `curl -x'bob:pa ss@proxy'` says the whole password"),
 )
 # fmt: on
 

@@ -1,0 +1,57 @@
+"""The fifth outside attack on the secrets gate's forms and on hiding logins (findings 6, 7, 9, 10, 11): a login with
+a blank opened by a quote after `=` or after a short option, the `.env` of a repository's tests below a home or a
+folder of /opt, placeholders that hide a real password, and bench-build's unbuffered child."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.cli.test_spaced_logins_never_said import MARK, USER, passwords
+from torchimages import values
+
+# 1 (finding 7): a quote after `=` (`--proxy="USER:`, `HTTPS_PROXY='USER:`) or after a short option (`-x'USER:`)
+# opens a login as a quote after a blank does
+QUOTED = [
+    ('--proxy="bob:pa ss@proxy"', '--proxy="proxy"'),
+    ("--proxy='bob:pa ss@proxy'", "--proxy='proxy'"),
+    ('HTTPS_PROXY="bob:pa ss@proxy"', 'HTTPS_PROXY="proxy"'),
+    ("-x'bob:pa ss@proxy'", "-x'proxy'"),
+    ('-x"bob:pa ss@proxy:3128" https://x', '-x"proxy:3128" https://x'),
+    ('curl -x "bob:pa ss@proxy"', 'curl -x "proxy"'),
+    ('env x="bob:pa ss@proxy" run', 'env x="proxy" run'),
+    ("refused: --proxy='u:top secret@proxy.corp:3128': no", "refused: --proxy='proxy.corp:3128': no"),
+]
+
+
+@pytest.mark.parametrize(("text", "kept"), QUOTED)
+def test_a_login_with_a_blank_after_a_quote_after_an_equals_or_a_short_option_is_hidden(text: str, kept: str) -> None:
+    assert values.hide_logins(text) == kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'label="2.4.0" pushed to ghcr.io/org/x:2.4 by bob@example.com',  # no USER: after the quote
+        "-v'/data:/data' mounted for bob@example.com",
+        'tag="2.4.0-cuda12" from ghcr.io/org/x@sha256:ab',
+    ],
+)
+def test_a_quote_after_an_equals_opens_no_login_without_user_colon_before_a_host(text: str) -> None:
+    assert values.hide_logins(text) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    user=USER,
+    password=passwords(),
+    before=st.sampled_from(['--proxy="', "--proxy='", 'HTTPS_PROXY="', "x='", "-x'", '-u"', "curl -x'", 'a -U"']),
+    host=st.sampled_from(["proxy.corp:3128", "ghcr.io/org", "host"]),
+)
+def test_no_piece_of_a_spaced_password_after_a_quote_is_said(
+    user: str, password: tuple[str, list[str]], before: str, host: str
+) -> None:
+    shown = values.hide_logins(f"{before}{user}:{password[0]}@{host}{before[-1]} done")
+    assert MARK not in shown and not [piece for piece in password[1] if piece in shown], shown
+    assert shown.endswith(f"{host}{before[-1]} done"), shown
