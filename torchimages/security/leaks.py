@@ -81,9 +81,10 @@ DOTENV_NOT_BELOW = (
     | frozenset({"example", "examples", "sample", "samples", "fixtures", "doc", "docs"})
     | PACKAGE_FOLDERS
 )
-# Where a folder's name says nothing of whose a `.env` is: below a home (`/home/test/`: a user named test), /root,
-# /etc, or a folder of /opt, a `.env` is judged whatever its folders' names, but a package's (PACKAGE_FOLDERS)
-OWNED_PLACES = (("home", "*"), ("root",), ("etc",), ("opt", "*"))
+# An owned place's own root, whose name says nothing of whose a `.env` is (`/home/test/`: a user named test;
+# `/opt/docs/`: an application named docs): below it, only the folders below that root say a `.env` is a test's, a
+# document's, an example's or a package's (`/home/u/app/tests/.env`, a repository's fixture, is not judged)
+OWNED_PLACES = (("home", "*"), ("root",), ("etc", "*"), ("opt", "*"))
 # A URL's userinfo (group 2: `user[:password]`), read as values.py reads it (a user, then a password of any
 # non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
 # a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
@@ -519,14 +520,14 @@ def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:
     return any(_fits(parts, cut, before) for cut in range(below - 1, len(before) - 1, -1))
 
 
-def _not_below(parts: Sequence[str], not_below: frozenset[str]) -> frozenset[str]:
-    """The folders whose files a rule's `not_below` leaves out of a path (its components, `/` first): below an
-    OWNED_PLACES folder, only a package's (`/home/test/.env` is judged; `/root/.local/.../site-packages/x/.env`
-    is not)."""
+def _named_folders(parts: Sequence[str]) -> Sequence[str]:
+    """The folders of a path (its components, `/` first, its file's name last) whose names a rule's `not_below`
+    reads: below an OWNED_PLACES root, only those below that root (`/home/test/.env` and `/opt/tests/.env` are
+    judged; `/home/u/app/tests/.env` and `/root/.local/.../site-packages/x/.env` are not)."""
     for place in OWNED_PLACES:
         if len(parts) >= len(place) + 2 and _fits(parts, len(place) + 1, place):
-            return not_below & PACKAGE_FOLDERS
-    return not_below
+            return parts[len(place) + 1 : -1]
+    return parts[:-1]
 
 
 def credential_rule(path: str) -> CredentialFile | None:
@@ -536,7 +537,7 @@ def credential_rule(path: str) -> CredentialFile | None:
     for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
         rule = CREDENTIAL_FILES[at]
         if parts[-1] not in rule.unless and ends_with(parts, rule.suffix):
-            if rule.not_below and not _not_below(parts, rule.not_below).isdisjoint(parts[:-1]):
+            if not rule.not_below.isdisjoint(_named_folders(parts)):
                 return None  # a test's or a package's `.env`
             return rule
     return None

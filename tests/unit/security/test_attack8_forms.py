@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.cli.test_spaced_logins_never_said import MARK, USER, passwords
+from tests.unit.security.test_layers import BASE, keys, layer, scan
 from torchimages import values
+from torchimages.security import leaks
 
 # 1 (finding 7): a quote after `=` (`--proxy="USER:`, `HTTPS_PROXY='USER:`) or after a short option (`-x'USER:`)
 # opens a login as a quote after a blank does
@@ -55,3 +57,59 @@ def test_no_piece_of_a_spaced_password_after_a_quote_is_said(
     shown = values.hide_logins(f"{before}{user}:{password[0]}@{host}{before[-1]} done")
     assert MARK not in shown and not [piece for piece in password[1] if piece in shown], shown
     assert shown.endswith(f"{host}{before[-1]} done"), shown
+
+
+# 2 (finding 10): the test, document and example folders' names count below an owned place's own root (`/home/NAME/`,
+# `/root/`, `/etc/NAME/`, `/opt/NAME/`), never at it: a repository cloned into a home or /opt keeps its fixtures'
+# `.env` unjudged; a home or an application named `test` keeps its own judged
+FIXTURE = b"DATABASE_URL=postgres://postgres:postgres@db:5432/app\n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "opt/app/tests/.env",
+        "opt/app/docs/.env",
+        "opt/app/examples/.env",
+        "opt/fixtures/doc/.env",
+        "home/u/app/tests/.env",
+        "home/u/docs/.env",
+        "home/test/app/test/.env.ci",
+        "root/project/tests/.env",
+        "root/test/.env",
+        "root/samples/.env.local",
+        "etc/app/tests/.env",
+        "workspace/tests/.env",
+        "usr/src/app/test/.env",
+        "srv/api/test/.env",
+        "home/u/.local/lib/python3.11/site-packages/x/.env",
+        "opt/app/node_modules/x/.env",
+    ],
+)
+def test_a_repository_s_fixture_env_below_an_owned_root_is_not_judged(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is None
+    found = scan(layer(*BASE), layer((name, FIXTURE))).findings
+    assert [f.detail for f in found if "login" in f.detail] == []  # (/root's stray file is another rule's)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "home/test/.env",
+        "home/tests/project/.env.production",
+        "home/docs/.env",
+        "opt/test/.env",
+        "opt/examples/app/.env",
+        "opt/pkgs/.env",
+        "etc/test/.env",
+        "etc/docs/app/.env",
+        "root/.env",
+        "root/app/.env",
+        "opt/.env",
+        "home/.env",
+        "app/.env",
+    ],
+)
+def test_a_env_named_so_by_its_owner_or_application_is_judged(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is not None
+    assert keys(scan(layer(*BASE), layer((name, FIXTURE)))) == ["/" + name]
