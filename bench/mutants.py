@@ -2706,6 +2706,22 @@ MUTATIONS: tuple[Mutation, ...] = (
       'OWNED_PLACES = (("home", "*"), ("root",), ("etc", "*"), ("opt", "*"))',
       'OWNED_PLACES = (("home", "*"), ("root",), ("etc",), ("opt", "*"))',
       "/etc/test/.env (an application named test) with a database password passes the gate unjudged"),
+    M("placeholder-brackets-any-words", LEAKS,
+      "(?i:{'|'.join(sorted(PLACEHOLDER_VOCABULARY))})",
+      "[A-Za-z]{{1,32}}",
+      "a .bashrc with `http_proxy=http://bob:<key_hunter>@proxy` (a real password in brackets) passes the gate"),
+    M("placeholder-brackets-dot-joins-words", LEAKS,
+      "{_PLACEHOLDER_WORD}[-_]){{0,8}}",
+      "{_PLACEHOLDER_WORD}[-_.]){{0,8}}",
+      "a .env with `postgres://app:<secret.key>@db` (a real password in brackets) passes the gate"),
+    M("placeholder-brackets-your-my-any-letters", LEAKS,
+      'rf"<(?:\\.{{3}}|(?:',
+      'rf"<(?:\\.{{3}}|(?i:your|my)[A-Za-z]{{1,32}}|(?:',
+      "a .bashrc with `http_proxy=http://bob:<Mysecret>@proxy` or `<yourpassword>` passes the gate"),
+    M("placeholder-brackets-vocabulary-names-only", LEAKS,
+      "PLACEHOLDER_VOCABULARY = PLACEHOLDER_NAMES | frozenset(",
+      "PLACEHOLDER_VOCABULARY = PLACEHOLDER_NAMES or frozenset(",
+      "a .bashrc with the placeholder `http://bob:<your-password-here>@proxy` fails the gate (a false finding)"),
 )
 # fmt: on
 

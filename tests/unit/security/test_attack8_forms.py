@@ -113,3 +113,43 @@ def test_a_repository_s_fixture_env_below_an_owned_root_is_not_judged(name: str)
 def test_a_env_named_so_by_its_owner_or_application_is_judged(name: str) -> None:
     assert leaks.credential_rule("/" + name) is not None
     assert keys(scan(layer(*BASE), layer((name, FIXTURE)))) == ["/" + name]
+
+
+# 3 (finding 11): `<...>` is a placeholder only when its words (split at `-` and `_`) all come from a small closed
+# vocabulary, one of them a secret's or a login's name (`<password>`, `<your-token>`, `<api_key>`): a real password
+# in brackets (`<Mysecret>`, `<key_hunter>`) is judged
+HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<key_hunter>", "<secret.key>",
+                      "<yourpassword>", "<your-x>", "<my>", "<here>", "<the-your>", "<hunter2>", "<p.w>",
+                      "<MyPassword>", "<token2>"]  # fmt: skip
+BRACKET_PLACEHOLDERS = ["<password>", "<your-token>", "<api_key>", "<PROXY_PASSWORD>", "<your-password-here>",
+                        "<Password>", "<YOUR_API_KEY>", "<my-proxy-pass>", "<registry-token>", "<access_token>",
+                        "<the-secret>", "<user>", "<auth>", "<pat>", "<value>", "<db-password>",
+                        "<personal-access-token>", "<...>"]  # fmt: skip
+LINES = [("home/u/.bashrc", "export http_proxy=http://bob:{}@proxy.corp:3128\n"),
+         ("app/.env", "DATABASE_URL=postgres://app:{}@db.corp:5432/app\n"),
+         ("home/u/.bashrc", "export https_proxy=bob:{}@proxy.corp:3128\n")]  # fmt: skip
+
+
+@pytest.mark.parametrize("password", HIDDEN_IN_BRACKETS)
+@pytest.mark.parametrize(("name", "form"), LINES, ids=[f"{n}:{f[:12]}" for n, f in LINES])
+def test_a_real_password_in_brackets_is_found(name: str, form: str, password: str) -> None:
+    text = form.format(password).encode()
+    assert leaks.SHELL_LOGIN.search(text) is not None, text
+    assert keys(scan(layer(*BASE), layer((name, text)))) == ["/" + name], text
+
+
+@pytest.mark.parametrize("password", BRACKET_PLACEHOLDERS)
+@pytest.mark.parametrize(("name", "form"), LINES, ids=[f"{n}:{f[:12]}" for n, f in LINES])
+def test_a_placeholder_of_the_vocabulary_passes(name: str, form: str, password: str) -> None:
+    text = form.format(password).encode()
+    assert leaks.SHELL_LOGIN.search(text) is None, text
+    assert keys(scan(layer(*BASE), layer((name, text)))) == [], text
+
+
+@settings(max_examples=300, deadline=None)
+@given(word=st.from_regex(r"[A-Za-z]{1,12}", fullmatch=True), before=st.booleans())
+def test_a_word_outside_the_vocabulary_makes_brackets_no_placeholder(word: str, before: bool) -> None:
+    if word.lower() in leaks.PLACEHOLDER_VOCABULARY:
+        return
+    inner = f"{word}-password" if before else f"your_{word}"
+    assert leaks.SHELL_LOGIN.search(f"export http_proxy=http://bob:<{inner}>@proxy:3128\n".encode()), inner
