@@ -2722,6 +2722,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "PLACEHOLDER_VOCABULARY = PLACEHOLDER_NAMES | frozenset(",
       "PLACEHOLDER_VOCABULARY = PLACEHOLDER_NAMES or frozenset(",
       "a .bashrc with the placeholder `http://bob:<your-password-here>@proxy` fails the gate (a false finding)"),
+    M("bench-job-output-buffered", "../bench/build_vs_install.py",
+      '    return {**environ, "PYTHONUNBUFFERED": "1"}\n',
+      "    return dict(environ)\n",
+      "bench-build times the summary line at build.py's exit: the --report work counts in the ratio, said 0 s"),
+    M("bench-job-environment-not-given", "../bench/build_vs_install.py",
+      'errors="replace", env=job_environment(environ)',
+      'errors="replace"',
+      "bench-build's main job runs with the user's buffered stdout: the summary line's time is its exit's"),
 )
 # fmt: on
 
