@@ -96,8 +96,9 @@ USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN
 # default that is empty or a variable: a literal default, `${NAME:-hunter2}`, is a password written in the file),
 # `${NAME:?message}`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder
 # (`password`, `passwd` all lower or all upper case; `<...>` holding only words of PLACEHOLDER_VOCABULARY:
-# `<password>`, `<token>`, `<your-api-key>`; `***`, `xxx`, `...`). A command substitution is no variable (`$(echo${IFS}pw)` sends pw, and a
-# .env or environment.d file sends it as written), nor is `<hunter2>` a placeholder, nor `Password` (typed so)
+# `<password>`, `<token>`, `<your-api-key>`; `***`, `xxx`, `...`). A command substitution is no variable
+# (`$(echo${IFS}pw)` sends pw, and a .env or environment.d file sends it as written), nor is `<hunter2>` a
+# placeholder, nor `Password` (typed so)
 SHELL_VARIABLE = (
     r"\$[A-Za-z_][A-Za-z0-9_]{0,255}"
     r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"
