@@ -295,6 +295,20 @@ def build_command(
     return [*command, *extra, "--", tag]
 
 
+def job_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The main job's environment: `environ` with Python's output unbuffered (PYTHONUNBUFFERED=1), so that build.py's
+    summary line reaches the bench when it is printed, not when its buffer is flushed at its exit (after the
+    --report work, which would then be timed as the job's)."""
+    return {**environ, "PYTHONUNBUFFERED": "1"}
+
+
+def start_job(command: Sequence[str], environ: Mapping[str, str]) -> subprocess.Popen[str]:
+    """The main job started, its output a pipe read line by line as it is printed (job_environment)."""
+    return subprocess.Popen(
+        list(command), stdout=subprocess.PIPE, text=True, errors="replace", env=job_environment(environ)
+    )
+
+
 def before_the_job(clean_engine: bool, docker: str, references: Sequence[str]) -> list[list[str]]:
     """What runs on the engine before the main job: nothing, unless --clean-engine (a machine of one's own): then
     the selected images' public references are removed (the bootstrapped base stays) and every record of
@@ -465,7 +479,7 @@ def main() -> int:
         print(f"# main job: {' '.join(shlex.quote(c) for c in command[1:])}", flush=True)
         start = time.perf_counter()
         seen: list[tuple[float, str]] = []  # each line shaped like the summary: its seconds, its text
-        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, errors="replace") as done:
+        with start_job(command, os.environ) as done:
             assert done.stdout is not None
             for line in done.stdout:
                 print(line, end="")

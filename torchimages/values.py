@@ -422,13 +422,15 @@ def _hide_word(found: re.Match[str]) -> str:
 # line, every '@' that a host follows (not a digest's `@sha256:`) hides all back to the nearest login's start before
 # it, `scheme://USER:` anywhere, or `USER:` starting the text, a quoted or bracketed value (`'USER:`, `(USER:`,
 # `[USER:`, `{USER:`, `<USER:`), an option's value (`--proxy USER:`, `--proxy=USER:`, a short option's: `-x USER:`,
-# `-uUSER:`) or a field after a blank that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`).
+# `-uUSER:`), a value quoted after `=` or a short option (`--proxy="USER:`, `NAME='USER:`, `-x'USER:`) or a field
+# after a blank that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`).
 _TOKEN_USER = re.compile(TOKEN_USER)
 _REGISTRY_AFTER = re.compile(rf"{_HOST_CHAR}+/")  # a host and a path: a registry's (`ghcr.io/org`)
 _HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
 _URL_START = re.compile(rf"(?<!{_SCHEME_CHAR}){_SCHEME_CHAR}+://[^\s/?#:]*:")
 _BARE_START = re.compile(
-    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64})|^|(?<=[^\S ]))"
+    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64}['\"]?)"
+    r"|(?<==)['\"]|^|(?<=[^\S ]))"
     r"(?P<user>[^\s/?#:'\"([{<]*):(?!//)"
 )
 

@@ -6,7 +6,9 @@ The installs and builds themselves need uv, wheel sources and an engine (not her
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +326,30 @@ def test_a_missed_target_is_said_and_exits_1() -> None:
     # no bare install measured: no ratio, so no ratio target missed (the table says so); the checks' still judged
     assert bench.missed_targets(images, bare=None, summarized=9000.0) == []
     assert bench.missed_targets([heavy], bare=None, summarized=None) == checks
+
+
+# The fifth outside attack, finding 9: build.py's stdout is a pipe to the bench, so Python buffers it; the summary
+# line would arrive at build.py's exit, after the --report work, and that work would be timed as the main job's
+UNSET = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
+@pytest.mark.parametrize("given", [{}, {"PYTHONUNBUFFERED": ""}, {"PYTHONUNBUFFERED": "0"}, {"HOME": "/h"}])
+def test_the_main_job_runs_unbuffered(given: dict[str, str]) -> None:
+    env = bench.job_environment(given)
+    assert env["PYTHONUNBUFFERED"] == "1" and {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"} == {
+        k: v for k, v in given.items() if k != "PYTHONUNBUFFERED"
+    }
+
+
+def test_the_summary_line_is_read_when_printed_not_at_the_job_s_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that prints the summary (a plain print, as build.py does) and then works for 5 s: the bench reads
+    the line at once, in a shell that does not set PYTHONUNBUFFERED (a user's)."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    child = "import time; print('1 built, 0 skipped, 0 failed'); time.sleep(5)"
+    start = time.perf_counter()
+    with bench.start_job([sys.executable, "-c", child], UNSET) as job:
+        assert job.stdout is not None
+        line = job.stdout.readline()
+        seen = time.perf_counter() - start
+        job.kill()
+    assert line == "1 built, 0 skipped, 0 failed\n" and seen < 3, seen

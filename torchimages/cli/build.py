@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     build = common.make_builder(args, engine, options, shown, junit_dir, gate, stale=args.rebuild_stale)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))
     outcomes = done.result
-    print(outcome.summary(outcomes))
+    print(outcome.summary(outcomes), flush=True)  # now, before the --report work (bench-build times this line)
     complete = True
     if args.report and junit_dir:
         from torchimages.reporting import writer

@@ -81,9 +81,10 @@ DOTENV_NOT_BELOW = (
     | frozenset({"example", "examples", "sample", "samples", "fixtures", "doc", "docs"})
     | PACKAGE_FOLDERS
 )
-# Where a folder's name says nothing of whose a `.env` is: below a home (`/home/test/`: a user named test), /root,
-# /etc, or a folder of /opt, a `.env` is judged whatever its folders' names, but a package's (PACKAGE_FOLDERS)
-OWNED_PLACES = (("home", "*"), ("root",), ("etc",), ("opt", "*"))
+# An owned place's own root, whose name says nothing of whose a `.env` is (`/home/test/`: a user named test;
+# `/opt/docs/`: an application named docs): below it, only the folders below that root say a `.env` is a test's, a
+# document's, an example's or a package's (`/home/u/app/tests/.env`, a repository's fixture, is not judged)
+OWNED_PLACES = (("home", "*"), ("root",), ("etc", "*"), ("opt", "*"))
 # A URL's userinfo (group 2: `user[:password]`), read as values.py reads it (a user, then a password of any
 # non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
 # a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
@@ -94,23 +95,30 @@ USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN
 # would send: the shell's variable (sh, bash, zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a
 # default that is empty or a variable: a literal default, `${NAME:-hunter2}`, is a password written in the file),
 # `${NAME:?message}`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder
-# (`password`, `passwd` all lower or all upper case; `<...>` holding a placeholder's word: `<password>`, `<token>`,
-# `<your-...>`; `***`, `xxx`, `...`). A command substitution is no variable (`$(echo${IFS}pw)` sends pw, and a
-# .env or environment.d file sends it as written), nor is `<hunter2>` a placeholder, nor `Password` (typed so)
+# (`password`, `passwd` all lower or all upper case; `<...>` holding only words of PLACEHOLDER_VOCABULARY:
+# `<password>`, `<token>`, `<your-api-key>`; `***`, `xxx`, `...`). A command substitution is no variable
+# (`$(echo${IFS}pw)` sends pw, and a .env or environment.d file sends it as written), nor is `<hunter2>` a
+# placeholder, nor `Password` (typed so)
 SHELL_VARIABLE = (
     r"\$[A-Za-z_][A-Za-z0-9_]{0,255}"
     r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"
     r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}"
 )
-# a placeholder's word, in any case; `<...>` holds letters only, in words joined by `-`, `_` or `.`, one of them
-# such a word, or starting `your`/`my` (`<your-proxy-password>`, `<PROXY_PASSWORD>`, `<api-key>`, `<user>`)
-_PLACEHOLDER_WORD = (
-    r"(?i:password|passwd|passphrase|pass|pwd|pw|token|secret|key|apikey|credentials?|creds?|user|username|login"
-    r"|auth|pat|value)"
-)
+# `<...>` is a placeholder when its words (joined by `-` or `_`, in any case) all come from a small closed
+# vocabulary, one of them a secret's or a login's name (`<password>`, `<your-proxy-password>`, `<PROXY_PASSWORD>`,
+# `<api_key>`, `<your-password-here>`, `<user>`): `<Mysecret>`, `<key_hunter>`, `<secret.key>` are passwords
+PLACEHOLDER_NAMES = frozenset(
+    {"password", "passwd", "passphrase", "pass", "pwd", "pw", "token", "secret", "key", "apikey", "credentials",
+     "credential", "creds", "cred", "user", "username", "login", "auth", "pat", "value"}
+)  # fmt: skip
+PLACEHOLDER_VOCABULARY = PLACEHOLDER_NAMES | frozenset(
+    {"your", "my", "the", "here", "proxy", "registry", "api", "access", "personal", "private", "db", "database",
+     "app", "service", "account", "deploy", "client", "bearer", "id"}
+)  # fmt: skip
+_PLACEHOLDER_NAME = rf"(?i:{'|'.join(sorted(PLACEHOLDER_NAMES))})"
+_PLACEHOLDER_WORD = rf"(?i:{'|'.join(sorted(PLACEHOLDER_VOCABULARY))})"
 _ANGLE_PLACEHOLDER = (
-    rf"<(?:\.{{3}}|(?i:your|my)(?:[-_.]?[A-Za-z]{{1,32}}){{1,8}}"
-    rf"|(?:[A-Za-z]{{1,32}}[-_.]){{0,8}}{_PLACEHOLDER_WORD}(?:[-_.][A-Za-z]{{1,32}}){{0,8}})>"
+    rf"<(?:\.{{3}}|(?:{_PLACEHOLDER_WORD}[-_]){{0,8}}{_PLACEHOLDER_NAME}(?:[-_]{_PLACEHOLDER_WORD}){{0,8}})>"
 )
 PLACEHOLDER = rf"(?-i:password|PASSWORD|passwd|PASSWD)|{_ANGLE_PLACEHOLDER}|\*{{1,64}}|[xX]{{3,64}}|\.{{3}}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"
@@ -519,14 +527,14 @@ def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:
     return any(_fits(parts, cut, before) for cut in range(below - 1, len(before) - 1, -1))
 
 
-def _not_below(parts: Sequence[str], not_below: frozenset[str]) -> frozenset[str]:
-    """The folders whose files a rule's `not_below` leaves out of a path (its components, `/` first): below an
-    OWNED_PLACES folder, only a package's (`/home/test/.env` is judged; `/root/.local/.../site-packages/x/.env`
-    is not)."""
+def _named_folders(parts: Sequence[str]) -> Sequence[str]:
+    """The folders of a path (its components, `/` first, its file's name last) whose names a rule's `not_below`
+    reads: below an OWNED_PLACES root, only those below that root (`/home/test/.env` and `/opt/tests/.env` are
+    judged; `/home/u/app/tests/.env` and `/root/.local/.../site-packages/x/.env` are not)."""
     for place in OWNED_PLACES:
         if len(parts) >= len(place) + 2 and _fits(parts, len(place) + 1, place):
-            return not_below & PACKAGE_FOLDERS
-    return not_below
+            return parts[len(place) + 1 : -1]
+    return parts[:-1]
 
 
 def credential_rule(path: str) -> CredentialFile | None:
@@ -536,7 +544,7 @@ def credential_rule(path: str) -> CredentialFile | None:
     for at in sorted(_NAMED.get(parts[-1], ()) + _PATTERNED):
         rule = CREDENTIAL_FILES[at]
         if parts[-1] not in rule.unless and ends_with(parts, rule.suffix):
-            if rule.not_below and not _not_below(parts, rule.not_below).isdisjoint(parts[:-1]):
+            if not rule.not_below.isdisjoint(_named_folders(parts)):
                 return None  # a test's or a package's `.env`
             return rule
     return None

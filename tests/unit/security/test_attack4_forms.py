@@ -96,9 +96,9 @@ def test_the_marks_read_such_a_password_as_one(password: str) -> None:
     assert leaks.SHELL_LOGIN.search(f"export http_proxy=bob:{password}@proxy.corp:3128\n".encode()) is not None
 
 
-# 3 (finding 11): below a home, /root, /etc or a folder of /opt, a `.env` is an application's or a user's whatever its
-# folders' names (a home named `test`, a project's `docs`); only a package's (site-packages, dist-packages,
-# node_modules, conda's pkgs) is not judged there
+# 3 (finding 11): a home, /etc's or /opt's folder named `test` or `docs` is a user's or an application's: a `.env`
+# there is judged (the folders below such a root still say a test's: test_attack8_forms); a package's
+# (site-packages, dist-packages, node_modules, conda's pkgs) is not
 ENV_LOGIN = b"DATABASE_URL=postgres://app:hunter2@db.corp:5432/app\n"
 
 
@@ -107,18 +107,12 @@ ENV_LOGIN = b"DATABASE_URL=postgres://app:hunter2@db.corp:5432/app\n"
     [
         "home/test/.env",
         "home/tests/project/.env.production",
-        "home/u/docs/.env",
-        "home/u/app/examples/.env",
-        "root/test/.env",
-        "root/samples/.env.local",
         "etc/test/.env",
         "etc/docs/app/.env",
         "opt/test/.env",
-        "opt/app/tests/.env",
-        "opt/fixtures/doc/.env",
     ],
 )
-def test_a_env_file_of_a_home_root_etc_or_opt_is_judged_whatever_its_folders(name: str) -> None:
+def test_a_env_file_of_a_home_etc_or_opt_folder_named_test_is_judged(name: str) -> None:
     assert leaks.credential_rule("/" + name) is not None
     assert keys(scan(layer(*BASE), layer((name, ENV_LOGIN)))) == ["/" + name]
 

@@ -1,0 +1,155 @@
+"""The fifth outside attack on the secrets gate's forms and on hiding logins (findings 6, 7, 9, 10, 11): a login with
+a blank opened by a quote after `=` or after a short option, the `.env` of a repository's tests below a home or a
+folder of /opt, placeholders that hide a real password, and bench-build's unbuffered child."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.unit.cli.test_spaced_logins_never_said import MARK, USER, passwords
+from tests.unit.security.test_layers import BASE, keys, layer, scan
+from torchimages import values
+from torchimages.security import leaks
+
+# 1 (finding 7): a quote after `=` (`--proxy="USER:`, `HTTPS_PROXY='USER:`) or after a short option (`-x'USER:`)
+# opens a login as a quote after a blank does
+QUOTED = [
+    ('--proxy="bob:pa ss@proxy"', '--proxy="proxy"'),
+    ("--proxy='bob:pa ss@proxy'", "--proxy='proxy'"),
+    ('HTTPS_PROXY="bob:pa ss@proxy"', 'HTTPS_PROXY="proxy"'),
+    ("-x'bob:pa ss@proxy'", "-x'proxy'"),
+    ('-x"bob:pa ss@proxy:3128" https://x', '-x"proxy:3128" https://x'),
+    ('curl -x "bob:pa ss@proxy"', 'curl -x "proxy"'),
+    ('env x="bob:pa ss@proxy" run', 'env x="proxy" run'),
+    ("refused: --proxy='u:top secret@proxy.corp:3128': no", "refused: --proxy='proxy.corp:3128': no"),
+]
+
+
+@pytest.mark.parametrize(("text", "kept"), QUOTED)
+def test_a_login_with_a_blank_after_a_quote_after_an_equals_or_a_short_option_is_hidden(text: str, kept: str) -> None:
+    assert values.hide_logins(text) == kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'label="2.4.0" pushed to ghcr.io/org/x:2.4 by bob@example.com',  # no USER: after the quote
+        "-v'/data:/data' mounted for bob@example.com",
+        'tag="2.4.0-cuda12" from ghcr.io/org/x@sha256:ab',
+    ],
+)
+def test_a_quote_after_an_equals_opens_no_login_without_user_colon_before_a_host(text: str) -> None:
+    assert values.hide_logins(text) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    user=USER,
+    password=passwords(),
+    before=st.sampled_from(['--proxy="', "--proxy='", 'HTTPS_PROXY="', "x='", "-x'", '-u"', "curl -x'", 'a -U"']),
+    host=st.sampled_from(["proxy.corp:3128", "ghcr.io/org", "host"]),
+)
+def test_no_piece_of_a_spaced_password_after_a_quote_is_said(
+    user: str, password: tuple[str, list[str]], before: str, host: str
+) -> None:
+    shown = values.hide_logins(f"{before}{user}:{password[0]}@{host}{before[-1]} done")
+    assert MARK not in shown and not [piece for piece in password[1] if piece in shown], shown
+    assert shown.endswith(f"{host}{before[-1]} done"), shown
+
+
+# 2 (finding 10): the test, document and example folders' names count below an owned place's own root (`/home/NAME/`,
+# `/root/`, `/etc/NAME/`, `/opt/NAME/`), never at it: a repository cloned into a home or /opt keeps its fixtures'
+# `.env` unjudged; a home or an application named `test` keeps its own judged
+FIXTURE = b"DATABASE_URL=postgres://postgres:postgres@db:5432/app\n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "opt/app/tests/.env",
+        "opt/app/docs/.env",
+        "opt/app/examples/.env",
+        "opt/fixtures/doc/.env",
+        "home/u/app/tests/.env",
+        "home/u/docs/.env",
+        "home/test/app/test/.env.ci",
+        "root/project/tests/.env",
+        "root/test/.env",
+        "root/samples/.env.local",
+        "etc/app/tests/.env",
+        "workspace/tests/.env",
+        "usr/src/app/test/.env",
+        "srv/api/test/.env",
+        "home/u/.local/lib/python3.11/site-packages/x/.env",
+        "opt/app/node_modules/x/.env",
+    ],
+)
+def test_a_repository_s_fixture_env_below_an_owned_root_is_not_judged(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is None
+    found = scan(layer(*BASE), layer((name, FIXTURE))).findings
+    assert [f.detail for f in found if "login" in f.detail] == []  # (/root's stray file is another rule's)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "home/test/.env",
+        "home/tests/project/.env.production",
+        "home/docs/.env",
+        "opt/test/.env",
+        "opt/examples/app/.env",
+        "opt/pkgs/.env",
+        "etc/test/.env",
+        "etc/docs/app/.env",
+        "root/.env",
+        "root/app/.env",
+        "opt/.env",
+        "home/.env",
+        "app/.env",
+    ],
+)
+def test_a_env_named_so_by_its_owner_or_application_is_judged(name: str) -> None:
+    assert leaks.credential_rule("/" + name) is not None
+    assert keys(scan(layer(*BASE), layer((name, FIXTURE)))) == ["/" + name]
+
+
+# 3 (finding 11): `<...>` is a placeholder only when its words (split at `-` and `_`) all come from a small closed
+# vocabulary, one of them a secret's or a login's name (`<password>`, `<your-token>`, `<api_key>`): a real password
+# in brackets (`<Mysecret>`, `<key_hunter>`) is judged
+HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<key_hunter>", "<secret.key>",
+                      "<yourpassword>", "<your-x>", "<my>", "<here>", "<the-your>", "<hunter2>", "<p.w>",
+                      "<MyPassword>", "<token2>"]  # fmt: skip
+BRACKET_PLACEHOLDERS = ["<password>", "<your-token>", "<api_key>", "<PROXY_PASSWORD>", "<your-password-here>",
+                        "<Password>", "<YOUR_API_KEY>", "<my-proxy-pass>", "<registry-token>", "<access_token>",
+                        "<the-secret>", "<user>", "<auth>", "<pat>", "<value>", "<db-password>",
+                        "<personal-access-token>", "<...>"]  # fmt: skip
+LINES = [("home/u/.bashrc", "export http_proxy=http://bob:{}@proxy.corp:3128\n"),
+         ("app/.env", "DATABASE_URL=postgres://app:{}@db.corp:5432/app\n"),
+         ("home/u/.bashrc", "export https_proxy=bob:{}@proxy.corp:3128\n")]  # fmt: skip
+
+
+@pytest.mark.parametrize("password", HIDDEN_IN_BRACKETS)
+@pytest.mark.parametrize(("name", "form"), LINES, ids=[f"{n}:{f[:12]}" for n, f in LINES])
+def test_a_real_password_in_brackets_is_found(name: str, form: str, password: str) -> None:
+    text = form.format(password).encode()
+    assert leaks.SHELL_LOGIN.search(text) is not None, text
+    assert keys(scan(layer(*BASE), layer((name, text)))) == ["/" + name], text
+
+
+@pytest.mark.parametrize("password", BRACKET_PLACEHOLDERS)
+@pytest.mark.parametrize(("name", "form"), LINES, ids=[f"{n}:{f[:12]}" for n, f in LINES])
+def test_a_placeholder_of_the_vocabulary_passes(name: str, form: str, password: str) -> None:
+    text = form.format(password).encode()
+    assert leaks.SHELL_LOGIN.search(text) is None, text
+    assert keys(scan(layer(*BASE), layer((name, text)))) == [], text
+
+
+@settings(max_examples=300, deadline=None)
+@given(word=st.from_regex(r"[A-Za-z]{1,12}", fullmatch=True), before=st.booleans())
+def test_a_word_outside_the_vocabulary_makes_brackets_no_placeholder(word: str, before: bool) -> None:
+    if word.lower() in leaks.PLACEHOLDER_VOCABULARY:
+        return
+    inner = f"{word}-password" if before else f"your_{word}"
+    assert leaks.SHELL_LOGIN.search(f"export http_proxy=http://bob:<{inner}>@proxy:3128\n".encode()), inner
