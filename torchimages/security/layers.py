@@ -264,14 +264,15 @@ class _Reading:
         if base.startswith(WHITEOUT):
             gone = posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])
             self.deleted.add(self.keep(gone))
-            self.replaced(gone, self.files.cut(gone))
+            self.replaced(gone)
+            self.cut(gone)
             self.files.add(gone, GONE)
             return
+        self.replaced(path)
         if entry.type == "5":
-            self.replaced(path, False)
             self.files.add_folder(path)
             return
-        self.replaced(path, self.files.cut(path))
+        self.cut(path)
         found = (
             self.file(tar, entry, path) if entry.type == "0" else self.link(entry, path) if entry.type in "12" else []
         )
@@ -345,15 +346,22 @@ class _Reading:
                 )
         return hits
 
-    def replaced(self, path: str, folder: bool) -> None:
+    def replaced(self, path: str) -> None:
         """A later entry at `path` (a file, a folder, a link, a whiteout) replaces what was there: the engine
-        keeps the last entry of a path; one that is no folder at a `folder` of the layer removes it with all it
-        holds (what the layer recorded below it too)."""
-        kept = (self.facts, self.links, self.hard, self.judged, self.dotdot, self.folders)
-        for held in kept:
-            held.pop(path, None)
-        if not folder:
+        keeps the last entry of a path."""
+        self.facts.pop(path, None)
+        self.links.pop(path, None)
+        self.hard.pop(path, None)
+        self.judged.pop(path, None)
+        self.dotdot.pop(path, None)
+        self.folders.pop(path, None)
+
+    def cut(self, path: str) -> None:
+        """An entry that is no folder (a file, a link, a whiteout) at a folder of the layer: the engine removes
+        the folder with all it holds, so what the layer recorded below it is dropped too (FileIndex.cut)."""
+        if not self.files.cut(path):
             return
+        kept = (self.facts, self.links, self.hard, self.judged, self.dotdot, self.folders)
         self.purged += sum(len(held) for held in kept)
         if self.purged > PURGED_MAX:
             raise Exceeded(f"the layer's replaced folders took more than the scan's bound of {PURGED_MAX} paths")
@@ -452,7 +460,7 @@ class _Reading:
         """Where a link's chain from `target` ends (links.follow), or why it is not followed: a `..` it holds after
         a link (`dotdot`), links or files past those kept (`full`), `..` links past those kept, the layer's
         lookups past STEPS_MAX (a folder link's walk, which looks at no file, too)."""
-        if self.files.looked > STEPS_MAX:
+        if self.files.looked > STEPS_MAX:  # a folder link's walk looks at no file: said here
             return Walk(target, "steps")
         if dotdot:
             return Walk(target, "dotdot")

@@ -196,3 +196,16 @@ def test_a_crafted_deep_layer_keeps_its_records_by_its_folders() -> None:
         reading.entry(stream, entry)
     assert len(reading.files.records) // 9 == 200 + 100 + 2
     assert not reading.files.full
+
+
+def test_a_walk_that_passes_the_bound_of_steps_midway_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """About 210 records, a bound of 300: the walk's second lookup passes it, its third is not made (said)."""
+    monkeypatch.setattr(layers, "STEPS_MAX", 300)
+    monkeypatch.setattr(links, "STEPS_MAX", 300)
+    files = tuple((f"data/f{k}", "file", b"") for k in range(200))
+    found, note = scanned(
+        (*files, ("d", "link", "/e"), ("e", "link", "/f"), ("f/x", "file", RC), ("home/u/.bashrc", "link", "/d/x"))
+    )
+    assert found == []
+    assert "/home/u/.bashrc: a symbolic link to /d/x: its content was not judged" in note
+    assert "took more than the scan's bound of 300 steps to follow" in note
