@@ -1,8 +1,11 @@
 """What one layer's links lead to (layers.py): a link at a path judged by content (a shell's startup file, a
 wgetrc, a curlrc, a condarc: leaks.CredentialFile's `links=False`) is judged by the file its chain of links
 ends at, in whatever order the layer holds them. Kept while the layer streams past: every link (its path and
-target, up to LINKS_KEPT_MAX bytes) and, for every entry, 9 bytes (its path's digest and whether it is a file
-whose content was searched for the link marks, or why not, a folder, a hard link or no file; up to FILES_MAX).
+target, up to LINKS_KEPT_MAX bytes of paths: not of memory, which is about 70 bytes more per symbolic link and
+165 per hard link) and, for every entry and each folder above entries once, 9 bytes (its path's digest and
+whether it is a file whose content was searched for the link marks, or why not, a folder, a hard link, a
+symbolic link or no file; up to FILES_MAX), each distinct folder's digest (up to FOLDERS_MAX) and the folders
+replaced (with what is below them: the engine removes a folder a later file, link or whiteout replaces).
 At the layer's end each such link is followed (through links to files and to folders, at most LINK_DEPTH,
 PATH_MAX bytes, WORK_MAX bytes of paths and STEPS_MAX records looked at for the layer): to a file of the
 layer, judged by its content; a target not read (not a file of this layer, a binary, too large, a loop, a walk
@@ -17,9 +20,9 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 
 LINK_DEPTH = 40  # links followed at most in one chain (Linux's own bound on a path's symlinks)
-LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets) one layer keeps to follow
+LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets, 64 more each; not their memory) one layer keeps
 FILES_MAX = 4_000_000  # records (its files, folders, links, whiteouts) one layer keeps (9 bytes each)
-FOLDERS_MAX = 1_000_000  # distinct folders one layer keeps (about 100 bytes each in memory)
+FOLDERS_MAX = 1_000_000  # distinct folders one layer keeps (about 85 bytes each in memory)
 CUTS_CHECKED = 64  # folders cut since a folder was recorded that are checked (more: it is recorded again)
 FOLLOWED_MAX = 1000  # links at paths judged by content one layer follows (more: said, not followed)
 PATH_MAX = 4096  # bytes of a path a walk may reach (Linux's PATH_MAX): past it, the walk stops, said
