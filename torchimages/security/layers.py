@@ -265,14 +265,14 @@ class _Reading:
             gone = posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])
             self.deleted.add(self.keep(gone))
             self.replaced(gone)
-            self.cut(gone)
+            self.cut_folder(gone)
             self.files.add(gone, GONE)
             return
         self.replaced(path)
         if entry.type == "5":
             self.files.add_folder(path)
             return
-        self.cut(path)
+        self.cut_folder(path)
         found = (
             self.file(tar, entry, path) if entry.type == "0" else self.link(entry, path) if entry.type in "12" else []
         )
@@ -356,7 +356,7 @@ class _Reading:
         self.dotdot.pop(path, None)
         self.folders.pop(path, None)
 
-    def cut(self, path: str) -> None:
+    def cut_folder(self, path: str) -> None:
         """An entry that is no folder (a file, a link, a whiteout) at a folder of the layer: the engine removes
         the folder with all it holds, so what the layer recorded below it is dropped too (FileIndex.cut)."""
         if not self.files.cut(path):

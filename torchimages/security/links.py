@@ -104,8 +104,9 @@ class FileIndex:
 
     def uncut(self, folder: str, cuts: int) -> bool:
         """Whether no folder cut after the `cuts`th is `folder` or above it (more than CUTS_CHECKED: not known)."""
-        since = self.cut_order[cuts:]
-        return len(since) <= CUTS_CHECKED and not any(folder == c or folder.startswith(c + "/") for c in since)
+        if len(self.cut_order) - cuts > CUTS_CHECKED:
+            return False
+        return not any(folder == c or folder.startswith(c + "/") for c in self.cut_order[cuts:])
 
     def get(self, path: str, before: int | None = None) -> str | None:
         """Why the file at `path` was not searched ("" when it was), or None when no file of the layer is there

@@ -209,3 +209,22 @@ def test_a_walk_that_passes_the_bound_of_steps_midway_is_said(monkeypatch: pytes
     assert found == []
     assert "/home/u/.bashrc: a symbolic link to /d/x: its content was not judged" in note
     assert "took more than the scan's bound of 300 steps to follow" in note
+
+
+def test_a_folder_made_again_after_more_cuts_than_checked_is_a_folder_again() -> None:
+    """Past the CUTS_CHECKED cuts since /opt/d/e was recorded, it is recorded again (not taken as uncut)."""
+    others = tuple(
+        item for k in range(links.CUTS_CHECKED) for item in ((f"c{k}/f", "file", b""), (f".wh.c{k}", "file", b""))
+    )
+    found, note = scanned(
+        (
+            ("opt/d/e/x", "file", b""),
+            ("opt/.wh.d", "file", b""),
+            *others,
+            ("opt/d/e/y", "file", b""),
+            ("opt/d/rc", "file", RC),
+            ("root/.bashrc", "link", "/opt/d/e/../rc"),
+        )
+    )
+    assert [key for key, _ in found] == ["/root/.bashrc"]
+    assert DOTDOT not in note
