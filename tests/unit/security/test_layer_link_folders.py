@@ -7,9 +7,12 @@ through the fake engine."""
 from __future__ import annotations
 
 import io
+import posixpath
 import tarfile
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.unit.security.test_layer_link_kernel import DOTDOT, Item, scanned
 from tests.unit.security.test_layer_links import CLEAN, RC
@@ -228,3 +231,43 @@ def test_a_folder_made_again_after_more_cuts_than_checked_is_a_folder_again() ->
     )
     assert [key for key, _ in found] == ["/root/.bashrc"]
     assert DOTDOT not in note
+
+
+# --- the file records against the engine's own rules, by property --------------------------------------------------
+
+PATHS = ["/a", "/b", "/a/a", "/a/b", "/b/a", "/a/a/a", "/a/a/b", "/a/b/a"]
+OPS = st.lists(st.tuples(st.sampled_from(["file", "dir", "whiteout", "link"]), st.sampled_from(PATHS)), max_size=30)
+
+
+def _model(ops: list[tuple[str, str]]) -> dict[str, str]:
+    """What the engine leaves of one layer's entries: its folders made above each entry, an entry that is no
+    folder at a folder removing it with all it holds."""
+    seen: dict[str, str] = {}
+    for kind, path in ops:
+        folder = posixpath.dirname(path)
+        while folder != "/":
+            seen[folder] = "dir"
+            folder = posixpath.dirname(folder)
+        if kind != "dir" and seen.get(path) == "dir":
+            seen = {p: k for p, k in seen.items() if not p.startswith(path + "/")}
+        seen[path] = kind
+    return seen
+
+
+@given(OPS, st.sampled_from([0, 1, 64]))
+def test_the_file_records_show_what_the_engine_leaves(ops: list[tuple[str, str]], checked: int) -> None:
+    saved, links.CUTS_CHECKED = links.CUTS_CHECKED, checked
+    try:
+        index = links.FileIndex()
+        for kind, path in ops:
+            index.above(path)
+            if kind == "dir":
+                index.add_folder(path)
+                continue
+            index.cut(path)
+            index.add(path, {"file": links.SEARCHED, "whiteout": links.GONE, "link": links.SYMLINK}[kind])
+    finally:
+        links.CUTS_CHECKED = saved
+    expected = _model(ops)
+    assert {p for p in PATHS if index.is_file(p)} == {p for p, k in expected.items() if k == "file"}
+    assert {p for p in PATHS if index.is_folder(p)} == {p for p, k in expected.items() if k == "dir"}
