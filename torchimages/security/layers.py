@@ -69,6 +69,7 @@ from torchimages.security.links import (
     HARD,
     LINKS_KEPT_MAX,
     STEPS_MAX,
+    SYMLINK,
     WORK_MAX,
     FileIndex,
     Walk,
@@ -77,6 +78,7 @@ from torchimages.security.links import (
     follow,
     names_folder,
     shown,
+    through_folder,
     unread_note,
 )
 from torchimages.security.model import SECRETS, Finding, Scan
@@ -87,6 +89,7 @@ KEPT_MAX = 16 << 20  # bytes of such members kept in all
 CHUNK = 1 << 20  # bytes of a file's content searched at once
 RETAINED_MAX = 16 << 20  # bytes of paths one layer's result may keep (whiteouts, findings, files with facts)
 HITS_MAX = 10_000  # findings one layer may have
+PURGED_MAX = 50_000_000  # paths looked at to drop those below the folders a layer replaces (more: not scanned)
 NOTES_MAX = 100  # notes one layer may have (links whose targets were not read)
 NOTES_SHOWN = 10  # of them, said in the scan's note
 COUNTED = ""  # the path of a layer's last note, its detail the count of notes past NOTES_MAX (no link's path)
@@ -228,7 +231,7 @@ class _Reading:
         self.unresolved: list[tuple[str, str, str, str]] = []  # judged links ending outside the layer
         self.entries = 0
         self.retained = 0
-        self.parent = "/"  # the folder of the last entry (its folders are recorded as the layer's: FileIndex)
+        self.purged = 0  # paths looked at to drop those below a replaced folder
 
     def keep(self, text: str) -> str:
         """Count a path (or text) the result keeps, against RETAINED_MAX."""
@@ -254,7 +257,7 @@ class _Reading:
             return
         path = image_path(entry.name)
         base = posixpath.basename(path)
-        self.folders_of(path)
+        self.files.above(path)  # the engine makes them folders of this layer, over a lower layer's link there
         if base == OPAQUE:
             self.opaque.add(self.keep(posixpath.dirname(path)))
             return
@@ -262,12 +265,14 @@ class _Reading:
             gone = posixpath.join(posixpath.dirname(path), base[len(WHITEOUT) :])
             self.deleted.add(self.keep(gone))
             self.replaced(gone)
+            self.cut_folder(gone)
             self.files.add(gone, GONE)
             return
         self.replaced(path)
         if entry.type == "5":
-            self.files.add(path, FOLDER)
+            self.files.add_folder(path)
             return
+        self.cut_folder(path)
         found = (
             self.file(tar, entry, path) if entry.type == "0" else self.link(entry, path) if entry.type in "12" else []
         )
@@ -319,7 +324,7 @@ class _Reading:
             self.keep_hard(path, target)
         else:
             self.keep_link(path, target)
-            self.files.add(path, GONE)
+            self.files.add(path, SYMLINK)
         rule = credential_rule(path)
         hits = [Hit(path, link_finding(rule, kind, target))] if rule is not None and rule.links else []
         if rule is not None and not rule.links and rule.mark is not None:
@@ -341,14 +346,6 @@ class _Reading:
                 )
         return hits
 
-    def folders_of(self, path: str) -> None:
-        """Record the folders above an entry as the layer's (those not above the last entry's too): the engine
-        makes them folders of this layer, over a lower layer's link there."""
-        folder, self.parent, last = posixpath.dirname(path), posixpath.dirname(path), self.parent
-        while folder != "/" and folder != last and not last.startswith(folder + "/"):
-            self.files.add(folder, FOLDER)
-            folder = posixpath.dirname(folder)
-
     def replaced(self, path: str) -> None:
         """A later entry at `path` (a file, a folder, a link, a whiteout) replaces what was there: the engine
         keeps the last entry of a path."""
@@ -358,6 +355,20 @@ class _Reading:
         self.judged.pop(path, None)
         self.dotdot.pop(path, None)
         self.folders.pop(path, None)
+
+    def cut_folder(self, path: str) -> None:
+        """An entry that is no folder (a file, a link, a whiteout) at a folder of the layer: the engine removes
+        the folder with all it holds, so what the layer recorded below it is dropped too (FileIndex.cut)."""
+        if not self.files.cut(path):
+            return
+        kept = (self.facts, self.links, self.hard, self.judged, self.dotdot, self.folders)
+        self.purged += sum(len(held) for held in kept)
+        if self.purged > PURGED_MAX:
+            raise Exceeded(f"the layer's replaced folders took more than the scan's bound of {PURGED_MAX} paths")
+        below = path.rstrip("/") + "/"
+        for held in kept:
+            for inside in [p for p in held if p.startswith(below)]:
+                del held[inside]
 
     def keep_hard(self, path: str, target: str) -> None:
         """Keep a hard link with the place in the file records where it was met (its target's record before it
@@ -374,14 +385,14 @@ class _Reading:
 
     def hard_end(self, path: str) -> tuple[str, str | None]:
         """Where a walk that ends at a hard link of the layer reads: the entry its target named when the link was
-        met (through hard links to hard links), and that file's record (None: no file of the layer was there)."""
+        met (through hard links to hard links), and its record there (None: no entry of the layer was there)."""
         reason: str | None = HARD
         at = len(self.files.records)
         while reason == HARD and path in self.hard and self.hard[path][1] < at:
             self.steps()
             path, at = self.hard[path]
             reason = self.files.get(path, at)
-        return path, (None if reason in (FOLDER, GONE, HARD) else reason)
+        return path, reason
 
     def keep_link(self, path: str, target: str) -> None:
         """Keep a link to follow at the layer's end, up to LINKS_KEPT_MAX bytes (then `links_bytes` is past it)."""
@@ -403,8 +414,8 @@ class _Reading:
         full = self.links_bytes > LINKS_KEPT_MAX or self.files.full
         try:
             unsure = {r for r, raw in self.dotdot.items() if dotdot_after_link(raw, self.links, self.is_folder)}
-        except _Steps:
-            unsure = set()
+        except _Steps:  # every walk from here on is said past the bound (walk)
+            unsure = set(self.dotdot)
         work = 0
         for path, (kind, target) in self.judged.items():
             if path in unsure:  # said with its target as written
@@ -447,7 +458,10 @@ class _Reading:
         self, target: str, dotdot: bool, full: bool, work_left: int, unsure: set[str], is_file: Callable[[str], bool]
     ) -> Walk:
         """Where a link's chain from `target` ends (links.follow), or why it is not followed: a `..` it holds after
-        a link (`dotdot`), links or files past those kept (`full`), `..` links past those kept."""
+        a link (`dotdot`), links or files past those kept (`full`), `..` links past those kept, the layer's
+        lookups past STEPS_MAX (a folder link's walk, which looks at no file, too)."""
+        if self.files.looked > STEPS_MAX:  # a folder link's walk looks at no file: said here
+            return Walk(target, "steps")
         if dotdot:
             return Walk(target, "dotdot")
         if full:  # a link or a file not kept may be on its way, or replace where it ends
@@ -468,7 +482,9 @@ class _Reading:
         known = self.facts.get(walk.path)
         if walk.path in self.hard:
             end, record = self.hard_end(walk.path)
-            if record is None:
+            if record == SYMLINK or (record is None and through_folder(end, self.links)[0] is not None):
+                return Walk(end, "hard-symlink", walk.steps, walk.work), None, ""  # link() made it that symlink
+            if record is None or record in (FOLDER, GONE, HARD):
                 return Walk(end, "absent", walk.steps, walk.work), None, ""
             return Walk(end, "", walk.steps, walk.work), known, record
         return walk, known, known[0].unread if known is not None else self.files.get(walk.path) or ""

@@ -1,8 +1,11 @@
 """What one layer's links lead to (layers.py): a link at a path judged by content (a shell's startup file, a
 wgetrc, a curlrc, a condarc: leaks.CredentialFile's `links=False`) is judged by the file its chain of links
 ends at, in whatever order the layer holds them. Kept while the layer streams past: every link (its path and
-target, up to LINKS_KEPT_MAX bytes) and, for every entry, 9 bytes (its path's digest and whether it is a file
-whose content was searched for the link marks, or why not, a folder, a hard link or no file; up to FILES_MAX).
+target, up to LINKS_KEPT_MAX bytes of paths: not of memory, which is about 70 bytes more per symbolic link and
+165 per hard link) and, for every entry and each folder above entries once, 9 bytes (its path's digest and
+whether it is a file whose content was searched for the link marks, or why not, a folder, a hard link, a
+symbolic link or no file; up to FILES_MAX), each distinct folder's digest (up to FOLDERS_MAX) and the folders
+replaced (with what is below them: the engine removes a folder a later file, link or whiteout replaces).
 At the layer's end each such link is followed (through links to files and to folders, at most LINK_DEPTH,
 PATH_MAX bytes, WORK_MAX bytes of paths and STEPS_MAX records looked at for the layer): to a file of the
 layer, judged by its content; a target not read (not a file of this layer, a binary, too large, a loop, a walk
@@ -17,8 +20,10 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 
 LINK_DEPTH = 40  # links followed at most in one chain (Linux's own bound on a path's symlinks)
-LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets) one layer keeps to follow
+LINKS_KEPT_MAX = 32 << 20  # bytes of links (paths and targets, 64 more each; not their memory) one layer keeps
 FILES_MAX = 4_000_000  # records (its files, folders, links, whiteouts) one layer keeps (9 bytes each)
+FOLDERS_MAX = 1_000_000  # distinct folders one layer keeps (about 85 bytes each in memory)
+CUTS_CHECKED = 64  # folders cut since a folder was recorded that are checked (more: it is recorded again)
 FOLLOWED_MAX = 1000  # links at paths judged by content one layer follows (more: said, not followed)
 PATH_MAX = 4096  # bytes of a path a walk may reach (Linux's PATH_MAX): past it, the walk stops, said
 WORK_MAX = 256 << 20  # bytes of paths one layer's walks may look at in all (past it: they stop, said)
@@ -27,20 +32,28 @@ STEPS_MAX = 200_000_000  # file records one layer's walks may look at in all (pa
 SEARCHED = ""  # a file's content searched for the link marks (content.Facts.unread)
 FOLDER = "\0folder"  # FileIndex: the path is a folder of the layer (an entry there, or one below it)
 GONE = "\0gone"  # FileIndex: a later link or whiteout replaced whatever file the layer held there
+SYMLINK = "\0symlink"  # FileIndex: a symbolic link (no file; what a hard link to it reads is not judged)
 HARD = "\0hard"  # FileIndex: a hard link, whose content is its target's record before it (layers.hard_end)
 
 
 class FileIndex:
     """The entries of a layer, by the digest of their path: for a regular file, whether it was searched for the
-    link marks, or why not (content.Facts.unread); FOLDER, HARD and GONE for a folder, a hard link, no file.
-    Past FILES_MAX, `full` and no more kept. `looked` counts the records lookups have looked at (the walks'
-    steps)."""
+    link marks, or why not (content.Facts.unread); FOLDER, HARD, SYMLINK and GONE for a folder, a hard link, a
+    symbolic link, no file. Each folder above an entry is recorded once (`folders`, up to FOLDERS_MAX: a
+    layer's records grow with its folders, not its entries times their depth), again after a folder above it
+    was cut. A cut (`cut`: a whiteout, a file or a link replacing a folder of the layer) deletes what was
+    recorded below it before (the engine removes the folder with its contents). Past FILES_MAX records or
+    FOLDERS_MAX folders, `full` and no more kept. `looked` counts the records lookups have looked at (the
+    walks' steps)."""
 
     def __init__(self) -> None:
         self.records = bytearray()
         self.reasons: list[str] = [SEARCHED]
         self.full = False
         self.looked = 0
+        self.folders: dict[bytes, int] = {}  # folder recorded: its digest -> how many cuts there were then
+        self.cuts: dict[str, list[int]] = {}  # folder cut: its path -> the records' lengths at its cuts
+        self.cut_order: list[str] = []  # the cut folders, in order
 
     @staticmethod
     def _digest(path: str) -> bytes:
@@ -54,21 +67,75 @@ class FileIndex:
             self.reasons.append(unread)
         self.records += self._digest(path) + bytes((self.reasons.index(unread) % 256,))
 
+    def cut(self, path: str) -> bool:
+        """Whether an entry at `path` that is no folder cuts a folder of the layer there (said so: what was
+        recorded below it before is no more)."""
+        if self.folders.pop(self._digest(path), None) is None:
+            return False
+        self.cuts.setdefault(path, []).append(len(self.records))
+        self.cut_order.append(path)
+        return True
+
+    def add_folder(self, path: str) -> None:
+        """Record a folder entry at `path`."""
+        self.add(path, FOLDER)
+        self.folder(self._digest(path))
+
+    def folder(self, digest: bytes) -> None:
+        if len(self.folders) >= FOLDERS_MAX:
+            self.full = True
+            return
+        self.folders[digest] = len(self.cut_order)
+
+    def above(self, path: str) -> None:
+        """Record the folders above an entry as the layer's, up to the first one recorded and not cut since."""
+        if self.full:  # no walk of the layer is judged: nothing more to record
+            return
+        folder = posixpath.dirname(path)
+        while folder != "/":
+            digest = self._digest(folder)
+            cuts = self.folders.get(digest)
+            if cuts is not None and self.uncut(folder, cuts):
+                self.folders[digest] = len(self.cut_order)
+                return
+            self.add(folder, FOLDER)
+            self.folder(digest)
+            folder = posixpath.dirname(folder)
+
+    def uncut(self, folder: str, cuts: int) -> bool:
+        """Whether no folder cut after the `cuts`th is `folder` or above it (more than CUTS_CHECKED: not known)."""
+        if len(self.cut_order) - cuts > CUTS_CHECKED:
+            return False
+        return not any(folder == c or folder.startswith(c + "/") for c in self.cut_order[cuts:])
+
     def get(self, path: str, before: int | None = None) -> str | None:
         """Why the file at `path` was not searched ("" when it was), or None when no file of the layer is there
         (the last record of the path before the byte `before` of the records: a file written twice is the later
-        one)."""
+        one; none when a folder above it was cut after it, before `before`)."""
         digest, at = self._digest(path), len(self.records) if before is None else before
+        end = at
         while (at := self.records.rfind(digest, 0, at)) >= 0:
             if at % 9 == 0:
                 self.looked += (len(self.records) - at) // 9
-                return self.reasons[self.records[at + 8]]
+                return None if self.cut_below(path, at, end) else self.reasons[self.records[at + 8]]
         self.looked += len(self.records) // 9
         return None
 
+    def cut_below(self, path: str, start: int, end: int) -> bool:
+        """Whether a folder above `path` was cut between the bytes `start` and `end` of the records."""
+        if not self.cuts:
+            return False
+        folder = posixpath.dirname(path)
+        while folder != "/":
+            self.looked += 1
+            if any(start < c < end for c in self.cuts.get(folder, ())):
+                return True
+            folder = posixpath.dirname(folder)
+        return False
+
     def is_file(self, path: str) -> bool:
         """Whether the layer's last entry at `path` is a regular file (or a hard link to one)."""
-        return self.get(path) not in (None, FOLDER, GONE)
+        return self.get(path) not in (None, FOLDER, GONE, SYMLINK)
 
     def is_folder(self, path: str) -> bool:
         """Whether the layer shows `path` to be a folder (its last record: a folder entry, or an entry below it)."""
@@ -195,6 +262,11 @@ def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> 
         why = f"not judged: this layer's links took more than the scan's bound of {STEPS_MAX} steps to follow"
     elif walk.stop == "dotdot-unkept":
         why = f"not judged: this layer has more than {FOLLOWED_MAX} links with a `..`, more than the scan keeps"
+    elif walk.stop == "hard-symlink":
+        why = (
+            "not judged: a hard link to a symbolic link, or to a path through a folder that is one, which the scan"
+            " does not follow"
+        )
     elif walk.stop == "absent":
         why = "no file of this layer is there"
         if full:
