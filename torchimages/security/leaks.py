@@ -95,7 +95,7 @@ USERINFO = re.compile(values.userinfo_pattern("{0,1024}", "{1,1024}", URL_END_IN
 # would send: the shell's variable (sh, bash, zsh, csh: `$NAME`, `${NAME}`, `${NAME:-}` or `${NAME:-$OTHER}` (a
 # default that is empty or a variable: a literal default, `${NAME:-hunter2}`, is a password written in the file),
 # `${NAME:?message}`; fish's `{$NAME}`; systemd's, pam_env's, dotenv's and conda's `${NAME}`), and a placeholder
-# (`password`, `passwd` all lower or all upper case; `<...>` holding only words of PLACEHOLDER_VOCABULARY:
+# (`password`, `passwd` all lower or all upper case; `<...>` holding a secret's name as a word of its own:
 # `<password>`, `<token>`, `<your-api-key>`; `***`, `xxx`, `...`). A command substitution is no variable
 # (`$(echo${IFS}pw)` sends pw, and a .env or environment.d file sends it as written), nor is `<hunter2>` a
 # placeholder, nor `Password` (typed so)
@@ -104,21 +104,19 @@ SHELL_VARIABLE = (
     r"|\$\{[A-Za-z0-9_]{1,255}(?::?[-=](?:\$[A-Za-z_][A-Za-z0-9_]{0,255})?|:?\?[^\s{}@]{0,255})?\}"
     r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}"
 )
-# `<...>` is a placeholder when its words (joined by `-` or `_`, in any case) all come from a small closed
-# vocabulary, one of them a secret's or a login's name (`<password>`, `<your-proxy-password>`, `<PROXY_PASSWORD>`,
-# `<api_key>`, `<your-password-here>`, `<user>`): `<Mysecret>`, `<key_hunter>`, `<secret.key>` are passwords
+# `<...>` is a placeholder when it holds a secret's or a login's name as a word of its own, its other words (joined
+# by `-`, `_` or `.`) letters only, in any case (`<password>`, `<your-proxy-password>`, `<HF_TOKEN>`,
+# `<ldap_password>`, `<your.password>`, `<user>`), or `<...>`: `<Mysecret>`, `<yourpassword>`, `<hunter2>` are
+# passwords. A name among other words passes too (`<key_hunter>`: a known limit, the price of no false finding on
+# the placeholders documentation writes, `<GITHUB_TOKEN>`, `<admin-password>`)
 PLACEHOLDER_NAMES = frozenset(
     {"password", "passwd", "passphrase", "pass", "pwd", "pw", "token", "secret", "key", "apikey", "credentials",
      "credential", "creds", "cred", "user", "username", "login", "auth", "pat", "value"}
 )  # fmt: skip
-PLACEHOLDER_VOCABULARY = PLACEHOLDER_NAMES | frozenset(
-    {"your", "my", "the", "here", "proxy", "registry", "api", "access", "personal", "private", "db", "database",
-     "app", "service", "account", "deploy", "client", "bearer", "id"}
-)  # fmt: skip
 _PLACEHOLDER_NAME = rf"(?i:{'|'.join(sorted(PLACEHOLDER_NAMES))})"
-_PLACEHOLDER_WORD = rf"(?i:{'|'.join(sorted(PLACEHOLDER_VOCABULARY))})"
+_PLACEHOLDER_WORD = r"[A-Za-z]{1,32}"
 _ANGLE_PLACEHOLDER = (
-    rf"<(?:\.{{3}}|(?:{_PLACEHOLDER_WORD}[-_]){{0,8}}{_PLACEHOLDER_NAME}(?:[-_]{_PLACEHOLDER_WORD}){{0,8}})>"
+    rf"<(?:\.{{3}}|(?:{_PLACEHOLDER_WORD}[-_.]){{0,8}}{_PLACEHOLDER_NAME}(?:[-_.]{_PLACEHOLDER_WORD}){{0,8}})>"
 )
 PLACEHOLDER = rf"(?-i:password|PASSWORD|passwd|PASSWD)|{_ANGLE_PLACEHOLDER}|\*{{1,64}}|[xX]{{3,64}}|\.{{3}}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"

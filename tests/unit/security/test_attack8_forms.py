@@ -115,16 +115,18 @@ def test_a_env_named_so_by_its_owner_or_application_is_judged(name: str) -> None
     assert keys(scan(layer(*BASE), layer((name, FIXTURE)))) == ["/" + name]
 
 
-# 3 (finding 11): `<...>` is a placeholder only when its words (split at `-` and `_`) all come from a small closed
-# vocabulary, one of them a secret's or a login's name (`<password>`, `<your-token>`, `<api_key>`): a real password
-# in brackets (`<Mysecret>`, `<key_hunter>`) is judged
-HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<key_hunter>", "<secret.key>",
-                      "<yourpassword>", "<your-x>", "<my>", "<here>", "<the-your>", "<hunter2>", "<p.w>",
+# 3 (finding 11, then the sixth attack's 4): `<...>` is a placeholder only when it holds a secret's or a login's
+# name as a word of its own, its other words letters only (`<password>`, `<your-token>`, `<HF_TOKEN>`): a real
+# password in brackets (`<Mysecret>`, `<hunter2>`) is judged; a name among other words passes (`<key_hunter>`, a
+# known limit: the placeholders documentation writes, `<GITHUB_TOKEN>`, are no finding)
+HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<yourpassword>", "<your-x>", "<my>", "<here>", "<the-your>", "<hunter2>", "<p.w>",
                       "<MyPassword>", "<token2>"]  # fmt: skip
 BRACKET_PLACEHOLDERS = ["<password>", "<your-token>", "<api_key>", "<PROXY_PASSWORD>", "<your-password-here>",
                         "<Password>", "<YOUR_API_KEY>", "<my-proxy-pass>", "<registry-token>", "<access_token>",
                         "<the-secret>", "<user>", "<auth>", "<pat>", "<value>", "<db-password>",
-                        "<personal-access-token>", "<...>"]  # fmt: skip
+                        "<personal-access-token>", "<...>", "<HF_TOKEN>", "<GITHUB_TOKEN>", "<hf-token>",
+                        "<npm_token>", "<CORP_PASSWORD>", "<admin-password>", "<ldap_password>", "<insert-password>",
+                        "<your.password>", "<key_hunter>", "<secret.key>"]  # fmt: skip
 LINES = [("home/u/.bashrc", "export http_proxy=http://bob:{}@proxy.corp:3128\n"),
          ("app/.env", "DATABASE_URL=postgres://app:{}@db.corp:5432/app\n"),
          ("home/u/.bashrc", "export https_proxy=bob:{}@proxy.corp:3128\n")]  # fmt: skip
@@ -148,8 +150,10 @@ def test_a_placeholder_of_the_vocabulary_passes(name: str, form: str, password: 
 
 @settings(max_examples=300, deadline=None)
 @given(word=st.from_regex(r"[A-Za-z]{1,12}", fullmatch=True), before=st.booleans())
-def test_a_word_outside_the_vocabulary_makes_brackets_no_placeholder(word: str, before: bool) -> None:
-    if word.lower() in leaks.PLACEHOLDER_VOCABULARY:
-        return
+def test_brackets_are_a_placeholder_only_around_a_secret_s_name(word: str, before: bool) -> None:
+    line = "export http_proxy=http://bob:<{}>@proxy:3128\n"
+    alone = leaks.SHELL_LOGIN.search(line.format(word).encode())
+    assert (alone is None) == (word.lower() in leaks.PLACEHOLDER_NAMES), word
     inner = f"{word}-password" if before else f"your_{word}"
-    assert leaks.SHELL_LOGIN.search(f"export http_proxy=http://bob:<{inner}>@proxy:3128\n".encode()), inner
+    named = leaks.SHELL_LOGIN.search(line.format(inner).encode())
+    assert (named is None) == (before or word.lower() in leaks.PLACEHOLDER_NAMES), inner
