@@ -2623,6 +2623,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if self.files.looked > STEPS_MAX:\n",
       "        if False:\n",
       "a crafted layer of many files and folder links holds the scan for minutes (no bound of steps, nothing said)"),
+    # the sixth outside attack: a quoted login ends at its closer
+    M("hide-quoted-login-past-its-closer", "values.py",
+      "        if starts and starts[at_start][0] < end < starts[at_start][2]:\n",
+      "        if starts and starts[at_start][0] < end:\n",
+      "`--tag=v='1:2' --note=ops@corp.example` is refused as `--tag=v='corp.example`: a message made false"),
     # CI's stop 49: a signal delivered to a worker thread
     M("signal-on-a-worker-waits-for-its-answer", "stopping.py",
       "                out.append(future.result(timeout=WAKE_S))\n",

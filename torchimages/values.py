@@ -19,6 +19,7 @@ As Docker reads names, the first component is a registry host when it has a '.' 
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 import urllib.parse
@@ -397,6 +398,8 @@ class MirrorLogin:
 # comes before it and a host after it (a netloc or a registry quoted alone: `'john@corp:KEY@mirror'`, `u:p@host`).
 _WORD = re.compile(r"\S+")
 _OPENERS = "'\"([{<"
+# a login that a quote or bracket opened ends before its closer: an '@' past it is no part of that login
+_CLOSERS = {"'": "'", '"': '"', "(": ")", "[": "]", "{": "}", "<": ">"}
 
 
 def _hide_word(found: re.Match[str]) -> str:
@@ -440,16 +443,26 @@ def _hide_spaced(line: str) -> str:
     ends = [m.start() for m in _HOST_AT.finditer(line)]
     if not ends:
         return line
+    closers = {c: [m.start() for m in re.finditer(re.escape(c), line)] for c in set(_CLOSERS.values())}
+
+    def closed_at(user: int) -> int:  # a quoted or bracketed login ends at its closer: no '@' after it is its
+        opener = _CLOSERS.get(line[user - 1]) if user else None
+        if opener is None:
+            return len(line)
+        found = closers[opener]
+        at = bisect.bisect_left(found, user)
+        return found[at] if at < len(found) else len(line)
+
     starts = sorted(
-        [(m.end() - 1, m.start() + m.group().index("://") + 3) for m in _URL_START.finditer(line)]
-        + [(m.end() - 1, m.start("user")) for m in _BARE_START.finditer(line)]
-    )  # (the ':' after USER, where the hidden part starts)
+        [(m.end() - 1, m.start() + m.group().index("://") + 3, len(line)) for m in _URL_START.finditer(line)]
+        + [(m.end() - 1, m.start("user"), closed_at(m.start("user"))) for m in _BARE_START.finditer(line)]
+    )  # (the ':' after USER, where the hidden part starts, where a quote or bracket that opened it closes)
     hidden: list[tuple[int, int]] = []
     at_start = 0
     for end in ends:
         while at_start + 1 < len(starts) and starts[at_start + 1][0] < end:
             at_start += 1
-        if starts and starts[at_start][0] < end:
+        if starts and starts[at_start][0] < end < starts[at_start][2]:
             begin = max(starts[at_start][1], hidden[-1][1] if hidden else 0)
             if hidden and begin <= hidden[-1][1]:
                 hidden[-1] = (hidden[-1][0], end + 1)

@@ -5,7 +5,7 @@ folder of /opt, placeholders that hide a real password, and bench-build's unbuff
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.cli.test_spaced_logins_never_said import MARK, USER, passwords
@@ -54,6 +54,7 @@ def test_a_quote_after_an_equals_opens_no_login_without_user_colon_before_a_host
 def test_no_piece_of_a_spaced_password_after_a_quote_is_said(
     user: str, password: tuple[str, list[str]], before: str, host: str
 ) -> None:
+    assume(before[-1] not in password[0])  # a quote in the password closes the quote (a known limit: said past it)
     shown = values.hide_logins(f"{before}{user}:{password[0]}@{host}{before[-1]} done")
     assert MARK not in shown and not [piece for piece in password[1] if piece in shown], shown
     assert shown.endswith(f"{host}{before[-1]} done"), shown
@@ -157,3 +158,31 @@ def test_brackets_are_a_placeholder_only_around_a_secret_s_name(word: str, befor
     inner = f"{word}-password" if before else f"your_{word}"
     named = leaks.SHELL_LOGIN.search(line.format(inner).encode())
     assert (named is None) == (before or word.lower() in leaks.PLACEHOLDER_NAMES), inner
+
+
+# the sixth attack's 5: a login a quote or bracket opened ends at its closer, so a quoted value with a ':' and a
+# later `NAME@host` are said as typed, not merged into one hidden "login"
+@pytest.mark.parametrize(
+    "message",
+    [
+        "unrecognized arguments: --tag=v='1:2' --note=ops@corp.example",
+        "cannot tag='img:latest' and x@host",
+        "env X='k:v' Y=u@h.example",
+        'got "a:b" from bob@corp.example',
+        "see (note: x) and ops@corp.example",
+    ],
+)
+def test_a_closed_quote_ends_the_login_it_opened(message: str) -> None:
+    assert values.hide_logins(message) == message
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ('--proxy="bob:pa ss@proxy" failed', '--proxy="proxy" failed'),
+        ("'user:top secret@registry/x' and 'a:b'", "'registry/x' and 'a:b'"),
+        ("(u:pa ss@h) then ops@corp.example", "(h) then ops@corp.example"),
+    ],
+)
+def test_a_login_inside_its_quotes_is_still_hidden(message: str, shown: str) -> None:
+    assert values.hide_logins(message) == shown
