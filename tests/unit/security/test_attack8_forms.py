@@ -120,7 +120,8 @@ def test_a_env_named_so_by_its_owner_or_application_is_judged(name: str) -> None
 # name as a word of its own, its other words letters only (`<password>`, `<your-token>`, `<HF_TOKEN>`): a real
 # password in brackets (`<Mysecret>`, `<hunter2>`) is judged; a name among other words passes (`<key_hunter>`, a
 # known limit: the placeholders documentation writes, `<GITHUB_TOKEN>`, are no finding)
-HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<yourpassword>", "<your-x>", "<my>", "<here>", "<the-your>", "<hunter2>", "<p.w>",
+HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<yourpassword>", "<your-x>", "<my>",
+                      "<here>", "<the-your>", "<hunter2>", "<p.w>",
                       "<MyPassword>", "<token2>"]  # fmt: skip
 BRACKET_PLACEHOLDERS = ["<password>", "<your-token>", "<api_key>", "<PROXY_PASSWORD>", "<your-password-here>",
                         "<Password>", "<YOUR_API_KEY>", "<my-proxy-pass>", "<registry-token>", "<access_token>",
