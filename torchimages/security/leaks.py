@@ -85,6 +85,10 @@ DOTENV_NOT_BELOW = (
 # `/opt/docs/`: an application named docs): below it, only the folders below that root say a `.env` is a test's, a
 # document's, an example's or a package's (`/home/u/app/tests/.env`, a repository's fixture, is not judged)
 OWNED_PLACES = (("home", "*"), ("root",), ("etc", "*"), ("opt", "*"))
+# A home's own folders are its user's (`/home/u/docs/.env`, `/root/test/.env`: judged): there the names say a test's,
+# a document's or an example's `.env` only inside a folder of the home (a repository: `/home/u/app/tests/.env`); a
+# package folder's name counts anywhere below the root (`/home/u/node_modules/x/.env`)
+HOMES = (("home", "*"), ("root",))
 # A URL's userinfo (group 2: `user[:password]`), read as values.py reads it (a user, then a password of any
 # non-blank characters up to the first '@' a host follows: `http://u:pa/ss@host`, `http://u:it's@host`; an '@' in
 # a path is no login), each part bounded (MATCH_MAX); in a file a host may also end at a quote or a delimiter
@@ -527,11 +531,15 @@ def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:
 
 def _named_folders(parts: Sequence[str]) -> Sequence[str]:
     """The folders of a path (its components, `/` first, its file's name last) whose names a rule's `not_below`
-    reads: below an OWNED_PLACES root, only those below that root (`/home/test/.env` and `/opt/tests/.env` are
-    judged; `/home/u/app/tests/.env` and `/root/.local/.../site-packages/x/.env` are not)."""
+    reads: below an OWNED_PLACES root, only those below that root, in a home only those inside its own folders
+    but a package folder's (`/home/test/.env`, `/home/u/docs/.env` and `/opt/tests/.env` are judged;
+    `/home/u/app/tests/.env` and `/root/.local/.../site-packages/x/.env` are not)."""
     for place in OWNED_PLACES:
         if len(parts) >= len(place) + 2 and _fits(parts, len(place) + 1, place):
-            return parts[len(place) + 1 : -1]
+            below = parts[len(place) + 1 : -1]
+            if place in HOMES and below and below[0] not in PACKAGE_FOLDERS:
+                return below[1:]  # the home's own folder: its user's
+            return below
     return parts[:-1]
 
 
