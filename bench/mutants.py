@@ -2503,7 +2503,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       'service_account_credentials"\n    rb")',
       "an rclone.conf with sftp's `key_file_pass` or swift's `auth_token` passes the gate"),
     M("hide-login-bracket-option-start-missed", VALUES,
-      r'''    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|'''
+      r'''    r"(?:(?<![A-Za-z0-9_])['\"([{<]|(?:^|(?<=\s))(?:--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|'''
       r'''-[A-Za-z][ \t]{0,64}['\"]?)"''',
       r'''    r"(?:(?:^|(?<=\s))['\"]"''',
       "TORCHIMAGES_MIRROR='http://m.example/debian (bob:pa ss@m.example)' prints `bob:pa ss` in `settings`"),
@@ -2636,6 +2636,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            if place in HOMES and below and below[0] not in PACKAGE_FOLDERS:\n",
       "            if place in HOMES and below:\n",
       "a package's fixture .env in /home/u/node_modules/x/ fails the gate (a false finding)"),
+    M("hide-quoted-login-after-punctuation-said", "values.py",
+      """    r"(?:(?<![A-Za-z0-9_])['\\"([{<]|(?:^|(?<=\\s))(?:--""",
+      """    r"(?:(?:^|(?<=\\s))['\\"([{<]|(?<==)['\\"]|(?:^|(?<=\\s))(?:--""",
+      "`TORCHIMAGES_MIRROR='{\"u\":\"bob:pa ss@h\"}' build.py list` prints the password in its refusal"),
     # CI's stop 49: a signal delivered to a worker thread
     M("signal-on-a-worker-waits-for-its-answer", "stopping.py",
       "                out.append(future.result(timeout=WAKE_S))\n",
@@ -2704,8 +2708,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "bench-build exits 0 on a main job 3 times the bare install (over the target of 2)"),
     # --- the fifth outside attack, findings 6, 7, 9-11 (h-forms6): hiding logins, the gate's forms, bench-build ----
     M("hide-spaced-quote-after-equals-said", VALUES,
-      "|(?<==)['\\\"]|^|",
-      "|^|",
+      """    r"(?:(?<![A-Za-z0-9_])['\\"([{<]""",
+      """    r"(?:(?<![A-Za-z0-9_=])['\\"([{<]""",
       "a message quoting `--proxy=\"bob:pa ss@proxy\"` or `HTTPS_PROXY='bob:pa ss@proxy'` says the whole password"),
     M("hide-spaced-quote-after-short-option-said", VALUES,
       "[ \\t]{0,64}['\\\"]?)\"\n",

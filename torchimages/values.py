@@ -432,8 +432,8 @@ _REGISTRY_AFTER = re.compile(rf"{_HOST_CHAR}+/")  # a host and a path: a registr
 _HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
 _URL_START = re.compile(rf"(?<!{_SCHEME_CHAR}){_SCHEME_CHAR}+://[^\s/?#:]*:")
 _BARE_START = re.compile(
-    r"(?:(?:^|(?<=\s))(?:['\"([{<]|--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64}['\"]?)"
-    r"|(?<==)['\"]|^|(?<=[^\S ]))"
+    r"(?:(?<![A-Za-z0-9_])['\"([{<]|(?:^|(?<=\s))(?:--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64}['\"]?)"
+    r"|^|(?<=[^\S ]))"
     r"(?P<user>[^\s/?#:'\"([{<]*):(?!//)"
 )
 

@@ -186,6 +186,11 @@ def test_a_closed_quote_ends_the_login_it_opened(message: str) -> None:
         ('--proxy="bob:pa ss@proxy" failed', '--proxy="proxy" failed'),
         ("'user:top secret@registry/x' and 'a:b'", "'registry/x' and 'a:b'"),
         ("(u:pa ss@h) then ops@corp.example", "(h) then ops@corp.example"),
+        ('{"u":"bob:pa ss@h.example"}', '{"u":"h.example"}'),  # JSON (a setting's value)
+        ("a,'bob:pa ss@h.example'", "a,'h.example'"),
+        ("=(bob:pa ss@h.example)", "=(h.example)"),
+        ("\\'bob:pa ss@h\\'", "\\'h\\'"),
+        ("=''bob:pa ss@h", "=''h"),
     ],
 )
 def test_a_login_inside_its_quotes_is_still_hidden(message: str, shown: str) -> None:
