@@ -78,7 +78,6 @@ from torchimages.security.links import (
     follow,
     names_folder,
     shown,
-    through_folder,
     unread_note,
 )
 from torchimages.security.model import SECRETS, Finding, Scan
@@ -482,8 +481,8 @@ class _Reading:
         known = self.facts.get(walk.path)
         if walk.path in self.hard:
             end, record = self.hard_end(walk.path)
-            if record == SYMLINK or (record is None and through_folder(end, self.links)[0] is not None):
-                return Walk(end, "hard-symlink", walk.steps, walk.work), None, ""  # link() made it that symlink
+            if record == SYMLINK or record is None:  # link() made it that symlink, or reached a file through
+                return Walk(end, "hard-symlink", walk.steps, walk.work), None, ""  # a link of this or a lower layer
             if record is None or record in (FOLDER, GONE, HARD):
                 return Walk(end, "absent", walk.steps, walk.work), None, ""
             return Walk(end, "", walk.steps, walk.work), known, record

@@ -264,8 +264,8 @@ def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> 
         why = f"not judged: this layer has more than {FOLLOWED_MAX} links with a `..`, more than the scan keeps"
     elif walk.stop == "hard-symlink":
         why = (
-            "not judged: a hard link to a symbolic link, or to a path through a folder that is one, which the scan"
-            " does not follow"
+            "not judged: a hard link to a symbolic link, or to a path this layer holds no file at when the link is"
+            " made (one reached through a link of this or a lower layer), which the scan does not follow"
         )
     elif walk.stop == "absent":
         why = "no file of this layer is there"

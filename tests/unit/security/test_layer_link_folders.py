@@ -21,7 +21,7 @@ from torchimages.security.tarstream import TarStream
 
 LOGIN = "a shell startup file with a login in a URL"
 NO_FILE = "(no file of this layer is there)"
-HARD_TO_SYMLINK = "not judged: a hard link to a symbolic link, or to a path through a folder that is one"
+HARD_TO_SYMLINK = "not judged: a hard link to a symbolic link, or to a path this layer holds no file at"
 
 
 # --- findings 2, 3: a folder replaced later in its layer takes what is below it ----------------------------------
@@ -148,8 +148,19 @@ def test_past_the_bound_of_steps_a_folder_link_is_said_not_judged(monkeypatch: p
             (("etc/real", "file", RC), ("etc/sym", "link", "/etc/real"), ("root/.bashrc", "hard", "etc/sym")),
         ),
         ((("opt/real/rc", "file", RC), ("opt/l", "link", "real"), ("root/.bashrc", "hard", "opt/l/rc")),),
+        # the sixth attack's 6 and 7: through a lower layer's folder link (merged-usr), and through a folder link
+        # this layer replaces later by a folder
+        ((("lib", "link", "usr/lib"),), (("usr/lib/rc", "file", RC), ("root/.bashrc", "hard", "lib/rc"))),
+        (
+            (
+                ("opt/d", "link", "/srv"),
+                ("srv/rc", "file", RC),
+                ("root/.bashrc", "hard", "opt/d/rc"),
+                ("opt/d", "dir", None),
+            ),
+        ),
     ],
-    ids=["in-layer", "target-below", "clean-file-below", "through-folder-link"],
+    ids=["in-layer", "target-below", "clean-file-below", "through-folder-link", "lower-folder-link", "link-replaced"],
 )
 def test_a_hard_link_to_a_symbolic_link_is_said_not_judged(layers_items: tuple[tuple[Item, ...], ...]) -> None:
     """link() makes .bashrc that symlink (a shell reads the login): said not judged, never "no file there"."""
