@@ -14,6 +14,7 @@ layer is the one kept; a hard link reads the entry its target named where it was
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import posixpath
 from collections.abc import Callable, Container, Mapping
@@ -128,7 +129,9 @@ class FileIndex:
         folder = posixpath.dirname(path)
         while folder != "/":
             self.looked += 1
-            if any(start < c < end for c in self.cuts.get(folder, ())):
+            cuts = self.cuts.get(folder, ())  # in the order made: the records only grow
+            after = bisect.bisect_right(cuts, start)
+            if after < len(cuts) and cuts[after] < end:
                 return True
             folder = posixpath.dirname(folder)
         return False
