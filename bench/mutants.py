@@ -2640,6 +2640,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       """    r"(?:(?<![A-Za-z0-9_])['\\"([{<]|(?:^|(?<=\\s))(?:--""",
       """    r"(?:(?:^|(?<=\\s))['\\"([{<]|(?<==)['\\"]|(?:^|(?<=\\s))(?:--""",
       "`TORCHIMAGES_MIRROR='{\"u\":\"bob:pa ss@h\"}' build.py list` prints the password in its refusal"),
+    M("scan-link-cut-bisect-first-cut-only", "security/links.py",
+      "            after = bisect.bisect_right(cuts, start)\n",
+      "            after = 0\n",
+      "a folder cut again after the span asked is taken as cut in it: a file written after its last cut goes unjudged"),
     # CI's stop 49: a signal delivered to a worker thread
     M("signal-on-a-worker-waits-for-its-answer", "stopping.py",
       "                out.append(future.result(timeout=WAKE_S))\n",
@@ -2749,7 +2753,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "bench-build's main job runs with the user's buffered stdout: the summary line's time is its exit's"),
     # --- the layer scan's links (h-links6): the fifth outside attack, findings 2-4, 8, 12 -----------------------------
     M("scan-link-cut-folder-files-judged", "security/links.py",
-      "            if any(start < c < end for c in self.cuts.get(folder, ())):\n",
+      "            if after < len(cuts) and cuts[after] < end:\n",
       "            if False:\n",
       "~/.bashrc -> /opt/d/rc passes clean by a deleted rc though /opt/d became a link to /srv whose rc holds a login"),
     M("scan-link-cut-folder-facts-kept", LAYERS,
