@@ -483,7 +483,7 @@ class _Reading:
             end, record = self.hard_end(walk.path)
             if record == SYMLINK or record is None:  # link() made it that symlink, or reached a file through
                 return Walk(end, "hard-symlink", walk.steps, walk.work), None, ""  # a link of this or a lower layer
-            if record is None or record in (FOLDER, GONE, HARD):
+            if record in (FOLDER, GONE, HARD):
                 return Walk(end, "absent", walk.steps, walk.work), None, ""
             return Walk(end, "", walk.steps, walk.work), known, record
         return walk, known, known[0].unread if known is not None else self.files.get(walk.path) or ""
