@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.unit.security.test_layer_link_kernel import DOTDOT, Item, scanned
+from tests.unit.security.test_layer_link_kernel import DOTDOT
+from tests.unit.security.test_layer_link_walks import Item, scanned
 from tests.unit.security.test_layer_links import CLEAN, RC
 from torchimages.security import layers, links
 from torchimages.security.tarstream import TarStream

@@ -9,47 +9,17 @@ from __future__ import annotations
 
 import io
 import posixpath
-import tarfile
 import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.unit.security.test_layer_link_walks import Item, scanned, tarball
 from tests.unit.security.test_layer_links import CLEAN, RC
-from tests.unit.security.test_layers import BASE, layer, scan
 from torchimages.security import layers, links
 
-Item = tuple[str, str, bytes | str | None]  # (name, "file" | "link" | "hard" | "dir", content or target)
 DOTDOT = "not judged: a `..` after a link, or after a folder this layer does not show to be one"
-
-
-def tarball(*items: Item) -> bytes:
-    """A layer of these files, symlinks, hard links and folders, in this order (a whiteout: a file `.wh.NAME`)."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, kind, payload in items:
-            info = tarfile.TarInfo(name)
-            if kind in ("link", "hard"):
-                assert isinstance(payload, str)
-                info.type, info.linkname = (tarfile.SYMTYPE if kind == "link" else tarfile.LNKTYPE), payload
-                tar.addfile(info)
-            elif kind == "dir":
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                assert isinstance(payload, bytes)
-                info.size = len(payload)
-                tar.addfile(info, io.BytesIO(payload))
-    return out.getvalue()
-
-
-def scanned(*layers_items: tuple[Item, ...]) -> tuple[list[tuple[str, str]], str]:
-    """The findings (key, detail) and the note of an image of a base layer and these layers."""
-    result = scan(layer(*BASE), *(tarball(*items) for items in layers_items))
-    assert result.scanned, result.note
-    return [(f.key, f.detail) for f in result.findings], result.note
-
 
 # --- 1: a `..` the kernel resolves from where a link leads ----------------------------------------------------
 

@@ -15,7 +15,7 @@ from tests.unit.security.test_layer_links import CLEAN, RC
 from tests.unit.security.test_layers import BASE, layer, scan
 from torchimages.security import layers, links
 
-Item = tuple[str, str, bytes | str | None]  # (name, "file" | "link" | "dir", content or target)
+Item = tuple[str, str, bytes | str | None]  # (name, "file" | "link" | "hard" | "dir", content or target)
 
 
 def tarball(*items: Item) -> bytes:
@@ -24,9 +24,9 @@ def tarball(*items: Item) -> bytes:
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, kind, payload in items:
             info = tarfile.TarInfo(name)
-            if kind == "link":
+            if kind in ("link", "hard"):
                 assert isinstance(payload, str)
-                info.type, info.linkname = tarfile.SYMTYPE, payload
+                info.type, info.linkname = (tarfile.SYMTYPE if kind == "link" else tarfile.LNKTYPE), payload
                 tar.addfile(info)
             elif kind == "dir":
                 info.type = tarfile.DIRTYPE
