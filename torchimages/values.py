@@ -397,9 +397,10 @@ class MirrorLogin:
 # word's last '@' (a malformed URL's login: `https://u:pw@`); in one without, all up to its last '@' where a ':'
 # comes before it and a host after it (a netloc or a registry quoted alone: `'john@corp:KEY@mirror'`, `u:p@host`).
 _WORD = re.compile(r"\S+")
-_OPENERS = "'\"([{<"
-# a login that a quote or bracket opened ends before its closer: an '@' past it is no part of that login
+# each quote or bracket that may open a login, with its closer: a login it opened ends before that closer (an '@'
+# past it is no part of that login)
 _CLOSERS = {"'": "'", '"': '"', "(": ")", "[": "]", "{": "}", "<": ">"}
+_OPENERS = "".join(_CLOSERS)
 
 
 def _hide_word(found: re.Match[str]) -> str:
@@ -423,10 +424,10 @@ def _hide_word(found: re.Match[str]) -> str:
 
 # A login with blanks (`http://user:pa ss@host/`, `'user:top secret@registry/x'`), which no word holds whole: on each
 # line, every '@' that a host follows (not a digest's `@sha256:`) hides all back to the nearest login's start before
-# it, `scheme://USER:` anywhere, or `USER:` starting the text, a quoted or bracketed value (`'USER:`, `(USER:`,
-# `[USER:`, `{USER:`, `<USER:`), an option's value (`--proxy USER:`, `--proxy=USER:`, a short option's: `-x USER:`,
-# `-uUSER:`), a value quoted after `=` or a short option (`--proxy="USER:`, `NAME='USER:`, `-x'USER:`) or a field
-# after a blank that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`).
+# it, `scheme://USER:` anywhere, or `USER:` starting the text, a value quoted or bracketed after anything but a
+# letter, a digit or `_` (`'USER:`, `(USER:`, `{"u":"USER:`, `--proxy="USER:`, `-x'USER:`; it ends at its closer), an
+# option's value (`--proxy USER:`, `--proxy=USER:`, a short option's: `-x USER:`, `-uUSER:`) or a field after a blank
+# that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`).
 _TOKEN_USER = re.compile(TOKEN_USER)
 _REGISTRY_AFTER = re.compile(rf"{_HOST_CHAR}+/")  # a host and a path: a registry's (`ghcr.io/org`)
 _HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
@@ -445,11 +446,11 @@ def _hide_spaced(line: str) -> str:
         return line
     closers = {c: [m.start() for m in re.finditer(re.escape(c), line)] for c in set(_CLOSERS.values())}
 
-    def closed_at(user: int) -> int:  # a quoted or bracketed login ends at its closer: no '@' after it is its
-        opener = _CLOSERS.get(line[user - 1]) if user else None
-        if opener is None:
+    def closed_at(user: int) -> int:  # where the quote or bracket just before `user` closes (none: the line's end)
+        closer = _CLOSERS.get(line[user - 1]) if user else None
+        if closer is None:
             return len(line)
-        found = closers[opener]
+        found = closers[closer]
         at = bisect.bisect_left(found, user)
         return found[at] if at < len(found) else len(line)
 
