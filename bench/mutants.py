@@ -2625,8 +2625,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a crafted layer of many files and folder links holds the scan for minutes (no bound of steps, nothing said)"),
     # the sixth outside attack: a quoted login ends at its closer
     M("hide-quoted-login-past-its-closer", "values.py",
-      "        if starts and starts[at_start][0] < end < starts[at_start][2]:\n",
-      "        if starts and starts[at_start][0] < end:\n",
+      "        if starts and starts[at_start][0] < end <= starts[at_start][2] + 1:  # `\"user:pa ss\"@host` too\n",
+      "        if starts and starts[at_start][0] < end:  # `\"user:pa ss\"@host` too\n",
       "`--tag=v='1:2' --note=ops@corp.example` is refused as `--tag=v='corp.example`: a message made false"),
     M("dotenv-home-own-folder-named", LEAKS,
       "                return below[1:]  # the home's own folder: its user's\n",
@@ -2644,6 +2644,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            after = bisect.bisect_right(cuts, start)\n",
       "            after = 0\n",
       "a folder cut again after the span asked is taken as cut in it: a file written after its last cut goes unjudged"),
+    M("hide-quoted-login-joined-to-its-host-said", "values.py",
+      "        if starts and starts[at_start][0] < end <= starts[at_start][2] + 1:  # `\"user:pa ss\"@host` too\n",
+      "        if starts and starts[at_start][0] < end < starts[at_start][2]:  # `\"user:pa ss\"@host` too\n",
+      "a message quoting `curl -x \"bob:top secret\"@proxy:3128` says the whole password"),
     # CI's stop 49: a signal delivered to a worker thread
     M("signal-on-a-worker-waits-for-its-answer", "stopping.py",
       "                out.append(future.result(timeout=WAKE_S))\n",

@@ -463,7 +463,7 @@ def _hide_spaced(line: str) -> str:
     for end in ends:
         while at_start + 1 < len(starts) and starts[at_start + 1][0] < end:
             at_start += 1
-        if starts and starts[at_start][0] < end < starts[at_start][2]:
+        if starts and starts[at_start][0] < end <= starts[at_start][2] + 1:  # `"user:pa ss"@host` too
             begin = max(starts[at_start][1], hidden[-1][1] if hidden else 0)
             if hidden and begin <= hidden[-1][1]:
                 hidden[-1] = (hidden[-1][0], end + 1)

@@ -191,6 +191,7 @@ def test_a_closed_quote_ends_the_login_it_opened(message: str) -> None:
         ("=(bob:pa ss@h.example)", "=(h.example)"),
         ("\\'bob:pa ss@h\\'", "\\'h\\'"),
         ("=''bob:pa ss@h", "=''h"),
+        ('curl -x "bob:top secret"@proxy:3128', 'curl -x "proxy:3128'),  # the shell joins the quote to the host
     ],
 )
 def test_a_login_inside_its_quotes_is_still_hidden(message: str, shown: str) -> None:
