@@ -2788,6 +2788,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                self.folders[digest] = len(self.cut_order)\n                return\n",
       "                self.folders[digest] = len(self.cut_order)\n",
       "a crafted 1 MiB layer of deep paths fills the 4,000,000 records: its links all said `more files than kept`"),
+    M("scan-link-hard-through-replaced-hard-link", LAYERS,
+      "            place = bisect.bisect_left(made, (at, \"\")) - 1  # the last hard link at `path` met before `at`\n",
+      "            place = len(made) - 1 if made and made[-1][0] < at else -1\n",
+      "a ~/.bashrc hard link through /opt/h1 (then a hard link to a file with a login) re-linked later is said"
+      " `no file of this layer is there`, or judged by a lower layer's /opt/h1: a false finding"),
 )
 # fmt: on
 

@@ -35,6 +35,7 @@ a layer read is kept only under the digest its bytes were seen to have (the diff
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import hashlib
 import json
@@ -220,6 +221,7 @@ class _Reading:
         self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
         self.links_bytes = 0
         self.hard: dict[str, tuple[str, int]] = {}  # hard links: path -> (target, its place in the file records)
+        self.made: dict[str, list[tuple[int, str]]] = {}  # every hard link met at a path, kept when replaced
         self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
         self.dotdot_unkept = False  # more such symlinks than FOLLOWED_MAX: every walk of the layer is unsure
         self.files = FileIndex()  # every entry: a file (whether it was searched for the link marks), a folder, ...
@@ -375,6 +377,7 @@ class _Reading:
         self.links_bytes += len(path) + len(target) + 64
         if self.links_bytes <= LINKS_KEPT_MAX:
             self.hard[path] = (target, len(self.files.records))
+            self.made.setdefault(path, []).append((len(self.files.records), target))
             self.files.add(path, HARD)
         else:
             self.files.add(path, GONE)
@@ -384,12 +387,17 @@ class _Reading:
 
     def hard_end(self, path: str) -> tuple[str, str | None]:
         """Where a walk that ends at a hard link of the layer reads: the entry its target named when the link was
-        met (through hard links to hard links), and its record there (None: no entry of the layer was there)."""
+        met, through hard links to hard links (each the one at its path then, though a later entry replaced it:
+        `made`), and its record there (None: no entry of the layer was there)."""
         reason: str | None = HARD
         at = len(self.files.records)
-        while reason == HARD and path in self.hard and self.hard[path][1] < at:
+        while reason == HARD:
             self.steps()
-            path, at = self.hard[path]
+            made = self.made.get(path, [])
+            place = bisect.bisect_left(made, (at, "")) - 1  # the last hard link at `path` met before `at`
+            if place < 0:
+                break
+            at, path = made[place]
             reason = self.files.get(path, at)
         return path, reason
 

@@ -134,6 +134,40 @@ def test_a_symlink_to_a_hard_link_reads_the_hard_link_s_content() -> None:
     assert [key for key, _ in found] == ["/home/u/.bashrc"]
 
 
+def test_a_hard_link_through_a_hard_link_re_linked_later_reads_what_that_link_named_then() -> None:
+    """The kernel gives .bashrc the inode /opt/h1 named when .bashrc was made: /opt/c's (clean), though /opt/h1
+    is re-linked later; a lower layer's file at /opt/h1 does not judge it (seventh attack, finding 1)."""
+    found, note = scanned(
+        (("opt/h1", "file", RC),),
+        (
+            ("opt/c", "file", CLEAN),
+            ("opt/h1", "hard", "opt/c"),
+            ("home/u/.bashrc", "hard", "opt/h1"),
+            ("opt/c2", "file", CLEAN),
+            ("opt/h1", "hard", "opt/c2"),
+        ),
+    )
+    assert found == []
+    assert "/home/u/.bashrc" not in note
+
+
+@pytest.mark.parametrize(
+    "replacement", [("opt/h1", "hard", "opt/clean"), ("opt/h1", "file", CLEAN)], ids=["re-linked", "a file"]
+)
+def test_a_hard_link_through_a_replaced_hard_link_is_judged_by_the_file_it_was_made_of(replacement: Item) -> None:
+    found, note = scanned(
+        (
+            ("opt/rc", "file", RC),
+            ("opt/h1", "hard", "opt/rc"),
+            ("home/u/.bashrc", "hard", "opt/h1"),
+            ("opt/clean", "file", CLEAN),
+            replacement,
+        )
+    )
+    assert [key for key, _ in found] == ["/home/u/.bashrc"]
+    assert "/home/u/.bashrc" not in note
+
+
 # --- 5: past the links or files kept, a link is said not judged -----------------------------------------------
 
 
