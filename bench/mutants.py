@@ -2732,12 +2732,12 @@ MUTATIONS: tuple[Mutation, ...] = (
       'OWNED_PLACES = (("home", "*"), ("root",), ("etc",), ("opt", "*"))',
       "/etc/test/.env (an application named test) with a database password passes the gate unjudged"),
     M("placeholder-brackets-any-words", LEAKS,
-      "{_PLACEHOLDER_NAME}(?:[-_.]{_PLACEHOLDER_WORD}){{0,8}})>",
-      "{_PLACEHOLDER_WORD}(?:[-_.]{_PLACEHOLDER_WORD}){{0,8}})>",
+      "{_PLACEHOLDER_JOIN}){{0,8}}{_PLACEHOLDER_NAME}\"",
+      "{_PLACEHOLDER_JOIN}){{0,8}}{_PLACEHOLDER_WORD}\"",
       "a .bashrc with `http_proxy=http://bob:<Mysecret>@proxy` (a real password in brackets) passes the gate"),
     M("placeholder-brackets-dot-joins-words", LEAKS,
-      "{_PLACEHOLDER_WORD}[-_.]){{0,8}}",
-      "{_PLACEHOLDER_WORD}[-_]){{0,8}}",
+      "_PLACEHOLDER_JOIN = r\"(?:[-_.]|",
+      "_PLACEHOLDER_JOIN = r\"(?:[-_]|",
       "a .env with the placeholder `postgres://app:<your.password>@db` fails the gate (a false finding)"),
     M("placeholder-brackets-your-my-any-letters", LEAKS,
       'rf"<(?:\\.{{3}}|(?:',
@@ -2793,6 +2793,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            place = len(made) - 1 if made and made[-1][0] < at else -1\n",
       "a ~/.bashrc hard link through /opt/h1 (then a hard link to a file with a login) re-linked later is said"
       " `no file of this layer is there`, or judged by a lower layer's /opt/h1: a false finding"),
+    M("leaks-placeholder-camel-case-no-word", LEAKS,
+      "_PLACEHOLDER_JOIN = r\"(?:[-_.]|(?<=[a-z])(?=[A-Z]))\"",
+      "_PLACEHOLDER_JOIN = r\"[-_.]\"",
+      "`export https_proxy=http://user:<yourPassword>@proxy:3128` in a ~/.bashrc fails the image: a false finding"),
 )
 # fmt: on
 

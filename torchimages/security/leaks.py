@@ -109,18 +109,21 @@ SHELL_VARIABLE = (
     r"|\{\$[A-Za-z_][A-Za-z0-9_]{0,255}\}"
 )
 # `<...>` is a placeholder when it holds a secret's or a login's name as a word of its own, its other words (joined
-# by `-`, `_` or `.`) letters only, in any case (`<password>`, `<your-proxy-password>`, `<HF_TOKEN>`,
-# `<ldap_password>`, `<your.password>`, `<user>`), or `<...>`: `<Mysecret>`, `<yourpassword>`, `<hunter2>` are
-# passwords. A name among other words passes too (`<key_hunter>`: a known limit, the price of no false finding on
-# the placeholders documentation writes, `<GITHUB_TOKEN>`, `<admin-password>`)
+# by `-`, `_` or `.`, or camelCase: a capital after a small letter begins a word) letters only, in any case
+# (`<password>`, `<your-proxy-password>`, `<HF_TOKEN>`, `<ldap_password>`, `<your.password>`, `<yourPassword>`,
+# `<accessToken>`, `<user>`), or `<...>`: `<Mysecret>`, `<yourpassword>`, `<hunter2>` are passwords. A name among
+# other words passes too (`<key_hunter>`, `<SecretSauce>`: a known limit, the price of no false finding on the
+# placeholders documentation writes, `<GITHUB_TOKEN>`, `<admin-password>`, `<yourPassword>`)
 PLACEHOLDER_NAMES = frozenset(
     {"password", "passwd", "passphrase", "pass", "pwd", "pw", "token", "secret", "key", "apikey", "credentials",
      "credential", "creds", "cred", "user", "username", "login", "auth", "pat", "value"}
 )  # fmt: skip
 _PLACEHOLDER_NAME = rf"(?i:{'|'.join(sorted(PLACEHOLDER_NAMES))})"
 _PLACEHOLDER_WORD = r"[A-Za-z]{1,32}"
+_PLACEHOLDER_JOIN = r"(?:[-_.]|(?<=[a-z])(?=[A-Z]))"  # `-`, `_`, `.`, or camelCase's capital (`yourPassword`)
 _ANGLE_PLACEHOLDER = (
-    rf"<(?:\.{{3}}|(?:{_PLACEHOLDER_WORD}[-_.]){{0,8}}{_PLACEHOLDER_NAME}(?:[-_.]{_PLACEHOLDER_WORD}){{0,8}})>"
+    rf"<(?:\.{{3}}|(?:{_PLACEHOLDER_WORD}{_PLACEHOLDER_JOIN}){{0,8}}{_PLACEHOLDER_NAME}"
+    rf"(?:{_PLACEHOLDER_JOIN}{_PLACEHOLDER_WORD}){{0,8}})>"
 )
 PLACEHOLDER = rf"(?-i:password|PASSWORD|passwd|PASSWD)|{_ANGLE_PLACEHOLDER}|\*{{1,64}}|[xX]{{3,64}}|\.{{3}}"
 _NO_SECRET = rf"{SHELL_VARIABLE}|{PLACEHOLDER}"

@@ -4,6 +4,8 @@ folder of /opt, placeholders that hide a real password, and bench-build's unbuff
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -122,16 +124,18 @@ def test_a_env_named_so_by_its_owner_or_application_is_judged(name: str) -> None
 # 3 (finding 11, then the sixth attack's 4): `<...>` is a placeholder only when it holds a secret's or a login's
 # name as a word of its own, its other words letters only (`<password>`, `<your-token>`, `<HF_TOKEN>`): a real
 # password in brackets (`<Mysecret>`, `<hunter2>`) is judged; a name among other words passes (`<key_hunter>`, a
-# known limit: the placeholders documentation writes, `<GITHUB_TOKEN>`, are no finding)
+# known limit: the placeholders documentation writes, `<GITHUB_TOKEN>`, are no finding); camelCase's capital begins
+# a word (`<yourPassword>`, `<accessToken>`: the seventh attack's 4)
 HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<yourpassword>", "<your-x>", "<my>",
                       "<here>", "<the-your>", "<hunter2>", "<p.w>",
-                      "<MyPassword>", "<token2>"]  # fmt: skip
+                      "<token2>", "<yourpasswordHere>", "<MyVoiceIsMyPassport>"]  # fmt: skip
 BRACKET_PLACEHOLDERS = ["<password>", "<your-token>", "<api_key>", "<PROXY_PASSWORD>", "<your-password-here>",
                         "<Password>", "<YOUR_API_KEY>", "<my-proxy-pass>", "<registry-token>", "<access_token>",
                         "<the-secret>", "<user>", "<auth>", "<pat>", "<value>", "<db-password>",
                         "<personal-access-token>", "<...>", "<HF_TOKEN>", "<GITHUB_TOKEN>", "<hf-token>",
                         "<npm_token>", "<CORP_PASSWORD>", "<admin-password>", "<ldap_password>", "<insert-password>",
-                        "<your.password>", "<key_hunter>", "<secret.key>"]  # fmt: skip
+                        "<your.password>", "<key_hunter>", "<secret.key>", "<yourPassword>", "<accessToken>",
+                        "<gitlabToken>", "<MyPassword>", "<apiKey>", "<dbPasswordHere>"]  # fmt: skip
 LINES = [("home/u/.bashrc", "export http_proxy=http://bob:{}@proxy.corp:3128\n"),
          ("app/.env", "DATABASE_URL=postgres://app:{}@db.corp:5432/app\n"),
          ("home/u/.bashrc", "export https_proxy=bob:{}@proxy.corp:3128\n")]  # fmt: skip
@@ -157,11 +161,13 @@ def test_a_placeholder_of_the_vocabulary_passes(name: str, form: str, password: 
 @given(word=st.from_regex(r"[A-Za-z]{1,12}", fullmatch=True), before=st.booleans())
 def test_brackets_are_a_placeholder_only_around_a_secret_s_name(word: str, before: bool) -> None:
     line = "export http_proxy=http://bob:<{}>@proxy:3128\n"
+    # camelCase's words: a capital after a small letter begins one (`yourPassword`: your, Password)
+    named_in = any(part.lower() in leaks.PLACEHOLDER_NAMES for part in re.sub("([a-z])([A-Z])", r"\1 \2", word).split())
     alone = leaks.SHELL_LOGIN.search(line.format(word).encode())
-    assert (alone is None) == (word.lower() in leaks.PLACEHOLDER_NAMES), word
+    assert (alone is None) == named_in, word
     inner = f"{word}-password" if before else f"your_{word}"
     named = leaks.SHELL_LOGIN.search(line.format(inner).encode())
-    assert (named is None) == (before or word.lower() in leaks.PLACEHOLDER_NAMES), inner
+    assert (named is None) == (before or named_in), inner
 
 
 # the sixth attack's 5: a login a quote or bracket opened ends at its closer, so a quoted value with a ':' and a
