@@ -2797,6 +2797,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "_PLACEHOLDER_JOIN = r\"(?:[-_.]|(?<=[a-z])(?=[A-Z]))\"",
       "_PLACEHOLDER_JOIN = r\"[-_.]\"",
       "`export https_proxy=http://user:<yourPassword>@proxy:3128` in a ~/.bashrc fails the image: a false finding"),
+    M("hide-quoted-login-closers-after-its-closer-said", "values.py",
+      "and line[stop + 1] in _CLOSING:",
+      "and False:",
+      "`(\"bob:pa ss\")@host` in a refusal prints the password (the '@' after two closers ends no login)"),
 )
 # fmt: on
 

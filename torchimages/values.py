@@ -401,6 +401,8 @@ _WORD = re.compile(r"\S+")
 # past it is no part of that login)
 _CLOSERS = {"'": "'", '"': '"', "(": ")", "[": "]", "{": "}", "<": ">"}
 _OPENERS = "".join(_CLOSERS)
+_CLOSING = frozenset(_CLOSERS.values())
+_CLOSERS_RUN = 16  # closers after a login's closer that an '@' may follow (`("u:p w")@h`), bounded: linear
 
 
 def _hide_word(found: re.Match[str]) -> str:
@@ -444,15 +446,20 @@ def _hide_spaced(line: str) -> str:
     ends = [m.start() for m in _HOST_AT.finditer(line)]
     if not ends:
         return line
-    closers = {c: [m.start() for m in re.finditer(re.escape(c), line)] for c in set(_CLOSERS.values())}
+    closers = {c: [m.start() for m in re.finditer(re.escape(c), line)] for c in _CLOSING}
 
-    def closed_at(user: int) -> int:  # where the quote or bracket just before `user` closes (none: the line's end)
-        closer = _CLOSERS.get(line[user - 1]) if user else None
+    def closed_at(user: int) -> int:  # where the quote or bracket just before `user` closes (none: the line's end),
+        closer = _CLOSERS.get(line[user - 1]) if user else None  # with the closers right after it: `("u:p w")@h`
         if closer is None:
             return len(line)
         found = closers[closer]
         at = bisect.bisect_left(found, user)
-        return found[at] if at < len(found) else len(line)
+        if at == len(found):
+            return len(line)
+        stop = found[at]
+        while stop + 1 < min(len(line), found[at] + _CLOSERS_RUN) and line[stop + 1] in _CLOSING:
+            stop += 1
+        return stop
 
     starts = sorted(
         [(m.end() - 1, m.start() + m.group().index("://") + 3, len(line)) for m in _URL_START.finditer(line)]

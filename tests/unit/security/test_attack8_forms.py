@@ -200,6 +200,8 @@ def test_a_closed_quote_ends_the_login_it_opened(message: str) -> None:
         ("\\'bob:pa ss@h\\'", "\\'h\\'"),
         ("=''bob:pa ss@h", "=''h"),
         ('curl -x "bob:top secret"@proxy:3128', 'curl -x "proxy:3128'),  # the shell joins the quote to the host
+        ('("bob:pa ss")@host', '("host'),  # closers right after the login's closer (the seventh attack's last)
+        ("x [('bob:pa ss')]@h.example y", "x [('h.example y"),
     ],
 )
 def test_a_login_inside_its_quotes_is_still_hidden(message: str, shown: str) -> None:
