@@ -2801,6 +2801,19 @@ MUTATIONS: tuple[Mutation, ...] = (
       "and line[stop + 1] in _CLOSING:",
       "and False:",
       "`(\"bob:pa ss\")@host` in a refusal prints the password (the '@' after two closers ends no login)"),
+    M("scan-link-special-file-not-recorded", LAYERS,
+      "            self.files.add(path, SPECIAL)\n",
+      "            pass\n",
+      "a ~/.bashrc link to a FIFO that replaced a lower layer's file with a login is judged by that file: a false"
+      " finding"),
+    M("scan-link-hard-to-special-said-absent", LAYERS,
+      "            if record == SPECIAL:\n",
+      "            if False:\n",
+      "a ~/.bashrc hard link to a device is said `not judged: ... no file at when the link is made`: a false note"),
+    M("scan-link-symlink-to-special-said", LAYERS,
+      "        if record == SPECIAL:\n            return Walk(walk.path",
+      "        if False:\n            return Walk(walk.path",
+      "a ~/.bashrc symlink to a FIFO of its layer is said not judged, its reason a record's internal name"),
 )
 # fmt: on
 

@@ -69,6 +69,7 @@ from torchimages.security.links import (
     GONE,
     HARD,
     LINKS_KEPT_MAX,
+    SPECIAL,
     STEPS_MAX,
     SYMLINK,
     WORK_MAX,
@@ -274,6 +275,8 @@ class _Reading:
             self.files.add_folder(path)
             return
         self.cut_folder(path)
+        if entry.type in "346":  # a FIFO or a device, over whatever file was there
+            self.files.add(path, SPECIAL)
         found = (
             self.file(tar, entry, path) if entry.type == "0" else self.link(entry, path) if entry.type in "12" else []
         )
@@ -432,8 +435,8 @@ class _Reading:
             except _Steps:
                 walk, known, reason = Walk(target, "steps"), None, ""
             work += walk.work
-            if walk.stop == "folder":  # the kernel opens no file there: nothing is read through the link
-                continue
+            if walk.stop in ("folder", "special"):  # the kernel opens no file of the image there: nothing is
+                continue  # read through the link (a FIFO or a device: what a process writes, not the image)
             if known is not None:
                 self.add(self.linked_hits(path, kind, shown(target, walk), *known))
             if walk.stop or reason:
@@ -493,8 +496,15 @@ class _Reading:
                 return Walk(end, "hard-symlink", walk.steps, walk.work), None, ""  # a link of this or a lower layer
             if record in (FOLDER, GONE, HARD):
                 return Walk(end, "absent", walk.steps, walk.work), None, ""
+            if record == SPECIAL:
+                return Walk(end, "special", walk.steps, walk.work), None, ""
             return Walk(end, "", walk.steps, walk.work), known, record
-        return walk, known, known[0].unread if known is not None else self.files.get(walk.path) or ""
+        if known is not None:
+            return walk, known, known[0].unread
+        record = self.files.get(walk.path)
+        if record == SPECIAL:
+            return Walk(walk.path, "special", walk.steps, walk.work), None, ""
+        return walk, None, record or ""
 
     def is_file(self, path: str) -> bool:
         """Whether the layer's last entry at `path` is a regular file or a hard link (_Steps past STEPS_MAX)."""

@@ -35,15 +35,16 @@ FOLDER = "\0folder"  # FileIndex: the path is a folder of the layer (an entry th
 GONE = "\0gone"  # FileIndex: a later link or whiteout replaced whatever file the layer held there
 SYMLINK = "\0symlink"  # FileIndex: a symbolic link (no file; what a hard link to it reads is not judged)
 HARD = "\0hard"  # FileIndex: a hard link, whose content is its target's record before it (layers.hard_end)
+SPECIAL = "\0special"  # FileIndex: a FIFO or a device: a link to it reads nothing the image holds
 
 
 class FileIndex:
     """The entries of a layer, by the digest of their path: for a regular file, whether it was searched for the
-    link marks, or why not (content.Facts.unread); FOLDER, HARD, SYMLINK and GONE for a folder, a hard link, a
-    symbolic link, no file. Each folder above an entry is recorded once (`folders`, up to FOLDERS_MAX: a
-    layer's records grow with its folders, not its entries times their depth), again after a folder above it
-    was cut. A cut (`cut`: a whiteout, a file or a link replacing a folder of the layer) deletes what was
-    recorded below it before (the engine removes the folder with its contents). Past FILES_MAX records or
+    link marks, or why not (content.Facts.unread); FOLDER, HARD, SYMLINK, SPECIAL and GONE for a folder, a hard
+    link, a symbolic link, a FIFO or a device, no file. Each folder above an entry is recorded once (`folders`,
+    up to FOLDERS_MAX: a layer's records grow with its folders, not its entries times their depth), again after a
+    folder above it was cut. A cut (`cut`: a whiteout, a file or a link replacing a folder of the layer) deletes
+    what was recorded below it before (the engine removes the folder with its contents). Past FILES_MAX records or
     FOLDERS_MAX folders, `full` and no more kept. `looked` counts the records lookups have looked at (the
     walks' steps)."""
 

@@ -168,6 +168,31 @@ def test_a_hard_link_through_a_replaced_hard_link_is_judged_by_the_file_it_was_m
     assert "/home/u/.bashrc" not in note
 
 
+@pytest.mark.parametrize(
+    "layers",
+    [
+        ((("opt/rc", "file", RC),), (("opt/rc", "fifo", None), ("home/u/.bashrc", "link", "/opt/rc"))),
+        ((("opt/rc", "file", RC), ("opt/rc", "chr", None), ("home/u/.bashrc", "link", "/opt/rc")),),
+        ((("opt/rc", "file", RC),), (("opt/rc", "chr", None), ("home/u/.bashrc", "hard", "opt/rc"))),
+        (
+            (
+                ("opt/rc", "file", RC),
+                ("opt/h", "hard", "opt/rc"),
+                ("opt/h", "fifo", None),
+                ("home/u/.bashrc", "hard", "opt/h"),
+            ),
+        ),
+    ],
+    ids=["fifo-over-a-lower-file", "device-over-its-layer-s-file", "hard-to-a-device", "hard-through-a-replaced-link"],
+)
+def test_a_link_to_a_fifo_or_device_reads_nothing_of_the_image(layers: tuple[tuple[Item, ...], ...]) -> None:
+    """A FIFO or a device replaces the file at its path: a link to it reads what a process writes, not the
+    image (neither the file it replaced nor a lower layer's is judged for it), and nothing is said."""
+    found, note = scanned(*layers)
+    assert found == []
+    assert "/home/u/.bashrc" not in note
+
+
 # --- 5: past the links or files kept, a link is said not judged -----------------------------------------------
 
 

@@ -15,11 +15,13 @@ from tests.unit.security.test_layer_links import CLEAN, RC
 from tests.unit.security.test_layers import BASE, layer, scan
 from torchimages.security import layers, links
 
-Item = tuple[str, str, bytes | str | None]  # (name, "file" | "link" | "hard" | "dir", content or target)
+Item = tuple[
+    str, str, bytes | str | None
+]  # (name, "file" | "link" | "hard" | "dir" | "fifo" | "chr", content or target)
 
 
 def tarball(*items: Item) -> bytes:
-    """A layer of these files, symlinks and folders, in this order (a whiteout: a file `.wh.NAME`)."""
+    """A layer of these files, links, folders, FIFOs and devices, in this order (a whiteout: a file `.wh.NAME`)."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, kind, payload in items:
@@ -28,8 +30,8 @@ def tarball(*items: Item) -> bytes:
                 assert isinstance(payload, str)
                 info.type, info.linkname = (tarfile.SYMTYPE if kind == "link" else tarfile.LNKTYPE), payload
                 tar.addfile(info)
-            elif kind == "dir":
-                info.type = tarfile.DIRTYPE
+            elif kind in ("dir", "fifo", "chr"):
+                info.type = {"dir": tarfile.DIRTYPE, "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}[kind]
                 tar.addfile(info)
             else:
                 assert isinstance(payload, bytes)
