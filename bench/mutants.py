@@ -2814,6 +2814,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if record == SPECIAL:\n            return Walk(walk.path",
       "        if False:\n            return Walk(walk.path",
       "a ~/.bashrc symlink to a FIFO of its layer is said not judged, its reason a record's internal name"),
+    M("leaks-ends-with-literal-negative-stop", LEAKS,
+      "    while at < below - 1:  # (a negative stop would count from the end)\n",
+      "    while True:\n",
+      "a file named like `sources.list.d` two folders below such a folder is taken for apt sources: a false finding"),
 )
 # fmt: on
 

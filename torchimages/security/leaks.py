@@ -529,7 +529,18 @@ def ends_with(parts: Sequence[str], suffix: Sequence[str]) -> bool:
     if not _fits(parts, len(parts), after):
         return False
     below = len(parts) - len(after)  # `**` takes parts[cut:below], one component at least
-    return any(_fits(parts, cut, before) for cut in range(below - 1, len(before) - 1, -1))
+    if not before or any(c in before[-1] for c in "*?["):
+        return any(_fits(parts, cut, before) for cut in range(below - 1, len(before) - 1, -1))
+    at = len(before) - 1  # a literal last component of `before`: only where it is (list.index: C's pace)
+    while at < below - 1:  # (a negative stop would count from the end)
+        try:
+            at = parts.index(before[-1], at, below - 1)
+        except ValueError:
+            return False
+        if _fits(parts, at + 1, before):
+            return True
+        at += 1
+    return False
 
 
 def _named_folders(parts: Sequence[str]) -> Sequence[str]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes import FakeEngine
@@ -395,12 +395,14 @@ COMPONENTS = st.sampled_from(["", "etc", "apt", "sources.list.d", "m.list", "x.s
 PATTERNS = st.sampled_from(["apt", "sources.list.d", "*.list", "*", "a", ".netrc", "etc"])
 
 
+@settings(max_examples=1000)
 @given(
     parts=st.lists(COMPONENTS, max_size=8).map(tuple),
     before=st.lists(PATTERNS, max_size=3).map(tuple),
     after=st.lists(PATTERNS, max_size=2).map(tuple),
     stars=st.booleans(),
 )
+@example(parts=("sources.list.d",) * 2, before=("sources.list.d",), after=("sources.list.d",) * 2, stars=True)
 def test_ends_with_means_what_the_plain_way_says(
     parts: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], stars: bool
 ) -> None:
