@@ -2740,11 +2740,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "_PLACEHOLDER_JOIN = r\"(?:[-_]|",
       "a .env with the placeholder `postgres://app:<your.password>@db` fails the gate (a false finding)"),
     M("placeholder-brackets-your-my-any-letters", LEAKS,
-      'rf"<(?:\\.{{3}}|(?:',
-      'rf"<(?:\\.{{3}}|(?i:your|my)[A-Za-z]{{1,32}}|(?:',
+      'rf"<(?-i:\\.{{3}}|(?:',
+      'rf"<(?-i:\\.{{3}}|(?i:your|my)[A-Za-z]{{1,32}}|(?:',
       "a .bashrc with `http_proxy=http://bob:<Mysecret>@proxy` or `<yourpassword>` passes the gate"),
     M("placeholder-brackets-vocabulary-names-only", LEAKS,
-      '_PLACEHOLDER_WORD = r"[A-Za-z]{1,32}"',
+      '_PLACEHOLDER_WORD = r"(?:[A-Z]{1,32}[a-z]{0,32}|[a-z]{1,32})"',
       '_PLACEHOLDER_WORD = r"(?i:your|my|the|here)"',
       "a .bashrc with the placeholder `http://bob:<HF_TOKEN>@proxy` fails the gate (a false finding)"),
     M("bench-job-output-buffered", "../bench/build_vs_install.py",
@@ -2818,6 +2818,16 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    while at < below - 1:  # (a negative stop would count from the end)\n",
       "    while True:\n",
       "a file named like `sources.list.d` two folders below such a folder is taken for apt sources: a false finding"),
+    M("leaks-placeholder-case-blind-in-wgetrc", LEAKS,
+      "    rf\"<(?-i:\\.{{3}}|",
+      "    rf\"<(?:\\.{{3}}|",
+      "a wgetrc with `http_proxy = http://bob:<mypass>@proxy` passes the gate: wgetrc's pattern ignores case, so"
+      " every letter was a camelCase capital"),
+    M("leaks-placeholder-word-any-letters", LEAKS,
+      "_PLACEHOLDER_WORD = r\"(?:[A-Z]{1,32}[a-z]{0,32}|[a-z]{1,32})\"",
+      "_PLACEHOLDER_WORD = r\"[A-Za-z]{1,32}\"",
+      "a ~/.bashrc line `http_proxy=http://bob:<aBaB...aB>@proxy` holds the scan for hours (a word could end at any"
+      " capital: exponential)"),
 )
 # fmt: on
 
@@ -2982,17 +2992,22 @@ def table_problems(wanted: list[Mutation]) -> list[str]:
     return problems
 
 
-def relevant_tests(tree: Path, mutation: Mutation) -> list[str]:
+def relevant_tests(tree: Path, mutation: Mutation) -> tuple[list[str], list[str]]:
+    """The unit test files that concern the mutated module: those named for it first (they kill most mutations,
+    and `-x` over them alone stops soonest), then those that only mention it (tried when the first pass)."""
     by_name, by_text = (re.compile(pattern) for pattern in RELEVANT[mutation.file])
-    found = sorted(
-        str(p.relative_to(tree))
-        for p in (tree / "tests" / "unit").rglob("test_*.py")
-        if not EXCLUDED.search(p.name)
-        and (
-            by_name.search(str(p.relative_to(tree / "tests" / "unit"))) or by_text.search(p.read_text(errors="replace"))
-        )
-    )
-    return found or ["tests/unit"]
+    named, mentioning = [], []
+    for p in sorted((tree / "tests" / "unit").rglob("test_*.py")):
+        if EXCLUDED.search(p.name):
+            continue
+        if by_name.search(str(p.relative_to(tree / "tests" / "unit"))):
+            named.append(str(p.relative_to(tree)))
+        elif by_text.search(p.read_text(errors="replace")):
+            mentioning.append(str(p.relative_to(tree)))
+    return (named, mentioning) if named or mentioning else (["tests/unit"], [])
+
+
+NO_TESTS = 5  # pytest's exit status when it collected (or kept after -k) no test
 
 
 def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int, str]:
@@ -3037,7 +3052,10 @@ def run_one(tree: Path, mutation: Mutation, timeout: float) -> Result:
     original = path.read_text()
     path.write_text(original.replace(mutation.original, mutation.replacement, 1))
     try:
-        code, last = pytest(tree, relevant_tests(tree, mutation), timeout)
+        named, mentioning = relevant_tests(tree, mutation)
+        code, last = pytest(tree, named, timeout) if named else (NO_TESTS, "")
+        if code in (0, NO_TESTS) and mentioning:  # none failed yet: the files that only mention the module
+            code, last = pytest(tree, mentioning, timeout)
     finally:
         path.write_text(original)
     seconds = time.monotonic() - start

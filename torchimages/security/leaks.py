@@ -113,16 +113,20 @@ SHELL_VARIABLE = (
 # (`<password>`, `<your-proxy-password>`, `<HF_TOKEN>`, `<ldap_password>`, `<your.password>`, `<yourPassword>`,
 # `<accessToken>`, `<user>`), or `<...>`: `<Mysecret>`, `<yourpassword>`, `<hunter2>` are passwords. A name among
 # other words passes too (`<key_hunter>`, `<SecretSauce>`: a known limit, the price of no false finding on the
-# placeholders documentation writes, `<GITHUB_TOKEN>`, `<admin-password>`, `<yourPassword>`)
+# placeholders documentation writes, `<GITHUB_TOKEN>`, `<admin-password>`, `<yourPassword>`); a run of capitals is
+# one word with the small letters after it (`<HFToken>` is no placeholder: a known limit)
 PLACEHOLDER_NAMES = frozenset(
     {"password", "passwd", "passphrase", "pass", "pwd", "pw", "token", "secret", "key", "apikey", "credentials",
      "credential", "creds", "cred", "user", "username", "login", "auth", "pat", "value"}
 )  # fmt: skip
 _PLACEHOLDER_NAME = rf"(?i:{'|'.join(sorted(PLACEHOLDER_NAMES))})"
-_PLACEHOLDER_WORD = r"[A-Za-z]{1,32}"
+# a word: capitals then small letters, or small letters (`your`, `Password`, `HF`, `TOKEN`), so that where each word
+# ends is never a choice (a choice per capital would make the search exponential); case-sensitive even in a
+# pattern that ignores case (wgetrc's), where [a-z] would be any letter
+_PLACEHOLDER_WORD = r"(?:[A-Z]{1,32}[a-z]{0,32}|[a-z]{1,32})"
 _PLACEHOLDER_JOIN = r"(?:[-_.]|(?<=[a-z])(?=[A-Z]))"  # `-`, `_`, `.`, or camelCase's capital (`yourPassword`)
 _ANGLE_PLACEHOLDER = (
-    rf"<(?:\.{{3}}|(?:{_PLACEHOLDER_WORD}{_PLACEHOLDER_JOIN}){{0,8}}{_PLACEHOLDER_NAME}"
+    rf"<(?-i:\.{{3}}|(?:{_PLACEHOLDER_WORD}{_PLACEHOLDER_JOIN}){{0,8}}{_PLACEHOLDER_NAME}"
     rf"(?:{_PLACEHOLDER_JOIN}{_PLACEHOLDER_WORD}){{0,8}})>"
 )
 PLACEHOLDER = rf"(?-i:password|PASSWORD|passwd|PASSWD)|{_ANGLE_PLACEHOLDER}|\*{{1,64}}|[xX]{{3,64}}|\.{{3}}"

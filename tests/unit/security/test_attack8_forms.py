@@ -5,6 +5,8 @@ folder of /opt, placeholders that hide a real password, and bench-build's unbuff
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import assume, given, settings
@@ -127,20 +129,26 @@ def test_a_env_named_so_by_its_owner_or_application_is_judged(name: str) -> None
 # name as a word of its own, its other words letters only (`<password>`, `<your-token>`, `<HF_TOKEN>`): a real
 # password in brackets (`<Mysecret>`, `<hunter2>`) is judged; a name among other words passes (`<key_hunter>`, a
 # known limit: the placeholders documentation writes, `<GITHUB_TOKEN>`, are no finding); camelCase's capital begins
-# a word (`<yourPassword>`, `<accessToken>`: the seventh attack's 4)
+# a word (`<yourPassword>`, `<accessToken>`: the seventh attack's 4), in wgetrc's case-blind pattern too; a capitals'
+# run is one word with the small letters after it (`<HFToken>`: a known limit)
 HIDDEN_IN_BRACKETS = ["<Mysecret>", "<mypass>", "<MyVoiceIsMyPassport>", "<yourpassword>", "<your-x>", "<my>",
                       "<here>", "<the-your>", "<hunter2>", "<p.w>",
-                      "<token2>", "<yourpasswordHere>", "<MyVoiceIsMyPassport>"]  # fmt: skip
+                      "<token2>", "<yourpasswordHere>", "<sekritpass>",
+                      "<HFToken>"]  # fmt: skip
 BRACKET_PLACEHOLDERS = ["<password>", "<your-token>", "<api_key>", "<PROXY_PASSWORD>", "<your-password-here>",
                         "<Password>", "<YOUR_API_KEY>", "<my-proxy-pass>", "<registry-token>", "<access_token>",
                         "<the-secret>", "<user>", "<auth>", "<pat>", "<value>", "<db-password>",
                         "<personal-access-token>", "<...>", "<HF_TOKEN>", "<GITHUB_TOKEN>", "<hf-token>",
                         "<npm_token>", "<CORP_PASSWORD>", "<admin-password>", "<ldap_password>", "<insert-password>",
                         "<your.password>", "<key_hunter>", "<secret.key>", "<yourPassword>", "<accessToken>",
-                        "<gitlabToken>", "<MyPassword>", "<apiKey>", "<dbPasswordHere>"]  # fmt: skip
-LINES = [("home/u/.bashrc", "export http_proxy=http://bob:{}@proxy.corp:3128\n"),
-         ("app/.env", "DATABASE_URL=postgres://app:{}@db.corp:5432/app\n"),
-         ("home/u/.bashrc", "export https_proxy=bob:{}@proxy.corp:3128\n")]  # fmt: skip
+                        "<gitlabToken>", "<MyPassword>", "<apiKey>", "<dbPasswordHere>", "<yourAPIKey>",
+                        "<HF-Token>"]  # fmt: skip
+LINES = [
+    ("home/u/.bashrc", "export http_proxy=http://bob:{}@proxy.corp:3128\n"),
+    ("app/.env", "DATABASE_URL=postgres://app:{}@db.corp:5432/app\n"),
+    ("home/u/.bashrc", "export https_proxy=bob:{}@proxy.corp:3128\n"),
+    ("etc/wgetrc", "http_proxy = http://bob:{}@proxy.corp:3128/\n"),
+]  # fmt: skip  (wgetrc's ignores case)
 
 
 @pytest.mark.parametrize("password", HIDDEN_IN_BRACKETS)
@@ -167,9 +175,27 @@ def test_brackets_are_a_placeholder_only_around_a_secret_s_name(word: str, befor
     named_in = any(part.lower() in leaks.PLACEHOLDER_NAMES for part in re.sub("([a-z])([A-Z])", r"\1 \2", word).split())
     alone = leaks.SHELL_LOGIN.search(line.format(word).encode())
     assert (alone is None) == named_in, word
+    assert (leaks.WGET_LOGIN.search(line.format(word).encode()) is None) == named_in, word  # a case-blind pattern
     inner = f"{word}-password" if before else f"your_{word}"
     named = leaks.SHELL_LOGIN.search(line.format(inner).encode())
     assert (named is None) == (before or named_in), inner
+
+
+def test_the_bracket_placeholder_search_is_linear_in_a_case_blind_pattern_too() -> None:
+    """Each word of a bracket ends where it must (capitals then small letters), so a run of capitals and small
+    letters is no choice of splits: these lines took seconds to hours (exponential in their letters) when a word
+    could end at any capital, and in wgetrc's case-blind pattern at any letter (the attack on the seventh's 4)."""
+    lines = [
+        b"# http_proxy = http://proxy:<portnumberofyourcompanyproxyserverportnumberofyourcompanyproxy>/\n",
+        b"http_proxy = http://bob:<" + b"aB" * 60 + b">@proxy.corp:3128/\n",
+        b"http_proxy = http://bob:<" + b"aB-" * 60 + b"x@proxy.corp:3128/\n",
+    ]
+    script = (
+        "import sys\nfrom torchimages.security import leaks\n"
+        f"for line in {lines!r}:\n    leaks.SHELL_LOGIN.search(line), leaks.WGET_LOGIN.search(line)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 # the sixth attack's 5: a login a quote or bracket opened ends at its closer, so a quoted value with a ':' and a
