@@ -2789,8 +2789,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "                self.folders[digest] = len(self.cut_order)\n",
       "a crafted 1 MiB layer of deep paths fills the 4,000,000 records: its links all said `more files than kept`"),
     M("scan-link-hard-through-replaced-hard-link", LAYERS,
-      "            place = bisect.bisect_left(made, (at, \"\")) - 1  # the last hard link at `path` met before `at`\n",
-      "            place = len(made) - 1 if made and made[-1][0] < at else -1\n",
+      "                made = self.made.get(path, [])\n",
+      "                made = []\n",
       "a ~/.bashrc hard link through /opt/h1 (then a hard link to a file with a login) re-linked later is said"
       " `no file of this layer is there`, or judged by a lower layer's /opt/h1: a false finding"),
     M("leaks-placeholder-camel-case-no-word", LEAKS,
@@ -2828,6 +2828,22 @@ MUTATIONS: tuple[Mutation, ...] = (
       "_PLACEHOLDER_WORD = r\"[A-Za-z]{1,32}\"",
       "a ~/.bashrc line `http_proxy=http://bob:<aBaB...aB>@proxy` holds the scan for hours (a word could end at any"
       " capital: exponential)"),
+    M("scan-link-hard-replaced-last-not-then", LAYERS,
+      "                place = bisect.bisect_left(made, (at, \"\")) - 1\n",
+      "                place = len(made) - 1\n",
+      "a ~/.bashrc hard link through /opt/h1, re-linked twice later, is judged by the first re-link's clean file"),
+    M("scan-link-hard-folder-cut-forgotten", LAYERS,
+      "        for inside in [p for p in self.hard if p.startswith(below)]:\n            self.retire_hard(inside)\n",
+      "",
+      "a ~/.bashrc hard link through /opt/d/h (to a file with a login), /opt/d removed later, is said not judged"),
+    M("scan-link-hard-to-itself-clean", LAYERS,
+      "            if target == path:  # a hard link to itself",
+      "            if False:  # a hard link to itself",
+      "a hard link made to its own path, then ~/.bashrc to it, passes silently (judged clean by an older file)"),
+    M("hide-quoted-login-closers-bound-short", "values.py",
+      "found[at] + _CLOSERS_RUN + 1)",
+      "found[at] + _CLOSERS_RUN)",
+      "a refusal quoting `((...(\"bob:pa ss\"))...)@host` with 16 closers prints the password (15 taken, 16 said)"),
 )
 # fmt: on
 

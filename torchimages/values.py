@@ -457,7 +457,7 @@ def _hide_spaced(line: str) -> str:
         if at == len(found):
             return len(line)
         stop = found[at]
-        while stop + 1 < min(len(line), found[at] + _CLOSERS_RUN) and line[stop + 1] in _CLOSING:
+        while stop + 1 < min(len(line), found[at] + _CLOSERS_RUN + 1) and line[stop + 1] in _CLOSING:
             stop += 1
         return stop
 

@@ -222,7 +222,7 @@ class _Reading:
         self.links: dict[str, str] = {}  # every link of the layer (up to LINKS_KEPT_MAX): path -> target
         self.links_bytes = 0
         self.hard: dict[str, tuple[str, int]] = {}  # hard links: path -> (target, its place in the file records)
-        self.made: dict[str, list[tuple[int, str]]] = {}  # every hard link met at a path, kept when replaced
+        self.made: dict[str, list[tuple[int, str]]] = {}  # hard links replaced at a path: (place, target), in order
         self.dotdot: dict[str, str] = {}  # symlinks whose target has a `..` after a folder: path -> that target
         self.dotdot_unkept = False  # more such symlinks than FOLLOWED_MAX: every walk of the layer is unsure
         self.files = FileIndex()  # every entry: a file (whether it was searched for the link marks), a folder, ...
@@ -355,7 +355,7 @@ class _Reading:
         keeps the last entry of a path."""
         self.facts.pop(path, None)
         self.links.pop(path, None)
-        self.hard.pop(path, None)
+        self.retire_hard(path)
         self.judged.pop(path, None)
         self.dotdot.pop(path, None)
         self.folders.pop(path, None)
@@ -370,9 +370,17 @@ class _Reading:
         if self.purged > PURGED_MAX:
             raise Exceeded(f"the layer's replaced folders took more than the scan's bound of {PURGED_MAX} paths")
         below = path.rstrip("/") + "/"
+        for inside in [p for p in self.hard if p.startswith(below)]:
+            self.retire_hard(inside)
         for held in kept:
             for inside in [p for p in held if p.startswith(below)]:
                 del held[inside]
+
+    def retire_hard(self, path: str) -> None:
+        """A later entry replaces the hard link at `path`: kept in `made`, for the hard links made through it before
+        (hard_end); its bytes were counted when it was met."""
+        if (link := self.hard.pop(path, None)) is not None:
+            self.made.setdefault(path, []).append((link[1], link[0]))
 
     def keep_hard(self, path: str, target: str) -> None:
         """Keep a hard link with the place in the file records where it was met (its target's record before it
@@ -380,7 +388,6 @@ class _Reading:
         self.links_bytes += len(path) + len(target) + 64
         if self.links_bytes <= LINKS_KEPT_MAX:
             self.hard[path] = (target, len(self.files.records))
-            self.made.setdefault(path, []).append((len(self.files.records), target))
             self.files.add(path, HARD)
         else:
             self.files.add(path, GONE)
@@ -396,12 +403,17 @@ class _Reading:
         at = len(self.files.records)
         while reason == HARD:
             self.steps()
-            made = self.made.get(path, [])
-            place = bisect.bisect_left(made, (at, "")) - 1  # the last hard link at `path` met before `at`
-            if place < 0:
-                break
-            at, path = made[place]
-            reason = self.files.get(path, at)
+            if path in self.hard and self.hard[path][1] < at:  # the layer's last entry at `path`
+                target, at = self.hard[path]
+            else:  # one replaced later: the last met before `at`
+                made = self.made.get(path, [])
+                place = bisect.bisect_left(made, (at, "")) - 1
+                if place < 0:
+                    break
+                at, target = made[place]
+            if target == path:  # a hard link to itself: the engine removes the path first, and finds no file there
+                return path, None
+            path, reason = target, self.files.get(target, at)
         return path, reason
 
     def keep_link(self, path: str, target: str) -> None:

@@ -228,6 +228,7 @@ def test_a_closed_quote_ends_the_login_it_opened(message: str) -> None:
         ('curl -x "bob:top secret"@proxy:3128', 'curl -x "proxy:3128'),  # the shell joins the quote to the host
         ('("bob:pa ss")@host', '("host'),  # closers right after the login's closer (the seventh attack's last)
         ("x [('bob:pa ss')]@h.example y", "x [('h.example y"),
+        ("(" * 16 + '"bob:pa ss"' + ")" * 16 + "@host", "(" * 16 + '"host'),  # 16 closers after its own, the bound
     ],
 )
 def test_a_login_inside_its_quotes_is_still_hidden(message: str, shown: str) -> None:

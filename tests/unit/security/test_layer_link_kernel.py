@@ -152,20 +152,55 @@ def test_a_hard_link_through_a_hard_link_re_linked_later_reads_what_that_link_na
 
 
 @pytest.mark.parametrize(
-    "replacement", [("opt/h1", "hard", "opt/clean"), ("opt/h1", "file", CLEAN)], ids=["re-linked", "a file"]
+    "replacements",
+    [
+        (("opt/h1", "hard", "opt/clean"),),
+        (("opt/h1", "file", CLEAN),),
+        (("opt/s", "link", "/opt/clean"), ("opt/h1", "hard", "opt/s"), ("opt/h1", "hard", "opt/clean")),
+    ],
+    ids=["re-linked", "a file", "re-linked twice"],
 )
-def test_a_hard_link_through_a_replaced_hard_link_is_judged_by_the_file_it_was_made_of(replacement: Item) -> None:
+def test_a_hard_link_through_a_replaced_hard_link_is_judged_by_the_file_it_was_made_of(
+    replacements: tuple[Item, ...],
+) -> None:
     found, note = scanned(
         (
             ("opt/rc", "file", RC),
             ("opt/h1", "hard", "opt/rc"),
             ("home/u/.bashrc", "hard", "opt/h1"),
             ("opt/clean", "file", CLEAN),
-            replacement,
+            *replacements,
         )
     )
     assert [key for key, _ in found] == ["/home/u/.bashrc"]
     assert "/home/u/.bashrc" not in note
+
+
+def test_a_hard_link_through_a_hard_link_whose_folder_is_removed_later_reads_what_it_named() -> None:
+    found, note = scanned(
+        (
+            ("opt/rc", "file", RC),
+            ("opt/d/h", "hard", "opt/rc"),
+            ("home/u/.bashrc", "hard", "opt/d/h"),
+            ("opt/.wh.d", "file", b""),
+        )
+    )
+    assert [key for key, _ in found] == ["/home/u/.bashrc"]
+    assert "/home/u/.bashrc" not in note
+
+
+def test_a_hard_link_to_its_own_path_is_said_not_judged() -> None:
+    """The engine removes the path, then links it to what is there: nothing; said, never judged clean."""
+    found, note = scanned(
+        (
+            ("opt/rc", "file", RC),
+            ("opt/h", "hard", "opt/rc"),
+            ("opt/h", "hard", "opt/h"),
+            ("root/.bashrc", "hard", "opt/h"),
+        )
+    )
+    assert found == []
+    assert "/root/.bashrc: a hard link to /opt/h: its content was not judged" in note
 
 
 @pytest.mark.parametrize(
