@@ -49,3 +49,50 @@ def test_check_exits_2_on_a_stale_row(mutants: ModuleType, monkeypatch: pytest.M
     assert mutants.main(["--check"]) == 2
     monkeypatch.setattr(mutants, "MUTATIONS", mutants.MUTATIONS[:-1])
     assert mutants.main(["--check"]) == 0
+
+
+def a_tree(tmp_path: Path, mutants: ModuleType) -> Path:
+    """A tree of the mutated module (`PACKAGE/m.py`, under RELEVANT as test files named `m`, or that say `m`) and
+    three unit test files: named for it, one that only mentions it, one that does neither."""
+    (tmp_path / mutants.PACKAGE).mkdir()
+    (tmp_path / mutants.PACKAGE / "m.py").write_text("RULE = 1\n")
+    unit = tmp_path / "tests" / "unit"
+    unit.mkdir(parents=True)
+    (unit / "test_m.py").write_text("")
+    (unit / "test_other.py").write_text("import m  # mentions it\n")
+    (unit / "test_unrelated.py").write_text("")
+    return tmp_path
+
+
+def test_a_row_s_tests_are_those_named_for_its_module_then_those_that_mention_it(
+    tmp_path: Path, mutants: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = a_tree(tmp_path, mutants)
+    monkeypatch.setitem(mutants.RELEVANT, "m.py", (r"test_m\b", r"\bm\b"))
+    row = mutants.Mutation("m-rule", "m.py", "RULE = 1\n", "RULE = 2\n", "a rule")
+    assert mutants.relevant_tests(tree, row) == (["tests/unit/test_m.py"], ["tests/unit/test_other.py"])
+
+
+@pytest.mark.parametrize(
+    ("named", "mentioning", "verdict", "runs"),
+    [(1, 0, "killed", 1), (0, 1, "killed", 2), (0, 0, "survived", 2), (5, 1, "killed", 2)],
+    ids=["named-fail", "mention-fails", "none-fail", "named-none-collected"],
+)
+def test_a_row_whose_named_tests_pass_is_tried_on_the_tests_that_mention_it(
+    tmp_path: Path, mutants: ModuleType, monkeypatch: pytest.MonkeyPatch, named: int, mentioning: int, verdict: str,
+    runs: int,
+) -> None:  # fmt: skip
+    tree = a_tree(tmp_path, mutants)
+    monkeypatch.setitem(mutants.RELEVANT, "m.py", (r"test_m\b", r"\bm\b"))
+    ran: list[list[str]] = []
+
+    def pytest_run(_tree: Path, tests: list[str], _timeout: float) -> tuple[int, str]:
+        ran.append(tests)
+        assert (tree / mutants.PACKAGE / "m.py").read_text() == "RULE = 2\n"  # the mutation is in place
+        return (named if len(ran) == 1 else mentioning), "FAILED x"
+
+    monkeypatch.setattr(mutants, "pytest", pytest_run)
+    result = mutants.run_one(tree, mutants.Mutation("m-rule", "m.py", "RULE = 1\n", "RULE = 2\n", "a rule"), 10)
+    assert result.verdict == verdict
+    assert len(ran) == runs
+    assert (tree / mutants.PACKAGE / "m.py").read_text() == "RULE = 1\n"
