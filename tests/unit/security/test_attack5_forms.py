@@ -5,10 +5,11 @@ of the new paths' files (tcsh 6.24.07-1, fish 3.6.0-3.1+deb12u1, libpam-modules 
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from tests.unit.security.test_layers import BASE, keys, layer, scan
@@ -229,8 +230,10 @@ WORD = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz"), min_size=2, max_si
 
 @given(st.lists(WORD, min_size=2, max_size=6), st.sampled_from(["-", "_", "."]), st.integers(0, 99))
 def test_a_name_of_words_is_no_token(words: list[str], sep: str, number: int) -> None:
-    """What a user name looks like (words, a separator, a number with two digits at most: `ci-runner-01`)."""
+    """What a user name looks like (words, a separator, a number with two digits at most: `ci-runner-01`), but
+    one that starts with a token's prefix (`sk-aa-aaaaaaaaaa-00`: a prefix and 16 characters is a token, by rule)."""
     name = sep.join([*words, f"{number:02d}"])
+    assume(re.match(values.TOKEN_PREFIXES, name) is None)
     assert leaks.SHELL_LOGIN.search(f"export R=https://{name}@git.corp.example/r.git\n".encode()) is None
 
 
