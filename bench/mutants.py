@@ -17,9 +17,11 @@ import bench_cli  # first: from here on a signal is one line and 128 + N (bench/
 
 bench_cli.early(__name__, "bench/mutants.py")
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -2844,6 +2846,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "found[at] + _CLOSERS_RUN + 1)",
       "found[at] + _CLOSERS_RUN)",
       "a refusal quoting `((...(\"bob:pa ss\"))...)@host` with 16 closers prints the password (15 taken, 16 said)"),
+    M("scan-link-folder-link-to-file-said-folder", LAYERS,
+      "            if self.files.get(folder) not in (None, FOLDER, GONE):  # a file",
+      "            if False:  # a file",
+      "/etc/profile.d linked to a FIFO or a file gets a note calling it a folder whose files are judged"),
+    M("scan-link-hard-self-said-other-reason", LAYERS,
+      "            if record == SELF:\n",
+      "            if False:\n",
+      "a ~/.bashrc hard link to its own path is said `... reached through a link of this or a lower layer`"),
 )
 # fmt: on
 
@@ -3042,19 +3052,53 @@ def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int, str]:
         DESELECT,
         *tests,
     ]
-    try:
-        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return -1, "timed out"
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    # its own session: a terminal's Ctrl-C reaches the runner alone, which ends every run (`stop_runs`), so that no
+    # run a signal interrupted is counted as killed
+    with subprocess.Popen(
+        command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
+        with _RUNS_LOCK:
+            _RUNS.add(proc)
+        try:
+            out, err = proc.communicate(timeout=max(timeout, 0.0))
+        except subprocess.TimeoutExpired:
+            _end(proc)
+            proc.communicate()
+            return (INTERRUPTED, "stopped") if STOP.is_set() else (-1, "timed out")
+        finally:
+            with _RUNS_LOCK:
+                _RUNS.discard(proc)
+    if STOP.is_set():
+        return INTERRUPTED, "stopped"
+    lines = (out + err).strip().splitlines()
     failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))][:1]  # which test, not only how many
-    return done.returncode, "; ".join(failed + lines[-1:])
+    return proc.returncode, "; ".join(failed + lines[-1:])
+
+
+INTERRUPTED = -2  # a run the runner ended because it was told to stop: no verdict
+STOP = threading.Event()
+_RUNS: set[subprocess.Popen[str]] = set()
+_RUNS_LOCK = threading.Lock()
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    """Kill a pytest run and whatever it started (its session's process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def stop_runs() -> None:
+    """The runner is stopping: no run gets a verdict from here on, and every run in flight ends now."""
+    STOP.set()
+    with _RUNS_LOCK:
+        for proc in list(_RUNS):
+            _end(proc)
 
 
 @dataclass(frozen=True)
 class Result:
     mutation: Mutation
-    verdict: str  # killed | survived | reviewed | stale | error
+    verdict: str  # killed | survived | reviewed | stale | error | interrupted (the runner was stopped: none)
     detail: str
     seconds: float
 
@@ -3071,10 +3115,15 @@ def run_one(tree: Path, mutation: Mutation, timeout: float) -> Result:
         named, mentioning = relevant_tests(tree, mutation)
         code, last = pytest(tree, named, timeout) if named else (NO_TESTS, "")
         if code in (0, NO_TESTS) and mentioning:  # none failed yet: the files that only mention the module
-            code, last = pytest(tree, mentioning, timeout)
+            first = code
+            code, last = pytest(tree, mentioning, timeout - (time.monotonic() - start))  # one timeout a row
+            if code == NO_TESTS and first == 0:  # every test the first pass kept passed
+                code = 0
     finally:
         path.write_text(original)
     seconds = time.monotonic() - start
+    if code == INTERRUPTED:
+        return Result(mutation, "interrupted", last, seconds)
     if code == 0:
         return Result(mutation, "reviewed" if mutation.reviewed else "survived", last, seconds)
     if code in (1, 2, 3, -1):  # failed, interrupted (collection error), internal error, timeout: killed
@@ -3100,7 +3149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = bench_cli.parser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=JOBS, default=2, help="mutations tried at once, one tree copy each (2)")
     parser.add_argument("--only", default="", help="comma-separated mutation ids")
-    parser.add_argument("--timeout", type=TIMEOUT, default=300.0, help="seconds per mutation's tests (300)")
+    parser.add_argument(
+        "--timeout", type=TIMEOUT, default=300.0, help="seconds per mutation's tests, both passes (300)"
+    )
     parser.add_argument("--list", action="store_true", help="print the table and exit")
     parser.add_argument(
         "--check", action="store_true", help="only check the table against the code (seconds; `make lint` runs it)"
@@ -3127,7 +3178,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="torchimages-mutants-") as tmp:
         trees = [copy_tree(ROOT, Path(tmp, f"tree{n}")) for n in range(max(1, args.jobs))]
         check_isolation(trees[0])
-        code, last = pytest(trees[0], ["tests/unit"], args.timeout * 4)
+        try:
+            code, last = pytest(trees[0], ["tests/unit"], args.timeout * 4)
+        except BaseException:  # a signal: the run ends with the runner (its own session is no terminal's)
+            stop_runs()
+            raise
         if code != 0:
             print(f"mutants: the unit tests fail without any mutation ({last}): fix them first")
             return 2
@@ -3141,12 +3196,18 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 with lock:
                     free.append(tree)
-            with lock:
-                print(f"{result.verdict:9} {result.seconds:5.1f} s  {mutation.id:38} {mutation.file}", flush=True)
+            if result.verdict != "interrupted":
+                with lock:
+                    print(f"{result.verdict:9} {result.seconds:5.1f} s  {mutation.id:38} {mutation.file}", flush=True)
             return result
 
         with ThreadPoolExecutor(len(trees)) as pool:
-            results = list(pool.map(job, wanted))
+            try:
+                results = list(pool.map(job, wanted))
+            except BaseException:  # a signal (bench_cli): the rows in flight end now, with no verdict
+                pool.shutdown(wait=False, cancel_futures=True)
+                stop_runs()
+                raise
     counts = {v: sum(r.verdict == v for r in results) for v in ("killed", "survived", "reviewed", "stale", "error")}
     print()
     for r in results:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -75,8 +77,15 @@ def test_a_row_s_tests_are_those_named_for_its_module_then_those_that_mention_it
 
 @pytest.mark.parametrize(
     ("named", "mentioning", "verdict", "runs"),
-    [(1, 0, "killed", 1), (0, 1, "killed", 2), (0, 0, "survived", 2), (5, 1, "killed", 2)],
-    ids=["named-fail", "mention-fails", "none-fail", "named-none-collected"],
+    [
+        (1, 0, "killed", 1),
+        (0, 1, "killed", 2),
+        (0, 0, "survived", 2),
+        (5, 1, "killed", 2),
+        (0, 5, "survived", 2),
+        (-2, 0, "interrupted", 1),
+    ],
+    ids=["named-fail", "mention-fails", "none-fail", "named-none-collected", "mention-none-kept", "stopped"],
 )
 def test_a_row_whose_named_tests_pass_is_tried_on_the_tests_that_mention_it(
     tmp_path: Path, mutants: ModuleType, monkeypatch: pytest.MonkeyPatch, named: int, mentioning: int, verdict: str,
@@ -96,3 +105,45 @@ def test_a_row_whose_named_tests_pass_is_tried_on_the_tests_that_mention_it(
     assert result.verdict == verdict
     assert len(ran) == runs
     assert (tree / mutants.PACKAGE / "m.py").read_text() == "RULE = 1\n"
+
+
+def test_a_row_s_two_passes_share_its_timeout(
+    tmp_path: Path, mutants: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = a_tree(tmp_path, mutants)
+    monkeypatch.setitem(mutants.RELEVANT, "m.py", (r"test_m\b", r"\bm\b"))
+    given: list[float] = []
+
+    def pytest_run(_tree: Path, _tests: list[str], timeout: float) -> tuple[int, str]:
+        given.append(timeout)
+        time.sleep(0.3)
+        return 0, "passed"
+
+    monkeypatch.setattr(mutants, "pytest", pytest_run)
+    mutants.run_one(tree, mutants.Mutation("m-rule", "m.py", "RULE = 1\n", "RULE = 2\n", "a rule"), 10)
+    assert given[0] == 10
+    assert 9 < given[1] <= 9.7
+
+
+def test_a_stopped_runner_ends_its_runs_at_once_with_no_verdict(
+    tmp_path: Path, mutants: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pytest run in flight when the runner stops (a signal: stop_runs) ends within seconds, not at its timeout,
+    and says it was stopped (no "killed" for a run the signal ended), its process group gone."""
+    monkeypatch.setattr(mutants, "STOP", threading.Event())
+    unit = tmp_path / "tests" / "unit"
+    unit.mkdir(parents=True)
+    (unit / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
+    out: list[tuple[int, str]] = []
+    run = threading.Thread(target=lambda: out.append(mutants.pytest(tmp_path, ["tests/unit/test_slow.py"], 120)))
+    started = time.monotonic()
+    run.start()
+    while not mutants._RUNS and time.monotonic() - started < 30:
+        time.sleep(0.05)
+    (proc,) = mutants._RUNS
+    time.sleep(1)
+    mutants.stop_runs()
+    run.join(30)
+    assert out == [(mutants.INTERRUPTED, "stopped")]
+    assert time.monotonic() - started < 30
+    assert proc.poll() is not None

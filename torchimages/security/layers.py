@@ -95,6 +95,7 @@ NOTES_MAX = 100  # notes one layer may have (links whose targets were not read)
 NOTES_SHOWN = 10  # of them, said in the scan's note
 COUNTED = ""  # the path of a layer's last note, its detail the count of notes past NOTES_MAX (no link's path)
 
+SELF = "\0self"  # hard_end: a hard link to its own path (the engine cannot make it: it removes the path first)
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 APPLIED = frozenset("0123456g")  # the entry types the engine applies (others: it refuses the layer)
@@ -398,7 +399,7 @@ class _Reading:
     def hard_end(self, path: str) -> tuple[str, str | None]:
         """Where a walk that ends at a hard link of the layer reads: the entry its target named when the link was
         met, through hard links to hard links (each the one at its path then, though a later entry replaced it:
-        `made`), and its record there (None: no entry of the layer was there)."""
+        `made`), and its record there (None: no entry of the layer was there; SELF: a hard link to its own path)."""
         reason: str | None = HARD
         at = len(self.files.records)
         while reason == HARD:
@@ -412,7 +413,7 @@ class _Reading:
                     break
                 at, target = made[place]
             if target == path:  # a hard link to itself: the engine removes the path first, and finds no file there
-                return path, None
+                return path, SELF
             path, reason = target, self.files.get(target, at)
         return path, reason
 
@@ -465,6 +466,8 @@ class _Reading:
                 self.note(path, unread_note("a symbolic link", target, walk, "", full))
                 continue
             folder = walk.path.rstrip("/") or "/"
+            if self.files.get(folder) not in (None, FOLDER, GONE):  # a file, a FIFO or a device of the layer: no
+                continue  # folder, no file is read through the link
             for inside, (facts, _) in list(self.facts.items()):
                 through = path + inside[len(folder) :]
                 rule = credential_rule(through) if inside.startswith(folder + "/") else None
@@ -504,6 +507,8 @@ class _Reading:
         known = self.facts.get(walk.path)
         if walk.path in self.hard:
             end, record = self.hard_end(walk.path)
+            if record == SELF:
+                return Walk(end, "hard-self", walk.steps, walk.work), None, ""
             if record == SYMLINK or record is None:  # link() made it that symlink, or reached a file through
                 return Walk(end, "hard-symlink", walk.steps, walk.work), None, ""  # a link of this or a lower layer
             if record in (FOLDER, GONE, HARD):

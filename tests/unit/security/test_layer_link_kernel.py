@@ -201,6 +201,18 @@ def test_a_hard_link_to_its_own_path_is_said_not_judged() -> None:
     )
     assert found == []
     assert "/root/.bashrc: a hard link to /opt/h: its content was not judged" in note
+    assert "not judged: a hard link to its own path, which the engine cannot make" in note
+    alone, note = scanned((("opt/rc", "file", RC), ("home/u/.bashrc", "hard", "/home/u/.bashrc")))
+    assert alone == []
+    assert "/home/u/.bashrc: a hard link to /home/u/.bashrc: its content was not judged through the link (not" in note
+    assert "a hard link to its own path" in note
+
+
+@pytest.mark.parametrize("kind", ["fifo", "file"])
+def test_a_folder_link_to_a_file_or_fifo_reads_nothing_and_is_not_said_a_folder(kind: str) -> None:
+    found, note = scanned((("opt/pd", kind, None if kind == "fifo" else CLEAN), ("etc/profile.d", "link", "/opt/pd")))
+    assert found == []
+    assert "/etc/profile.d" not in note
 
 
 @pytest.mark.parametrize(
