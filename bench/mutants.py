@@ -3059,6 +3059,8 @@ def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int, str]:
     ) as proc:
         with _RUNS_LOCK:
             _RUNS.add(proc)
+            if STOP.is_set():  # stop_runs ran before this run was registered
+                _end(proc)
         try:
             out, err = proc.communicate(timeout=max(timeout, 0.0))
         except subprocess.TimeoutExpired:
