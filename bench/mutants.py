@@ -21,7 +21,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -2846,10 +2845,6 @@ MUTATIONS: tuple[Mutation, ...] = (
       "found[at] + _CLOSERS_RUN + 1)",
       "found[at] + _CLOSERS_RUN)",
       "a refusal quoting `((...(\"bob:pa ss\"))...)@host` with 16 closers prints the password (15 taken, 16 said)"),
-    M("scan-link-folder-link-to-file-said-folder", LAYERS,
-      "            if self.files.get(folder) not in (None, FOLDER, GONE):  # a file",
-      "            if False:  # a file",
-      "/etc/profile.d linked to a FIFO or a file gets a note calling it a folder whose files are judged"),
     M("scan-link-hard-self-said-other-reason", LAYERS,
       "            if record == SELF:\n",
       "            if False:\n",
@@ -3036,7 +3031,10 @@ def relevant_tests(tree: Path, mutation: Mutation) -> tuple[list[str], list[str]
 NO_TESTS = 5  # pytest's exit status when it collected (or kept after -k) no test
 
 
-def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int, str]:
+def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int | None, str]:
+    """pytest's exit status over `tests` in `tree` (-1: past `timeout`), and its failing test or last line; None
+    when no test decided it: the runner is stopping (stop_runs), or a Ctrl-C reached the run (it is in the
+    runner's process group: a terminal's Ctrl-C and hang-up reach both)."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
     env = {k: v for k, v in env.items() if not k.startswith("TORCHIMAGES_")}
     command = [
@@ -3052,49 +3050,44 @@ def pytest(tree: Path, tests: list[str], timeout: float) -> tuple[int, str]:
         DESELECT,
         *tests,
     ]
-    # its own session: a terminal's Ctrl-C reaches the runner alone, which ends every run (`stop_runs`), so that no
-    # run a signal interrupted is counted as killed
     with subprocess.Popen(
-        command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
         with _RUNS_LOCK:
             _RUNS.add(proc)
-            if STOP.is_set():  # stop_runs ran before this run was registered
-                _end(proc)
         try:
-            out, err = proc.communicate(timeout=max(timeout, 0.0))
+            if STOP.is_set():  # stop_runs ran before this run was registered
+                proc.kill()
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _end(proc)
+            proc.kill()
             proc.communicate()
-            return (INTERRUPTED, "stopped") if STOP.is_set() else (-1, "timed out")
+            return (None, "stopped") if STOP.is_set() else (-1, "timed out")
+        except BaseException:  # a signal, in the main thread (the whole-suite run): the run ends with the runner
+            proc.kill()
+            raise
         finally:
             with _RUNS_LOCK:
                 _RUNS.discard(proc)
-    if STOP.is_set():
-        return INTERRUPTED, "stopped"
+    if STOP.is_set() or (proc.returncode == 2 and "KeyboardInterrupt" in out + err):
+        return None, "stopped"
     lines = (out + err).strip().splitlines()
     failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))][:1]  # which test, not only how many
     return proc.returncode, "; ".join(failed + lines[-1:])
 
 
-INTERRUPTED = -2  # a run the runner ended because it was told to stop: no verdict
-STOP = threading.Event()
-_RUNS: set[subprocess.Popen[str]] = set()
+STOP = threading.Event()  # the runner is stopping: no run gets a verdict
+_RUNS: set[subprocess.Popen[str]] = set()  # the pytest runs in flight
 _RUNS_LOCK = threading.Lock()
 
 
-def _end(proc: subprocess.Popen[str]) -> None:
-    """Kill a pytest run and whatever it started (its session's process group)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
 def stop_runs() -> None:
-    """The runner is stopping: no run gets a verdict from here on, and every run in flight ends now."""
+    """The runner is stopping (a signal): no run gets a verdict from here on, and every run in flight ends now."""
     STOP.set()
     with _RUNS_LOCK:
         for proc in list(_RUNS):
-            _end(proc)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
 
 
 @dataclass(frozen=True)
@@ -3117,14 +3110,14 @@ def run_one(tree: Path, mutation: Mutation, timeout: float) -> Result:
         named, mentioning = relevant_tests(tree, mutation)
         code, last = pytest(tree, named, timeout) if named else (NO_TESTS, "")
         if code in (0, NO_TESTS) and mentioning:  # none failed yet: the files that only mention the module
-            first = code
-            code, last = pytest(tree, mentioning, timeout - (time.monotonic() - start))  # one timeout a row
-            if code == NO_TESTS and first == 0:  # every test the first pass kept passed
-                code = 0
+            first = (code, last)
+            code, last = pytest(tree, mentioning, timeout)
+            if code == NO_TESTS and first[0] == 0:  # every test the first pass kept passed
+                code, last = first
     finally:
         path.write_text(original)
     seconds = time.monotonic() - start
-    if code == INTERRUPTED:
+    if code is None:
         return Result(mutation, "interrupted", last, seconds)
     if code == 0:
         return Result(mutation, "reviewed" if mutation.reviewed else "survived", last, seconds)
@@ -3152,7 +3145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=JOBS, default=2, help="mutations tried at once, one tree copy each (2)")
     parser.add_argument("--only", default="", help="comma-separated mutation ids")
     parser.add_argument(
-        "--timeout", type=TIMEOUT, default=300.0, help="seconds per mutation's tests, both passes (300)"
+        "--timeout", type=TIMEOUT, default=300.0, help="seconds per pass of a mutation's tests (two at most; 300)"
     )
     parser.add_argument("--list", action="store_true", help="print the table and exit")
     parser.add_argument(
@@ -3180,11 +3173,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="torchimages-mutants-") as tmp:
         trees = [copy_tree(ROOT, Path(tmp, f"tree{n}")) for n in range(max(1, args.jobs))]
         check_isolation(trees[0])
-        try:
-            code, last = pytest(trees[0], ["tests/unit"], args.timeout * 4)
-        except BaseException:  # a signal: the run ends with the runner (its own session is no terminal's)
-            stop_runs()
-            raise
+        code, last = pytest(trees[0], ["tests/unit"], args.timeout * 4)
+        if code is None:
+            print("mutants: stopped (a Ctrl-C) before any row ran")
+            return 2
         if code != 0:
             print(f"mutants: the unit tests fail without any mutation ({last}): fix them first")
             return 2

@@ -347,7 +347,7 @@ class _Reading:
                 self.folders[self.keep(path)] = self.keep(target.rstrip("/") or "/")
             else:
                 self.note(
-                    path, f"{kind} to {cut(target)}, a folder where files are judged by their content: not followed"
+                    path, f"{kind} to {cut(target)} at a folder where files are judged by their content: not followed"
                 )
         return hits
 
@@ -466,8 +466,6 @@ class _Reading:
                 self.note(path, unread_note("a symbolic link", target, walk, "", full))
                 continue
             folder = walk.path.rstrip("/") or "/"
-            if self.files.get(folder) not in (None, FOLDER, GONE):  # a file, a FIFO or a device of the layer: no
-                continue  # folder, no file is read through the link
             for inside, (facts, _) in list(self.facts.items()):
                 through = path + inside[len(folder) :]
                 rule = credential_rule(through) if inside.startswith(folder + "/") else None
@@ -475,8 +473,8 @@ class _Reading:
                     self.add([Hit(through, f"{rule.what} ({inside}, through the symbolic link {path} to {target})")])
             self.note(
                 path,
-                f"a symbolic link to {cut(target)}, a folder where files are judged by their content: only its files of"
-                " this layer that were searched are judged through the link",
+                f"a symbolic link to {cut(target)} at a folder where files are judged by their content: only the files"
+                " of this layer below its target that were searched are judged through the link",
             )
 
     def walk(

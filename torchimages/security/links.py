@@ -272,7 +272,10 @@ def unread_note(kind: str, target: str, walk: Walk, reason: str, full: bool) -> 
             " made (one reached through a link of this or a lower layer), which the scan does not follow"
         )
     elif walk.stop == "hard-self":
-        why = "not judged: a hard link to its own path, which the engine cannot make (it removes the path first)"
+        why = (
+            f"not judged: {cut(walk.path)} on its way is a hard link to its own path, which the engine cannot make"
+            " (it removes the path first)"
+        )
     elif walk.stop == "absent":
         why = "no file of this layer is there"
         if full:

@@ -81,7 +81,7 @@ def test_a_folder_link_whose_target_has_a_dotdot_after_a_link_is_not_judged_as_t
 def test_a_link_at_a_folder_of_startup_files_judges_its_files_through_it(folder: str, inside: str) -> None:
     found, note = scanned((("opt/shared/" + inside, "file", RC), (folder, "link", "/opt/shared")))
     assert [key for key, _ in found] == [f"/{folder}/{inside}"]
-    assert f"/{folder}: a symbolic link to /opt/shared, a folder where files are judged by their content" in note
+    assert f"/{folder}: a symbolic link to /opt/shared at a folder where files are judged by their content" in note
 
 
 def test_a_link_at_another_folder_is_not_judged_as_one_of_startup_files() -> None:
@@ -201,18 +201,35 @@ def test_a_hard_link_to_its_own_path_is_said_not_judged() -> None:
     )
     assert found == []
     assert "/root/.bashrc: a hard link to /opt/h: its content was not judged" in note
-    assert "not judged: a hard link to its own path, which the engine cannot make" in note
+    assert "not judged: /opt/h on its way is a hard link to its own path, which the engine cannot make" in note
     alone, note = scanned((("opt/rc", "file", RC), ("home/u/.bashrc", "hard", "/home/u/.bashrc")))
     assert alone == []
     assert "/home/u/.bashrc: a hard link to /home/u/.bashrc: its content was not judged through the link (not" in note
-    assert "a hard link to its own path" in note
+    assert "not judged: /home/u/.bashrc on its way is a hard link to its own path" in note
 
 
 @pytest.mark.parametrize("kind", ["fifo", "file"])
-def test_a_folder_link_to_a_file_or_fifo_reads_nothing_and_is_not_said_a_folder(kind: str) -> None:
+def test_a_folder_link_to_a_file_or_fifo_is_not_said_to_lead_to_a_folder(kind: str) -> None:
+    """The note says the link is at a folder judged by content (/etc/profile.d), not that its target is a folder:
+    a file at the target's spelling may have become a folder through a link above it (`/opt -> /srv`)."""
     found, note = scanned((("opt/pd", kind, None if kind == "fifo" else CLEAN), ("etc/profile.d", "link", "/opt/pd")))
     assert found == []
-    assert "/etc/profile.d" not in note
+    assert "/etc/profile.d: a symbolic link to /opt/pd at a folder where files are judged by their content" in note
+
+
+def test_a_folder_link_to_a_file_made_a_folder_through_a_link_above_it_is_said() -> None:
+    """The engine writes /opt/pd/x.sh through /opt -> /srv, so /srv/pd is a folder holding the login: the folder
+    link to /srv/pd is said (not judged by the scan, which keys paths as written), never silent."""
+    _, note = scanned(
+        (
+            ("srv/pd", "file", CLEAN),
+            ("opt", "link", "/srv"),
+            ("opt/pd", "dir", None),
+            ("opt/pd/x.sh", "file", RC),
+            ("etc/profile.d", "link", "/srv/pd"),
+        )
+    )
+    assert "/etc/profile.d: a symbolic link to /srv/pd at a folder where files are judged" in note
 
 
 @pytest.mark.parametrize(

@@ -141,7 +141,7 @@ def test_a_link_at_a_folder_judged_by_content_judges_its_files_and_is_said() -> 
     found, note = scanned(("etc/profile.d", None, "/opt/pd"), ("opt/pd/proxy.sh", RC, None))
     assert [key for key, _ in found] == ["/etc/profile.d/proxy.sh"]
     assert "through the symbolic link /etc/profile.d to /opt/pd" in found[0][1]
-    assert "/etc/profile.d: a symbolic link to /opt/pd, a folder where files are judged by their content" in note
+    assert "/etc/profile.d: a symbolic link to /opt/pd at a folder where files are judged by their content" in note
     found, note = scanned(("opt/pd/proxy.sh", CLEAN, None), ("etc/profile.d", None, "/opt/pd"))
     assert found == []
     assert "/etc/profile.d: a symbolic link to /opt/pd" in note
