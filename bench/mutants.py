@@ -2849,6 +2849,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            if record == SELF:\n",
       "            if False:\n",
       "a ~/.bashrc hard link to its own path is said `... reached through a link of this or a lower layer`"),
+    M("hide-label-colon-opens-login", "values.py",
+      ":(?!//|[ \\t])\"  # `word: ` is a label",
+      ":(?!//)\"  # `word: ` is a label",
+      "`--cache-from=@0` is refused as `error: 0': not an image reference`: its option's name hidden (false)"),
 )
 # fmt: on
 

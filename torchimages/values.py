@@ -429,7 +429,8 @@ def _hide_word(found: re.Match[str]) -> str:
 # it, `scheme://USER:` anywhere, or `USER:` starting the text, a value quoted or bracketed after anything but a
 # letter, a digit or `_` (`'USER:`, `(USER:`, `{"u":"USER:`, `--proxy="USER:`, `-x'USER:`; it ends at its closer), an
 # option's value (`--proxy USER:`, `--proxy=USER:`, a short option's: `-x USER:`, `-uUSER:`) or a field after a blank
-# that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`).
+# that is not a space (`\rUSER:`, a line a terminal overwrites; `\tUSER:`); never `USER: `, a blank after its ':'
+# (a label: `error: --cache-from: '@0'`; no password starts with a blank).
 _TOKEN_USER = re.compile(TOKEN_USER)
 _REGISTRY_AFTER = re.compile(rf"{_HOST_CHAR}+/")  # a host and a path: a registry's (`ghcr.io/org`)
 _HOST_AT = re.compile(rf"@(?!sha256:)(?={_HOST_CHAR}+(?:[/?#\s'\"<>;,)\]}}\\&|`]|$))")
@@ -437,7 +438,7 @@ _URL_START = re.compile(rf"(?<!{_SCHEME_CHAR}){_SCHEME_CHAR}+://[^\s/?#:]*:")
 _BARE_START = re.compile(
     r"(?:(?<![A-Za-z0-9_])['\"([{<]|(?:^|(?<=\s))(?:--[A-Za-z0-9][A-Za-z0-9-]{0,64}[ =]|-[A-Za-z][ \t]{0,64}['\"]?)"
     r"|^|(?<=[^\S ]))"
-    r"(?P<user>[^\s/?#:'\"([{<]*):(?!//)"
+    r"(?P<user>[^\s/?#:'\"([{<]*):(?!//|[ \t])"  # `word: ` is a label (`error: ...`): no password starts blank
 )
 
 

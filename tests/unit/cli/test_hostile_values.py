@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_values import DIGEST, hostile
@@ -108,6 +108,7 @@ def test_no_bake_option_value_hurts(option: str, text: str) -> None:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(["--cache-from", "--cache-to"]), as_option)
+@example("--cache-from", "@0")  # `error: --cache-from: '@0': ...` was said `error: 0': ...` (`error:` a login's start)
 def test_no_cache_value_hurts_bake(option: str, text: str) -> None:
     with folder() as where:
         argv = ["bake", "--matrix", str(where / "matrix.yaml"), "--secrets-dir", str(where / "s")]

@@ -198,6 +198,20 @@ def test_the_bracket_placeholder_search_is_linear_in_a_case_blind_pattern_too() 
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ("error: --cache-from: '@0': not an image reference", "error: --cache-from: '@0': not an image reference"),
+        ("error: argument --image: '@0'", "error: argument --image: '@0'"),
+        ("bob:pa ss@host refused", "host refused"),  # `USER:` starting the text still opens a login
+    ],
+)
+def test_a_label_s_colon_and_blank_opens_no_login(message: str, shown: str) -> None:
+    """`word: ` (a blank after the ':') is a label, no login's start: no password starts with a blank (a refusal
+    quoting `'@0'` lost its option's name; hypothesis found it in test_hostile_values)."""
+    assert values.hide_logins(message) == shown
+
+
 # the sixth attack's 5: a login a quote or bracket opened ends at its closer, so a quoted value with a ':' and a
 # later `NAME@host` are said as typed, not merged into one hidden "login"
 @pytest.mark.parametrize(
