@@ -9,14 +9,23 @@ started with SIGINT ignored (tests/unit/cli/test_signals.py, the escalation) sta
 
 from __future__ import annotations
 
+import os
 import signal
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests import scheduling, timing
+
+# CI (.ci/run runs with CI=true): the property tests draw the same examples every run, so that a red CI is the
+# change's, never a new seed's; every other run (a developer's, `make mutants`' whole-suite start) draws new ones, and
+# an example found failing there becomes an @example of its test (docs/reliability.md).
+hypothesis_settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI") == "true":
+    hypothesis_settings.load_profile("ci")
 
 
 def pytest_configure(config: pytest.Config) -> None:
