@@ -3019,7 +3019,7 @@ def table_problems(wanted: list[Mutation]) -> list[str]:
 
 def relevant_tests(tree: Path, mutation: Mutation) -> tuple[list[str], list[str]]:
     """The unit test files that concern the mutated module: those named for it first (they kill most mutations,
-    and `-x` over them alone stops soonest), then those that only mention it (tried when the first pass)."""
+    and `-x` over them alone stops soonest), then those that only mention it (run when no test of the first failed)."""
     by_name, by_text = (re.compile(pattern) for pattern in RELEVANT[mutation.file])
     named, mentioning = [], []
     for p in sorted((tree / "tests" / "unit").rglob("test_*.py")):
