@@ -1777,7 +1777,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("cache-refusal-says-user-token", ENGINE_TYPES,
       "        value = value[end + 1 :]\n",
       "        pass\n",
-      "`--cache-from ghp_TOKEN@ghcr.io/org/c` is refused with the token in the message"),
+      "`--cache-from ghp_TOKEN@ghcr.io/org/c` is refused with the token in the message",
+      reviewed="a second layer: the field's value then goes through values.hide_logins, which hides every login a "
+      "registry takes before `host/repo` (a token or user alone, USER:PASSWORD, a password with a blank or an '@': "
+      "test_cache_logins); only a 'user' holding a blank (`x y@host/r`, no registry's) would show its first word"),
     M("cache-bad-ref-says-login", ENGINE_TYPES,
       'raise ValueError(f"{values.show(values.hide_logins(ref))}: {exc.reason}") from None',
       'raise ValueError(f"{values.show(ref)}: {exc.reason}") from None',
