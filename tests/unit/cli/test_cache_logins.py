@@ -248,3 +248,15 @@ def test_a_spec_taken_is_the_one_buildx_reads_and_holds_no_credential(text: str)
     assert read == {"type": spec.type, **dict(spec.attrs)}, (text, spec)
     assert not set(read) & {"secret_access_key", "session_token", "token", "ghtoken"}
     assert SECRET not in read.get("ref", "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"type=registry,ref=u:{SECRET}@reg.example.org:5000", f"u:{SECRET}@reg.example.org:5000", f"u:{SECRET}@reg"],
+)
+def test_a_login_before_a_host_without_a_repository_is_no_reference_and_not_said(text: str) -> None:
+    """No `/` after the host: no login by the reference's grammar (reference_login_end), so the reference's own
+    check refuses it, and says it without the password."""
+    with pytest.raises(ValueError, match="not an image reference") as refused:
+        CacheSpec.parse(text)
+    assert SECRET not in str(refused.value)
