@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -127,11 +128,11 @@ def test_each_of_a_row_s_passes_has_its_timeout(
     assert given == [10, 10]  # a pass's timeout is a hang's bound, never a verdict on a pass that had no time
 
 
-def test_a_stopped_runner_ends_its_runs_at_once_with_no_verdict(
+def a_slow_run(
     tmp_path: Path, mutants: ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A pytest run in flight when the runner stops (a signal: stop_runs) ends within seconds, not at its timeout,
-    and says it was stopped (no "killed" for a run the signal ended), its process group gone."""
+) -> tuple[threading.Thread, list[tuple[int | None, str]], subprocess.Popen[str]]:
+    """The runner's pytest over one test that sleeps a minute, started in a thread (its result lands in the list)
+    with a fresh STOP; returned once the run is registered in flight."""
     monkeypatch.setattr(mutants, "STOP", threading.Event())
     unit = tmp_path / "tests" / "unit"
     unit.mkdir(parents=True)
@@ -143,6 +144,16 @@ def test_a_stopped_runner_ends_its_runs_at_once_with_no_verdict(
     while not mutants._RUNS and time.monotonic() - started < 30:
         time.sleep(0.05)
     (proc,) = mutants._RUNS
+    return run, out, proc
+
+
+def test_a_stopped_runner_ends_its_runs_at_once_with_no_verdict(
+    tmp_path: Path, mutants: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pytest run in flight when the runner stops (a signal: stop_runs) ends within seconds, not at its timeout,
+    and says it was stopped (no "killed" for a run the signal ended), its process gone."""
+    started = time.monotonic()
+    run, out, proc = a_slow_run(tmp_path, mutants, monkeypatch)
     time.sleep(1)
     mutants.stop_runs()
     run.join(30)
@@ -156,17 +167,7 @@ def test_a_ctrl_c_that_reaches_a_run_first_gives_no_verdict(
 ) -> None:
     """A terminal's Ctrl-C reaches the runs too (the runner's process group): pytest ends with exit status 2 and
     "KeyboardInterrupt", which is no failed test (it was counted "killed")."""
-    monkeypatch.setattr(mutants, "STOP", threading.Event())
-    unit = tmp_path / "tests" / "unit"
-    unit.mkdir(parents=True)
-    (unit / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
-    out: list[tuple[int | None, str]] = []
-    run = threading.Thread(target=lambda: out.append(mutants.pytest(tmp_path, ["tests/unit/test_slow.py"], 120)))
-    started = time.monotonic()
-    run.start()
-    while not mutants._RUNS and time.monotonic() - started < 30:
-        time.sleep(0.05)
-    (proc,) = mutants._RUNS
+    run, out, proc = a_slow_run(tmp_path, mutants, monkeypatch)
     time.sleep(2)  # pytest is in the test by now
     proc.send_signal(signal.SIGINT)
     run.join(30)
