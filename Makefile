@@ -40,7 +40,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --editable '.[dev]' 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 	touch $@
 
-.PHONY: help install engine emulation build doctor render check-render workflow reference validate list lint test test-unit test-images bench bench-image bench-compression bench-pull bench-jobs bench-cache bench-build mutants clean
+.PHONY: help install engine emulation build doctor render check-render workflow reference validate list lint test test-unit test-images bench bench-image bench-compression bench-pull bench-jobs bench-cache bench-build bench-matrix mutants clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -131,6 +131,10 @@ bench-cache: $(VENV)/.installed ## a second CI run on a fresh engine with and wi
 bench-build: $(VENV)/.installed ## the main job (TAG, default 2.11.0-cuda13.0; --no-cache) against a bare uv install of its wheels (BENCH_ARGS=--clean-engine: prunes the build cache)
 	@scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(RUN) bench/build_vs_install.py +BENCH_ARGS -- =TAG
+
+bench-matrix: $(VENV)/.installed ## every image of the default matrix this machine can build, one combination at a time, measured, then removed with the build cache (an hour or more; a machine of one's own)
+	@scripts/start-docker.sh >/dev/null
+	$(WITH_SOURCES) $(PY) bench/default_matrix.py
 
 mutants: $(VENV)/.installed ## plant each hand-written rule-breaking bug in a copy of the tree, run its unit tests (a few min; docs/mutants.md)
 	$(RUN) bench/mutants.py +MUTANTS_ARGS

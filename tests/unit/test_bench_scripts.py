@@ -38,6 +38,7 @@ BAD_VALUES = {
         ["--matrix", "/nonexistent/matrix.yaml"],
     ],
     "cache.py": [["--entry", "["], ["--entry", "just text"]],
+    "default_matrix.py": [["no-such-tag"], ["--matrix", "/nonexistent/matrix.yaml"], ["--matrix", "/dev/null"]],
     "compression.py": [["UPPER/..x"]],
     "image_build.py": [["--combination", "no-such-tag"], ["--ca-cert", "/nonexistent/ca.pem"]],
     "jobs.py": [["--jobs", "0"], ["--jobs", "x"]],

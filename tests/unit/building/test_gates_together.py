@@ -1,5 +1,5 @@
 """`gates_together` (issue 44): an image's security gate and smoke gate run at the same time, both only after
-verification passed; the tag waits for both, and the problems of both are said. Off by default.
+verification passed; the tag waits for both, and the problems of both are said. On by default.
 
 Against the fake engine; the gates meet at a barrier (one per image) that only two gates running at once can
 pass: run one after the other, the barrier breaks after a patience no passing run waits for, and the gate says so.

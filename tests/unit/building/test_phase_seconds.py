@@ -59,6 +59,7 @@ def built(
     smoke_problems: list[str] | None,
     gate: bool = True,
     renderer: Recorder | None = None,
+    together: bool = False,
 ) -> list[Outcome]:
     clock = Clock()
     monkeypatch.setattr(builder, "time", clock)
@@ -86,7 +87,7 @@ def built(
         clock.now += SMOKE_S
         return list(smoke_problems or [])
 
-    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
+    options = BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs", gates_together=together)
     gates = {"smoke_gate": smoke if smoke_problems is not None else None, "security_gate": security if gate else None}
     found = Builder(engine, options, out=lambda _: None, renderer=renderer, **gates).build(selected)  # type: ignore[arg-type]
     assert waited_for_gate == ([True] if gate else []), "devel waits for runtime's gate once (overlap.py)"
@@ -133,3 +134,25 @@ def test_a_phase_that_did_not_run_has_no_seconds(
     outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=None, gate=False)
     assert [o.status for o in outcomes] == ["built", "built"]
     assert {(o.verify_seconds, o.gate_seconds, o.smoke_seconds) for o in outcomes} == {(PROBE_S, None, None)}
+
+
+def test_with_the_gates_together_each_keeps_its_seconds_and_the_checks_take_the_longer(
+    monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """The default (BuildOptions.gates_together): the security gate runs in a thread of its own beside the smoke
+    gate, each on its own clock here; each phase's seconds are its own, and the checks' wall time is verification
+    and then the longer of the two (the smoke suites, waits included: 350 s against devel's 40 + 20)."""
+    recorder = Recorder()
+    outcomes = built(monkeypatch, write_matrix, tmp_path, smoke_problems=[], renderer=recorder, together=True)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    for o in outcomes:
+        assert (o.verify_seconds, o.gate_seconds, o.smoke_seconds) == (PROBE_S, GATE_S, SMOKE_S), o
+        assert o.test_seconds == PROBE_S + GPU_WAIT_S + SMOKE_S, o
+        stages = [e.stage for e in recorder.events if e.image == o.image.tag and e.stage != "waits for runtime"]
+        checks = list(dict.fromkeys(stages[stages.index("verify") :]))
+        assert checks[:2] == ["verify", "security, smoke"], checks
+        assert stages[-1] == "security, smoke", stages
+
+
+def test_the_gates_run_together_unless_told_otherwise() -> None:
+    assert BuildOptions(images_dir=Path("images"), log_dir=Path("logs")).gates_together is True

@@ -1,0 +1,191 @@
+"""Every image of a matrix that this machine can build, one combination after another (issue 44): built from the
+bootstrapped bases, verified, gated and smoke-tested as `make build` does (`build.py build --bases bootstrap
+--no-cache`), measured (size, largest layer, build and check seconds), then removed with the build cache before
+the next combination, so the disk holds one combination at a time.
+
+Which images: those `build.py list --pypi-only --json` names (every wheel on PyPI) whose build needs no registry
+image: every runtime, and a devel only where nvcc comes from NVIDIA's wheels (`devel_from: runtime`); a devel on
+`nvidia/cuda` is listed as not built, with the image it needs. A combination whose build fails is said with its
+exit status and the run goes on; the script exits 1 if any image was not built.
+
+Removes the public tags it builds (`torchimages/pytorch:<tag>` and their aliases, as `make build` makes them) and
+prunes BuildKit's whole cache after each combination (`docker builder prune -af`): a machine of one's own. With
+`--keep` nothing is removed (the disk must then hold every image). Needs a Docker engine and the wheel sources
+(`eval "$(scripts/host-pip-sources)"`). Prints a Markdown table for docs/reference/images.md.
+Run: make bench-matrix  or  .venv/bin/python bench/default_matrix.py [--matrix matrix.yaml] [--keep] [SELECTOR ...]
+"""
+
+from __future__ import annotations
+
+import bench_cli  # first: from here on a signal is one line and 128 + N (bench/bench_cli.py)
+
+bench_cli.early(__name__, "bench/default_matrix.py")
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchimages.sizes import format_size
+
+ROOT = Path(__file__).resolve().parent.parent
+# build.py's summary row: `built   206 s  torchimages/pytorch:TAG    5.71 GB   48 s  157 s`
+SUMMARY_ROW = re.compile(
+    r"^(built|failed|skipped|interrupted) +(\d+ s) +\S+:(\S+) +(-|\S+ [kMGT]?B) +(\d+ s|-) +(\d+ s|-)$"
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One image's line of the table."""
+
+    tag: str
+    result: str
+    total: str = "-"
+    build: str = "-"
+    checks: str = "-"
+    size: str = "-"
+    largest: str = "-"
+
+
+def cli(*args: str | Path, log: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """build.py with `args`, its output captured (and written to `log`)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), *map(str, args)], capture_output=True, text=True, check=False
+    )
+    if log is not None:
+        log.write_text(done.stdout + done.stderr)
+    return done
+
+
+def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """(each combination with the tags to build, in the list's order; the devels not built, each with why)."""
+    listed = cli("list", "--matrix", matrix, "--json", "--pypi-only", "--", *selectors)
+    if listed.returncode != 0:
+        raise ValueError(
+            f"build.py list refused the selection (exit {listed.returncode}): {listed.stderr.strip()[-500:]}"
+        )
+    combinations: dict[str, list[str]] = {}
+    left_out = []
+    for image in json.loads(listed.stdout):
+        if image["flavor"] == "devel" and image["devel_from"] != "runtime":
+            left_out.append(f"{image['tag']}: not built here (its devel stage starts from {image['devel_from']})")
+            continue
+        combinations.setdefault(image["combination"], []).append(image["tag"])
+    return [(name, sorted(tags, key=lambda t: "devel" in t)) for name, tags in combinations.items()], left_out
+
+
+def largest_layer(reference: str) -> str:
+    """The largest layer of the image, as `docker history` says it (bytes)."""
+    done = subprocess.run(
+        ["docker", "history", "--no-trunc", "--human=false", "--format", "{{.Size}}", reference],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    sizes = [int(s) for s in done.stdout.split() if s.isdigit()]
+    return format_size(max(sizes)) if done.returncode == 0 and sizes else "-"
+
+
+def rows_of(output: str, tags: Sequence[str], repository: str) -> list[Row]:
+    """Each tag's row from build.py's summary (`not in the summary` where it printed none)."""
+    found = {}
+    for line in output.splitlines():
+        match = SUMMARY_ROW.match(line.strip())
+        if match and match[3] in tags:
+            result, total, tag, size, build, checks = match.groups()
+            largest = largest_layer(f"{repository}:{tag}") if result == "built" else "-"
+            found[tag] = Row(tag, result, total, build, checks, size, largest)
+    return [found.get(tag, Row(tag, "not in the summary")) for tag in tags]
+
+
+def remove(repository: str, tags: Sequence[str]) -> None:
+    """The combination's tags and aliases (every tag of the repository naming the same image), then BuildKit's cache."""
+    ids = set()
+    for tag in tags:
+        done = subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{.Id}}", f"{repository}:{tag}"], capture_output=True, text=True
+        )
+        ids |= {done.stdout.strip()} if done.returncode == 0 else set()
+    listed = subprocess.run(
+        ["docker", "images", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}", repository],
+        capture_output=True,
+        text=True,
+    )
+    names = [name for line in listed.stdout.splitlines() for iid, name in [line.split(" ", 1)] if iid in ids]
+    for name in names:
+        subprocess.run(["docker", "rmi", name], capture_output=True, check=False)
+    subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True, check=False)
+
+
+def repository_of(matrix: Path) -> str:
+    listed = cli("list", "--matrix", matrix, "--json", "*")
+    images = json.loads(listed.stdout) if listed.returncode == 0 else []
+    return str(images[0]["reference"]).rpartition(":")[0] if images else "torchimages/pytorch"
+
+
+def main() -> int:
+    parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="the matrix (default: matrix.yaml)")
+    parser.add_argument("--keep", action="store_true", help="remove nothing: neither images nor the build cache")
+    parser.add_argument("selectors", nargs="*", default=["*"], help="tag selectors (default: every image)")
+    args = parser.parse_args()
+    if not args.matrix.is_file():
+        parser.error(f"--matrix {args.matrix}: {'not a regular file' if args.matrix.exists() else 'no such file'}")
+    try:
+        combinations, left_out = selection(args.matrix, args.selectors)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not combinations:
+        parser.error("the selection holds no image whose wheels are all on PyPI")
+    repository = repository_of(args.matrix)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    print(
+        f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit.strip() or '?'}, "
+        f"{platform.machine()}, {os.cpu_count()} cores; {sum(len(t) for _, t in combinations)} images",
+        flush=True,
+    )
+    for line in left_out:
+        print(f"# {line}", flush=True)
+    info = subprocess.run(["docker", "info", "--format", "{{.DockerRootDir}}"], capture_output=True, text=True)
+    data_root = info.stdout.strip() if info.returncode == 0 and Path(info.stdout.strip()).is_dir() else "/"
+    rows: list[Row] = []
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
+        for name, tags in combinations:
+            log = Path(tmp) / f"{name}.log"
+            start = time.monotonic()
+            done = cli("build", "--matrix", args.matrix, "--bases", "bootstrap", "--no-cache", "--", *tags, log=log)
+            found = rows_of(done.stdout, tags, repository)
+            rows += found
+            free = shutil.disk_usage(data_root).free
+            print(
+                f"{name}: exit {done.returncode} in {time.monotonic() - start:.0f} s; "
+                + ", ".join(f"{r.tag} {r.result}" for r in found)
+                + f"; {format_size(free)} free at {data_root}",
+                flush=True,
+            )
+            if done.returncode != 0:
+                print("  " + "\n  ".join((done.stdout + done.stderr).strip().splitlines()[-15:]), flush=True)
+            if not args.keep:
+                remove(repository, tags)
+    print(f"\nall: {time.monotonic() - began:.0f} s\n")
+    print("| tag | result | size | largest layer | build | checks | total |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r.tag} | {r.result} | {r.size} | {r.largest} | {r.build} | {r.checks} | {r.total} |")
+    return 0 if all(r.result == "built" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(bench_cli.run("bench/default_matrix.py", main))
