@@ -5,14 +5,16 @@ the next combination, so the disk holds one combination at a time.
 
 Which images: those `build.py list --pypi-only --json` names (every wheel on PyPI) whose build needs no registry
 image: every runtime, and a devel only where nvcc comes from NVIDIA's wheels (`devel_from: runtime`); a devel on
-`nvidia/cuda` is listed as not built, with the image it needs. A combination whose build fails is said with its
-exit status and the run goes on; the script exits 1 if any image was not built.
+`nvidia/cuda` is said as left out, with the image it needs, and is no row of the table. A combination whose build
+fails is said with its exit status and the run goes on; the script exits 1 if any image it set out to build was not
+built (the devels left out do not count).
 
 Removes the public tags it builds (`torchimages/pytorch:<tag>` and their aliases, as `make build` makes them) and
 prunes BuildKit's whole cache after each combination (`docker builder prune -af`): a machine of one's own. With
 `--keep` nothing is removed (the disk must then hold every image). Needs a Docker engine and the wheel sources
 (`eval "$(scripts/host-pip-sources)"`). Prints a Markdown table for docs/reference/images.md.
-Run: make bench-matrix  or  .venv/bin/python bench/default_matrix.py [--matrix matrix.yaml] [--keep] [SELECTOR ...]
+Run: make bench-matrix [BENCH_ARGS="--keep 2.11.0"]
+  or .venv/bin/python bench/default_matrix.py [--matrix matrix.yaml] [--keep] [SELECTOR ...]
 """
 
 from __future__ import annotations
@@ -68,21 +70,25 @@ def cli(*args: str | Path, log: Path | None = None) -> subprocess.CompletedProce
     return done
 
 
-def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
-    """(each combination with the tags to build, in the list's order; the devels not built, each with why)."""
+def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[str]]:
+    """(each combination with its images to build, (tag, the tag the summary shows), in the list's order; the
+    devels left out, each with why)."""
     listed = cli("list", "--matrix", matrix, "--json", "--pypi-only", "--", *selectors)
     if listed.returncode != 0:
         raise ValueError(
             f"build.py list refused the selection (exit {listed.returncode}): {listed.stderr.strip()[-500:]}"
         )
-    combinations: dict[str, list[str]] = {}
+    combinations: dict[str, list[tuple[str, str]]] = {}
     left_out = []
     for image in json.loads(listed.stdout):
         if image["flavor"] == "devel" and image["devel_from"] != "runtime":
-            left_out.append(f"{image['tag']}: not built here (its devel stage starts from {image['devel_from']})")
+            left_out.append(f"{image['tag']}: left out (its devel stage starts from {image['devel_from']})")
             continue
-        combinations.setdefault(image["combination"], []).append(image["tag"])
-    return [(name, sorted(tags, key=lambda t: "devel" in t)) for name, tags in combinations.items()], left_out
+        # build.py's summary names an image of a multi-platform combination by its platform tag (`TAG-arm64`)
+        combinations.setdefault(image["combination"], []).append(
+            (image["tag"], str(image["platform_reference"]).rpartition(":")[2])
+        )
+    return [(name, sorted(tags, key=lambda t: "devel" in t[0])) for name, tags in combinations.items()], left_out
 
 
 def largest_layer(reference: str) -> str:
@@ -97,16 +103,18 @@ def largest_layer(reference: str) -> str:
     return format_size(max(sizes)) if done.returncode == 0 and sizes else "-"
 
 
-def rows_of(output: str, tags: Sequence[str], repository: str) -> list[Row]:
-    """Each tag's row from build.py's summary (`not in the summary` where it printed none)."""
+def rows_of(output: str, images: Sequence[tuple[str, str]], repository: str) -> list[Row]:
+    """Each image's row from build.py's summary, its last row for the image (`not in the summary` where it printed
+    none)."""
+    shown = dict((summary_tag, tag) for tag, summary_tag in images)
     found = {}
     for line in output.splitlines():
         match = SUMMARY_ROW.match(line.strip())
-        if match and match[3] in tags:
-            result, total, tag, size, build, checks = match.groups()
-            largest = largest_layer(f"{repository}:{tag}") if result == "built" else "-"
-            found[tag] = Row(tag, result, total, build, checks, size, largest)
-    return [found.get(tag, Row(tag, "not in the summary")) for tag in tags]
+        if match and match[3] in shown:
+            result, total, summary_tag, size, build, checks = match.groups()
+            largest = largest_layer(f"{repository}:{summary_tag}") if result == "built" else "-"
+            found[summary_tag] = Row(shown[summary_tag], result, total, build, checks, size, largest)
+    return [found.get(summary_tag, Row(tag, "not in the summary")) for tag, summary_tag in images]
 
 
 def remove(repository: str, tags: Sequence[str]) -> None:
@@ -147,12 +155,12 @@ def main() -> int:
     except ValueError as exc:
         parser.error(str(exc))
     if not combinations:
-        parser.error("the selection holds no image whose wheels are all on PyPI")
+        parser.error("the selection holds no image this machine can build (every wheel on PyPI, no registry image)")
     repository = repository_of(args.matrix)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     print(
         f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit.strip() or '?'}, "
-        f"{platform.machine()}, {os.cpu_count()} cores; {sum(len(t) for _, t in combinations)} images",
+        f"{platform.machine()}, {os.cpu_count()} cores; {sum(len(images) for _, images in combinations)} images",
         flush=True,
     )
     for line in left_out:
@@ -162,11 +170,12 @@ def main() -> int:
     rows: list[Row] = []
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
-        for name, tags in combinations:
+        for name, images in combinations:
             log = Path(tmp) / f"{name}.log"
             start = time.monotonic()
+            tags = [tag for tag, _ in images]
             done = cli("build", "--matrix", args.matrix, "--bases", "bootstrap", "--no-cache", "--", *tags, log=log)
-            found = rows_of(done.stdout, tags, repository)
+            found = rows_of(done.stdout, images, repository)
             rows += found
             free = shutil.disk_usage(data_root).free
             print(
@@ -178,7 +187,7 @@ def main() -> int:
             if done.returncode != 0:
                 print("  " + "\n  ".join((done.stdout + done.stderr).strip().splitlines()[-15:]), flush=True)
             if not args.keep:
-                remove(repository, tags)
+                remove(repository, [*tags, *(shown for _, shown in images)])
     print(f"\nall: {time.monotonic() - began:.0f} s\n")
     print("| tag | result | size | largest layer | build | checks | total |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

