@@ -455,7 +455,7 @@ class Builder:
             hooks.gated()  # its security gate ended, or will not run: a neighbour's may start
         measures.test_seconds = time.monotonic() - began
         if self.cancelled.is_set():  # a gate stopped by the interrupt fails: that is no verdict
-            return self._interrupted(combination, image, start, "during verification", progress)
+            return self._interrupted(combination, image, start, "during its checks", progress)
         if problems:
             return self._finish(combination, image, "failed", start, _listed("not tagged", problems), progress)
         readings.record_installed(self.engine, self.options.log_dir, image, reference)

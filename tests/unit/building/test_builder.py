@@ -262,7 +262,7 @@ def test_a_gate_stopped_by_the_interrupt_is_interrupted_not_failed(
 
     outcomes = run(engine, first, tmp_path, gate, cancelled=cancelled)
     assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
-    assert "during verification" in outcomes[1].detail  # runtime's (built first)
+    assert "during its checks" in outcomes[1].detail  # runtime's (built first)
     assert engine.tagged == [] and engine.temporary() == []
 
 
