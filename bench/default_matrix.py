@@ -30,6 +30,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -60,14 +61,27 @@ class Row:
     largest: str = "-"
 
 
+STOP_GRACE_S = 120  # how long build.py may take to clean up after the bench is stopped
+
+
 def cli(*args: str | Path, log: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """build.py with `args`, its output captured (and written to `log`)."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), *map(str, args)], capture_output=True, text=True, check=False
-    )
+    """build.py with `args`, its output captured (and written to `log`). Stopped meanwhile (a signal, Ctrl-C), the
+    bench passes SIGTERM on and waits for build.py to remove its temporary images and containers, then goes on
+    stopping."""
+    command = [sys.executable, str(ROOT / "build.py"), *map(str, args)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
     if log is not None:
-        log.write_text(done.stdout + done.stderr)
-    return done
+        log.write_text(out + err)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[str]]:
