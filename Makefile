@@ -20,7 +20,8 @@ EMULATION ?= 0
 # Docker image for bench-compression and bench-pull (their default where empty); `make mutants MUTANTS_ARGS=...`.
 IMAGE ?=
 MUTANTS_ARGS ?=
-# `make bench-build BENCH_ARGS=...`: options of bench/build_vs_install.py (--clean-engine, --skip-install, ...).
+# `make bench-build BENCH_ARGS=...`: options of bench/build_vs_install.py (--clean-engine, --skip-install, ...);
+# `make bench-matrix BENCH_ARGS=...`: those of bench/default_matrix.py (--keep, selectors).
 BENCH_ARGS ?=
 # The values a user sets that reach a command are arguments, never shell text: each goes to the recipes unexpanded
 # (`$(value ...)`) as the environment variable MAKEARG_<NAME>, and scripts/make_args.py makes it the command's

@@ -747,13 +747,16 @@ def _settled(call: Callable[[], list[str]]) -> list[str] | EngineError:
 
 def _both(security: list[str] | EngineError, smoke: list[str] | EngineError) -> list[str]:
     """The problems of two gates run at once. An engine error of one is raised as it would be alone (an interrupt's
-    or the engine's failure, said by the caller) unless the other found problems: then it is said beside them, so
-    that neither is lost."""
-    errors = [r for r in (security, smoke) if isinstance(r, EngineError)]
-    problems = [p for r in (security, smoke) if not isinstance(r, EngineError) for p in r]
-    if errors and not problems:
-        raise errors[0]
-    return [*problems, *(f"Docker engine error: {e}" for e in errors)]
+    or the engine's failure, said by the caller) unless the other found problems: then it is said beside them,
+    naming its gate, so that neither is lost; two are raised as one, each named."""
+    ended = {"security": security, "smoke": smoke}
+    errors = {gate: r for gate, r in ended.items() if isinstance(r, EngineError)}
+    problems = [p for r in ended.values() if not isinstance(r, EngineError) for p in r]
+    if len(errors) == 1 and not problems:
+        raise next(iter(errors.values()))
+    if len(errors) == 2:
+        raise EngineError("; ".join(f"the {gate} gate: {e}" for gate, e in errors.items()))
+    return [*problems, *(f"Docker engine error in the {gate} gate: {e}" for gate, e in errors.items())]
 
 
 def _runtime_of(images: Sequence[Image]) -> Image | None:

@@ -58,8 +58,8 @@ class BuildOptions:
     # Whether builds attach buildx's SBOM attestation, and why (engine.sbom_attestation): `note` says it.
     sbom: SbomAttestation = NOT_ASKED
     # Whether an image's security gate and smoke gate run at the same time (after verification; the tag waits for
-    # both, the problems of both are said): on, as measured on a quiet 2-core machine, 21-33% off each CUDA image's
-    # checks (docs/benchmarks.md); off only in tests of the gates one after the other.
+    # both, the problems of both are said): on, as measured on a quiet 2-core machine, 21-33% off the checks of
+    # each image of 2.11.0-cuda13.0 (docs/benchmarks.md); off only in tests of the gates one after the other.
     gates_together: bool = True
 
     def epoch(self, combination: Combination) -> int:

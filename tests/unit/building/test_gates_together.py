@@ -115,7 +115,7 @@ class Failing(Gates):
 
     def _meet(self, image: Image, gate: str) -> list[str]:
         met = super()._meet(image, gate)
-        if gate == self.raising:
+        if self.raising in (gate, "both"):
             raise EngineError(f"the engine went away during the {gate} gate")
         return met
 
@@ -130,7 +130,8 @@ def test_an_engine_error_of_one_gate_is_said_beside_the_other_gates_problems(
     said = SECRET if other == "security" else SMOKE
     assert [o.status for o in outcomes] == ["failed", "failed"]
     for o in outcomes:
-        assert said in o.detail and f"Docker engine error: the engine went away during the {raising} gate" in o.detail
+        error = f"Docker engine error in the {raising} gate: the engine went away during the {raising} gate"
+        assert said in o.detail and error in o.detail, o.detail
     assert engine.tagged == [] and engine.temporary() == []
 
 
@@ -144,4 +145,16 @@ def test_an_engine_error_of_one_gate_alone_fails_the_image_as_before(
     assert all(
         o.detail.startswith(f"Docker engine error: the engine went away during the {raising} gate") for o in outcomes
     ), [o.detail for o in outcomes]
+    assert engine.tagged == []
+
+
+def test_two_engine_errors_fail_the_image_naming_each_gate(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(true_facts(selection[0].combination))
+    outcomes = build(engine, selection, tmp_path, Failing(engine, "both"))
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    for o in outcomes:
+        assert o.detail.startswith(
+            "Docker engine error: the security gate: the engine went away during the security gate; "
+            "the smoke gate: the engine went away during the smoke gate"
+        ), o.detail
     assert engine.tagged == []
