@@ -11,7 +11,9 @@ built (the devels left out do not count).
 
 Removes the public tags it builds (`torchimages/pytorch:<tag>` and their aliases, as `make build` makes them) and
 prunes BuildKit's whole cache after each combination (`docker builder prune -af`): a machine of one's own. With
-`--keep` nothing is removed (the disk must then hold every image). Needs a Docker engine and the wheel sources
+`--keep` nothing is removed (the disk must then hold every image). Stopped (a signal), it passes SIGTERM to the
+running build.py, waits for its clean-up and removes nothing more: that combination's tags and the build cache
+stay, and no table is printed. Needs a Docker engine and the wheel sources
 (`eval "$(scripts/host-pip-sources)"`). Prints a Markdown table for docs/reference/images.md.
 Run: make bench-matrix [BENCH_ARGS="--keep 2.11.0"]
   or .venv/bin/python bench/default_matrix.py [--matrix matrix.yaml] [--keep] [SELECTOR ...]
@@ -66,22 +68,39 @@ STOP_GRACE_S = 120  # how long build.py may take to clean up after the bench is 
 
 def cli(*args: str | Path, log: Path | None = None) -> subprocess.CompletedProcess[str]:
     """build.py with `args`, its output captured (and written to `log`). Stopped meanwhile (a signal, Ctrl-C), the
-    bench passes SIGTERM on and waits for build.py to remove its temporary images and containers, then goes on
-    stopping."""
+    bench passes SIGTERM on and waits for build.py to remove its temporary images and containers (further signals
+    do not cut that short), killing it past STOP_GRACE_S (said), then goes on stopping."""
     command = [sys.executable, str(ROOT / "build.py"), *map(str, args)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         try:
             out, err = proc.communicate()
         except BaseException:
             proc.send_signal(signal.SIGTERM)
-            try:
-                proc.communicate(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _let_it_clean_up(proc)
             raise
     if log is not None:
         log.write_text(out + err)
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _let_it_clean_up(proc: subprocess.Popen[str]) -> None:
+    """Wait for a stopped build.py to end (its output read, so that its clean-up can print), at most STOP_GRACE_S;
+    past it, kill it and say so."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while proc.poll() is None:
+        try:
+            proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            print(
+                f"bench/default_matrix.py: build.py had not ended {STOP_GRACE_S} s after SIGTERM: killed, its "
+                "temporary images may remain",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        except BaseException:  # another signal: the clean-up goes on
+            continue
 
 
 def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[str]]:
@@ -127,7 +146,7 @@ def rows_of(output: str, images: Sequence[tuple[str, str]], repository: str) -> 
         if match and match[3] in shown:
             result, total, summary_tag, size, build, checks = match.groups()
             largest = largest_layer(f"{repository}:{summary_tag}") if result == "built" else "-"
-            found[summary_tag] = Row(shown[summary_tag], result, total, build, checks, size, largest)
+            found[summary_tag] = Row(summary_tag, result, total, build, checks, size, largest)  # `TAG-arm64` too
     return [found.get(summary_tag, Row(tag, "not in the summary")) for tag, summary_tag in images]
 
 
