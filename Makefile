@@ -133,7 +133,7 @@ bench-build: $(VENV)/.installed ## the main job (TAG, default 2.11.0-cuda13.0; -
 	@scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(RUN) bench/build_vs_install.py +BENCH_ARGS -- =TAG
 
-bench-matrix: $(VENV)/.installed ## every image of the default matrix this machine can build, one combination at a time, measured, then removed with the build cache (an hour or more; a machine of one's own; BENCH_ARGS=--keep, selectors)
+bench-matrix: $(VENV)/.installed ## every image of the default matrix this machine can build, one combination at a time, measured, then removed with the build cache (32 min here; a machine of one's own; BENCH_ARGS=--keep, selectors)
 	@scripts/start-docker.sh >/dev/null
 	$(WITH_SOURCES) $(RUN) bench/default_matrix.py +BENCH_ARGS
 

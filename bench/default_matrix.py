@@ -12,9 +12,11 @@ built (the devels left out do not count).
 Removes the public tags it builds (`torchimages/pytorch:<tag>` and their aliases, as `make build` makes them) and
 prunes BuildKit's whole cache after each combination (`docker builder prune -af`): a machine of one's own. With
 `--keep` nothing is removed (the disk must then hold every image). Stopped (a signal), it passes SIGTERM to the
-running build.py, waits for its clean-up and removes nothing more: that combination's tags and the build cache
-stay, and no table is printed. Needs a Docker engine and the wheel sources
-(`eval "$(scripts/host-pip-sources)"`). Prints a Markdown table for docs/reference/images.md.
+running build.py, waits for its clean-up (printing what build.py said meanwhile), prints the table of the
+combinations measured so far and removes nothing more: that combination's tags and the build cache stay (a stop
+during a removal cuts it short). Needs a Docker engine and the wheel sources
+(`eval "$(scripts/host-pip-sources)"`). Prints each build's own "not scanned" lines (a check that could not look is
+not clean) and a Markdown table for docs/reference/images.md.
 Run: make bench-matrix [BENCH_ARGS="--keep 2.11.0"]
   or .venv/bin/python bench/default_matrix.py [--matrix matrix.yaml] [--keep] [SELECTOR ...]
 """
@@ -76,20 +78,23 @@ def cli(*args: str | Path, log: Path | None = None) -> subprocess.CompletedProce
             out, err = proc.communicate()
         except BaseException:
             proc.send_signal(signal.SIGTERM)
-            _let_it_clean_up(proc)
+            said = _let_it_clean_up(proc)
+            if said.strip():  # what build.py said while it stopped: what it could not remove
+                print("  " + "\n  ".join(said.strip().splitlines()[-15:]), file=sys.stderr, flush=True)
             raise
     if log is not None:
         log.write_text(out + err)
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
-def _let_it_clean_up(proc: subprocess.Popen[str]) -> None:
-    """Wait for a stopped build.py to end (its output read, so that its clean-up can print), at most STOP_GRACE_S;
-    past it, kill it and say so."""
+def _let_it_clean_up(proc: subprocess.Popen[str]) -> str:
+    """Wait for a stopped build.py to end, at most STOP_GRACE_S (past it, kill it and say so); what it printed
+    meanwhile."""
     deadline = time.monotonic() + STOP_GRACE_S
     while proc.poll() is None:
         try:
-            proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            return (out or "") + (err or "")
         except subprocess.TimeoutExpired:
             proc.kill()
             print(
@@ -98,9 +103,10 @@ def _let_it_clean_up(proc: subprocess.Popen[str]) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            return
+            return ""
         except BaseException:  # another signal: the clean-up goes on
             continue
+    return ""
 
 
 def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[str]]:
@@ -147,7 +153,7 @@ def rows_of(output: str, images: Sequence[tuple[str, str]], repository: str) -> 
             result, total, summary_tag, size, build, checks = match.groups()
             largest = largest_layer(f"{repository}:{summary_tag}") if result == "built" else "-"
             found[summary_tag] = Row(summary_tag, result, total, build, checks, size, largest)  # `TAG-arm64` too
-    return [found.get(summary_tag, Row(tag, "not in the summary")) for tag, summary_tag in images]
+    return [found.get(summary_tag, Row(summary_tag, "not in the summary")) for _, summary_tag in images]
 
 
 def remove(repository: str, tags: Sequence[str]) -> None:
@@ -202,6 +208,26 @@ def main() -> int:
     data_root = info.stdout.strip() if info.returncode == 0 and Path(info.stdout.strip()).is_dir() else "/"
     rows: list[Row] = []
     began = time.monotonic()
+    try:
+        run_all(args, combinations, repository, data_root, rows)
+    finally:  # stopped too: the rows so far
+        print(f"\nall: {time.monotonic() - began:.0f} s\n")
+        print("| tag | result | size | largest layer | build | checks | total |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(f"| {r.tag} | {r.result} | {r.size} | {r.largest} | {r.build} | {r.checks} | {r.total} |")
+    return 0 if all(r.result == "built" for r in rows) else 1
+
+
+def run_all(
+    args: argparse.Namespace,
+    combinations: Sequence[tuple[str, Sequence[tuple[str, str]]]],
+    repository: str,
+    data_root: str,
+    rows: list[Row],
+) -> None:
+    """Build, measure and (unless --keep) remove each combination in turn, its rows added to `rows`; each build's
+    own "not scanned" lines (a check that could not look) printed with it."""
     with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
         for name, images in combinations:
             log = Path(tmp) / f"{name}.log"
@@ -217,16 +243,14 @@ def main() -> int:
                 + f"; {format_size(free)} free at {data_root}",
                 flush=True,
             )
+            output = (done.stdout + done.stderr).splitlines()
+            for line in output:
+                if " not scanned" in line:
+                    print(f"  {line.strip()}", flush=True)
             if done.returncode != 0:
-                print("  " + "\n  ".join((done.stdout + done.stderr).strip().splitlines()[-15:]), flush=True)
+                print("  " + "\n  ".join(output[-15:]), flush=True)
             if not args.keep:
                 remove(repository, [*tags, *(shown for _, shown in images)])
-    print(f"\nall: {time.monotonic() - began:.0f} s\n")
-    print("| tag | result | size | largest layer | build | checks | total |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r.tag} | {r.result} | {r.size} | {r.largest} | {r.build} | {r.checks} | {r.total} |")
-    return 0 if all(r.result == "built" for r in rows) else 1
 
 
 if __name__ == "__main__":
