@@ -109,9 +109,18 @@ def _let_it_clean_up(proc: subprocess.Popen[str]) -> str:
     return ""
 
 
-def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, list[tuple[str, str]]]], list[str]]:
-    """(each combination with its images to build, (tag, the tag the summary shows), in the list's order; the
-    devels left out, each with why)."""
+@dataclass(frozen=True)
+class Selection:
+    """Each combination with its images to build, (tag, the tag the summary shows), in the list's order; the devels
+    left out, each with why; the repository the images are tagged in (the matrix's)."""
+
+    combinations: list[tuple[str, list[tuple[str, str]]]]
+    left_out: list[str]
+    repository: str
+
+
+def selection(matrix: Path, selectors: Sequence[str]) -> Selection:
+    """What `build.py list` selects (ValueError: its refusal)."""
     listed = cli("list", "--matrix", matrix, "--json", "--pypi-only", "--", *selectors)
     if listed.returncode != 0:
         raise ValueError(
@@ -119,7 +128,9 @@ def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, l
         )
     combinations: dict[str, list[tuple[str, str]]] = {}
     left_out = []
+    repository = "torchimages/pytorch"
     for image in json.loads(listed.stdout):
+        repository = str(image["reference"]).rpartition(":")[0]
         if image["flavor"] == "devel" and image["devel_from"] != "runtime":
             left_out.append(f"{image['tag']}: left out (its devel stage starts from {image['devel_from']})")
             continue
@@ -127,7 +138,8 @@ def selection(matrix: Path, selectors: Sequence[str]) -> tuple[list[tuple[str, l
         combinations.setdefault(image["combination"], []).append(
             (image["tag"], str(image["platform_reference"]).rpartition(":")[2])
         )
-    return [(name, sorted(tags, key=lambda t: "devel" in t[0])) for name, tags in combinations.items()], left_out
+    ordered = [(name, sorted(tags, key=lambda t: "devel" in t[0])) for name, tags in combinations.items()]
+    return Selection(ordered, left_out, repository)
 
 
 def largest_layer(reference: str) -> str:
@@ -175,12 +187,6 @@ def remove(repository: str, tags: Sequence[str]) -> None:
     subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True, check=False)
 
 
-def repository_of(matrix: Path) -> str:
-    listed = cli("list", "--matrix", matrix, "--json", "*")
-    images = json.loads(listed.stdout) if listed.returncode == 0 else []
-    return str(images[0]["reference"]).rpartition(":")[0] if images else "torchimages/pytorch"
-
-
 def main() -> int:
     parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="the matrix (default: matrix.yaml)")
@@ -190,12 +196,12 @@ def main() -> int:
     if not args.matrix.is_file():
         parser.error(f"--matrix {args.matrix}: {'not a regular file' if args.matrix.exists() else 'no such file'}")
     try:
-        combinations, left_out = selection(args.matrix, args.selectors)
+        selected = selection(args.matrix, args.selectors)
     except ValueError as exc:
         parser.error(str(exc))
+    combinations, left_out, repository = selected.combinations, selected.left_out, selected.repository
     if not combinations:
         parser.error("the selection holds no image this machine can build (every wheel on PyPI, no registry image)")
-    repository = repository_of(args.matrix)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     print(
         f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit.strip() or '?'}, "
