@@ -52,6 +52,15 @@ SUMMARY_ROW = re.compile(
 )
 
 
+# build.py's note on a check that could not look: `2.11.0-cuda13.0-cudnn9-runtime: python not scanned (...)`
+NOT_SCANNED = re.compile(r"^(\S+): (?:secrets|os-updates|python) not scanned \(")
+
+
+def printable(line: str) -> str:
+    """The line with each control character escaped (an image's own output reaches the terminal as text)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+
+
 @dataclass(frozen=True)
 class Row:
     """One image's line of the table."""
@@ -73,7 +82,9 @@ def cli(*args: str | Path, log: Path | None = None) -> subprocess.CompletedProce
     bench passes SIGTERM on and waits for build.py to remove its temporary images and containers (further signals
     do not cut that short), killing it past STOP_GRACE_S (said), then goes on stopping."""
     command = [sys.executable, str(ROOT / "build.py"), *map(str, args)]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+    ) as proc:  # an undecodable byte of build.py's output is replaced, never a crash
         try:
             out, err = proc.communicate()
         except BaseException:
@@ -249,12 +260,16 @@ def run_all(
                 + f"; {format_size(free)} free at {data_root}",
                 flush=True,
             )
-            output = (done.stdout + done.stderr).splitlines()
-            for line in output:
-                if " not scanned" in line:
-                    print(f"  {line.strip()}", flush=True)
+            output = [printable(line) for line in (done.stdout + done.stderr).splitlines()]
+            shown = {summary_tag for _, summary_tag in images}
+            for line in output:  # build.py's own notes (`TAG: CHECK not scanned (...)`), not a build step's echo
+                note = NOT_SCANNED.match(line)
+                if note and note[1] in shown:
+                    print(f"  {line}", flush=True)
             if done.returncode != 0:
                 print("  " + "\n  ".join(output[-15:]), flush=True)
+                if all(r.result == "built" for r in found):  # the table must not read as all built
+                    rows.append(Row(f"{name} (build.py)", f"exit {done.returncode}"))
             if not args.keep:
                 remove(repository, [*tags, *(shown for _, shown in images)])
 
