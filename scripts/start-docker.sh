@@ -14,13 +14,18 @@
 #    may be a 28.x client without buildx, which cannot do BuildKit builds)
 #
 # Idempotent: a second run installs nothing, starts nothing, prints the same path.
-# Env: EXTRA_PACKAGES (more Debian packages to install, e.g. docker-registry for the tests), DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60),
+#  * an engine it starts keeps images in the containerd image store (where builds keep their SBOM and provenance
+#    attestations): it writes DAEMON_JSON (default /etc/docker/daemon.json) with that feature where there is none;
+#    one that exists is left as it is, and so is an engine that already runs (a note says which store it keeps).
+#    busybox-static is installed for the SBOM generator image (torchimages/engine/sbom_generator.py).
+# Env: DAEMON_JSON, EXTRA_PACKAGES (more Debian packages to install, e.g. docker-registry for the tests), DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60),
 #      APT_ETC (apt's configuration folder, default /etc/apt)
 set -euo pipefail
 
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
+DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
 DOCKERD_TIMEOUT=${DOCKERD_TIMEOUT:-60}
-PACKAGES=(docker.io mmdebstrap ubuntu-keyring ${EXTRA_PACKAGES:-})
+PACKAGES=(docker.io mmdebstrap ubuntu-keyring busybox-static ${EXTRA_PACKAGES:-})
 
 log() { printf '[start-docker] %s\n' "$*" >&2; }
 die() { printf '[start-docker] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -128,10 +133,20 @@ else
         log "a dockerd process exists but does not answer yet; waiting for it"
     else
         need_root "start dockerd"
+        if [ ! -e "$DAEMON_JSON" ]; then
+            mkdir -p "$(dirname "$DAEMON_JSON")"
+            printf '{\n  "features": {"containerd-snapshotter": true}\n}\n' >"$DAEMON_JSON"
+            log "wrote $DAEMON_JSON: the engine keeps images in the containerd image store"
+        elif ! grep -q '"containerd-snapshotter"' "$DAEMON_JSON"; then
+            log "$DAEMON_JSON exists and does not name containerd-snapshotter: left as it is (builds attach no attestations on the classic image store)"
+        fi
         log "starting $DOCKERD (log: $DOCKERD_LOG)"
         mkdir -p "$(dirname "$DOCKERD_LOG")"
-        # PATH first with /usr/sbin:/usr/bin so dockerd finds Debian's containerd/runc
-        PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH nohup setsid "$DOCKERD" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+        # PATH first with /usr/sbin:/usr/bin so dockerd finds Debian's containerd/runc; --config-file: DAEMON_JSON,
+        # where it is (dockerd's default is /etc/docker/daemon.json)
+        config=()
+        [ -e "$DAEMON_JSON" ] && config=(--config-file "$DAEMON_JSON")
+        PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH nohup setsid "$DOCKERD" "${config[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null &
     fi
     deadline=$((SECONDS + DOCKERD_TIMEOUT))
     until "$CLIENT" info >/dev/null 2>&1; do
@@ -147,6 +162,13 @@ else
         sleep 0.5
     done
     log "engine up after ${SECONDS}s"
+fi
+
+# The image store the engine keeps images in (docker info's driver-type): said, never changed here
+if "$CLIENT" info --format '{{json .DriverStatus}}' 2>/dev/null | grep -q 'io.containerd.snapshotter.v1'; then
+    log "the engine keeps images in the containerd image store (builds attach SBOM and provenance attestations)"
+else
+    log "the engine keeps images in its classic image store: builds attach no attestations; to change it, add \"features\": {\"containerd-snapshotter\": true} to $DAEMON_JSON and restart dockerd (its images stay in the classic store, unseen)"
 fi
 
 # 5. check BuildKit really works through this client (cheap: no build, just the flag). The help is read whole

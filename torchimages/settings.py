@@ -132,7 +132,21 @@ SETTINGS = (
         "the images folder; credentials are stripped either way)",
         ("build", "bake"),
     ),
-    Setting("TORCHIMAGES_SYFT", "path", "", "the syft binary for the SBOMs of --report", ("build", "test")),
+    Setting(
+        "TORCHIMAGES_SYFT",
+        "path",
+        "",
+        "the syft binary for the SBOMs of --report and the SBOM attestation's generator image",
+        ("build", "test"),
+    ),
+    Setting(
+        "TORCHIMAGES_BUSYBOX",
+        "path",
+        "",
+        "the static busybox of the SBOM attestation's generator image (default: /bin/busybox, /usr/bin/busybox, "
+        "then PATH's)",
+        ("build", "bake"),
+    ),
     Setting(
         "TORCHIMAGES_THROUGHPUT_OUT",
         "path",

@@ -112,8 +112,8 @@ def target(entry: Entry, cache: Cache) -> dict[str, Any]:
         definition["args"] = dict(request.build_args)
     if request.platform:
         definition["platforms"] = [request.platform]
-    if request.sbom:
-        definition["attest"] = ["type=sbom"]
+    if request.sbom_generator:
+        definition["attest"] = [f"type=sbom,generator={request.sbom_generator}", "type=provenance,mode=max"]
 
     def placed(values: tuple[str, ...]) -> list[str]:
         return [value.replace(TAG_PLACEHOLDER, entry.image.tag).replace(TARGET_PLACEHOLDER, name) for value in values]

@@ -18,7 +18,7 @@ from torchimages.building.buildkit_log import LogState, following, read_line
 from torchimages.building.progress import Progress
 from torchimages.building.provenance import Provenance, provenance_labels
 from torchimages.building.wheels import PYPI, Served, WheelSources, secret_file
-from torchimages.combination import Combination, Image
+from torchimages.combination import INPUT_DIGEST_LABEL, LABEL_PREFIX, Combination, Image
 from torchimages.engine import NOT_ASKED, BuildRequest, CacheSpec, Engine, SbomAttestation
 from torchimages.planning.plan import Selected
 from torchimages.problems import Problem
@@ -55,7 +55,7 @@ class BuildOptions:
     signer: Signer | None = None
     # Where the Dockerfiles come from (repository URL, commit): the images' source and revision labels.
     provenance: Provenance = field(default_factory=Provenance)
-    # Whether builds attach buildx's SBOM attestation, and why (engine.sbom_attestation): `note` says it.
+    # Whether builds attach an SBOM and provenance as attestations, and why (engine.sbom_attestation): `note` says it.
     sbom: SbomAttestation = NOT_ASKED
     # Whether an image's security gate and smoke gate run at the same time (after verification; the tag waits for
     # both, the problems of both are said): on, as measured on a quiet 2-core machine, 21-33% off the checks of
@@ -110,7 +110,7 @@ def build_request(
         build_args=(("SOURCE_DATE_EPOCH", str(options.epoch(combination))),),
         platform=image.platform if combination.multi_platform else None,
         labels=build_labels(options, combination, image, base_labels),
-        sbom=options.sbom.attached,
+        sbom_generator=options.sbom.generator if options.sbom.attached else "",
     )
 
 
@@ -127,20 +127,30 @@ def platform_labels(combination: Combination, image: Image) -> tuple[tuple[str, 
     return tuple((k, v) for k, v in image.labels if written.get(k) != v)
 
 
+# The matrix entry an image was built from (its combination: the folder of its Dockerfile under images/), set by
+# `--label` so that the image's provenance attestation names it beside the input digest
+MATRIX_ENTRY_LABEL = f"{LABEL_PREFIX}.matrix-entry"
+
+
 def build_labels(
     options: BuildOptions, combination: Combination, image: Image, base_labels: Mapping[str, str] | None = None
 ) -> tuple[tuple[str, str], ...]:
     """Every `--label` of an image's build: those its Dockerfile's LABEL lacks (`platform_labels`), what varies
     per commit or build (`provenance_labels`: created, revision, source), which touches its configuration only
-    (no layer, no input digest), and its build digest (build_digest.py: what decides it is up to date)."""
+    (no layer, no input digest), its build digest (build_digest.py: what decides it is up to date), and what
+    its provenance attestation names (buildx records every `--label`): its matrix entry and its input digest."""
     digest = build_digest.of_image(
         combination, image, options.images_dir, options.mirrors, base_labels, options.digest_settings(combination)
     )
+    named = dict(platform_labels(combination, image))
+    input_digest = dict(image.labels).get(INPUT_DIGEST_LABEL)
     return (
-        *platform_labels(combination, image),
+        *named.items(),
         *bases_labels(combination, image),
         *provenance_labels(options.provenance, options.epoch(combination)),
         (build_digest.BUILD_DIGEST_LABEL, digest),
+        (MATRIX_ENTRY_LABEL, combination.folder),
+        *(((INPUT_DIGEST_LABEL, input_digest),) if input_digest and INPUT_DIGEST_LABEL not in named else ()),
     )
 
 

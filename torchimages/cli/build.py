@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"source check: not known: {printable(line)}", file=sys.stderr)
     options = dataclasses.replace(options, signer=common.signer(sign_key))
     options = dataclasses.replace(options, sbom=engine.sbom_attestation())
-    print(f"SBOM attestation: {options.sbom.note}", file=sys.stderr)
+    print(f"Attestations (SBOM, provenance): {options.sbom.note}", file=sys.stderr)
     junit_dir = common.start_outputs(args.log_dir, args.report)
     build = common.make_builder(args, engine, options, shown, junit_dir, gate, stale=args.rebuild_stale)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))

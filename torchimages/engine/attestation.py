@@ -1,12 +1,13 @@
-"""What an image says of itself beyond its configuration: buildx's SBOM attestation, where this engine can keep
-one, and the OCI annotations of a manifest or index, taken from the image's own OCI labels.
+"""What an image says of itself beyond its configuration: its attestations (an SPDX SBOM and SLSA provenance, where
+this engine can keep them), and the OCI annotations of a manifest or index, taken from the image's own OCI labels.
 
-An SBOM attestation (`docker buildx build --sbom=true`) is a manifest beside the image's in an image index. The
-builds load their result into the engine, so the engine's image store must keep that index: the containerd image
-store does; the classic one (graphdriver) does not, and buildx's `docker` driver then refuses `--sbom` ("Attestation
-is not supported for the docker driver"). Another driver (docker-container, kubernetes, remote) builds outside the
-engine, and what it loads into a classic store arrives without attestations. The classic client (`docker build`
-with DOCKER_BUILDKIT=1) has no `--sbom`. Where none is attached, the syft SBOM of `--report` is still written.
+An attestation is a manifest beside the image's in an image index (BuildKit's attestation storage). The builds load
+their result into the engine, so the engine's image store must keep that index: the containerd image store does;
+the classic one (graphdriver) does not, and buildx's `docker` driver then refuses them ("Attestation is not
+supported for the docker driver"). Another driver (docker-container, kubernetes, remote) builds outside the engine:
+it cannot run the SBOM generator image made in the engine (sbom_generator.py), and what it loads into a classic
+store arrives without attestations. The classic client (`docker build` with DOCKER_BUILDKIT=1) has no `--sbom`.
+Where none is attached, the syft SBOM of `--report` is still written.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"  # `docker info`'s drive
 
 @dataclass(frozen=True)
 class SbomAttestation:
-    """Whether builds attach buildx's SBOM attestation (`--sbom=true`), and why (not)."""
+    """Whether builds attach an SPDX SBOM (made by the `generator` image) and SLSA provenance (mode=max) as
+    attestations, and why (not)."""
 
     attached: bool
     why: str
+    generator: str = ""  # the SBOM generator image (`--sbom=generator=REF`), where attached
 
     @property
     def note(self) -> str:
@@ -35,24 +38,42 @@ class SbomAttestation:
 
 
 NOT_ASKED = SbomAttestation(False, "the engine was not asked (no build client found yet)")
+CONTAINERD_STORE_HOW = (
+    "turn on the containerd image store: `make engine` starts an engine with it; elsewhere "
+    '"features": {"containerd-snapshotter": true} in /etc/docker/daemon.json, then restart dockerd'
+)
 
 
-def sbom_attestation(buildx: bool, driver: str | None, containerd_store: bool) -> SbomAttestation:
-    """Whether a build client attaches an SBOM attestation the engine keeps: `buildx` (else the classic client),
-    its builder's `driver` (`docker`, `docker-container`, ...; None: buildx said none) and whether the engine
-    keeps images in the containerd image store."""
+def sbom_attestation(
+    buildx: bool, driver: str | None, containerd_store: bool, generator: str = "", generator_problem: str = ""
+) -> SbomAttestation:
+    """Whether a build client attaches attestations the engine keeps: `buildx` (else the classic client), its
+    builder's `driver` (`docker`, `docker-container`, ...; None: buildx said none), whether the engine keeps
+    images in the containerd image store, and the SBOM generator image made in it (or why none could be)."""
     if not buildx:
         return SbomAttestation(False, "the build client is `docker build` (DOCKER_BUILDKIT=1), which has no --sbom")
     if driver is None:
         return SbomAttestation(False, "`docker buildx inspect` names no driver of the builder")
     if not containerd_store:
-        where = "refuses --sbom" if driver == "docker" else "loads images into it without their attestations"
+        where = "refuses attestations" if driver == "docker" else "loads images into it without their attestations"
         return SbomAttestation(
             False,
             f"the engine keeps images in its classic image store, and buildx's {driver} driver {where} "
-            "(turn on the containerd image store: https://docs.docker.com/go/attestations/)",
+            f"({CONTAINERD_STORE_HOW})",
         )
-    return SbomAttestation(True, f"buildx --sbom=true, {driver} driver, containerd image store")
+    if driver != "docker":
+        return SbomAttestation(
+            False,
+            f"buildx's {driver} driver builds outside the engine and cannot run the SBOM generator image made "
+            "in it; use the engine's own builder (`docker buildx use default`)",
+        )
+    if not generator:
+        return SbomAttestation(False, f"no SBOM generator image could be made: {generator_problem or 'not said why'}")
+    return SbomAttestation(
+        True,
+        f"SPDX SBOM by {generator}, SLSA provenance mode=max; buildx docker driver, containerd image store",
+        generator,
+    )
 
 
 def uses_containerd_store(info: Mapping[str, Any]) -> bool:

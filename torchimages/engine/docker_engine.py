@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from torchimages import registry, settings, stopping, values
-from torchimages.engine import manifests, zstd_push
+from torchimages.engine import manifests, sbom_generator, zstd_push
 from torchimages.engine.attestation import SbomAttestation, sbom_attestation, uses_containerd_store
 from torchimages.engine.discovery import find_build_client, server_problem, takes_named_contexts
 from torchimages.engine.process import MAX_OUTPUT_BYTES, Captured, captured, run_cancellable, streamed
@@ -268,13 +268,43 @@ class DockerEngine:
         return driver.group(1) if driver else None
 
     def sbom_attestation(self) -> SbomAttestation:
-        """From the build client (found first), its builder's driver and `docker info`'s image store."""
+        """From the build client (found first), its builder's driver and `docker info`'s image store; where the
+        engine can keep attestations, the SBOM generator image is made in it (once: sbom_generator.py)."""
         client = self.build_client
         if not client.buildx:
             return sbom_attestation(False, None, False)
         with self._failures("asking the engine for its image store"):
             info = self.sdk.info()
-        return sbom_attestation(True, self._driver(), uses_containerd_store(info))
+        driver, store = self._driver(), uses_containerd_store(info)
+        if driver != "docker" or not store:
+            return sbom_attestation(True, driver, store)
+        reference, problem = self._sbom_generator(str(info.get("Architecture") or ""))
+        return sbom_attestation(True, driver, store, reference, problem)
+
+    def _sbom_generator(self, architecture: str) -> tuple[str, str]:
+        """The SBOM generator image for this engine's `architecture`, made unless it is here: its reference, or
+        "" and why it could not be made."""
+        syft, busybox = sbom_generator.find_syft(), sbom_generator.find_busybox(architecture)
+        if syft.path is None or busybox.path is None:
+            return "", syft.problem or busybox.problem
+        if problem := sbom_generator.static_for(syft.path, architecture):
+            return "", f"syft {syft.path}: {problem}"
+        files = sbom_generator.context_files(busybox.path, syft.path)
+        reference = sbom_generator.generator_reference(files)
+        if self.inspect(reference) is not None:
+            return reference, ""
+        client = self.build_client
+        with tempfile.TemporaryDirectory(prefix="torchimages-sbom-generator-") as folder:
+            sbom_generator.write_context(files, Path(folder))
+            cmd = [*client.command, "--provenance=false", "--sbom=false", "--tag", reference, folder]
+            try:
+                made = captured(cmd, timeout_s=PROBE_TIMEOUT_S, env=client.environment())
+            except OSError as exc:
+                return "", f"{cmd[0]} could not run ({exc.strerror or exc})"
+        if made.status != 0:
+            why = made.stopped or _text(made.stderr).strip()[-2000:] or f"exit status {made.status}"
+            return "", f"its build failed: {values.show(why)}"
+        return reference, ""
 
     def named_contexts(self) -> bool:
         """Whether builds take named build contexts (found on first use: a probe build)."""

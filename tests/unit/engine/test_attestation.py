@@ -1,5 +1,5 @@
-"""buildx's SBOM attestation, attached only where the engine keeps it; OCI annotations from an image's labels on
-its index (`imagetools create --annotation index:...`) and its zstd push's manifest."""
+"""The SBOM and provenance attestations, attached only where the engine keeps them; OCI annotations from an image's
+labels on its index (`imagetools create --annotation index:...`) and its zstd push's manifest."""
 
 from __future__ import annotations
 
@@ -35,57 +35,90 @@ def test_the_image_store_is_read_from_docker_info() -> None:
     assert not uses_containerd_store({}) and not uses_containerd_store({"DriverStatus": None})
 
 
+HOW = (
+    'turn on the containerd image store: `make engine` starts an engine with it; elsewhere "features": '
+    '{"containerd-snapshotter": true} in /etc/docker/daemon.json, then restart dockerd'
+)
+GENERATOR = "torchimages/sbom-generator:0123456789abcdef0123"
+
+
 @pytest.mark.parametrize(
-    ("buildx", "driver", "containerd", "note"),
+    ("buildx", "driver", "containerd", "generator", "problem", "note"),
     [
-        (True, "docker", True, "attached (buildx --sbom=true, docker driver, containerd image store)"),
+        (
+            True,
+            "docker",
+            True,
+            GENERATOR,
+            "",
+            f"attached (SPDX SBOM by {GENERATOR}, SLSA provenance mode=max; buildx docker driver, containerd image "
+            "store)",
+        ),
+        (
+            True,
+            "docker",
+            True,
+            "",
+            "no static busybox for x86_64 (none found)",
+            "not attached: no SBOM generator image could be made: no static busybox for x86_64 (none found)",
+        ),
+        (True, "docker", True, "", "", "not attached: no SBOM generator image could be made: not said why"),
         (
             True,
             "docker",
             False,
+            GENERATOR,
+            "",
             "not attached: the engine keeps images in its classic image store, and buildx's docker driver refuses "
-            "--sbom (turn on the containerd image store: https://docs.docker.com/go/attestations/)",
+            f"attestations ({HOW})",
         ),
         (
             True,
             "docker-container",
             False,
+            "",
+            "",
             "not attached: the engine keeps images in its classic image store, and buildx's docker-container driver "
-            "loads images into it without their attestations (turn on the containerd image store: "
-            "https://docs.docker.com/go/attestations/)",
+            f"loads images into it without their attestations ({HOW})",
         ),
         (
             True,
             "docker-container",
             True,
-            "attached (buildx --sbom=true, docker-container driver, containerd image store)",
+            GENERATOR,
+            "",
+            "not attached: buildx's docker-container driver builds outside the engine and cannot run the SBOM "
+            "generator image made in it; use the engine's own builder (`docker buildx use default`)",
         ),
-        (True, None, True, "not attached: `docker buildx inspect` names no driver of the builder"),
+        (True, None, True, GENERATOR, "", "not attached: `docker buildx inspect` names no driver of the builder"),
         (
             False,
             None,
             True,
+            GENERATOR,
+            "",
             "not attached: the build client is `docker build` (DOCKER_BUILDKIT=1), which has no --sbom",
         ),
     ],
 )
-def test_an_sbom_is_attested_only_where_the_engine_keeps_it(
-    buildx: bool, driver: str | None, containerd: bool, note: str
+def test_attestations_are_attached_only_where_the_engine_keeps_them_and_a_generator_was_made(
+    buildx: bool, driver: str | None, containerd: bool, generator: str, problem: str, note: str
 ) -> None:
-    found = sbom_attestation(buildx, driver, containerd)
+    found = sbom_attestation(buildx, driver, containerd, generator, problem)
     assert found.note == note
     assert found.attached == note.startswith("attached")
+    assert found.generator == (GENERATOR if found.attached else "")
 
 
-def test_the_build_asks_for_the_sbom_through_buildx_only(tmp_path: Path) -> None:
-    request = BuildRequest(tmp_path, tmp_path / "Dockerfile", "runtime", "tmp/x:1", sbom=True)
+def test_the_build_asks_for_the_attestations_through_buildx_only(tmp_path: Path) -> None:
+    request = BuildRequest(tmp_path, tmp_path / "Dockerfile", "runtime", "tmp/x:1", sbom_generator=GENERATOR)
     buildx = build_command(BuildClient(("docker", "buildx", "build"), ()), request)
-    assert "--sbom=true" in buildx and buildx[-1] == str(tmp_path)
+    assert buildx[-3:] == [f"--sbom=generator={GENERATOR}", "--provenance=mode=max", str(tmp_path)]
     classic = build_command(BuildClient(("docker", "build"), (("DOCKER_BUILDKIT", "1"),)), request)
-    assert "--sbom=true" not in classic
-    assert "--sbom=true" not in build_command(
-        BuildClient(("docker", "buildx", "build"), ()), dataclasses.replace(request, sbom=False)
-    )
+    assert not [part for part in classic if part.startswith(("--sbom", "--provenance"))]
+    without = dataclasses.replace(request, sbom_generator="")
+    none = build_command(BuildClient(("docker", "buildx", "build"), ()), without)
+    assert not [part for part in none if part.startswith(("--sbom", "--provenance"))]
 
 
 LABELS = {
