@@ -21,6 +21,7 @@ from typing import IO, Any
 from torchimages.building.readings import INSTALLED_PROBE
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.engine import (
+    Attested,
     BuildRequest,
     CacheSpec,
     EngineError,
@@ -261,6 +262,8 @@ class FakeEngine:
         self.point_errors: dict[str, list[str]] = {}  # repository:tag -> point_tag's errors for it (it is not moved)
         self.index_annotations: list[tuple[tuple[str, str], ...]] = []  # each create_index's annotations
         self.sbom = SbomAttestation(False, "a fake engine keeps no attestations")
+        # reference -> what `attestations` answers (an EngineError is raised): none named, no attestations kept
+        self.attested: dict[str, Attested | EngineError] = {}
         self.platform_of: dict[str, str] = {}  # manifest digest -> its image's platform (by the build that made it)
         self.built: list[BuildRequest] = []
         self.imported: list[tuple[str, tuple[str, ...], int]] = []  # (reference, changes, bytes of the tar)
@@ -349,6 +352,13 @@ class FakeEngine:
     def sbom_attestation(self) -> SbomAttestation:
         self.calls.append(("sbom_attestation", None))
         return self.sbom
+
+    def attestations(self, reference: str, platform: str) -> Attested:
+        self.calls.append(("attestations", reference))
+        found = self.attested.get(reference, EngineError(f"{reference}: no attestations kept (fake engine)"))
+        if isinstance(found, EngineError):
+            raise found
+        return found
 
     def named_contexts(self) -> bool:
         self.calls.append(("named_contexts", None))

@@ -680,11 +680,15 @@ class Builder:
         )
         if over:
             return over
-        try:
-            probed = verify.read_both(self.engine, reference)  # one container run for the facts and the archs
-            found = probed.facts()
-        except (EngineError, ValueError) as exc:
-            return [f"could not read the versions inside the image: {exc}"]
+        with ThreadPoolExecutor(1, thread_name_prefix="attestations") as pool:  # beside the probe's container
+            attested = pool.submit(self._attestation_problems, image, reference)
+            try:
+                probed = verify.read_both(self.engine, reference)  # one container run for the facts and the archs
+                found = probed.facts()
+            except (EngineError, ValueError) as exc:
+                return [f"could not read the versions inside the image: {exc}", *attested.result()]
+            if unattested := attested.result():
+                return unattested
         expected = combination.expected_facts(image.platform)
         pins = verify.check_constraints(found)
         mismatches = [*verify.compare(expected, found), *verify.check_libraries(expected, found), *pins.drifts]
@@ -694,6 +698,16 @@ class Builder:
             progress.note(f"{image.own_tag}: {note}")
         problems = self._check_archs(combination, image, probed, progress, measures)
         return problems or found
+
+    def _attestation_problems(self, image: Image, reference: str) -> list[str]:
+        """Where builds attach attestations (options.sbom): what the image's own lack, an SPDX SBOM and SLSA
+        provenance whose subject is its manifest (engine.attestations), or why they could not be read."""
+        if not self.options.sbom.attached:
+            return []
+        try:
+            return self.engine.attestations(reference, image.platform).problems()
+        except EngineError as exc:
+            return [f"could not read the image's attestations: {exc}"]
 
     def _check_archs(
         self, combination: Combination, image: Image, probed: verify.Probed, progress: Progress, measures: _Measures

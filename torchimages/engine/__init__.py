@@ -8,7 +8,9 @@
     push.py           push retries: transient errors only, exponential backoff
     zstd_push.py      pushes with zstd layers: docker save by id, proven, an OCI layout uploaded by skopeo
     discovery.py      a docker client that builds with BuildKit; one that runs `docker buildx`
-    attestation.py    buildx's SBOM attestation (where the engine keeps one), OCI annotations from labels
+    attestation.py    the SBOM and provenance attestations (where the engine keeps them; read from a saved image),
+                      OCI annotations from labels
+    sbom_generator.py the SBOM generator image BuildKit runs, made here from the pinned syft and a static busybox
     docker_engine.py  `DockerEngine`: the protocol through the docker SDK and a BuildKit CLI client
 
 The docker SDK is imported only when a `DockerEngine` connects. Unit tests use an in-memory fake with the
@@ -17,8 +19,11 @@ same methods (tests/fakes.py).
 
 from torchimages.engine.attestation import (
     NOT_ASKED,
+    AttestationError,
+    Attested,
     SbomAttestation,
     oci_annotations,
+    read_attested,
     sbom_attestation,
     shared_annotations,
     uses_containerd_store,
@@ -75,6 +80,8 @@ __all__ = [
     "PUSH_BACKOFF_S",
     "PUSH_TRIES",
     "TAG_PLACEHOLDER",
+    "AttestationError",
+    "Attested",
     "BuildClient",
     "BuildRequest",
     "CacheSpec",
@@ -97,6 +104,7 @@ __all__ = [
     "index_command",
     "oci_annotations",
     "push_with_retries",
+    "read_attested",
     "run_cancellable",
     "run_command",
     "sbom_attestation",

@@ -12,9 +12,12 @@ Where none is attached, the syft SBOM of `--report` is still written.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from torchimages import values
 
 OCI_PREFIX = "org.opencontainers.image."
 # Inherited from a base's labels (ubuntu's `ref.name=ubuntu`) and meaningful in an OCI layout or index: never copied.
@@ -98,3 +101,107 @@ def shared_annotations(each: Iterable[Mapping[str, str]]) -> dict[str, str]:
         return {}
     first, *rest = found
     return {k: v for k, v in first.items() if all(other.get(k) == v for other in rest)}
+
+
+SPDX_PREDICATE = "https://spdx.dev/Document"
+PROVENANCE_PREDICATES = ("https://slsa.dev/provenance/v0.2", "https://slsa.dev/provenance/v1")
+REFERENCE_DIGEST = "vnd.docker.reference.digest"  # an attestation manifest's annotation: the image it is about
+IN_TOTO = "application/vnd.in-toto+json"
+JSON_BLOB_BYTES = 256 * 1024 * 1024  # the largest blob of a saved image read as JSON (an SBOM: megabytes)
+
+
+@dataclass(frozen=True)
+class Attested:
+    """What an image's index says of one platform's image: its manifest's digest, and the predicate types of the
+    in-toto statements attached to it whose subject names that digest."""
+
+    manifest: str
+    predicates: tuple[str, ...]
+
+    def problems(self) -> list[str]:
+        """What a built image lacks: an SPDX SBOM and SLSA provenance about its own manifest."""
+        missing = []
+        if SPDX_PREDICATE not in self.predicates:
+            missing.append("SPDX SBOM")
+        if not any(p in self.predicates for p in PROVENANCE_PREDICATES):
+            missing.append("SLSA provenance")
+        return [f"attestations: no {what} names its manifest {self.manifest}" for what in missing]
+
+
+class AttestationError(ValueError):
+    """A saved image whose index cannot be read for attestations: the message says why."""
+
+
+def _json(blobs: Mapping[str, bytes], digest: object, what: str) -> dict[str, Any]:
+    if not isinstance(digest, str) or digest not in blobs:
+        raise AttestationError(f"the {what} {values.show(str(digest))} is not in the saved image")
+    try:
+        found = json.loads(blobs[digest])
+    except (ValueError, UnicodeDecodeError):
+        raise AttestationError(f"the {what} {digest} is not JSON") from None
+    if not isinstance(found, dict):
+        raise AttestationError(f"the {what} {digest} is not a JSON object")
+    return found
+
+
+def _entries(document: Mapping[str, Any], what: str) -> list[Mapping[str, Any]]:
+    entries = document.get("manifests")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise AttestationError(f"the {what} lists no manifests")
+    return entries
+
+
+def _names(digests: Mapping[str, Any], manifest: str) -> bool:
+    """Whether an in-toto subject's digests (`{"sha256": "HEX"}`) name the manifest (`sha256:HEX`)."""
+    algorithm, _, encoded = manifest.partition(":")
+    return bool(encoded) and digests.get(algorithm) == encoded
+
+
+def read_attested(layout_index: bytes, blobs: Mapping[str, bytes], platform: str) -> Attested:
+    """The attestations of `platform`'s image (`linux/amd64`) in a `docker save` archive of the containerd image
+    store (an OCI layout): `layout_index` is its index.json, `blobs` its JSON blobs by digest (`sha256:...`).
+    The layout names the image's index; that names the image's manifest and, beside it, attestation manifests
+    (annotated with the manifest's digest), whose layers are in-toto statements. AttestationError when the
+    archive is not such a layout."""
+    try:
+        layout = json.loads(layout_index)
+    except (ValueError, UnicodeDecodeError):
+        raise AttestationError("its index.json is not JSON") from None
+    if not isinstance(layout, dict):
+        raise AttestationError("its index.json is not a JSON object")
+    tops = _entries(layout, "index.json")
+    if len(tops) != 1:
+        raise AttestationError(f"its index.json names {len(tops)} images, not one")
+    top = tops[0]
+    if top.get("mediaType") != "application/vnd.oci.image.index.v1+json":
+        raise AttestationError("it is one image manifest, not an index: the engine kept no attestations beside it")
+    index = _json(blobs, top.get("digest"), "image index")
+    entries = _entries(index, "image index")
+    os_name, _, architecture = platform.partition("/")
+    images = [
+        e.get("digest")
+        for e in entries
+        if isinstance(e.get("platform"), dict)
+        and (e["platform"].get("os"), e["platform"].get("architecture")) == (os_name, architecture)
+    ]
+    if len(images) != 1 or not isinstance(images[0], str):
+        raise AttestationError(f"its index names {len(images)} images of {platform}, not one")
+    manifest = images[0]
+    predicates: list[str] = []
+    for entry in entries:
+        annotations = entry.get("annotations")
+        if not isinstance(annotations, dict) or annotations.get(REFERENCE_DIGEST) != manifest:
+            continue
+        for layer in _json(blobs, entry.get("digest"), "attestation manifest").get("layers") or []:
+            if not isinstance(layer, dict) or layer.get("mediaType") != IN_TOTO:
+                continue
+            statement = _json(blobs, layer.get("digest"), "attestation")
+            subjects = statement.get("subject")
+            names = isinstance(subjects, list) and any(
+                isinstance(s, dict) and isinstance(s.get("digest"), dict) and _names(s["digest"], manifest)
+                for s in subjects
+            )
+            predicate = statement.get("predicateType")
+            if names and isinstance(predicate, str):
+                predicates.append(predicate)
+    return Attested(manifest, tuple(predicates))

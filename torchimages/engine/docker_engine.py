@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -20,7 +21,15 @@ from typing import IO, Any
 
 from torchimages import registry, settings, stopping, values
 from torchimages.engine import manifests, sbom_generator, zstd_push
-from torchimages.engine.attestation import SbomAttestation, sbom_attestation, uses_containerd_store
+from torchimages.engine.attestation import (
+    JSON_BLOB_BYTES,
+    AttestationError,
+    Attested,
+    SbomAttestation,
+    read_attested,
+    sbom_attestation,
+    uses_containerd_store,
+)
 from torchimages.engine.discovery import find_build_client, server_problem, takes_named_contexts
 from torchimages.engine.process import MAX_OUTPUT_BYTES, Captured, captured, run_cancellable, streamed
 from torchimages.engine.push import push_with_retries
@@ -367,6 +376,33 @@ class DockerEngine:
             raise EngineError(f"no image {reference} here to export")
         with streamed([self.docker_cli, "save", info.id], cancelled) as stream:
             yield stream
+
+    def attestations(self, reference: str, platform: str) -> Attested:
+        """The attestations of the image's `platform` image, read from its `docker save` (an OCI layout on the
+        containerd image store: its index.json and its JSON blobs; the layers are read past, not kept)."""
+        layout, blobs = b"", {}
+        try:
+            with self.exported(reference) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+                for member in archive:
+                    name = member.name.removeprefix("./")
+                    if not member.isfile() or member.size > JSON_BLOB_BYTES:
+                        continue
+                    file = archive.extractfile(member)
+                    if file is None or not (name == "index.json" or name.startswith("blobs/sha256/")):
+                        continue
+                    head = file.read(1)  # a layer (compressed) is read past; a manifest or statement is JSON
+                    if name == "index.json":
+                        layout = head + file.read()
+                    elif head == b"{":
+                        blobs["sha256:" + name.rsplit("/", 1)[1]] = head + file.read()
+        except (tarfile.TarError, OSError) as exc:
+            raise EngineError(f"reading the saved image {reference} for its attestations: {exc}") from None
+        if not layout:
+            raise EngineError(f"the saved image {reference} has no index.json: not an OCI layout")
+        try:
+            return read_attested(layout, blobs, platform)
+        except AttestationError as exc:
+            raise EngineError(f"the saved image {reference}: {exc}") from None
 
     def save(self, reference: str, path: Path) -> None:
         """Write an image to a `docker save` archive (what syft reads as `docker-archive:PATH`)."""

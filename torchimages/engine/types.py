@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from torchimages import values
-from torchimages.engine.attestation import SbomAttestation
+from torchimages.engine.attestation import Attested, SbomAttestation
 
 HOW_TO_GET_AN_ENGINE = (
     "start a Docker engine (dockerd) and make sure `docker info` answers; on Debian/Ubuntu: "
@@ -264,6 +264,11 @@ class Engine(Protocol):
     def sbom_attestation(self) -> SbomAttestation:
         """Whether builds attach buildx's SBOM attestation, and why (not): attestation.sbom_attestation of what
         the build client, its builder and the engine's image store are."""
+        ...
+
+    def attestations(self, reference: str, platform: str) -> Attested:
+        """The attestations attached to the image's `platform` image: its manifest's digest and the predicate types
+        of the statements about it. EngineError when they cannot be read (no index: none were kept)."""
         ...
 
     def named_contexts(self) -> bool:

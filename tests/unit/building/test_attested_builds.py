@@ -1,0 +1,93 @@
+"""Where builds attach attestations, an image is tagged only once its own attestations are read back: an SPDX SBOM
+and SLSA provenance whose subject is its manifest (issue 46). Against the fake engine: what each built image's index
+holds is a literal below, never computed by the code under test. Drop the check in builder.py, or tag an image
+whose attestations could not be read, and a test here fails."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeEngine
+from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, run
+from torchimages.engine import Attested, BuildRequest, EngineError, SbomAttestation
+from torchimages.planning import plan
+
+GENERATOR = "torchimages/sbom-generator:0123456789abcdef0123"
+ATTACHED = SbomAttestation(True, "a test's", GENERATOR)
+MANIFEST = "sha256:" + "ab" * 32
+SPDX, SLSA = "https://spdx.dev/Document", "https://slsa.dev/provenance/v0.2"
+
+
+def engine_attesting(found: Attested | EngineError) -> FakeEngine:
+    """An engine whose every build's index holds `found` (or whose reading fails so)."""
+    engine = FakeEngine(CPU_HOLDS)
+
+    def attest(request: BuildRequest) -> None:
+        engine.attested[request.reference] = found
+
+    engine.on_build = attest
+    return engine
+
+
+@pytest.fixture
+def selected(write_matrix: Callable[[str], Path]) -> list[plan.Selected]:
+    return plan.select(plan.load(write_matrix(CPU_MATRIX)), [])
+
+
+def test_an_image_with_both_attestations_is_tagged(selected: list[plan.Selected], tmp_path: Path) -> None:
+    engine = engine_attesting(Attested(MANIFEST, (SPDX, SLSA)))
+    outcomes = run(engine, selected, tmp_path, sbom=ATTACHED)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert [r.sbom_generator for r in engine.built] == [GENERATOR, GENERATOR]
+    asked = [ref for call, ref in engine.calls if call == "attestations"]
+    assert sorted(asked) == sorted(r.reference for r in engine.built)  # each image's own, once
+
+
+@pytest.mark.parametrize(
+    ("predicates", "missing"),
+    [
+        ((SLSA,), [f"attestations: no SPDX SBOM names its manifest {MANIFEST}"]),
+        ((SPDX,), [f"attestations: no SLSA provenance names its manifest {MANIFEST}"]),
+        (
+            ("https://in-toto.io/attestation/vulns/v0.1",),
+            [
+                f"attestations: no SPDX SBOM names its manifest {MANIFEST}",
+                f"attestations: no SLSA provenance names its manifest {MANIFEST}",
+            ],
+        ),
+        ((SPDX, "https://slsa.dev/provenance/v1"), []),
+    ],
+)
+def test_an_image_lacking_an_attestation_is_not_tagged(
+    selected: list[plan.Selected], tmp_path: Path, predicates: tuple[str, ...], missing: list[str]
+) -> None:
+    engine = engine_attesting(Attested(MANIFEST, predicates))
+    outcomes = run(engine, selected, tmp_path, sbom=ATTACHED, push=True)
+    if not missing:
+        assert [o.status for o in outcomes] == ["built", "built"]
+        return
+    runtime = next(o for o in outcomes if o.image.flavor == "runtime")
+    assert runtime.status == "failed"
+    for line in missing:
+        assert line in runtime.detail
+    assert engine.tagged == [] and engine.pushed == []
+
+
+def test_attestations_that_cannot_be_read_are_no_pass(selected: list[plan.Selected], tmp_path: Path) -> None:
+    engine = engine_attesting(EngineError("the saved image x: it is one image manifest, not an index"))
+    outcomes = run(engine, selected, tmp_path, sbom=ATTACHED)
+    runtime = next(o for o in outcomes if o.image.flavor == "runtime")
+    assert runtime.status == "failed"
+    assert "could not read the image's attestations: the saved image x: it is one image manifest" in runtime.detail
+    assert engine.tagged == []
+
+
+def test_where_none_are_attached_none_are_asked_for(selected: list[plan.Selected], tmp_path: Path) -> None:
+    engine = FakeEngine(CPU_HOLDS)  # its `attestations` would fail: never asked
+    outcomes = run(engine, selected, tmp_path)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert not [call for call, _ in engine.calls if call == "attestations"]
+    assert [r.sbom_generator for r in engine.built] == ["", ""]
