@@ -31,6 +31,16 @@ def _no_source_questions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(common, "check_reachable", lambda chosen, sources, engine, matrix=None: ())
 
 
+@pytest.fixture(autouse=True)
+def _no_engine_for_attestations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bake` asks this machine's engine whether it attaches attestations (cli.common.attestations: it would make
+    the SBOM generator image there): a unit test asks none; tests/unit/engine/test_attestation.py has the rules."""
+    from torchimages.cli import common
+    from torchimages.engine import SbomAttestation
+
+    monkeypatch.setattr(common, "attestations", lambda: SbomAttestation(False, "a unit test asks no engine"))
+
+
 @pytest.fixture
 def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
     """Write a matrix document (dedented) to a temporary folder and return its path."""

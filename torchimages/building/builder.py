@@ -700,14 +700,16 @@ class Builder:
         return problems or found
 
     def _attestation_problems(self, image: Image, reference: str) -> list[str]:
-        """Where builds attach attestations (options.sbom): what the image's own lack, an SPDX SBOM and SLSA
-        provenance whose subject is its manifest (engine.attestations), or why they could not be read."""
-        if not self.options.sbom.attached:
+        """Where builds attach attestations (options.sbom) or they are required (promote): what the image's own
+        lack, an SPDX SBOM and SLSA provenance whose subject is its manifest (engine.attestations), or why they
+        could not be read."""
+        if not (self.options.sbom.attached or self.options.require_attestations):
             return []
+        unless = " (promote --allow-unattested takes it without)" if self.options.require_attestations else ""
         try:
-            return self.engine.attestations(reference, image.platform).problems()
+            return [problem + unless for problem in self.engine.attestations(reference, image.platform).problems()]
         except EngineError as exc:
-            return [f"could not read the image's attestations: {exc}"]
+            return [f"could not read the image's attestations: {exc}{unless}"]
 
     def _check_archs(
         self, combination: Combination, image: Image, probed: verify.Probed, progress: Progress, measures: _Measures

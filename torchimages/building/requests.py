@@ -61,6 +61,9 @@ class BuildOptions:
     # both, the problems of both are said): on, as measured on a quiet 2-core machine, 21-33% off the checks of
     # each image of 2.11.0-cuda13.0 (docs/benchmarks.md); off only in tests of the gates one after the other.
     gates_together: bool = True
+    # Whether an image must carry its own attestations (an SPDX SBOM and SLSA provenance) to be tagged even where
+    # this run attaches none (`promote`: a baked image's; `--allow-unattested` turns it off)
+    require_attestations: bool = False
 
     def epoch(self, combination: Combination) -> int:
         """The SOURCE_DATE_EPOCH of the combination's builds: this option's, else the combination's own."""

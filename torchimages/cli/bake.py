@@ -109,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
             request = dataclasses.replace(
                 request, base_labels={**request.base_labels, base.reference: engine.labels(base.reference) or {}}
             )
+    sbom = common.attestations()
+    print(f"Attestations (SBOM, provenance): {sbom.note}", file=sys.stderr)
+    request = dataclasses.replace(request, options=dataclasses.replace(request.options, sbom=sbom))
     with preflight.all_or_nothing(args.secrets_dir):  # no secret (it may hold credentials) without its bake file
         entries = bake.entries(chosen, request)
         try:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from torchimages.building import builder, requests
     from torchimages.building.provenance import Provenance
     from torchimages.combination import Combination, Image
-    from torchimages.engine import CacheSpec, DockerEngine, Engine
+    from torchimages.engine import CacheSpec, DockerEngine, Engine, SbomAttestation
     from torchimages.reporting.session import Finished
     from torchimages.security.gate import GateOptions
     from torchimages.security.signing import Signer
@@ -92,6 +92,18 @@ def connect(docker_cli: str | None = None) -> DockerEngine:
     from torchimages.engine import DockerEngine
 
     return DockerEngine(docker_cli)
+
+
+def attestations() -> SbomAttestation:
+    """Whether this machine's engine can attach attestations to what it builds (its SBOM generator image made
+    there): a bake file is written for the engine of the machine that writes it. Without an engine that
+    answers, none are (the bake file then asks for none), said in the answer."""
+    from torchimages.engine import EngineError, SbomAttestation
+
+    try:
+        return connect().sbom_attestation()
+    except EngineError as exc:
+        return SbomAttestation(False, f"no Docker engine answers here to make the SBOM generator in ({exc.reason})")
 
 
 def renderer(args: argparse.Namespace) -> progress.Renderer:

@@ -29,6 +29,12 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.progress_mode(parser)
     shared.test_gate(parser)
     shared.security_gate(parser)
+    parser.add_argument(
+        "--allow-unattested",
+        action="store_true",
+        help="promote an image that carries no SPDX SBOM and SLSA provenance attestations about itself "
+        "(default: refused; a classic-store engine's bake attaches none)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         push=args.push,
         compression=args.compression,
         signer=common.signer(sign_key),
+        require_attestations=not args.allow_unattested,
     )
     common.start_outputs(args.log_dir, None)
     promoter = common.make_builder(args, engine, options, shown, security=gate)

@@ -5,13 +5,16 @@ whose attestations could not be read, and a test here fails."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import FakeEngine
-from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, run
+from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, bake_into, run
+from tests.unit.building.test_builder import promote as promote_with
+from torchimages.building import bake
 from torchimages.engine import Attested, BuildRequest, EngineError, SbomAttestation
 from torchimages.planning import plan
 
@@ -91,3 +94,33 @@ def test_where_none_are_attached_none_are_asked_for(selected: list[plan.Selected
     assert [o.status for o in outcomes] == ["built", "built"]
     assert not [call for call, _ in engine.calls if call == "attestations"]
     assert [r.sbom_generator for r in engine.built] == ["", ""]
+
+
+def test_promote_refuses_an_image_without_attestations_unless_told(
+    selected: list[plan.Selected], tmp_path: Path
+) -> None:
+    """A baked image carries what its bake attached: promote asks for both attestations even though it builds
+    nothing (options.sbom not attached), and takes one without only with --allow-unattested."""
+    (combination,) = [s.combination for s in selected]
+    runtime_only = [dataclasses.replace(selected[0], images=(combination.image("runtime"),))]
+
+    def promote(engine: FakeEngine, require: bool) -> str:
+        baked = {i: bake_into(engine, combination, i, CPU_HOLDS) for i in runtime_only[0].images}
+        (outcome,) = promote_with(engine, runtime_only, baked, tmp_path, require_attestations=require)
+        return f"{outcome.status}: {outcome.detail}"
+
+    REFERENCE = bake.bake_reference(combination, combination.image("runtime"))
+    unattested = FakeEngine(CPU_HOLDS)  # reading its attestations fails: the engine kept none
+    said = promote(unattested, require=True)
+    assert said.startswith("failed") and "could not read the image's attestations" in said
+    assert "(promote --allow-unattested takes it without)" in said and unattested.tagged == []
+    lacking = FakeEngine(CPU_HOLDS)
+    lacking.attested[REFERENCE] = Attested(MANIFEST, (SLSA,))
+    said = promote(lacking, require=True)
+    assert f"attestations: no SPDX SBOM names its manifest {MANIFEST} (promote --allow-unattested" in said
+    attested = FakeEngine(CPU_HOLDS)
+    attested.attested[REFERENCE] = Attested(MANIFEST, (SPDX, SLSA))
+    assert promote(attested, require=True).startswith("promoted")
+    told = FakeEngine(CPU_HOLDS)
+    assert promote(told, require=False).startswith("promoted")
+    assert not [call for call, _ in told.calls if call == "attestations"]
