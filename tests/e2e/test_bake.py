@@ -180,6 +180,21 @@ def test_promote_verifies_then_tags_with_the_verified_labels(baked: Baked, docke
     assert "\ntorch==2.13.0+cpu\n" in record, "promote records what the image holds, as build does"
 
 
+def test_the_promoted_image_carries_the_attestations_the_bake_attached(baked: Baked) -> None:
+    """Issue 46: `bake` asked this engine (the containerd image store) and wrote `attest` into the target: the
+    baked image's index holds an SPDX SBOM and SLSA provenance about its manifest, promote read them before the
+    tag, and the promoted tag names that index still."""
+    (target,) = json.loads(baked.bake_file.read_text())["target"].values()
+    (sbom, provenance) = target["attest"]
+    assert (
+        sbom.startswith("type=sbom,generator=torchimages/sbom-generator:") and provenance == "type=provenance,mode=max"
+    )
+    attested = engine.DockerEngine().attestations(baked.image.reference, "linux/amd64")
+    assert "https://spdx.dev/Document" in attested.predicates
+    assert "https://slsa.dev/provenance/v0.2" in attested.predicates
+    assert attested.problems() == []
+
+
 def test_no_temporary_reference_is_left(baked: Baked, docker_client: Any) -> None:
     assert baked.promote.returncode == 0
     left = [t for i in docker_client.images.list(name=references.TEMP_REPOSITORY + "/*") for t in i.tags]

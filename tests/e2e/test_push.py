@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from torchimages import engine
 from torchimages.engine.zstd_push import zstd_problem
 
 from .conftest import (
@@ -62,6 +64,48 @@ def test_verified_images_are_pushed_with_their_aliases(built: Built, session_reg
     images = [built.image(flavor) for flavor in FLAVORS]  # one repository holds both flavors' tags
     wanted = {name for image in images for name in (image.tag, *image.aliases)}
     assert pushed_tags(session_registry, images[0].repository) == wanted
+
+
+def imagetools(reference: str, what: str) -> dict[str, Any]:
+    """What `docker buildx imagetools inspect --format '{{json .WHAT}}'` (the ordinary tool) reads of a pushed tag."""
+    try:
+        buildx = engine.find_buildx()
+    except engine.EngineError as exc:
+        require(str(exc))
+        raise
+    cmd = [buildx, "buildx", "imagetools", "inspect", reference, "--format", "{{json ." + what + "}}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert isinstance(found, dict), done.stdout[:2000]
+    return found
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_pushed_image_carries_its_sbom_and_provenance(built: Built, flavor: str) -> None:
+    """Issue 46: the shared build (on `make engine`'s containerd image store) pushed each image's index with an
+    SPDX SBOM and SLSA provenance; the provenance names the input digest and the matrix entry, the SBOM torch at
+    the image's version; read from the registry with buildx's imagetools."""
+    assert built.status == 0, built.output
+    assert "Attestations (SBOM, provenance): attached (SPDX SBOM by torchimages/sbom-generator:" in built.output
+    image = built.image(flavor)
+    reference = f"{image.repository}:{image.tag}"
+    provenance = imagetools(reference, "Provenance")
+    args = provenance["SLSA"]["invocation"]["parameters"]["args"]
+    assert args["label:io.torchimages.input-digest"] == image.input_digest
+    assert args["label:io.torchimages.matrix-entry"] == "2.13.0-cpu-py3.11-debian12"
+    assert args["target"] == flavor
+    sbom = imagetools(reference, "SBOM")
+    packages = {(p.get("name"), p.get("versionInfo")) for p in sbom["SPDX"]["packages"]}
+    assert ("torch", "2.13.0+cpu") in packages and ("numpy", image_numpy(built)) in packages
+    assert any(name == "libc6" for name, _ in packages), "the OS packages are listed too"
+
+
+def image_numpy(built: Built) -> str:
+    """The numpy version the shared build's image holds (its installed record)."""
+    record = (built.logs / f"{built.image('runtime').tag}.installed.txt").read_text()
+    (line,) = [line for line in record.splitlines() if line.startswith("numpy==")]
+    return line.removeprefix("numpy==")
 
 
 def test_a_push_whose_connections_are_dropped_is_retried_and_lands(
