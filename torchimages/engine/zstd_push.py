@@ -22,6 +22,7 @@ so what a puller gets is the verified image or nothing. Both formats of `docker 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -33,7 +34,7 @@ import tarfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, cast
 
 from torchimages.engine.attestation import oci_annotations
 from torchimages.engine.process import captured, streamed
@@ -114,7 +115,7 @@ class Layout:
 
     path: Path
     manifest_digest: str
-    config_digest: str  # the image id
+    config_digest: str  # the image id on the classic store (the containerd store's is its index's digest)
     layers: tuple[tuple[str, int], ...]  # (digest, size) of each zstd layer, in order
     diff_ids: tuple[str, ...]
 
@@ -122,6 +123,64 @@ class Layout:
     def source(self) -> str:
         """skopeo's name of it."""
         return f"oci:{self.path}:{LAYOUT_REF}"
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream whose first bytes were read already (`head`), then the rest of it."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self.head, self.rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = self.rest.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def uncompressed(stream: IO[bytes]) -> IO[bytes]:
+    """A saved layer as its tar: the containerd image store saves the gzip blobs it keeps (the classic store the
+    tars), and a layer's diff_id is the digest of its tar. Anything else is read as it is."""
+    head = stream.read(2)
+    prefixed = io.BufferedReader(_Prefixed(head, stream), CHUNK)
+    if head == GZIP_MAGIC:
+        return cast(IO[bytes], gzip.GzipFile(fileobj=prefixed, mode="rb"))
+    return cast(IO[bytes], prefixed)
+
+
+def index_names_config(kept: dict[str, bytes], index_digest: str, config_digest: str) -> bool:
+    """Whether the saved archive holds the image index `index_digest` (the containerd store's image id: the
+    digest of its index) whose bytes hash to it, naming an image manifest (whose bytes hash to its name) of
+    configuration `config_digest`. The proof, on that store, that the saved configuration is the verified image's."""
+
+    def blob(digest: object) -> object:
+        if not isinstance(digest, str) or not digest.startswith("sha256:"):
+            return None
+        data = kept.get(f"blobs/sha256/{digest.removeprefix('sha256:')}")
+        if data is None or "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            return None
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+    index = blob(index_digest)
+    entries = index.get("manifests") if isinstance(index, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        manifest = blob(entry.get("digest")) if isinstance(entry, dict) else None
+        config = manifest.get("config") if isinstance(manifest, dict) else None
+        if isinstance(config, dict) and config.get("digest") == config_digest:
+            return True
+    return False
 
 
 def _member_path(member: tarfile.TarInfo) -> str:
@@ -166,7 +225,7 @@ def write_layout(archive: IO[bytes], verified: ImageInfo, folder: Path, compress
                     kept[name] = read.read()
                 else:
                     out = work / str(number)
-                    compressed[name] = (compress(read, out), out)
+                    compressed[name] = (compress(uncompressed(read), out), out)
 
     def resolve(name: str) -> str:
         seen = 0
@@ -185,7 +244,7 @@ def write_layout(archive: IO[bytes], verified: ImageInfo, folder: Path, compress
     if config is None:
         raise EngineError(f"`docker save` gave no configuration {config_name} (or one over {KEPT} bytes)")
     config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
-    if config_digest != verified.id:
+    if config_digest != verified.id and not index_names_config(kept, verified.id, config_digest):
         raise EngineError(
             f"the saved image's configuration is {config_digest}, not the verified image {verified.id}: not pushed"
         )
@@ -195,7 +254,7 @@ def write_layout(archive: IO[bytes], verified: ImageInfo, folder: Path, compress
     for layer_name in layer_names:
         if layer_name in kept and layer_name not in compressed:
             out = work / f"kept-{len(compressed)}"
-            compressed[layer_name] = (compress(io.BytesIO(kept[layer_name]), out), out)
+            compressed[layer_name] = (compress(uncompressed(io.BytesIO(kept[layer_name])), out), out)
         if layer_name not in compressed:
             raise EngineError(f"`docker save` gave no layer {layer_name}")
         diff_id, path = compressed[layer_name]

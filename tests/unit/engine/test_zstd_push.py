@@ -6,6 +6,7 @@ the digest it reports. The archives are made here from literal bytes."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -149,6 +150,69 @@ def test_saved_layers_that_are_not_the_verified_diff_ids_are_refused(tmp_path: P
     saved = docker_26_save(config, [BIG, b"layer two: something else"])
     with pytest.raises(EngineError, match=r"layers .* are not the verified image's"):
         zstd_push.write_layout(saved, verified(config, layers), tmp_path / "l", copy_compressor)
+
+
+def containerd_save(
+    config: bytes, layers: list[bytes], manifest_config: bytes | None = None, index_name: str | None = None
+) -> tuple[io.BytesIO, str]:
+    """Docker 26 on the containerd image store: the gzip blobs it keeps, the image's manifest (naming
+    `manifest_config`'s digest, default the configuration's) and its index (the image id), an attestation
+    manifest beside; manifest.json names the config and the gzip blobs. The archive and the index's digest."""
+    gzipped = [gzip.compress(layer, mtime=0) for layer in layers]
+    named = manifest_config if manifest_config is not None else config
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "config": {"digest": sha(named), "size": len(named)},
+            "layers": [{"digest": sha(g), "size": len(g)} for g in gzipped],
+        }
+    ).encode()
+    attestation = b'{"schemaVersion":2,"layers":[]}'
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "manifests": [
+                {"digest": sha(manifest), "platform": {"os": "linux", "architecture": "amd64"}},
+                {"digest": sha(attestation), "annotations": {"vnd.docker.reference.digest": sha(manifest)}},
+            ],
+        }
+    ).encode()
+    blobs = {f"blobs/sha256/{sha(data)[7:]}": data for data in (*gzipped, config, manifest, attestation)}
+    blobs[f"blobs/sha256/{(index_name or sha(index))[7:]}"] = index  # under another name: a blob that lies
+    entry = {"Config": f"blobs/sha256/{sha(config)[7:]}", "Layers": [f"blobs/sha256/{sha(g)[7:]}" for g in gzipped]}
+    top = json.dumps({"manifests": [{"digest": sha(index)}]}).encode()
+    return archive({**blobs, "index.json": top, "manifest.json": json.dumps([entry]).encode()}), index_name or sha(
+        index
+    )
+
+
+def test_a_containerd_store_archive_is_proven_through_its_index_and_its_layers_unzipped(tmp_path: Path) -> None:
+    """The containerd store's image id is its index's digest: the configuration is proven the verified one
+    through the index (hashed) that names a manifest (hashed) of that configuration; each gzip blob is read as
+    its tar, whose digest is the diff_id. The attestations are not carried (their subject is the gzip manifest)."""
+    layers = [BIG, SMALL]
+    config = config_of(layers)
+    saved, index_digest = containerd_save(config, layers)
+    image = ImageInfo("r/x:1", index_digest, {}, {}, "", tuple(sha(layer) for layer in layers))
+    layout = zstd_push.write_layout(saved, image, tmp_path / "l", copy_compressor)
+    assert layout.config_digest == sha(config) and layout.diff_ids == image.layers
+    _, manifest = read_layout(tmp_path / "l")
+    for layer, data in zip(manifest["layers"], layers, strict=True):  # the tars, not the gzip blobs
+        assert (tmp_path / "l/blobs/sha256" / layer["digest"][7:]).read_bytes() == b"Z:" + data
+    other = config_of(layers, labels='"io.torchimages.torch":"2.12.1"')
+    lying, lying_index = containerd_save(other, layers, manifest_config=config)  # its manifest names another config
+    image = ImageInfo("r/x:1", lying_index, {}, {}, "", image.layers)
+    with pytest.raises(EngineError, match=f"configuration is {sha(other)}, not the verified image {lying_index}"):
+        zstd_push.write_layout(lying, image, tmp_path / "m", copy_compressor)
+    elsewhere, _ = containerd_save(config, layers)  # the right image, but the verified id names no index in it
+    image = ImageInfo("r/x:1", "sha256:" + "9" * 64, {}, {}, "", image.layers)
+    with pytest.raises(EngineError, match="not the verified image sha256:9999"):
+        zstd_push.write_layout(elsewhere, image, tmp_path / "n", copy_compressor)
+    named = "sha256:" + "8" * 64  # another image's index, saved under the verified id's name: its bytes say otherwise
+    renamed, _ = containerd_save(other, layers, index_name=named)
+    image = ImageInfo("r/x:1", named, {}, {}, "", image.layers)
+    with pytest.raises(EngineError, match=f"configuration is {sha(other)}, not the verified image {named}"):
+        zstd_push.write_layout(renamed, image, tmp_path / "o", copy_compressor)
 
 
 def test_an_archive_without_its_manifest_is_refused(tmp_path: Path) -> None:
