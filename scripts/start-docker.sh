@@ -48,6 +48,8 @@ export DEBIAN_FRONTEND=noninteractive
 here=${BASH_SOURCE[0]%/*}; [ "$here" != "${BASH_SOURCE[0]}" ] || here=.  # this script's folder (no dirname needed)
 # shellcheck source=scripts/debian-sources.sh
 . "$here/debian-sources.sh"  # debian_uri()
+# shellcheck source=scripts/engine-store.sh
+. "$here/engine-store.sh"  # containerd_store()
 
 installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -n 's/^install ok installed //p' || true; }  # "" for a package dpkg never saw
 pin_is_current() {  # the pin names every package of FROM_TRIXIE
@@ -133,13 +135,7 @@ else
         log "a dockerd process exists but does not answer yet; waiting for it"
     else
         need_root "start dockerd"
-        if [ ! -e "$DAEMON_JSON" ]; then
-            mkdir -p "$(dirname "$DAEMON_JSON")"
-            printf '{\n  "features": {"containerd-snapshotter": true}\n}\n' >"$DAEMON_JSON"
-            log "wrote $DAEMON_JSON: the engine keeps images in the containerd image store"
-        elif ! grep -q '"containerd-snapshotter"' "$DAEMON_JSON"; then
-            log "$DAEMON_JSON exists and does not name containerd-snapshotter: left as it is (builds attach no attestations on the classic image store)"
-        fi
+        containerd_store "$DAEMON_JSON" || die "could not write $DAEMON_JSON"
         log "starting $DOCKERD (log: $DOCKERD_LOG)"
         mkdir -p "$(dirname "$DOCKERD_LOG")"
         # PATH first with /usr/sbin:/usr/bin so dockerd finds Debian's containerd/runc; --config-file: DAEMON_JSON,

@@ -4,6 +4,7 @@ of pip's configuration."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -180,3 +181,40 @@ def test_host_pip_sources_never_puts_pypi_in_place_of_an_index_it_cannot_pass(tm
     result = subprocess.run([str(HOST_PIP_SOURCES)], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 1 and result.stdout == "", result.stdout
     assert "index-url cannot be passed to builds: nothing passed" in result.stderr
+
+
+def containerd_store(daemon_json: Path) -> subprocess.CompletedProcess[str]:
+    """Run containerd_store() (scripts/engine-store.sh, sourced by start-docker.sh before it starts dockerd)."""
+    script = f'. {ROOT / "scripts" / "engine-store.sh"}\ncontainerd_store "$1"'
+    env = {"PATH": os.environ["PATH"]}
+    return subprocess.run(["bash", "-c", script, "x", str(daemon_json)], env=env, capture_output=True, text=True)
+
+
+def test_an_engine_started_here_gets_the_containerd_store_where_no_daemon_json_says_otherwise(tmp_path: Path) -> None:
+    daemon_json = tmp_path / "etc" / "docker" / "daemon.json"
+    done = containerd_store(daemon_json)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(daemon_json.read_text()) == {"features": {"containerd-snapshotter": True}}
+    assert "wrote" in done.stderr and "containerd image store" in done.stderr
+    again = containerd_store(daemon_json)  # the feature named: nothing said, nothing changed
+    assert again.returncode == 0 and again.stderr == ""
+    assert json.loads(daemon_json.read_text()) == {"features": {"containerd-snapshotter": True}}
+
+
+def test_a_machines_own_daemon_json_is_left_as_it_is(tmp_path: Path) -> None:
+    own = tmp_path / "daemon.json"
+    own.write_text('{"data-root": "/srv/docker"}\n')
+    done = containerd_store(own)
+    assert done.returncode == 0
+    assert own.read_text() == '{"data-root": "/srv/docker"}\n'
+    assert "does not name containerd-snapshotter: left as it is" in done.stderr
+    dangling = tmp_path / "link.json"
+    dangling.symlink_to(tmp_path / "nowhere.json")  # a link is the machine's: never written through
+    assert containerd_store(dangling).returncode == 0 and not (tmp_path / "nowhere.json").exists()
+
+
+def test_a_daemon_json_that_cannot_be_written_fails(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    done = containerd_store(blocker / "docker" / "daemon.json")  # its folder cannot be made
+    assert done.returncode == 1
