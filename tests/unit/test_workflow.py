@@ -224,6 +224,19 @@ def test_images_are_baked_to_temporary_references_then_promoted(ghcr_both: str) 
     assert "--from metadata.json" in promote and "--push" in promote
 
 
+def test_the_image_jobs_bake_on_the_containerd_store_and_promote_asks_for_the_attestations(ghcr_both: str) -> None:
+    """Issue 46: a runner's engine keeps the classic image store; each image job turns on the containerd store
+    (where a bake attaches the SBOM and provenance) before anything is baked, and promote is not told to take an
+    image without them."""
+    runs = [s.get("run", "") for job, s in steps(ghcr_both) if job == "images"]
+    (store,) = [i for i, run in enumerate(runs) if "containerd-snapshotter" in run]
+    (bake,) = [i for i, run in enumerate(runs) if "torchimages bake" in run]
+    assert store < bake
+    assert "sudo systemctl restart docker" in runs[store] and "io.containerd.snapshotter.v1" in runs[store]
+    assert "busybox-static" in runs[store]
+    assert not [run for run in runs if "--allow-unattested" in run]
+
+
 # The linters (`make lint` runs them too)
 
 
