@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import re
@@ -352,7 +353,17 @@ class DockerEngine:
                 image = self.sdk.images.get(reference)
             except self._errors.ImageNotFound:
                 return None
-            return _image_info(reference, image.attrs)
+            info = _image_info(reference, image.attrs)
+            if self._containerd_store:  # its Size is the compressed content's: the layers' own sizes, added
+                info = dataclasses.replace(info, size=sum(int(s.get("Size") or 0) for s in image.history()))
+            return info
+
+    @functools.cached_property
+    def _containerd_store(self) -> bool:
+        """Whether the engine keeps images in the containerd image store, where `docker image inspect`'s Size is
+        the compressed content's (the classic store's is the uncompressed layers')."""
+        with self._failures("asking the engine for its image store"):
+            return uses_containerd_store(self.sdk.info())
 
     def pull(self, reference: str) -> list[str]:
         try:
