@@ -40,6 +40,9 @@ def platform_manifest(engine: Engine, repository: str, reference: str, platform:
     if raw is None:
         return None
     document = manifests.parse(raw, reference)
+    named = reference.rpartition("@")[2] if "@" in reference else ""
+    if named and document.digest != named:
+        raise manifests.ManifestError(f"{reference}: the registry serves bytes of {document.digest} for it")
     if not document.is_index:
         return document.digest
     entry = manifests.platform_entry(document, platform, reference)
@@ -79,7 +82,7 @@ def publish(
             problems.append(f"{reference} ({image.platform_reference}, pushed) is not in the registry")
             continue
         wanted[image.platform] = found
-        problems += pulled_back(engine, image, found)
+        problems += pulled_back(engine, image, found, pushed or "")
     if problems:
         return problems
     labels = [engine.labels(image.platform_reference) for image in images]
@@ -94,14 +97,20 @@ def index_annotations(labels: Sequence[dict[str, str]]) -> tuple[tuple[str, str]
     return tuple(shared_annotations(labels).items())
 
 
-def pulled_back(engine: Engine, image: Image, digest: str) -> list[str]:
-    """The image the registry holds at `digest`, pulled, is the one verified here (the same image id); else why
-    not."""
+def pulled_back(engine: Engine, image: Image, digest: str, pushed: str = "") -> list[str]:
+    """The image the registry holds at `digest` is the one verified here; else why not. On the containerd image
+    store the verified image's id is the digest of its index, and that is what it was `pushed` as: the registry
+    served bytes of that digest (platform_manifest checked), so it holds that very index, whose entry `digest` is.
+    Else (the classic store: the id is the configuration's digest) the image is pulled by `digest` and must have
+    the verified id."""
+    verified = engine.inspect(image.platform_reference)
+    if verified is not None and pushed and verified.id == pushed:
+        return []
     reference = f"{image.repository}@{digest}"
     errors = engine.pull(reference)
     if errors:
         return [f"{reference} could not be pulled back: {'; '.join(errors)}"]
-    pulled, verified = engine.inspect(reference), engine.inspect(image.platform_reference)
+    pulled = engine.inspect(reference)
     if pulled is None or verified is None or pulled.id != verified.id:
         found, wanted = pulled.id if pulled else "nothing", verified.id if verified else "gone"
         return [f"{reference} ({image.platform}) pulled back is {found}, not the image verified ({wanted})"]
