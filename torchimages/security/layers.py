@@ -693,12 +693,15 @@ def read_archive(
     secrets: Sequence[Secret],
     known: Mapping[str, Layer] | None = None,
     limits: Limits | None = None,
+    by_blob: Callable[[str], Layer | None] | None = None,
 ) -> Archive:
     """Read a `docker save` archive as a stream: every member that is a tar (or gzip'd tar) is read as a
     layer; small other members are kept (manifest.json and the configuration). TarError when the archive
     itself is not read as the engine writes it (or breaks off), Exceeded past the image's bounds. With
     `known` (a cache's layers by diff_id; {}: a cache that holds none of them) each layer's bytes are hashed,
-    and a tar blob named by a known digest is only hashed, not read."""
+    and a tar blob named by a known digest is only hashed, not read. `by_blob` (a cache's layers by the digest of
+    a compressed blob, kept where its tar was seen to hash to its diff_id: the containerd store saves the gzip
+    blobs it keeps) does the same for a gzip blob: only hashed, never unpacked."""
     limits = limits or Limits()
     image = Meter("the image", limits.image_seconds, limits.image_bytes)
     layers: dict[str, Layer] = {}
@@ -723,6 +726,13 @@ def read_archive(
             digests[name] = _drained(Metered(data, (), hashed=True))
             if digests[name] == named:
                 layers[name] = known[named]
+                cached.add(name)
+            else:
+                layers[name] = Layer(problem="its content does not match its digest")
+        elif kind == "gzip" and by_blob is not None and named is not None and (hit := by_blob(named)) is not None:
+            digests[name] = _drained(Metered(data, (), hashed=True))  # the compressed bytes: its name's digest
+            if digests[name] == named:
+                layers[name] = hit
                 cached.add(name)
             else:
                 layers[name] = Layer(problem="its content does not match its digest")
@@ -858,8 +868,9 @@ def scan(
         if diff_ids and all(d in known for d in diff_ids):
             return _result(Archive(known, {}, {}, cached=frozenset(known)), Order(diff_ids, diff_ids))
     try:
+        by_blob = (lambda blob: cache.get(blob, build_secrets)) if cache is not None else None
         with engine.exported(reference, cancelled) as stream:
-            archive = read_archive(stream, build_secrets, known, limits)
+            archive = read_archive(stream, build_secrets, known, limits, by_blob)
     except (TarError, Exceeded) as exc:
         return Scan(SECRETS, scanned=False, note=f"the exported image could not be read: {exc}")
     try:
@@ -873,7 +884,8 @@ def scan(
 
 def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order) -> None:
     """Put each layer read (not from the cache, no problem) in the cache under its diff_id, when its bytes
-    were seen to hash to it."""
+    were seen to hash to it; a compressed blob's (`/blobs/sha256/<hex>` whose name is not its diff_id: a gzip
+    layer the containerd store saved) under its name as well, so the next image that holds it only hashes it."""
     for name, digest in dict(zip(order.names, order.digests, strict=True)).items():
         layer = archive.layers.get(name)
         if (
@@ -883,6 +895,8 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
             and archive.digests.get(name) == digest
         ):
             cache.put(digest, secrets, layer)
+            if (blob := _blob_digest(name)) is not None and blob != digest:
+                cache.put(blob, secrets, layer)
 
 
 def link_notes(archive: Archive, order: Order) -> tuple[list[str], int]:

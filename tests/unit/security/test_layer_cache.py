@@ -167,9 +167,38 @@ def test_a_gzip_layer_is_kept_under_its_uncompressed_digest(cache: LayerCache, r
     packed = gzip.compress(plain, mtime=0)
     engine = engine_with([plain], oci([(sha(packed), packed)], [sha(plain)]))
     first = scan(engine, cache)
-    assert [f.key for f in first.findings] == ["/home/u/.netrc"] and len(entries(cache.folder)) == 1
+    # under its diff_id, and under its blob's name (the containerd store saves the gzip blob)
+    assert [f.key for f in first.findings] == ["/home/u/.netrc"] and len(entries(cache.folder)) == 2
     again = scan(engine, cache)
     assert exports(engine) == 1 and again.findings == first.findings and len(reads) == 1
+
+
+def test_a_gzip_blob_read_before_is_only_hashed_in_the_next_image(cache: LayerCache, reads: list[int]) -> None:
+    """devel on the containerd store: runtime's gzip blobs, then its own; runtime's are taken from the cache by
+    their blob's name (their content hashed to it), only devel's own layer is unpacked and read."""
+    shared, own = layer(("home/u/.netrc", NETRC)), layer(("opt/devel.txt", b"nvcc"))
+    shared_gz, own_gz = gzip.compress(shared, mtime=0), gzip.compress(own, mtime=0)
+    engine = engine_with([shared], oci([(sha(shared_gz), shared_gz)], [sha(shared)]))
+    scan(engine, cache)
+    add(
+        engine, [shared, own], oci([(sha(shared_gz), shared_gz), (sha(own_gz), own_gz)], [sha(shared), sha(own)]), "d:1"
+    )
+    devel = scan(engine, cache, "d:1")
+    assert len(reads) == 2  # runtime's layer once, devel's own once
+    assert [f.key for f in devel.findings] == ["/home/u/.netrc"]  # the cached layer's finding still said
+    assert "(1 from the cache)" in devel.note
+
+
+def test_a_gzip_blob_whose_content_is_not_its_name_is_not_taken_from_the_cache(cache: LayerCache) -> None:
+    shared, own = layer(("home/u/.netrc", NETRC)), layer(("opt/devel.txt", b"nvcc"))
+    shared_gz, own_gz = gzip.compress(shared, mtime=0), gzip.compress(own, mtime=0)
+    engine = engine_with([shared], oci([(sha(shared_gz), shared_gz)], [sha(shared)]))
+    scan(engine, cache)
+    other = gzip.compress(layer(("etc/x", b"x")), mtime=0)  # under the cached blob's name: other bytes
+    blobs = [(sha(shared_gz), other), (sha(own_gz), own_gz)]
+    add(engine, [layer(("etc/x", b"x")), own], oci(blobs, [sha(layer(("etc/x", b"x"))), sha(own)]), "lie:1")
+    lying = scan(engine, cache, "lie:1")
+    assert not lying.scanned and "its content does not match its digest" in lying.note
 
 
 # --- what the key holds ---------------------------------------------------------------------------------------
