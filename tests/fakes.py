@@ -353,7 +353,7 @@ class FakeEngine:
         self.calls.append(("sbom_attestation", None))
         return self.sbom
 
-    def attestations(self, reference: str, platform: str) -> Attested:
+    def attestations(self, reference: str, platform: str, cancelled: threading.Event | None = None) -> Attested:
         self.calls.append(("attestations", reference))
         found = self.attested.get(reference, EngineError(f"{reference}: no attestations kept (fake engine)"))
         if isinstance(found, EngineError):

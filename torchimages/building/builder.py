@@ -707,7 +707,8 @@ class Builder:
             return []
         unless = " (promote --allow-unattested takes it without)" if self.options.require_attestations else ""
         try:
-            return [problem + unless for problem in self.engine.attestations(reference, image.platform).problems()]
+            attested = self.engine.attestations(reference, image.platform, self.cancelled)
+            return [problem + unless for problem in attested.problems()]
         except EngineError as exc:
             return [f"could not read the image's attestations: {exc}{unless}"]
 

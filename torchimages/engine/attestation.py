@@ -192,7 +192,8 @@ def read_attested(layout_index: bytes, blobs: Mapping[str, bytes], platform: str
         annotations = entry.get("annotations")
         if not isinstance(annotations, dict) or annotations.get(REFERENCE_DIGEST) != manifest:
             continue
-        for layer in _json(blobs, entry.get("digest"), "attestation manifest").get("layers") or []:
+        layers = _json(blobs, entry.get("digest"), "attestation manifest").get("layers")
+        for layer in layers if isinstance(layers, list) else []:
             if not isinstance(layer, dict) or layer.get("mediaType") != IN_TOTO:
                 continue
             statement = _json(blobs, layer.get("digest"), "attestation")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
 import re
 import shlex
@@ -292,8 +293,10 @@ class DockerEngine:
         return sbom_attestation(True, driver, store, reference, problem)
 
     def _sbom_generator(self, architecture: str) -> tuple[str, str]:
-        """The SBOM generator image for this engine's `architecture`, made unless it is here: its reference, or
-        "" and why it could not be made."""
+        """The SBOM generator image for this engine's `architecture`, built from its files every time (BuildKit's
+        cache makes a second build take seconds; an image someone else put under its tag is never taken): its
+        reference pinned by digest (`NAME:TAG@sha256:...`: resolved here, and never a substitute from a registry),
+        or "" and why it could not be made."""
         syft, busybox = sbom_generator.find_syft(), sbom_generator.find_busybox(architecture)
         if syft.path is None or busybox.path is None:
             return "", syft.problem or busybox.problem
@@ -301,8 +304,6 @@ class DockerEngine:
             return "", f"syft {syft.path}: {problem}"
         files = sbom_generator.context_files(busybox.path, syft.path)
         reference = sbom_generator.generator_reference(files)
-        if self.inspect(reference) is not None:
-            return reference, ""
         client = self.build_client
         with tempfile.TemporaryDirectory(prefix="torchimages-sbom-generator-") as folder:
             sbom_generator.write_context(files, Path(folder))
@@ -314,7 +315,10 @@ class DockerEngine:
         if made.status != 0:
             why = made.stopped or _text(made.stderr).strip()[-2000:] or f"exit status {made.status}"
             return "", f"its build failed: {values.show(why)}"
-        return reference, ""
+        built = self.inspect(reference)
+        if built is None or not built.id.startswith("sha256:"):
+            return "", f"{reference} is not here after its build"
+        return f"{reference}@{built.id}", ""
 
     def named_contexts(self) -> bool:
         """Whether builds take named build contexts (found on first use: a probe build)."""
@@ -388,12 +392,13 @@ class DockerEngine:
         with streamed([self.docker_cli, "save", info.id], cancelled) as stream:
             yield stream
 
-    def attestations(self, reference: str, platform: str) -> Attested:
+    def attestations(self, reference: str, platform: str, cancelled: threading.Event | None = None) -> Attested:
         """The attestations of the image's `platform` image, read from its `docker save` (an OCI layout on the
-        containerd image store: its index.json and its JSON blobs; the layers are read past, not kept)."""
+        containerd image store: its index.json and its JSON blobs, each kept only where its bytes hash to its
+        name; the layers are read past, not kept); stopped by `cancelled`."""
         layout, blobs = b"", {}
         try:
-            with self.exported(reference) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+            with self.exported(reference, cancelled) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
                 for member in archive:
                     name = member.name.removeprefix("./")
                     if not member.isfile() or member.size > JSON_BLOB_BYTES:
@@ -405,7 +410,9 @@ class DockerEngine:
                     if name == "index.json":
                         layout = head + file.read()
                     elif head == b"{":
-                        blobs["sha256:" + name.rsplit("/", 1)[1]] = head + file.read()
+                        data, named = head + file.read(), "sha256:" + name.rsplit("/", 1)[1]
+                        if "sha256:" + hashlib.sha256(data).hexdigest() == named:
+                            blobs[named] = data
         except (tarfile.TarError, OSError) as exc:
             raise EngineError(f"reading the saved image {reference} for its attestations: {exc}") from None
         if not layout:
@@ -619,13 +626,21 @@ class DockerEngine:
     def _read_back(self, repository: str, digest: str, verified: ImageInfo, say: Callable[[str], None]) -> list[str]:
         """Pull what the registry now holds by its digest: the engine finds the configuration it has (the
         verified image's), downloads no layer, and records `repository@digest` in RepoDigests, as after
-        `docker push`. An engine that cannot read it back (one before 23 does not know zstd) is said."""
+        `docker push`; it must be the verified image (the same id; on the containerd store, where the id is the
+        manifest's or the index's digest, the same layers, labels, environment and user). An engine that cannot
+        read it back (one before 23 does not know zstd) is said."""
         pushed = f"{repository}@{digest}"
         try:
             with self._failures(f"reading back {pushed}"):
                 found = self.sdk.images.pull(repository, tag=digest)
         except EngineError as exc:
             say(f"{pushed}: pushed; this engine did not read it back, so its RepoDigests lack it ({exc})")
+            return []
+        if self._containerd_store:  # ids are manifest or index digests there: the zstd manifest is not the index
+            pulled = _image_info(pushed, found.attrs)
+            kept = (pulled.layers, pulled.labels, pulled.env, pulled.user)
+            if kept != (verified.layers, verified.labels, verified.env, verified.user):
+                return [f"{pushed}: the registry holds an image of other layers or configuration than the verified one"]
             return []
         if found.id != verified.id:
             return [f"{pushed}: the registry holds image {found.id}, not the verified {verified.id}"]

@@ -266,9 +266,10 @@ class Engine(Protocol):
         the build client, its builder and the engine's image store are."""
         ...
 
-    def attestations(self, reference: str, platform: str) -> Attested:
+    def attestations(self, reference: str, platform: str, cancelled: threading.Event | None = None) -> Attested:
         """The attestations attached to the image's `platform` image: its manifest's digest and the predicate types
-        of the statements about it. EngineError when they cannot be read (no index: none were kept)."""
+        of the statements about it. EngineError when they cannot be read (no index: none were kept); returns
+        promptly once `cancelled` is set."""
         ...
 
     def named_contexts(self) -> bool:

@@ -124,3 +124,19 @@ def test_promote_refuses_an_image_without_attestations_unless_told(
     told = FakeEngine(CPU_HOLDS)
     assert promote(told, require=False).startswith("promoted")
     assert not [call for call, _ in told.calls if call == "attestations"]
+
+
+def test_an_image_built_without_attestations_is_not_up_to_date_where_they_are_attached(
+    selected: list[plan.Selected], tmp_path: Path
+) -> None:
+    """The build digest covers the generator where attestations are attached: an image built before without them
+    (or by another generator) is built again, and its attestations checked, never skipped and pushed as it is."""
+    engine = engine_attesting(Attested(MANIFEST, (SPDX, SLSA)))
+    run(engine, selected, tmp_path)  # built without attestations (none attached)
+    again = run(engine, selected, tmp_path, sbom=ATTACHED, push=True)
+    assert [o.status for o in again] == ["built", "built"]
+    assert len([call for call, _ in engine.calls if call == "attestations"]) == 2
+    third = run(engine, selected, tmp_path, sbom=ATTACHED)  # now built with them: up to date
+    assert [o.status for o in third] == ["skipped", "skipped"]
+    other = SbomAttestation(True, "another generator", "torchimages/sbom-generator:ffffffffffffffffffff")
+    assert [o.status for o in run(engine, selected, tmp_path, sbom=other)] == ["built", "built"]

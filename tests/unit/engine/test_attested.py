@@ -131,7 +131,13 @@ def test_another_platforms_image_is_not_this_ones() -> None:
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8) | st.sampled_from([IMAGE, INDEX, ATTEST, SPDX]),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=8)
+    | st.sampled_from(
+        [IMAGE, INDEX, ATTEST, SBOM, SPDX, OCI_INDEX, OCI_MANIFEST, "linux", "amd64", "application/vnd.in-toto+json"]
+    ),
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.dictionaries(
@@ -160,7 +166,7 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(JSON, st.dictionaries(st.sampled_from([INDEX, ATTEST, SBOM, PROV]), JSON, max_size=4))
 def test_any_json_is_answered_or_refused_with_attestation_error(top: Any, blobs: dict[str, Any]) -> None:
     try:
@@ -170,3 +176,34 @@ def test_any_json_is_answered_or_refused_with_attestation_error(top: Any, blobs:
     except AttestationError:
         return
     assert isinstance(found, Attested) and all(isinstance(p, str) for p in found.predicates)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([INDEX, ATTEST, SBOM, PROV]), JSON)
+def test_any_blob_of_a_real_layout_replaced_is_answered_or_refused(blob: str, value: Any) -> None:
+    """Past the layout's checks: each blob of a built image's layout in turn replaced by any JSON (a manifest's
+    `layers` a number, a subject a string...)."""
+    top, blobs = layout()
+    try:
+        found = read_attested(top, {**blobs, blob: json.dumps(value).encode()}, "linux/amd64")
+    except AttestationError:
+        return
+    assert found.manifest == IMAGE and set(found.predicates) <= {SPDX, SLSA}
+
+
+def test_a_manifest_whose_layers_are_no_list_counts_no_statement() -> None:
+    top, blobs = layout()
+    found = read_attested(top, {**blobs, ATTEST: b'{"layers": 5}'}, "linux/amd64")
+    assert found == Attested(IMAGE, ())
+
+
+def test_another_os_or_digest_algorithm_or_a_second_image_does_not_pass() -> None:
+    with pytest.raises(AttestationError, match="names 0 images of linux/amd64"):
+        read_attested(*layout(platform={"architecture": "amd64", "os": "windows"}), "linux/amd64")
+    top, blobs = layout()
+    sha512 = json.loads(blobs[SBOM])
+    sha512["subject"][0]["digest"] = {"sha512": IMAGE.split(":")[1]}
+    assert read_attested(top, {**blobs, SBOM: json.dumps(sha512).encode()}, "linux/amd64").predicates == (SLSA,)
+    two = json.dumps({"manifests": [json.loads(top)["manifests"][0]] * 2}).encode()
+    with pytest.raises(AttestationError, match="names 2 images, not one"):
+        read_attested(two, blobs, "linux/amd64")

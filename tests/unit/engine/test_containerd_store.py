@@ -1,0 +1,106 @@
+"""The containerd image store's answers read as the classic store's were (issue 46). An image's size is its
+uncompressed layers' on either store: the classic store's `docker image inspect` Size is that; the containerd
+store's is the compressed content's (421 MB of a CPU runtime whose layers hold 1.49 GB, Docker 26.1.5,
+2026-12-07), so there the layers' own sizes (its history) are added. A zstd push read back: there an id is the
+digest of a manifest or an index, never the configuration's. The engine's answers are literals here (a stand-in
+SDK)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker.errors
+
+from torchimages import engine
+
+ATTRS = {"Id": "sha256:" + "a" * 64, "Size": 421_229_050, "Config": {}, "RootFS": {"Layers": []}}
+HISTORY: list[dict[str, Any]] = [
+    {"CreatedBy": "CMD", "Size": 0},
+    {"CreatedBy": "RUN venv", "Size": 797_000_000},
+    {"Size": 138_000_000},
+]
+CLASSIC = {"DriverStatus": [["Backing Filesystem", "extfs"]]}
+CONTAINERD = {"DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]]}
+
+
+class Image:
+    attrs = ATTRS
+
+    def history(self) -> list[dict[str, Any]]:
+        return HISTORY
+
+
+class Pulled:
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs, self.id = attrs, attrs["Id"]
+
+
+class Images:
+    pulled_attrs: dict[str, Any] = ATTRS
+
+    def get(self, reference: str) -> Image:
+        if reference != "r/x:1":
+            raise docker.errors.ImageNotFound(reference)
+        return Image()
+
+    def pull(self, repository: str, tag: str) -> Pulled:
+        return Pulled(self.pulled_attrs)
+
+
+class Sdk:
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.images, self._info = Images(), info
+        self.asked = 0
+
+    def info(self) -> dict[str, Any]:
+        self.asked += 1
+        return self._info
+
+
+def engine_of(info: dict[str, Any]) -> tuple[engine.DockerEngine, Sdk]:
+    found = engine.DockerEngine.__new__(engine.DockerEngine)
+    sdk = Sdk(info)
+    found.__dict__.update(sdk=sdk, _errors=docker.errors, _docker_cli="docker", _client=None, _named_contexts=None)
+    return found, sdk
+
+
+def test_the_classic_stores_size_is_inspects() -> None:
+    found, _ = engine_of(CLASSIC)
+    info = found.inspect("r/x:1")
+    assert info is not None and info.size == 421_229_050
+
+
+def test_the_containerd_stores_size_is_the_layers_added_and_the_store_asked_once() -> None:
+    found, sdk = engine_of(CONTAINERD)
+    first, second = found.inspect("r/x:1"), found.inspect("r/x:1")
+    assert first is not None and first.size == 935_000_000 == (second.size if second else None)
+    assert sdk.asked == 1
+    assert found.inspect("r/none:1") is None
+
+
+VERIFIED = engine.ImageInfo("r/x:1", "sha256:" + "a" * 64, {"l": "1"}, {"E": "1"}, "", ("sha256:" + "b" * 64,))
+ZSTD_PULLED = {  # the zstd manifest pulled by digest: its id is that digest on the containerd store
+    "Id": "sha256:" + "f" * 64,
+    "Config": {"Labels": {"l": "1"}, "Env": ["E=1"]},
+    "RootFS": {"Layers": ["sha256:" + "b" * 64]},
+}
+
+
+def test_a_zstd_read_back_on_the_containerd_store_compares_the_layers_and_configuration() -> None:
+    """The zstd manifest's id is not the verified index's there: the same layers, labels, environment and user
+    make it the verified image; other layers do not."""
+    found, sdk = engine_of(CONTAINERD)
+    sdk.images.pulled_attrs = ZSTD_PULLED
+    assert found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, print) == []
+    sdk.images.pulled_attrs = {**ZSTD_PULLED, "RootFS": {"Layers": ["sha256:" + "c" * 64]}}
+    assert found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, print) == [
+        f"reg/r@sha256:{'f' * 64}: the registry holds an image of other layers or configuration than the verified one"
+    ]
+
+
+def test_a_zstd_read_back_on_the_classic_store_compares_the_ids() -> None:
+    found, sdk = engine_of(CLASSIC)
+    sdk.images.pulled_attrs = ZSTD_PULLED  # the same layers, another id: not the verified image there
+    assert found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, print) == [
+        f"reg/r@sha256:{'f' * 64}: the registry holds image sha256:{'f' * 64}, not the verified sha256:{'a' * 64}"
+    ]
