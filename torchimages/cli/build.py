@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     options = dataclasses.replace(options, signer=common.signer(sign_key))
     options = dataclasses.replace(options, sbom=engine.sbom_attestation())
     print(f"Attestations (SBOM, provenance): {options.sbom.note}", file=sys.stderr)
+    if options.sbom.attached and (dropped := common.zstd_attestation_note(options.push, options.compression)):
+        print(dropped, file=sys.stderr)
     junit_dir = common.start_outputs(args.log_dir, args.report)
     build = common.make_builder(args, engine, options, shown, junit_dir, gate, stale=args.rebuild_stale)
     done = interrupts.until_interrupted(build.cancel, lambda: build.build(chosen))

@@ -106,6 +106,17 @@ def attestations() -> SbomAttestation:
         return SbomAttestation(False, f"no Docker engine answers here to make the SBOM generator in ({exc.reason})")
 
 
+def zstd_attestation_note(push: bool, compression: str) -> str | None:
+    """What a zstd push of attested images says once: it carries none of their attestations."""
+    if not push or compression != values.ZSTD:
+        return None
+    return (
+        "Attestations: the zstd push carries none (the SBOM and provenance name the gzip manifest's digest, not the "
+        "zstd one's): each image's own tag in the registry has no attestations; push with --compression gzip to "
+        "publish them (docs/how-to/push-with-zstd.md)"
+    )
+
+
 def renderer(args: argparse.Namespace) -> progress.Renderer:
     """How `build` and `promote` show progress: --progress, the heartbeat from TORCHIMAGES_HEARTBEAT_S."""
     return renderers.renderer(args.progress, sys.stdout, settings.seconds("TORCHIMAGES_HEARTBEAT_S"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         signer=common.signer(sign_key),
         require_attestations=not args.allow_unattested,
     )
+    if options.require_attestations and (dropped := common.zstd_attestation_note(args.push, args.compression)):
+        print(dropped, file=sys.stderr)
     common.start_outputs(args.log_dir, None)
     promoter = common.make_builder(args, engine, options, shown, security=gate)
     chosen = list(promotion.chosen)

@@ -395,3 +395,30 @@ def test_a_combination_of_two_platforms_bakes_a_target_per_platform(
     uv = {name: Path(t["secret"][1].split("src=")[1]).read_text() for name, t in targets.items()}
     assert "https://pypi.org/simple" in uv["2_9_1-cpu-runtime-arm64"]
     assert "download.pytorch.org/whl/cpu" in uv["2_9_1-cpu-runtime-amd64"]
+
+
+def test_a_bake_on_an_engine_that_keeps_attestations_asks_for_them_in_every_target(
+    cli: Callable[..., tuple[int, str, str]], matrix_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46: `bake` asks this machine's engine (cli.common.attestations, stubbed here as an engine on the
+    containerd store that made its generator): every target attaches the SBOM by that generator and provenance
+    mode=max, and the build digest covers it; an engine that keeps none gets no `attest`, and says why."""
+    from torchimages.cli import common
+    from torchimages.engine import SbomAttestation
+
+    generator = "torchimages/sbom-generator:0123456789abcdef0123@sha256:" + "d" * 64
+    monkeypatch.setattr(common, "attestations", lambda: SbomAttestation(True, "a test's engine", generator))
+    out = tmp_path / "bake.json"
+    code, _, err = cli("bake", "--matrix", str(matrix_file), "--output", str(out), "2.13.0-cpu")
+    assert code == 0, err
+    assert "Attestations (SBOM, provenance): attached (a test's engine)" in err
+    targets = json.loads(out.read_text())["target"]
+    for target in targets.values():
+        assert target["attest"] == [f"type=sbom,generator={generator}", "type=provenance,mode=max"]
+    attested_digests = {t["labels"]["io.torchimages.build-digest"] for t in targets.values()}
+    monkeypatch.setattr(common, "attestations", lambda: SbomAttestation(False, "the classic image store"))
+    code, _, err = cli("bake", "--matrix", str(matrix_file), "--output", str(out), "2.13.0-cpu")
+    assert code == 0 and "Attestations (SBOM, provenance): not attached: the classic image store" in err
+    targets = json.loads(out.read_text())["target"]
+    assert not [t for t in targets.values() if "attest" in t]
+    assert not attested_digests & {t["labels"]["io.torchimages.build-digest"] for t in targets.values()}

@@ -1,0 +1,72 @@
+"""`promote` through its command line (issue 46): an image without its own SBOM and provenance attestations is
+refused unless `--allow-unattested`; a zstd push says once that it carries none. Against the fake engine (its
+`attestations` answers: none kept), no Docker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import CU118_270, FakeEngine
+from tests.unit.cli.test_interrupted_build import MATRIX, connecting
+from torchimages.building import bake
+from torchimages.planning import plan
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+def baked(fake: FakeEngine, path: Path, tmp_path: Path) -> str:
+    """Both images of MATRIX baked into the fake engine (true 2.7.0+cu118 images); the metadata file's path."""
+    (selected,) = plan.select(plan.load(path), [])
+    metadata = {}
+    for image in selected.images:
+        reference = bake.bake_reference(selected.combination, image)
+        fake.images[reference] = {}
+        fake.truth[reference] = CU118_270
+        metadata[bake.target_name(image)] = {bake.IMAGE_NAME: reference}
+    (tmp_path / "metadata.json").write_text(json.dumps(metadata))
+    return str(tmp_path / "metadata.json")
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_promote_refuses_unattested_images_unless_allowed(
+    cli: Cli, write_matrix: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allow: bool
+) -> None:
+    fake = FakeEngine(CU118_270)
+    connecting(monkeypatch, fake)
+    path = write_matrix(MATRIX)
+    source = baked(fake, path, tmp_path)
+    told = ["--allow-unattested"] if allow else []
+    code, out, err = cli(
+        "promote", "--matrix", str(path), "--test", "none", "--log-dir", str(tmp_path / "logs"), "--from", source, *told
+    )
+    if allow:
+        assert code == 0, out + err
+        assert "2 promoted, 0 failed" in out and len(fake.tagged) == 4
+        assert not [call for call, _ in fake.calls if call == "attestations"]
+    else:
+        assert code == 1, out + err
+        assert "0 promoted, 2 failed" in out and fake.tagged == []
+        assert (
+            "could not read the image's attestations" in out and "(promote --allow-unattested takes it without)" in out
+        )
+
+
+def test_a_zstd_promote_says_it_pushes_no_attestations(
+    cli: Cli, write_matrix: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeEngine(CU118_270)
+    connecting(monkeypatch, fake)
+    monkeypatch.setattr("torchimages.cli.common.check_compression", lambda compression, push: None)
+    path = write_matrix(MATRIX.replace("matrix:", "repository: registry.example.org/t/pytorch\nmatrix:"))
+    source = baked(fake, path, tmp_path)
+    logs = str(tmp_path / "logs")
+    _, _, err = cli("promote", "--matrix", str(path), "--test", "none", "--log-dir", logs, "--from", source,
+                    "--push", "--compression", "zstd")  # fmt: skip
+    assert "Attestations: the zstd push carries none" in err
+    _, _, err = cli("promote", "--matrix", str(path), "--test", "none", "--log-dir", logs, "--from", source,
+                    "--push", "--compression", "zstd", "--allow-unattested")  # fmt: skip
+    assert "Attestations: the zstd push carries none" not in err
