@@ -17,7 +17,8 @@
 #  * an engine it starts keeps images in the containerd image store (where builds keep their SBOM and provenance
 #    attestations): it writes DAEMON_JSON (default /etc/docker/daemon.json) with that feature where there is none;
 #    one that exists is left as it is, and so is an engine that already runs (a note says which store it keeps).
-#    busybox-static is installed for the SBOM generator image (torchimages/engine/sbom_generator.py).
+#    busybox-static is installed for the SBOM generator image (torchimages/engine/sbom_generator.py), unless
+#    Debian's dynamic busybox is installed (busybox-static would replace it): then a note says so.
 # Env: DAEMON_JSON, EXTRA_PACKAGES (more Debian packages to install, e.g. docker-registry for the tests), DOCKERD_LOG (default /var/log/dockerd.log), DOCKERD_TIMEOUT (seconds, default 60),
 #      APT_ETC (apt's configuration folder, default /etc/apt)
 set -euo pipefail
@@ -25,7 +26,7 @@ set -euo pipefail
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
 DOCKERD_TIMEOUT=${DOCKERD_TIMEOUT:-60}
-PACKAGES=(docker.io mmdebstrap ubuntu-keyring busybox-static ${EXTRA_PACKAGES:-})
+PACKAGES=(docker.io mmdebstrap ubuntu-keyring ${EXTRA_PACKAGES:-})
 
 log() { printf '[start-docker] %s\n' "$*" >&2; }
 die() { printf '[start-docker] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -80,6 +81,12 @@ fi
 # Missing ones are installed; a docker.io older than the candidate apt offers (bookworm's 20.10 where trixie's
 # 26 is pinned in) is upgraded. Where the newer engine cannot be installed, bookworm's is (the tool works with
 # both; docs/benchmarks.md compares them).
+# busybox-static (a static shell for the SBOM generator image) replaces Debian's dynamic busybox: never that one.
+if [ -n "$(installed_version busybox)" ]; then
+    log "busybox (dynamic) is installed: busybox-static, which would replace it, is not; the SBOM generator needs a static busybox (TORCHIMAGES_BUSYBOX names one)"
+else
+    PACKAGES+=(busybox-static)
+fi
 wanted=()
 for p in "${PACKAGES[@]}" docker-buildx; do
     have=$(installed_version "$p")
@@ -141,7 +148,7 @@ else
         # PATH first with /usr/sbin:/usr/bin so dockerd finds Debian's containerd/runc; --config-file: DAEMON_JSON,
         # where it is (dockerd's default is /etc/docker/daemon.json)
         config=()
-        [ -e "$DAEMON_JSON" ] && config=(--config-file "$DAEMON_JSON")
+        [ -f "$DAEMON_JSON" ] && config=(--config-file "$DAEMON_JSON")
         PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH nohup setsid "$DOCKERD" "${config[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null &
     fi
     deadline=$((SECONDS + DOCKERD_TIMEOUT))
@@ -162,7 +169,7 @@ fi
 
 # The image store the engine keeps images in (docker info's driver-type): said, never changed here
 if "$CLIENT" info --format '{{json .DriverStatus}}' 2>/dev/null | grep -q 'io.containerd.snapshotter.v1'; then
-    log "the engine keeps images in the containerd image store (builds attach SBOM and provenance attestations)"
+    log "the engine keeps images in the containerd image store (where builds can keep SBOM and provenance attestations: build says whether it attaches them)"
 else
     log "the engine keeps images in its classic image store: builds attach no attestations; to change it, add \"features\": {\"containerd-snapshotter\": true} to $DAEMON_JSON and restart dockerd (its images stay in the classic store, unseen)"
 fi

@@ -137,7 +137,7 @@ SETTINGS = (
         "path",
         "",
         "the syft binary for the SBOMs of --report and the SBOM attestation's generator image",
-        ("build", "test"),
+        ("build", "bake", "test"),
     ),
     Setting(
         "TORCHIMAGES_BUSYBOX",

@@ -195,7 +195,7 @@ def test_an_engine_started_here_gets_the_containerd_store_where_no_daemon_json_s
     done = containerd_store(daemon_json)
     assert done.returncode == 0, done.stderr
     assert json.loads(daemon_json.read_text()) == {"features": {"containerd-snapshotter": True}}
-    assert "wrote" in done.stderr and "containerd image store" in done.stderr
+    assert "wrote" in done.stderr and "containerd image store" in done.stderr and "unseen" in done.stderr
     again = containerd_store(daemon_json)  # the feature named: nothing said, nothing changed
     assert again.returncode == 0 and again.stderr == ""
     assert json.loads(daemon_json.read_text()) == {"features": {"containerd-snapshotter": True}}
@@ -207,10 +207,12 @@ def test_a_machines_own_daemon_json_is_left_as_it_is(tmp_path: Path) -> None:
     done = containerd_store(own)
     assert done.returncode == 0
     assert own.read_text() == '{"data-root": "/srv/docker"}\n'
-    assert "does not name containerd-snapshotter: left as it is" in done.stderr
+    assert "is there and does not name containerd-snapshotter: left as it is" in done.stderr
     dangling = tmp_path / "link.json"
     dangling.symlink_to(tmp_path / "nowhere.json")  # a link is the machine's: never written through
-    assert containerd_store(dangling).returncode == 0 and not (tmp_path / "nowhere.json").exists()
+    done = containerd_store(dangling)
+    assert done.returncode == 0 and not (tmp_path / "nowhere.json").exists()
+    assert "is a link to nothing: left as it is" in done.stderr
 
 
 def test_a_daemon_json_that_cannot_be_written_fails(tmp_path: Path) -> None:
@@ -218,3 +220,7 @@ def test_a_daemon_json_that_cannot_be_written_fails(tmp_path: Path) -> None:
     blocker.write_text("")
     done = containerd_store(blocker / "docker" / "daemon.json")  # its folder cannot be made
     assert done.returncode == 1
+    folder = tmp_path / "daemon.json.d"
+    folder.mkdir()
+    done = containerd_store(folder)
+    assert done.returncode == 1 and "is a folder, not a configuration file for dockerd" in done.stderr
