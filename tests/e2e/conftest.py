@@ -419,13 +419,48 @@ def cpu_built(
     yield from build_matrix(docker_client, tmp, CPU, ca_bundle, registry=session_registry, extra=extra, env=env)
 
 
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, "
+    "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json"
+)
+
+
 def registry_manifest(registry: str, repository: str, tag: str) -> tuple[str, dict[str, Any]]:
-    """The registry's manifest of a tag: its digest and its content."""
+    """The registry's manifest of a tag (an image manifest, or an index: the containerd store pushes an image with
+    its attestations as one): its digest and its content."""
     path = repository.removeprefix(registry + "/")
-    accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
-    request = urllib.request.Request(f"http://{registry}/v2/{path}/manifests/{tag}", headers={"Accept": accept})
+    request = urllib.request.Request(f"http://{registry}/v2/{path}/manifests/{tag}", headers={"Accept": MANIFEST_TYPES})
     with urllib.request.urlopen(request, timeout=10) as answer:
         return str(answer.headers["Docker-Content-Digest"]), dict(json.load(answer))
+
+
+def registry_image(
+    registry: str, repository: str, tag: str, platform: str = "linux/amd64"
+) -> tuple[str, dict[str, Any]]:
+    """The image manifest a tag names for `platform`: its own, or its index's entry of that platform."""
+    digest, found = registry_manifest(registry, repository, tag)
+    if "manifests" not in found:
+        return digest, found
+    os_name, _, architecture = platform.partition("/")
+    (entry,) = [
+        e
+        for e in found["manifests"]
+        if (e.get("platform") or {}).get("os") == os_name
+        and (e.get("platform") or {}).get("architecture") == architecture
+    ]
+    return registry_manifest(registry, repository, entry["digest"])
+
+
+def registry_blob(registry: str, repository: str, digest: str) -> dict[str, Any]:
+    """A JSON blob (a configuration) the registry stores."""
+    path = repository.removeprefix(registry + "/")
+    with urllib.request.urlopen(f"http://{registry}/v2/{path}/blobs/{digest}", timeout=10) as answer:
+        return dict(json.load(answer))
+
+
+def uncompressed_size(client: Any, reference: str) -> int:
+    """An image's uncompressed layers, added (its history): what the tool reports as its size on either store."""
+    return sum(int(step.get("Size") or 0) for step in client.images.get(reference).history())
 
 
 def stored_blobs(root: Path) -> frozenset[str]:
@@ -436,7 +471,8 @@ def stored_blobs(root: Path) -> frozenset[str]:
 @dataclass(frozen=True)
 class Rebuilt:
     """The shared CPU build built again with `--no-cache --push`: what was there before it (each flavor's
-    layers, the digest of each flavor's tag in the run's registry, the blobs the registry stored), the result."""
+    layers, the digest of each flavor's image manifest in the run's registry, the blobs the registry stored), the
+    result."""
 
     before: Mapping[str, tuple[str, ...]]
     manifests_before: Mapping[str, str]
@@ -457,7 +493,7 @@ def cpu_rebuilt(cpu_built: Built, docker_client: Any, session_registry: str, ses
         for flavor in flavors
     }
     manifests = {
-        flavor: registry_manifest(session_registry, cpu_built.image(flavor).repository, cpu_built.image(flavor).tag)[0]
+        flavor: registry_image(session_registry, cpu_built.image(flavor).repository, cpu_built.image(flavor).tag)[0]
         for flavor in flavors
     }
     blobs = stored_blobs(session_registry_root)

@@ -5,6 +5,7 @@ through the real CLI on this machine (no GPU, no public registry)."""
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import tarfile
 import textwrap
@@ -43,7 +44,9 @@ def push(client: Any, image: str, reference: str) -> str:
     digest = ""
     for line in client.images.push(repository, tag, stream=True, decode=True):
         assert "error" not in line, line
-        digest = (line.get("aux") or {}).get("Digest", digest)
+        digest = (line.get("aux") or {}).get("Digest", digest)  # the classic store's
+        said = re.search(r": digest: (sha256:[0-9a-f]{64}) size:", str(line.get("status") or ""))
+        digest = said.group(1) if said else digest  # the containerd store says it in a status line only
     assert digest.startswith("sha256:"), f"no digest reported for {reference}"
     return digest
 

@@ -17,7 +17,7 @@ import pytest
 from torchimages.building import bootstrap
 from torchimages.reporting import writer as reporting
 
-from .conftest import Built, build_matrix, own_temporary, report_dir, run_cli, temporary_images
+from .conftest import Built, build_matrix, own_temporary, report_dir, run_cli, temporary_images, uncompressed_size
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]"
@@ -57,7 +57,9 @@ def test_the_manifest_says_what_was_built_from_what(built: Built, docker_client:
     planned = built.image("runtime")
     stored = docker_client.images.get(built.ids["runtime"])  # as built (a later --no-cache rebuild moves the tag)
     assert (image["reference"], image["input_digest"]) == (planned.reference, planned.input_digest)
-    assert image["image_id"] == stored.id and image["size"]["uncompressed"] == stored.attrs["Size"]
+    assert image["image_id"] == stored.id and image["size"]["uncompressed"] == uncompressed_size(
+        docker_client, stored.id
+    )
     assert image["versions"] == {
         "torch": "2.13.0",
         "torchvision": None,

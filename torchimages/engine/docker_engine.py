@@ -69,6 +69,25 @@ def stored_size(manifest: Any) -> int | None:
     return sum(int(size) for size in sizes if size is not None)
 
 
+def verbose_stored_size(found: Any) -> int | None:
+    """The bytes a registry stores for one image from `docker manifest inspect --verbose`: an image manifest's
+    entry (an object), or an index's entries (a list), of which the one image that is not an attestation
+    (`unknown/unknown`: the containerd store pushes an image with its attestations as an index); None when
+    there is not exactly one such image."""
+    entries = found if isinstance(found, list) else [found]
+    images = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            return None
+        platform = (
+            (entry.get("Descriptor") or {}).get("platform") if isinstance(entry.get("Descriptor"), dict) else None
+        )
+        if isinstance(platform, dict) and (platform.get("os"), platform.get("architecture")) == ("unknown", "unknown"):
+            continue
+        images.append(entry.get("OCIManifest") or entry.get("SchemaV2Manifest"))
+    return stored_size(images[0]) if len(images) == 1 else None
+
+
 def _loopback(reference: str) -> bool:
     """Whether a reference names a registry on this machine (which Docker, too, lets speak plain HTTP)."""
     first = reference.split("/", 1)[0] if "/" in reference else ""
@@ -434,13 +453,14 @@ class DockerEngine:
             raise EngineError(f"`{shlex.join(cmd)}` failed: {why}")
 
     def compressed_size(self, reference: str) -> int | None:
-        """What the registry stores for a pushed image (`docker manifest inspect`: config and compressed
-        layers); None when the registry does not answer or the manifest is not one image's."""
+        """What the registry stores for a pushed image (`docker manifest inspect --verbose`: config and compressed
+        layers of its one image, its attestations left out); None when the registry does not answer or it does
+        not name one image."""
         insecure = ["--insecure"] if _loopback(reference) else []
-        cmd = [self.docker_cli, "manifest", "inspect", *insecure, reference]
+        cmd = [self.docker_cli, "manifest", "inspect", "--verbose", *insecure, reference]
         try:
             result = captured(cmd, timeout_s=ASK_TIMEOUT_S)
-            return stored_size(json.loads(result.stdout)) if result.status == 0 else None
+            return verbose_stored_size(json.loads(result.stdout)) if result.status == 0 else None
         except (OSError, ValueError, RecursionError):
             return None
 

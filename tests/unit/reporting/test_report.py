@@ -338,3 +338,20 @@ def test_tested_images_any_image_by_its_reference_a_matrix_image_by_its_plan(
     assert (planned.result, planned.combination, planned.stored is not None) == ("passed", combination.folder, True)
     assert planned.test_seconds == planned.total_seconds == 8.0 and planned.build_seconds is None
     assert (unstarted.result, unstarted.reason, unstarted.smoke, none) == ("failed", "no container", None, None)
+
+
+def test_the_stored_size_of_an_attested_push_is_its_one_images() -> None:
+    """`docker manifest inspect --verbose` (Docker 26): an object for an image manifest, a list for an index; the
+    containerd store pushes an image with its attestations as an index: the attestation's entry is left out."""
+    from torchimages.engine.docker_engine import verbose_stored_size
+
+    image = {"config": {"size": 1_000}, "layers": [{"size": 40_000_000}, {"size": 500}]}
+    attestation = {"config": {"size": 241}, "layers": [{"size": 5_834_479}]}
+    entry = {"Descriptor": {"platform": {"os": "linux", "architecture": "amd64"}}, "OCIManifest": image}
+    unknown = {"Descriptor": {"platform": {"os": "unknown", "architecture": "unknown"}}, "OCIManifest": attestation}
+    assert verbose_stored_size({"Descriptor": {}, "SchemaV2Manifest": image}) == 40_001_500
+    assert verbose_stored_size([entry, unknown]) == 40_001_500
+    assert verbose_stored_size([entry, entry]) is None  # two images: not one image's size
+    assert (
+        verbose_stored_size([unknown]) is None and verbose_stored_size("x") is None and verbose_stored_size([1]) is None
+    )
