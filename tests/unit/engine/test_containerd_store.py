@@ -7,9 +7,16 @@ SDK)."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
 from typing import Any
 
 import docker.errors
+import pytest
 
 from torchimages import engine
 
@@ -104,3 +111,63 @@ def test_a_zstd_read_back_on_the_classic_store_compares_the_ids() -> None:
     assert found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, print) == [
         f"reg/r@sha256:{'f' * 64}: the registry holds image sha256:{'f' * 64}, not the verified sha256:{'a' * 64}"
     ]
+
+
+def sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def saved_layout(tmp_path: Path, tamper: bool = False) -> Path:
+    """A `docker save` of a built image on the containerd store, content-addressed: a gzip layer blob, the image
+    manifest, its SBOM and provenance statements, the attestation manifest, the index, index.json."""
+    layer = gzip.compress(b"layer tar" * 1000, mtime=0)
+    manifest = json.dumps({"schemaVersion": 2, "layers": [{"digest": sha(layer), "size": len(layer)}]}).encode()
+    statements = [
+        json.dumps({"predicateType": p, "subject": [{"digest": {"sha256": sha(manifest)[7:]}}]}).encode()
+        for p in ("https://spdx.dev/Document", "https://slsa.dev/provenance/v0.2")
+    ]
+    attestation = json.dumps(
+        {"layers": [{"mediaType": "application/vnd.in-toto+json", "digest": sha(s)} for s in statements]}
+    ).encode()
+    index = json.dumps(
+        {
+            "manifests": [
+                {"digest": sha(manifest), "platform": {"os": "linux", "architecture": "amd64"}},
+                {"digest": sha(attestation), "annotations": {"vnd.docker.reference.digest": sha(manifest)}},
+            ]
+        }
+    ).encode()
+    top = json.dumps(
+        {"manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": sha(index)}]}
+    ).encode()
+    blobs = {sha(b): b for b in (layer, manifest, *statements, attestation, index)}
+    if tamper:  # the SBOM statement's bytes under its name are other bytes
+        blobs[sha(statements[0])] = statements[0].replace(b"spdx", b"SPDX")
+    archive = tmp_path / "saved.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, data in [*((f"blobs/sha256/{d[7:]}", b) for d, b in sorted(blobs.items())), ("index.json", top)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def engine_saving(tmp_path: Path, archive: Path) -> engine.DockerEngine:
+    """A DockerEngine whose `docker save` prints `archive` (a stand-in CLI) and whose SDK knows r/x:1."""
+    cli = tmp_path / "docker"
+    cli.write_text(f'#!/bin/sh\n[ "$1" = save ] && exec cat {archive}\nexit 3\n')
+    cli.chmod(0o755)
+    found, _ = engine_of(CONTAINERD)
+    found.__dict__.update(_docker_cli=str(cli))
+    return found
+
+
+def test_the_attestations_are_read_from_the_saved_image_and_each_blob_hashed(tmp_path: Path) -> None:
+    found = engine_saving(tmp_path, saved_layout(tmp_path))
+    attested = found.attestations("r/x:1", "linux/amd64")
+    assert attested.predicates == ("https://spdx.dev/Document", "https://slsa.dev/provenance/v0.2")
+    assert attested.problems() == []
+    (tmp_path / "t").mkdir()
+    tampered = engine_saving(tmp_path / "t", saved_layout(tmp_path / "t", tamper=True))
+    with pytest.raises(engine.EngineError, match="is not in the saved image"):
+        tampered.attestations("r/x:1", "linux/amd64")  # a blob whose bytes are not its name is not read
