@@ -90,7 +90,7 @@ def test_a_pushed_image_carries_its_sbom_and_provenance(built: Built, flavor: st
     SPDX SBOM and SLSA provenance; the provenance names the input digest and the matrix entry, the SBOM torch at
     the image's version; read from the registry with buildx's imagetools."""
     assert built.status == 0, built.output
-    assert "Attestations (SBOM, provenance): attached (SPDX SBOM by torchimages/sbom-generator:" in built.output
+    assert "Attestations (SBOM, provenance): attached (SPDX SBOM by torchimages.invalid/sbom-generator:" in built.output
     image = built.image(flavor)
     reference = f"{image.repository}:{image.tag}"
     provenance = imagetools(reference, "Provenance")

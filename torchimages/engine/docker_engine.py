@@ -313,9 +313,9 @@ class DockerEngine:
 
     def _sbom_generator(self, architecture: str) -> tuple[str, str]:
         """The SBOM generator image for this engine's `architecture`, built from its files every time (BuildKit's
-        cache makes a second build take seconds; an image someone else put under its tag is never taken): its
-        reference pinned by digest (`NAME:TAG@sha256:...`: resolved here, and never a substitute from a registry),
-        or "" and why it could not be made."""
+        cache makes a second build take seconds; an image someone else put under its tag is not taken): its
+        reference (sbom_generator.REPOSITORY: a name that no registry answers for, so never a substitute pulled
+        from one), or "" and why it could not be made."""
         syft, busybox = sbom_generator.find_syft(), sbom_generator.find_busybox(architecture)
         if syft.path is None or busybox.path is None:
             return "", syft.problem or busybox.problem
@@ -334,10 +334,9 @@ class DockerEngine:
         if made.status != 0:
             why = made.stopped or _text(made.stderr).strip()[-2000:] or f"exit status {made.status}"
             return "", f"its build failed: {values.show(why)}"
-        built = self.inspect(reference)
-        if built is None or not built.id.startswith("sha256:"):
+        if self.inspect(reference) is None:
             return "", f"{reference} is not here after its build"
-        return f"{reference}@{built.id}", ""
+        return reference, ""
 
     def named_contexts(self) -> bool:
         """Whether builds take named build contexts (found on first use: a probe build)."""

@@ -24,7 +24,10 @@ from pathlib import Path
 
 from torchimages import settings
 
-REPOSITORY = "torchimages/sbom-generator"
+# Local only: BuildKit resolves the generator by name in the engine's store first; where it is not there, the
+# host `torchimages.invalid` never resolves (RFC 6761's reserved top-level domain), so no registry can serve a
+# substitute. (Docker 26's builder does not resolve a `NAME@sha256:...` pin locally: it asks the registry.)
+REPOSITORY = "torchimages.invalid/sbom-generator"
 BUSYBOX_VARIABLE = "TORCHIMAGES_BUSYBOX"
 BUSYBOX_PLACES = ("/bin/busybox", "/usr/bin/busybox")  # Debian's and Ubuntu's busybox-static (and busybox)
 HOW_TO_GET_BUSYBOX = (

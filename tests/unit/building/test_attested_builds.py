@@ -18,7 +18,7 @@ from torchimages.building import bake
 from torchimages.engine import Attested, BuildRequest, EngineError, SbomAttestation
 from torchimages.planning import plan
 
-GENERATOR = "torchimages/sbom-generator:0123456789abcdef0123"
+GENERATOR = "torchimages.invalid/sbom-generator:0123456789abcdef0123"
 ATTACHED = SbomAttestation(True, "a test's", GENERATOR)
 MANIFEST = "sha256:" + "ab" * 32
 SPDX, SLSA = "https://spdx.dev/Document", "https://slsa.dev/provenance/v0.2"
@@ -138,5 +138,5 @@ def test_an_image_built_without_attestations_is_not_up_to_date_where_they_are_at
     assert len([call for call, _ in engine.calls if call == "attestations"]) == 2
     third = run(engine, selected, tmp_path, sbom=ATTACHED)  # now built with them: up to date
     assert [o.status for o in third] == ["skipped", "skipped"]
-    other = SbomAttestation(True, "another generator", "torchimages/sbom-generator:ffffffffffffffffffff")
+    other = SbomAttestation(True, "another generator", "torchimages.invalid/sbom-generator:ffffffffffffffffffff")
     assert [o.status for o in run(engine, selected, tmp_path, sbom=other)] == ["built", "built"]

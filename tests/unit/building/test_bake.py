@@ -406,7 +406,7 @@ def test_a_bake_on_an_engine_that_keeps_attestations_asks_for_them_in_every_targ
     from torchimages.cli import common
     from torchimages.engine import SbomAttestation
 
-    generator = "torchimages/sbom-generator:0123456789abcdef0123@sha256:" + "d" * 64
+    generator = "torchimages.invalid/sbom-generator:0123456789abcdef0123"
     monkeypatch.setattr(common, "attestations", lambda: SbomAttestation(True, "a test's engine", generator))
     out = tmp_path / "bake.json"
     code, _, err = cli("bake", "--matrix", str(matrix_file), "--output", str(out), "2.13.0-cpu")

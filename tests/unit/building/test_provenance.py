@@ -234,13 +234,13 @@ def test_the_provenance_names_the_matrix_entry_and_the_input_digest(write_matrix
     cmd = build_command(BuildClient(("docker", "buildx", "build"), ()), request)
     assert not [part for part in cmd if part.startswith(("--sbom", "--provenance"))]
     attested = requests.BuildOptions(
-        Path("images"), Path("logs"), sbom=SbomAttestation(True, "a test's", "torchimages/sbom-generator:abc")
+        Path("images"), Path("logs"), sbom=SbomAttestation(True, "a test's", "torchimages.invalid/sbom-generator:abc")
     )
     request = requests.build_request(
         attested, chosen.combination, image, "tmp/x:1", SERVED, Path("pip.conf"), Path("uv.toml")
     )
     cmd = build_command(BuildClient(("docker", "buildx", "build"), ()), request)
-    assert cmd[-3:-1] == ["--sbom=generator=torchimages/sbom-generator:abc", "--provenance=mode=max"]
+    assert cmd[-3:-1] == ["--sbom=generator=torchimages.invalid/sbom-generator:abc", "--provenance=mode=max"]
     classic = build_command(BuildClient(("docker", "build"), (("DOCKER_BUILDKIT", "1"),)), request)
     assert not [part for part in classic if part.startswith(("--sbom", "--provenance"))]
     not_attached = dataclasses.replace(attested, sbom=SbomAttestation(False, "classic store", "torchimages/x:1"))

@@ -39,7 +39,7 @@ HOW = (
     'turn on the containerd image store: `make engine` starts an engine with it; elsewhere "features": '
     '{"containerd-snapshotter": true} in /etc/docker/daemon.json, then restart dockerd'
 )
-GENERATOR = "torchimages/sbom-generator:0123456789abcdef0123"
+GENERATOR = "torchimages.invalid/sbom-generator:0123456789abcdef0123"
 
 
 @pytest.mark.parametrize(

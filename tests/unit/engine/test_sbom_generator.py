@@ -127,7 +127,7 @@ def test_the_tag_is_the_digest_of_every_file_of_the_context(tmp_path: Path) -> N
     busybox, syft = write(tmp_path / "bb", b"busybox 1"), write(tmp_path / "sy", b"syft 1")
     files = sbom_generator.context_files(busybox, syft)
     first = sbom_generator.generator_reference(files)
-    assert first.startswith("torchimages/sbom-generator:") and len(first.split(":")[1]) == 20
+    assert first.startswith("torchimages.invalid/sbom-generator:") and len(first.split(":")[1]) == 20
     assert sbom_generator.generator_reference(files) == first
     syft.write_bytes(b"syft 2")
     assert sbom_generator.generator_reference(files) != first
