@@ -474,6 +474,8 @@ class FakeEngine:
         self.calls.append(("tag", (reference, repository, tag)))
         assert reference in self.images, f"tagging a missing image {reference}"
         self.images[f"{repository}:{tag}"] = self.images[reference]
+        if reference in self.attested:  # a name of the same image: the same index, the same attestations
+            self.attested[f"{repository}:{tag}"] = self.attested[reference]
         name = f"{repository}:{tag}"
         if reference in self.layers:
             self.layers[name] = self.layers[reference]

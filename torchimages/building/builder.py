@@ -362,6 +362,13 @@ class Builder:
             skip = not fresh and not options.no_cache and self.up_to_date(combination, image)
             if skip and self._stale(combination, image, progress):  # the cache would replay the stale layers
                 skip, options = False, dataclasses.replace(options, no_cache=True)
+            if (
+                skip
+                and options.sbom.attached
+                and (lacking := self._attestation_problems(image, image.platform_reference))
+            ):
+                progress.note(f"{image.own_tag}: up to date, but {lacking[0]}: built again, with them")
+                skip = False
             if skip:
                 measures.size_bytes = readings.size(self.engine, image.platform_reference)
                 if hold:

@@ -70,14 +70,8 @@ class BuildOptions:
         return combination.source_date_epoch if self.source_date_epoch is None else self.source_date_epoch
 
     def digest_settings(self, combination: Combination) -> tuple[tuple[str, str], ...]:
-        """What of these options the combination's build digests cover (build_digest.settings_of), and, where
-        builds attach attestations, which generator makes the SBOM (its tag: the digest of its files): an image
-        built without them, or with another generator, is not up to date where they are attached."""
-        found = build_digest.settings_of(self.sources, self.epoch(combination))
-        if self.sbom.attached:
-            generator = self.sbom.generator.partition("@")[0]
-            found += (("attestations", f"SPDX SBOM by {generator}, SLSA provenance mode=max"),)
-        return found
+        """What of these options the combination's build digests cover (build_digest.settings_of)."""
+        return build_digest.settings_of(self.sources, self.epoch(combination))
 
 
 def build_request(

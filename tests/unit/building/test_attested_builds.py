@@ -15,6 +15,8 @@ from tests.fakes import FakeEngine
 from tests.unit.building.test_builder import CPU_HOLDS, CPU_MATRIX, bake_into, run
 from tests.unit.building.test_builder import promote as promote_with
 from torchimages.building import bake
+from torchimages.building.builder import Builder
+from torchimages.building.requests import BuildOptions
 from torchimages.engine import Attested, BuildRequest, EngineError, SbomAttestation
 from torchimages.planning import plan
 
@@ -126,17 +128,24 @@ def test_promote_refuses_an_image_without_attestations_unless_told(
     assert not [call for call, _ in told.calls if call == "attestations"]
 
 
-def test_an_image_built_without_attestations_is_not_up_to_date_where_they_are_attached(
+def test_an_up_to_date_image_without_its_attestations_is_built_again_where_they_are_attached(
     selected: list[plan.Selected], tmp_path: Path
 ) -> None:
-    """The build digest covers the generator where attestations are attached: an image built before without them
-    (or by another generator) is built again, and its attestations checked, never skipped and pushed as it is."""
-    engine = engine_attesting(Attested(MANIFEST, (SPDX, SLSA)))
-    run(engine, selected, tmp_path)  # built without attestations (none attached)
-    again = run(engine, selected, tmp_path, sbom=ATTACHED, push=True)
-    assert [o.status for o in again] == ["built", "built"]
-    assert len([call for call, _ in engine.calls if call == "attestations"]) == 2
-    third = run(engine, selected, tmp_path, sbom=ATTACHED)  # now built with them: up to date
+    """An image up to date by its build digest but built without attestations (before they were attached, or on
+    another store) is built again, and its new attestations checked, never skipped and pushed as it is; one that
+    carries them is skipped. The build digest itself does not cover them (`outdated` asks no engine)."""
+    engine = FakeEngine(CPU_HOLDS)  # its first builds keep no attestations
+    run(engine, selected, tmp_path)
+    assert not engine.attested
+
+    def attest(request: BuildRequest) -> None:
+        engine.attested[request.reference] = Attested(MANIFEST, (SPDX, SLSA))
+
+    engine.on_build = attest
+    said: list[str] = []
+    again = Builder(engine, BuildOptions(tmp_path / "images", tmp_path / "logs", sbom=ATTACHED), None, out=said.append)
+    assert [o.status for o in again.build(selected)] == ["built", "built"]
+    assert any("up to date, but could not read the image's attestations" in line for line in said), said
+    third = run(engine, selected, tmp_path, sbom=ATTACHED)  # now they are there: up to date
     assert [o.status for o in third] == ["skipped", "skipped"]
-    other = SbomAttestation(True, "another generator", "torchimages.invalid/sbom-generator:ffffffffffffffffffff")
-    assert [o.status for o in run(engine, selected, tmp_path, sbom=other)] == ["built", "built"]
+    assert [o.status for o in run(engine, selected, tmp_path)] == ["skipped", "skipped"]  # none asked: skipped
