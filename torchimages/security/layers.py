@@ -658,6 +658,7 @@ class Archive:
     links: Mapping[str, str]
     digests: Mapping[str, str] = field(default_factory=dict)
     cached: frozenset[str] = frozenset()
+    compressed: Mapping[str, str] = field(default_factory=dict)  # a gzip blob's sha256, as its bytes were seen
 
     def resolve(self, name: str) -> str:
         name = image_path(name)
@@ -708,6 +709,7 @@ def read_archive(
     kept: dict[str, bytes] = {}
     links: dict[str, str] = {}
     digests: dict[str, str] = {}
+    compressed: dict[str, str] = {}
     cached: set[str] = set()
     kept_bytes = 0
     saved = TarStream(Metered(stream, (image,)))
@@ -739,15 +741,18 @@ def read_archive(
         elif kind == "zstd":
             layers[name] = Layer(problem="it is zstd-compressed, which this check does not read")
         elif kind in ("tar", "gzip"):
-            layers[name], digest = _read_blob(data, kind, secrets, limits, hashed=known is not None)
+            seen = Metered(data, (), hashed=kind == "gzip" and known is not None)
+            layers[name], digest = _read_blob(seen, kind, secrets, limits, hashed=known is not None)
             if digest is not None:
                 digests[name] = digest
+                if seen.hashed is not None:  # what gzip left unread (its trailer, padding), hashed too
+                    compressed[name] = _drained(seen)
         else:
             layers[name] = Layer(problem="it is no tar, gzip or zstd stream")
             if entry.size <= KEPT and kept_bytes + entry.size <= KEPT_MAX:
                 kept[name] = head + saved.read(entry.size)
                 kept_bytes += entry.size
-    return Archive(layers, kept, links, digests, frozenset(cached))
+    return Archive(layers, kept, links, digests, frozenset(cached), compressed)
 
 
 @dataclass(frozen=True)
@@ -885,7 +890,8 @@ def scan(
 def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order) -> None:
     """Put each layer read (not from the cache, no problem) in the cache under its diff_id, when its bytes
     were seen to hash to it; a compressed blob's (`/blobs/sha256/<hex>` whose name is not its diff_id: a gzip
-    layer the containerd store saved) under its name as well, so the next image that holds it only hashes it."""
+    layer the containerd store saved) under its name as well, where its compressed bytes were seen to hash to that
+    name, so the next image that holds it only hashes it."""
     for name, digest in dict(zip(order.names, order.digests, strict=True)).items():
         layer = archive.layers.get(name)
         if (
@@ -895,7 +901,7 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
             and archive.digests.get(name) == digest
         ):
             cache.put(digest, secrets, layer)
-            if (blob := _blob_digest(name)) is not None and blob != digest:
+            if (blob := _blob_digest(name)) is not None and blob != digest and archive.compressed.get(name) == blob:
                 cache.put(blob, secrets, layer)
 
 

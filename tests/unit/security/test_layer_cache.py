@@ -480,3 +480,17 @@ def test_the_secrets_digest_is_the_set_s_not_its_order() -> None:
     one, two = secrets_of([("a", b"1"), ("b", b"2")]), secrets_of([("b", b"2"), ("a", b"1")])
     assert layer_cache.secrets_digest(one) == layer_cache.secrets_digest(two)
     assert layer_cache.secrets_digest(one) != layer_cache.secrets_digest((Secret("a", 1, "x"),))
+
+
+def test_a_gzip_blob_saved_under_a_name_its_bytes_do_not_have_is_not_kept_under_that_name(cache: LayerCache) -> None:
+    """An archive whose blob named B holds another layer's gzip (its tar hashing to the diff_id the configuration
+    names): the result is kept under the diff_id only, so the next image whose true blob B holds a secret is read,
+    and the secret found."""
+    clean, secret = layer(("etc/motd", b"hello")), layer(("root/.netrc", NETRC))
+    clean_gz, secret_gz = gzip.compress(clean, mtime=0), gzip.compress(secret, mtime=0)
+    named = sha(secret_gz)
+    engine = engine_with([clean], oci([(named, clean_gz)], [sha(clean)]))
+    assert scan(engine, cache).findings == ()
+    add(engine, [secret], oci([(named, secret_gz)], [sha(secret)]), "second:1")
+    second = scan(engine, cache, "second:1")
+    assert [f.key for f in second.findings] == ["/root/.netrc"] and "from the cache" not in second.note
