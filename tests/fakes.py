@@ -262,6 +262,7 @@ class FakeEngine:
         self.point_errors: dict[str, list[str]] = {}  # repository:tag -> point_tag's errors for it (it is not moved)
         self.index_annotations: list[tuple[tuple[str, str], ...]] = []  # each create_index's annotations
         self.sbom = SbomAttestation(False, "a fake engine keeps no attestations")
+        self.containerd_store = False  # DockerEngine.containerd_store: the classic store's answers
         # reference -> what `attestations` answers (an EngineError is raised): none named, no attestations kept
         self.attested: dict[str, Attested | EngineError] = {}
         self.platform_of: dict[str, str] = {}  # manifest digest -> its image's platform (by the build that made it)

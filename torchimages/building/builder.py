@@ -225,8 +225,8 @@ class Builder:
     ) -> dict[Image, Outcome]:
         """The public tags of one flavor's images of several platforms name an index of them: written only once
         every platform's image passed (each verified under its own tag, `<tag>-<arch>`), and only in a registry
-        (an engine's image store holds one platform under a name): with `push`, each image pulled back by digest
-        and checked to be the one verified, the index written under a temporary tag, read back and checked, then
+        (an engine's image store holds one platform under a name): with `push`, each image checked to be the one
+        verified (index.pulled_back), the index written under a temporary tag, read back and checked, then
         the tag and every alias moved to it (index.publish, staging.py). Otherwise no public tag moves, and the
         outcomes say why (a failed index fails every platform's image)."""
         first = mine[0]

@@ -2,8 +2,9 @@
 images, each verified and pushed under its own tag (`<tag>-<arch>`). staging.py writes it under a temporary tag,
 checks it as the registry serves it, and only then moves the public tag and its aliases to it.
 
-`publish` writes it after a build of every platform here (each image, pulled back by digest, must be the one
-verified here); `join` after each platform was built, verified and pushed elsewhere (a native runner per
+`publish` writes it after a build of every platform here (each image must be the one verified here: pulled back
+by digest and compared on the classic store; on the containerd store, the registry serving the very bytes of the
+index the image's id is); `join` after each platform was built, verified and pushed elsewhere (a native runner per
 platform: `build --push <tag>-<arch>`), from the registry's copies. Either takes each platform's image manifest:
 where its own tag names an index (BuildKit pushes an image with its attestations as one), that index's entry of
 its platform, attestations (`unknown/unknown`) left out: never an index inside the index."""
@@ -21,8 +22,10 @@ from torchimages.security.signing import Signer
 
 
 def pushed_digest(engine: Engine, image: Image) -> str | None:
-    """The manifest digest the registry holds for the image's own (platform's) tag, as the engine recorded it
-    when it pushed that tag (`repository@sha256:...`); None when it has none."""
+    """The digest the engine records for the image's own (platform's) tag in its repository (`repository@sha256:...`:
+    on the classic store, what a push of that tag stored; the containerd store lists `repository@<image id>` for
+    every local name, pushed or not, so there it is the image's own index digest, which platform_manifest then
+    asks the registry for); None when it has none."""
     info = engine.inspect(image.platform_reference)
     for found in info.repo_digests if info else ():
         name, _, digest = found.partition("@")
@@ -61,7 +64,7 @@ def publish(
     cancelled: threading.Event | None = None,
 ) -> list[str]:
     """Write the index of `images` (one flavor, every platform, each pushed under its own tag) under `first`'s
-    tag and aliases (staging.publish), each image pulled back by digest first and checked to be the one verified
+    tag and aliases (staging.publish), each image checked first to be the one verified (pulled_back)
     here; with a `signer`, signed by its digest before the tags move; the problems (none: the public tags name
     exactly the images verified)."""
     digests = {image: pushed_digest(engine, image) for image in images}

@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     gate = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
+    common.check_zstd_platforms(chosen, options.push, options.compression, engine.containerd_store)
     if not args.no_source_check:  # what will be built: an image already up to date needs no source
         untold = common.check_reachable(
             common.to_build(chosen, engine, options, args.rebuild_stale), options.sources, engine, loaded

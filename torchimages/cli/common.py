@@ -106,6 +106,20 @@ def attestations() -> SbomAttestation:
         return SbomAttestation(False, f"no Docker engine answers here to make the SBOM generator in ({exc.reason})")
 
 
+def check_zstd_platforms(
+    chosen: Sequence[planning.Selected], push: bool, compression: str, containerd_store: bool
+) -> None:
+    """UsageError for a zstd push of a tag of several platforms from the containerd image store: its index is
+    written from each image's digest the engine records, which there is the gzip index the zstd push never sent."""
+    if not (push and compression == values.ZSTD and containerd_store):
+        return
+    if several := [s.combination.folder for s in chosen if s.combination.multi_platform]:
+        raise UsageError(
+            f"{several[0]}: a tag of several platforms cannot be pushed with --compression zstd from the containerd "
+            "image store (the index would name the gzip images the zstd push did not send): push it with gzip"
+        )
+
+
 def zstd_attestation_note(push: bool, compression: str) -> str | None:
     """What a zstd push of attested images says once: it carries none of their attestations."""
     if not push or compression != values.ZSTD:

@@ -137,7 +137,7 @@ def _json(blobs: Mapping[str, bytes], digest: object, what: str) -> dict[str, An
         raise AttestationError(f"the {what} {values.show(str(digest))} is not in the saved image")
     try:
         found = json.loads(blobs[digest])
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise AttestationError(f"the {what} {digest} is not JSON") from None
     if not isinstance(found, dict):
         raise AttestationError(f"the {what} {digest} is not a JSON object")
@@ -165,7 +165,7 @@ def read_attested(layout_index: bytes, blobs: Mapping[str, bytes], platform: str
     archive is not such a layout."""
     try:
         layout = json.loads(layout_index)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise AttestationError("its index.json is not JSON") from None
     if not isinstance(layout, dict):
         raise AttestationError("its index.json is not a JSON object")

@@ -64,7 +64,7 @@ def stored_size(manifest: Any) -> int | None:
         return None
     parts = [manifest.get("config") or {}, *manifest["layers"]]
     sizes = [part.get("size") if isinstance(part, dict) else None for part in parts]
-    if not all(isinstance(size, int) for size in sizes):
+    if not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in sizes):
         return None
     return sum(int(size) for size in sizes if size is not None)
 
@@ -379,6 +379,11 @@ class DockerEngine:
             if self._containerd_store:  # its Size is the compressed content's: the layers' own sizes, added
                 info = dataclasses.replace(info, size=sum(int(s.get("Size") or 0) for s in image.history()))
             return info
+
+    @property
+    def containerd_store(self) -> bool:
+        """Whether the engine keeps images in the containerd image store (asked once)."""
+        return self._containerd_store
 
     @functools.cached_property
     def _containerd_store(self) -> bool:

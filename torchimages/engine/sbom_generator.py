@@ -58,7 +58,7 @@ CMD ["/bin/busybox", "sh", "/scan.sh"]
 
 ELF_MAGIC = b"\x7fELF"
 PT_INTERP = 3  # a program header naming the dynamic loader: the binary is not static
-ET_EXEC = 2  # e_type of a fixed-address executable: Debian's busybox-static and syft's Go binary are such
+ET_EXEC, ET_DYN = 2, 3  # e_type: Debian's busybox-static and syft's Go binary are ET_EXEC; a static-PIE ET_DYN
 ELF_MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183}  # `docker info`'s Architecture -> e_machine
 HEADER_READ = 64 * 1024  # the ELF header and its program headers are at the start of the file
 
@@ -71,8 +71,9 @@ def static_problem(head: bytes, architecture: str) -> str | None:
     if head[4] != 2 or head[5] not in (1, 2):
         return "not a 64-bit ELF executable"
     order = "<" if head[5] == 1 else ">"
-    if struct.unpack_from(order + "H", head, 16)[0] != ET_EXEC:
-        return "not an executable (a shared library, a position-independent program or an object file)"
+    kind, entry = struct.unpack_from(order + "H", head, 16)[0], struct.unpack_from(order + "Q", head, 24)[0]
+    if not (kind == ET_EXEC or (kind == ET_DYN and entry != 0)):  # a static-PIE program is ET_DYN with an entry
+        return "not an executable (a shared library or an object file: no entry point)"
     machine = struct.unpack_from(order + "H", head, 18)[0]
     wanted = ELF_MACHINES.get(architecture)
     if wanted is None:

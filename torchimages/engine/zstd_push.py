@@ -31,6 +31,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -157,6 +158,14 @@ def uncompressed(stream: IO[bytes]) -> IO[bytes]:
     return cast(IO[bytes], prefixed)
 
 
+def _unpacked(compress: Compressor, stream: IO[bytes], out: Path, name: str) -> str:
+    """`compress` of a saved layer's tar (a gzip blob unpacked); EngineError where its gzip is broken or cut."""
+    try:
+        return compress(uncompressed(stream), out)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise EngineError(f"`docker save` gave a layer {name} whose gzip cannot be read ({exc}): not pushed") from None
+
+
 def index_names_config(kept: dict[str, bytes], index_digest: str, config_digest: str) -> bool:
     """Whether the saved archive holds the image index `index_digest` (the containerd store's image id: the
     digest of its index) whose bytes hash to it, naming an image manifest (whose bytes hash to its name) of
@@ -170,7 +179,7 @@ def index_names_config(kept: dict[str, bytes], index_digest: str, config_digest:
             return None
         try:
             return json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return None
 
     index = blob(index_digest)
@@ -225,7 +234,7 @@ def write_layout(archive: IO[bytes], verified: ImageInfo, folder: Path, compress
                     kept[name] = read.read()
                 else:
                     out = work / str(number)
-                    compressed[name] = (compress(uncompressed(read), out), out)
+                    compressed[name] = (_unpacked(compress, read, out, name), out)
 
     def resolve(name: str) -> str:
         seen = 0
@@ -254,7 +263,7 @@ def write_layout(archive: IO[bytes], verified: ImageInfo, folder: Path, compress
     for layer_name in layer_names:
         if layer_name in kept and layer_name not in compressed:
             out = work / f"kept-{len(compressed)}"
-            compressed[layer_name] = (compress(uncompressed(io.BytesIO(kept[layer_name])), out), out)
+            compressed[layer_name] = (_unpacked(compress, io.BytesIO(kept[layer_name]), out, layer_name), out)
         if layer_name not in compressed:
             raise EngineError(f"`docker save` gave no layer {layer_name}")
         diff_id, path = compressed[layer_name]

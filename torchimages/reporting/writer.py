@@ -73,12 +73,14 @@ def _read(path: Path | None) -> bytes | None:
 
 
 def _stored(engine: ReportEngine, reference: str, pushed: bool = False) -> report.StoredImage | None:
-    """What the engine knows of a tagged image; once pushed, also what the registry stores."""
+    """What the engine knows of a tagged image; once pushed, also what the registry stores and the digests the
+    engine records for it (only then: the containerd image store lists `repository@<image id>` for every local
+    name, pushed or not)."""
     info = engine.inspect(reference)
     if info is None:
         return None
     compressed = engine.compressed_size(reference) if pushed and info.repo_digests else None
-    return report.StoredImage(info.id, info.size, info.repo_digests, compressed)
+    return report.StoredImage(info.id, info.size, info.repo_digests if pushed else (), compressed)
 
 
 def _bases(engine: ReportEngine, combination: Combination) -> tuple[report.BaseImage, ...]:

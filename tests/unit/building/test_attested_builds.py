@@ -149,3 +149,20 @@ def test_an_up_to_date_image_without_its_attestations_is_built_again_where_they_
     third = run(engine, selected, tmp_path, sbom=ATTACHED)  # now they are there: up to date
     assert [o.status for o in third] == ["skipped", "skipped"]
     assert [o.status for o in run(engine, selected, tmp_path)] == ["skipped", "skipped"]  # none asked: skipped
+
+
+def test_the_attestations_are_read_with_the_builds_cancel_event(selected: list[plan.Selected], tmp_path: Path) -> None:
+    """An interrupt stops the reading of the attestations (a whole `docker save`): the builder hands its own
+    cancel event to the engine."""
+    engine = engine_attesting(Attested(MANIFEST, (SPDX, SLSA)))
+    seen: list[object] = []
+    reads = engine.attestations
+
+    def recording(reference: str, platform: str, cancelled: object = None) -> Attested:
+        seen.append(cancelled)
+        return reads(reference, platform)
+
+    engine.attestations = recording  # type: ignore[method-assign]
+    builder = Builder(engine, BuildOptions(tmp_path / "images", tmp_path / "logs", sbom=ATTACHED), None, out=print)
+    assert [o.status for o in builder.build(selected)] == ["built", "built"]
+    assert seen and all(event is builder.cancelled for event in seen)

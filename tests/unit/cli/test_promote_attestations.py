@@ -70,3 +70,20 @@ def test_a_zstd_promote_says_it_pushes_no_attestations(
     _, _, err = cli("promote", "--matrix", str(path), "--test", "none", "--log-dir", logs, "--from", source,
                     "--push", "--compression", "zstd", "--allow-unattested")  # fmt: skip
     assert "Attestations: the zstd push carries none" not in err
+
+
+def test_a_zstd_push_of_several_platforms_from_the_containerd_store_is_refused(
+    write_matrix: Callable[[str], Path],
+) -> None:
+    from torchimages.cli import common
+    from torchimages.problems import UsageError
+
+    text = "matrix:\n  include:\n    - {torch: 2.9.1, cuda: cpu, os: debian12, platforms: [linux/amd64, linux/arm64]}\n"
+    chosen = plan.select(plan.load(write_matrix(text)), [])
+    with pytest.raises(UsageError, match="cannot be pushed with --compression zstd from the containerd image store"):
+        common.check_zstd_platforms(chosen, True, "zstd", True)
+    common.check_zstd_platforms(chosen, True, "zstd", False)  # the classic store: its images' own digests
+    common.check_zstd_platforms(chosen, True, "gzip", True)
+    common.check_zstd_platforms(chosen, False, "zstd", True)
+    single = plan.select(plan.load(write_matrix(MATRIX)), [])
+    common.check_zstd_platforms(single, True, "zstd", True)

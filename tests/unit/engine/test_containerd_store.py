@@ -171,3 +171,32 @@ def test_the_attestations_are_read_from_the_saved_image_and_each_blob_hashed(tmp
     tampered = engine_saving(tmp_path / "t", saved_layout(tmp_path / "t", tamper=True))
     with pytest.raises(engine.EngineError, match="is not in the saved image"):
         tampered.attestations("r/x:1", "linux/amd64")  # a blob whose bytes are not its name is not read
+
+
+def test_a_zstd_read_back_with_other_labels_environment_or_user_is_not_the_verified_image() -> None:
+    found, sdk = engine_of(CONTAINERD)
+    for changed in (
+        {"Config": {"Labels": {"l": "2"}, "Env": ["E=1"]}},
+        {"Config": {"Labels": {"l": "1"}, "Env": ["E=2"]}},
+        {"Config": {"Labels": {"l": "1"}, "Env": ["E=1"], "User": "0"}},
+    ):
+        sdk.images.pulled_attrs = {**ZSTD_PULLED, **changed}
+        problems = found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, print)
+        assert problems and "other layers or configuration" in problems[0], changed
+
+
+def test_the_compressed_size_is_asked_with_verbose_and_leaves_the_attestation_out(tmp_path: Path) -> None:
+    listing = [
+        {"Descriptor": {"platform": {"os": "linux", "architecture": "amd64"}},
+         "OCIManifest": {"config": {"size": 10}, "layers": [{"size": 400}]}},
+        {"Descriptor": {"platform": {"os": "unknown", "architecture": "unknown"}},
+         "OCIManifest": {"config": {"size": 1}, "layers": [{"size": 5000}]}},
+    ]  # fmt: skip
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps(listing))
+    cli = tmp_path / "docker"
+    cli.write_text(f'#!/bin/sh\n[ "$1 $2 $3" = "manifest inspect --verbose" ] && exec cat {answer}\nexit 3\n')
+    cli.chmod(0o755)
+    found, _ = engine_of(CONTAINERD)
+    found.__dict__.update(_docker_cli=str(cli))
+    assert found.compressed_size("reg.example/r:1") == 410

@@ -17,13 +17,16 @@ from hypothesis import strategies as st
 from torchimages.engine import sbom_generator
 
 
-def elf(machine: int, types: tuple[int, ...], little: bool = True, klass: int = 2, e_type: int = 2) -> bytes:
+def elf(
+    machine: int, types: tuple[int, ...], little: bool = True, klass: int = 2, e_type: int = 2, entry: int = 0
+) -> bytes:
     """A 64-bit ELF header and its program headers (56 bytes each, at offset 64) of these types."""
     order = "<" if little else ">"
     header = bytearray(64)
     header[:4] = b"\x7fELF"
     header[4], header[5] = klass, 1 if little else 2
     struct.pack_into(order + "H", header, 16, e_type)
+    struct.pack_into(order + "Q", header, 24, entry)
     struct.pack_into(order + "H", header, 18, machine)
     struct.pack_into(order + "Q", header, 32, 64)  # e_phoff
     struct.pack_into(order + "H", header, 54, 56)  # e_phentsize
@@ -55,7 +58,13 @@ LOAD, INTERP, NOTE = 1, 3, 4
         (
             elf(62, (LOAD,), e_type=3),
             "x86_64",
-            "not an executable (a shared library, a position-independent program or an object file)",
+            "not an executable (a shared library or an object file: no entry point)",
+        ),
+        (elf(62, (LOAD,), e_type=3, entry=0x1040), "x86_64", None),  # a static-PIE program
+        (
+            elf(62, (LOAD,), e_type=1),
+            "x86_64",
+            "not an executable (a shared library or an object file: no entry point)",
         ),
         (b"", "x86_64", "not an ELF executable"),
         (elf(62, (LOAD,)), "riscv64", "the engine's architecture 'riscv64' is not one this tool makes a generator for"),

@@ -302,3 +302,20 @@ def test_tags_of_different_images_are_not_pushed_as_one() -> None:
         zstd_push.same_image([("r/x:1", one), ("r/x:2", two)])
     with pytest.raises(EngineError, match="no image r/x:3 here to push"):
         zstd_push.same_image([("r/x:1", one), ("r/x:3", None)])
+
+
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+def test_a_saved_gzip_layer_that_cannot_be_unpacked_is_an_engine_error(tmp_path: Path, damage: str) -> None:
+    layers = [BIG, SMALL]
+    config = config_of(layers)
+    saved, index_digest = containerd_save(config, layers)
+    data = bytearray(saved.getvalue())
+    packed = gzip.compress(BIG, mtime=0)
+    at = bytes(data).index(packed)
+    if damage == "cut":
+        data[at + len(packed) // 2 : at + len(packed)] = bytes(len(packed) - len(packed) // 2)
+    else:
+        data[at + 20 : at + 40] = bytes(b ^ 0xFF for b in data[at + 20 : at + 40])
+    image = ImageInfo("r/x:1", index_digest, {}, {}, "", tuple(sha(layer) for layer in layers))
+    with pytest.raises(EngineError, match="whose gzip cannot be read"):
+        zstd_push.write_layout(io.BytesIO(bytes(data)), image, tmp_path / "l", copy_compressor)

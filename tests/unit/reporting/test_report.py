@@ -269,11 +269,13 @@ def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
     (failed, none), (built, found) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir)
     assert none is None and failed.stored is None and failed.smoke is None and failed.reason == "build failed (exit 1)"
     assert found == junit(PASSED) and built.smoke is not None and built.smoke.count("passed") == 1
-    assert built.stored == report.StoredImage(IMAGE_ID, 42, (f"r@{IMAGE_ID}",)) and built.reason == ""
+    # not pushed: no repository digests said (the containerd store lists one for every local name)
+    assert built.stored == report.StoredImage(IMAGE_ID, 42, ()) and built.reason == ""
     assert (built.build_seconds, built.test_seconds, built.total_seconds) == (20.0, 9.5, 30.0)
     assert (built.verify_seconds, built.gate_seconds, built.smoke_seconds) == (5.0, 1.5, 3.0)
     (_, _), (pushed, _) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir, True)
     assert pushed.stored is not None and pushed.stored.compressed_size == 17  # the registry's answer
+    assert pushed.stored.repo_digests == (f"r@{IMAGE_ID}",)
 
 
 def test_the_stored_size_is_config_and_layers_of_one_image_manifest() -> None:
