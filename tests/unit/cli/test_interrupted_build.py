@@ -40,6 +40,20 @@ class InterruptedEngine(FakeEngine):
         return -self.signum
 
 
+def baked(fake: FakeEngine, path: Path, tmp_path: Path) -> str:
+    """Both images of the matrix at `path` baked into the fake engine (true 2.7.0+cu118 images); the path of the
+    metadata file that names them."""
+    (selected,) = plan.select(plan.load(path), [])
+    metadata = {}
+    for image in selected.images:
+        reference = bake.bake_reference(selected.combination, image)
+        fake.images[reference] = {}
+        fake.truth[reference] = HOLDS
+        metadata[bake.target_name(image)] = {bake.IMAGE_NAME: reference}
+    (tmp_path / "metadata.json").write_text(json.dumps(metadata))
+    return str(tmp_path / "metadata.json")
+
+
 def connecting(monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> None:
     """Every command connects to `engine`."""
     monkeypatch.setattr(engine_package, "DockerEngine", lambda docker_cli=None: engine)
@@ -79,13 +93,7 @@ def test_an_interrupted_promote_exits_128_plus_the_signal(
     fake = FakeEngine(HOLDS)
     connecting(monkeypatch, fake)
     path = write_matrix(MATRIX)
-    (selected,) = plan.select(plan.load(path), [])
-    metadata = {}
-    for image in selected.images:
-        reference = bake.bake_reference(selected.combination, image)
-        fake.images[reference] = {}
-        fake.truth[reference] = HOLDS
-        metadata[bake.target_name(image)] = {bake.IMAGE_NAME: reference}
+    source = baked(fake, path, tmp_path)
     inspect, raised = fake.inspect, list[int]()
 
     def inspect_interrupted(reference: str) -> ImageInfo | None:
@@ -95,8 +103,7 @@ def test_an_interrupted_promote_exits_128_plus_the_signal(
         return inspect(reference)
 
     monkeypatch.setattr(fake, "inspect", inspect_interrupted)
-    (tmp_path / "metadata.json").write_text(json.dumps(metadata))
-    logs, source = str(tmp_path / "logs"), str(tmp_path / "metadata.json")
+    logs = str(tmp_path / "logs")
     code, out, err = cli("promote", "--matrix", str(path), "--test", "none", "--log-dir", logs, "--from", source)
     assert code == status, out + err
     assert "2 interrupted" in out

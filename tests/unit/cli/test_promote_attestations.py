@@ -4,31 +4,16 @@ refused unless `--allow-unattested`; a zstd push says once that it carries none.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import CU118_270, FakeEngine
-from tests.unit.cli.test_interrupted_build import MATRIX, connecting
-from torchimages.building import bake
+from tests.unit.cli.test_interrupted_build import MATRIX, baked, connecting
 from torchimages.planning import plan
 
 Cli = Callable[..., tuple[int, str, str]]
-
-
-def baked(fake: FakeEngine, path: Path, tmp_path: Path) -> str:
-    """Both images of MATRIX baked into the fake engine (true 2.7.0+cu118 images); the metadata file's path."""
-    (selected,) = plan.select(plan.load(path), [])
-    metadata = {}
-    for image in selected.images:
-        reference = bake.bake_reference(selected.combination, image)
-        fake.images[reference] = {}
-        fake.truth[reference] = CU118_270
-        metadata[bake.target_name(image)] = {bake.IMAGE_NAME: reference}
-    (tmp_path / "metadata.json").write_text(json.dumps(metadata))
-    return str(tmp_path / "metadata.json")
 
 
 @pytest.mark.parametrize("allow", [False, True])
