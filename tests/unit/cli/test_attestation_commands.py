@@ -1,5 +1,6 @@
-"""`promote` through its command line (issue 46): an image without its own SBOM and provenance attestations is
-refused unless `--allow-unattested`; a zstd push says once that it carries none. Against the fake engine (its
+"""`promote` and `build` through their command lines (issue 46): promote refuses an image without its own SBOM and
+provenance attestations unless `--allow-unattested`; a zstd push of attested images says once that it carries
+none; a zstd push of several platforms from the containerd store is refused. Against the fake engine (its
 `attestations` answers: none kept), no Docker."""
 
 from __future__ import annotations
@@ -72,3 +73,20 @@ def test_a_zstd_push_of_several_platforms_from_the_containerd_store_is_refused(
     common.check_zstd_platforms(chosen, False, "zstd", True)
     single = plan.select(plan.load(write_matrix(MATRIX)), [])
     common.check_zstd_platforms(single, True, "zstd", True)
+
+
+@pytest.mark.parametrize("attached", [True, False])
+def test_a_zstd_build_says_it_pushes_no_attestations_where_it_attaches_them(
+    cli: Cli, write_matrix: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attached: bool
+) -> None:
+    from torchimages.engine import SbomAttestation
+
+    fake = FakeEngine(CU118_270)
+    fake.sbom = SbomAttestation(attached, "a test's engine", "torchimages.invalid/sbom-generator:0" if attached else "")
+    connecting(monkeypatch, fake)
+    monkeypatch.setattr("torchimages.cli.common.check_compression", lambda compression, push: None)
+    matrix = str(write_matrix(MATRIX.replace("matrix:", "repository: registry.example.org/t/pytorch\nmatrix:")))
+    logs = str(tmp_path / "logs")
+    _, _, err = cli("build", "--matrix", matrix, "--test", "none", "--log-dir", logs, "--push",
+                    "--compression", "zstd", "--no-source-check", "*")  # fmt: skip
+    assert ("Attestations: the zstd push carries none" in err) == attached, err
