@@ -377,7 +377,10 @@ class DockerEngine:
                 return None
             info = _image_info(reference, image.attrs)
             if self._containerd_store:  # its Size is the compressed content's: the layers' own sizes, added
-                info = dataclasses.replace(info, size=sum(int(s.get("Size") or 0) for s in image.history()))
+                # Docker 26 reads the history of an index's image of the engine's own platform only: another
+                # platform's image keeps inspect's Size (its compressed content)
+                with contextlib.suppress(self._errors.NotFound):
+                    info = dataclasses.replace(info, size=sum(int(s.get("Size") or 0) for s in image.history()))
             return info
 
     @property

@@ -32,8 +32,11 @@ CONTAINERD = {"DriverStatus": [["driver-type", "io.containerd.snapshotter.v1"]]}
 
 class Image:
     attrs = ATTRS
+    foreign = False  # another platform's index: Docker 26 answers its history with 404
 
     def history(self) -> list[dict[str, Any]]:
+        if self.foreign:
+            raise docker.errors.NotFound("no image for linux/amd64")
         return HISTORY
 
 
@@ -83,6 +86,12 @@ def test_the_containerd_stores_size_is_the_layers_added_and_the_store_asked_once
     assert first is not None and first.size == 935_000_000 == (second.size if second else None)
     assert sdk.asked == 1
     assert found.inspect("r/none:1") is None
+    Image.foreign = True
+    try:
+        other = found.inspect("r/x:1")
+        assert other is not None and other.size == 421_229_050  # inspect's own Size: never an error
+    finally:
+        Image.foreign = False
 
 
 VERIFIED = engine.ImageInfo("r/x:1", "sha256:" + "a" * 64, {"l": "1"}, {"E": "1"}, "", ("sha256:" + "b" * 64,))
