@@ -107,6 +107,8 @@ SPDX_PREDICATE = "https://spdx.dev/Document"
 PROVENANCE_PREDICATES = ("https://slsa.dev/provenance/v0.2", "https://slsa.dev/provenance/v1")
 REFERENCE_DIGEST = "vnd.docker.reference.digest"  # an attestation manifest's annotation: the image it is about
 IN_TOTO = "application/vnd.in-toto+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+IMAGE_MANIFESTS = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 JSON_BLOB_BYTES = 256 * 1024 * 1024  # the largest blob of a saved image read as JSON (an SBOM: megabytes)
 
 
@@ -134,7 +136,7 @@ class AttestationError(ValueError):
 
 def _json(blobs: Mapping[str, bytes], digest: object, what: str) -> dict[str, Any]:
     if not isinstance(digest, str) or digest not in blobs:
-        raise AttestationError(f"the {what} {values.show(str(digest))} is not in the saved image")
+        raise AttestationError(f"the {what} {values.show(str(digest))} is not in the image's content")
     try:
         found = json.loads(blobs[digest])
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -160,9 +162,8 @@ def _names(digests: Mapping[str, Any], manifest: str) -> bool:
 def read_attested(layout_index: bytes, blobs: Mapping[str, bytes], platform: str) -> Attested:
     """The attestations of `platform`'s image (`linux/amd64`) in a `docker save` archive of the containerd image
     store (an OCI layout): `layout_index` is its index.json, `blobs` its JSON blobs by digest (`sha256:...`).
-    The layout names the image's index; that names the image's manifest and, beside it, attestation manifests
-    (annotated with the manifest's digest), whose layers are in-toto statements. AttestationError when the
-    archive is not such a layout."""
+    The layout names the image's index (attested_in reads it). AttestationError when the archive is not such a
+    layout."""
     try:
         layout = json.loads(layout_index)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -173,9 +174,19 @@ def read_attested(layout_index: bytes, blobs: Mapping[str, bytes], platform: str
     if len(tops) != 1:
         raise AttestationError(f"its index.json names {len(tops)} images, not one")
     top = tops[0]
-    if top.get("mediaType") != "application/vnd.oci.image.index.v1+json":
+    if top.get("mediaType") != OCI_INDEX:
         raise AttestationError("it is one image manifest, not an index: the engine kept no attestations beside it")
-    index = _json(blobs, top.get("digest"), "image index")
+    return attested_in(top.get("digest"), blobs, platform)
+
+
+def attested_in(index_digest: object, blobs: Mapping[str, bytes], platform: str) -> Attested:
+    """The attestations of `platform`'s image in the image index named `index_digest`, its blobs read from
+    `blobs` (by digest): the index names the image's manifest and, beside it, attestation manifests (annotated
+    with the manifest's digest), whose layers are in-toto statements. AttestationError when the index is not
+    there or not such an index (one image manifest: the engine kept no attestations)."""
+    index = _json(blobs, index_digest, "image index")
+    if index.get("mediaType") in IMAGE_MANIFESTS or ("layers" in index and "manifests" not in index):
+        raise AttestationError("it is one image manifest, not an index: the engine kept no attestations beside it")
     entries = _entries(index, "image index")
     os_name, _, architecture = platform.partition("/")
     images = [

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from torchimages import registry, settings, stopping, values
-from torchimages.engine import manifests, sbom_generator, zstd_push
+from torchimages.engine import content_store, manifests, sbom_generator, zstd_push
 from torchimages.engine.attestation import (
     JSON_BLOB_BYTES,
     AttestationError,
     Attested,
     SbomAttestation,
+    attested_in,
     read_attested,
     sbom_attestation,
     uses_containerd_store,
@@ -419,9 +420,31 @@ class DockerEngine:
             yield stream
 
     def attestations(self, reference: str, platform: str, cancelled: threading.Event | None = None) -> Attested:
-        """The attestations of the image's `platform` image, read from its `docker save` (an OCI layout on the
-        containerd image store: its index.json and its JSON blobs, each kept only where its bytes hash to its
-        name; the layers are read past, not kept); stopped by `cancelled`."""
+        """The attestations of the image's `platform` image: its index (the image's id on the containerd store)
+        and the JSON blobs it names, read from the engine's content store by digest where it answers
+        (content_store.py), else from the image's `docker save`; each blob kept only where its bytes hash to
+        its name; stopped by `cancelled`."""
+        info = self.inspect(reference)
+        if info is None:
+            raise EngineError(f"no image {reference} here to read its attestations")
+        store = self._content_store
+        if store is not None:
+            try:
+                return attested_in(info.id, content_store.Blobs(store, JSON_BLOB_BYTES), platform)
+            except content_store.Unreadable:
+                pass  # not this engine's store, or not reachable: the image's docker save says the same
+            except AttestationError as exc:
+                raise EngineError(f"the image {reference}: {exc}") from None
+        return self._saved_attestations(reference, platform, cancelled)
+
+    @functools.cached_property
+    def _content_store(self) -> content_store.ContentStore | None:
+        """The engine's containerd content store, where this engine keeps images in it and it can be read."""
+        return content_store.find_content_store() if self.containerd_store else None
+
+    def _saved_attestations(self, reference: str, platform: str, cancelled: threading.Event | None) -> Attested:
+        """The attestations read from the image's `docker save` (an OCI layout on the containerd image store: its
+        index.json and its JSON blobs; the layers are read past, not kept)."""
         layout, blobs = b"", {}
         try:
             with self.exported(reference, cancelled) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:

@@ -110,7 +110,7 @@ def test_an_attestation_manifest_about_another_image_does_not_count() -> None:
             lambda top, blobs: (top.replace(OCI_INDEX.encode(), OCI_MANIFEST.encode()), blobs),
             "it is one image manifest, not an index: the engine kept no attestations beside it",
         ),
-        (lambda top, blobs: (top, {k: v for k, v in blobs.items() if k != INDEX}), "is not in the saved image"),
+        (lambda top, blobs: (top, {k: v for k, v in blobs.items() if k != INDEX}), "is not in the image's content"),
         (lambda top, blobs: (top, {**blobs, INDEX: b"\xff\xfe"}), f"the image index {INDEX} is not JSON"),
         (
             lambda top, blobs: (top, {**blobs, ATTEST: b"[1]"}),

@@ -126,9 +126,10 @@ def sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def saved_layout(tmp_path: Path, tamper: bool = False) -> Path:
-    """A `docker save` of a built image on the containerd store, content-addressed: a gzip layer blob, the image
-    manifest, its SBOM and provenance statements, the attestation manifest, the index, index.json."""
+def image_blobs(tamper: bool = False) -> tuple[str, dict[str, bytes]]:
+    """A built image on the containerd store, content-addressed: its index's digest (the image's id there) and its
+    blobs by digest: a gzip layer blob, the image manifest, its SBOM and provenance statements, the attestation
+    manifest, the index."""
     layer = gzip.compress(b"layer tar" * 1000, mtime=0)
     manifest = json.dumps({"schemaVersion": 2, "layers": [{"digest": sha(layer), "size": len(layer)}]}).encode()
     statements = [
@@ -146,15 +147,20 @@ def saved_layout(tmp_path: Path, tamper: bool = False) -> Path:
             ]
         }
     ).encode()
-    top = json.dumps(
-        {"manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": sha(index)}]}
-    ).encode()
     blobs = {sha(b): b for b in (layer, manifest, *statements, attestation, index)}
     if tamper:  # the SBOM statement's bytes under its name are other bytes
         blobs[sha(statements[0])] = statements[0].replace(b"spdx", b"SPDX")
+    return sha(index), blobs
+
+
+def saved_layout(tmp_path: Path, tamper: bool = False) -> Path:
+    """A `docker save` of the image of image_blobs: its blobs and index.json."""
+    index, blobs = image_blobs(tamper)
+    top = json.dumps({"manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": index}]})
+    blobs["index.json"] = top.encode()
     archive = tmp_path / "saved.tar"
     with tarfile.open(archive, "w") as tar:
-        for name, data in [*((f"blobs/sha256/{d[7:]}", b) for d, b in sorted(blobs.items())), ("index.json", top)]:
+        for name, data in ((d.replace("sha256:", "blobs/sha256/"), b) for d, b in sorted(blobs.items())):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -167,7 +173,7 @@ def engine_saving(tmp_path: Path, archive: Path) -> engine.DockerEngine:
     cli.write_text(f'#!/bin/sh\n[ "$1" = save ] && exec cat {archive}\nexit 3\n')
     cli.chmod(0o755)
     found, _ = engine_of(CONTAINERD)
-    found.__dict__.update(_docker_cli=str(cli))
+    found.__dict__.update(_docker_cli=str(cli), _content_store=None)  # no content store: the save is read
     return found
 
 
@@ -178,7 +184,7 @@ def test_the_attestations_are_read_from_the_saved_image_and_each_blob_hashed(tmp
     assert attested.problems() == []
     (tmp_path / "t").mkdir()
     tampered = engine_saving(tmp_path / "t", saved_layout(tmp_path / "t", tamper=True))
-    with pytest.raises(engine.EngineError, match="is not in the saved image"):
+    with pytest.raises(engine.EngineError, match="is not in the image's content"):
         tampered.attestations("r/x:1", "linux/amd64")  # a blob whose bytes are not its name is not read
 
 

@@ -1,0 +1,156 @@
+"""An image's attestations read from the engine's containerd content store by digest (`ctr content get`), each blob
+hashed to its name, and the image's `docker save` read instead wherever the store does not answer. `ctr` and the
+docker CLI are stand-in scripts here; the blobs are literals of test_containerd_store.image_blobs."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.engine.test_containerd_store import ATTRS, CONTAINERD, Image, engine_of, image_blobs, saved_layout
+from torchimages import engine
+from torchimages.engine import content_store
+from torchimages.engine.content_store import ContentStore, Unreadable
+
+SBOM, PROVENANCE = "https://spdx.dev/Document", "https://slsa.dev/provenance/v0.2"
+CTR = """#!/bin/sh
+# ctr --address A --namespace N content get DIGEST: the blob from STORE/<hex>, as containerd's client does
+echo "$@" >> {calls}
+[ "$1 $3 $5 $6" = "--address --namespace content get" ] || exit 64
+blob={store}/${{7#sha256:}}
+[ -f "$blob" ] || {{ echo "ctr: content digest $7: not found" >&2; exit 1; }}
+exec cat "$blob"
+"""
+
+
+def fake_ctr(tmp_path: Path, blobs: dict[str, bytes]) -> tuple[ContentStore, Path]:
+    """A `ctr` serving `blobs` (by their digest's hex), and the file where it writes each call."""
+    store, calls = tmp_path / "store", tmp_path / "calls"
+    store.mkdir()
+    for digest, data in blobs.items():
+        (store / digest.removeprefix("sha256:")).write_bytes(data)
+    ctr = tmp_path / "ctr"
+    ctr.write_text(CTR.format(store=store, calls=calls))
+    ctr.chmod(0o755)
+    calls.write_text("")
+    return ContentStore(str(ctr), "/run/x.sock"), calls
+
+
+def engine_with(tmp_path: Path, store: ContentStore | None, image_id: str, saved: Path | None = None) -> Any:
+    """A DockerEngine on the containerd store whose image r/x:1 has `image_id`, reading `store`; its docker CLI
+    prints `saved` for `docker save` (else fails: a test that reads no save)."""
+    cli = tmp_path / "docker"
+    cli.write_text(f'#!/bin/sh\n[ "$1" = save ] && exec cat {saved}\nexit 3\n' if saved else "#!/bin/sh\nexit 3\n")
+    cli.chmod(0o755)
+    found, sdk = engine_of(CONTAINERD)
+    found.__dict__.update(_docker_cli=str(cli), _content_store=store)
+
+    known = Image()
+    known.attrs = {**ATTRS, "Id": image_id}
+    sdk.images.get = lambda reference: known if reference == "r/x:1" else Image()  # type: ignore[method-assign]
+    return found
+
+
+def test_the_attestations_are_four_blobs_read_by_digest_and_no_save(tmp_path: Path) -> None:
+    index, blobs = image_blobs()
+    store, calls = fake_ctr(tmp_path, blobs)
+    attested = engine_with(tmp_path, store, index).attestations("r/x:1", "linux/amd64")
+    assert attested.predicates == (SBOM, PROVENANCE)
+    assert attested.problems() == []
+    asked = calls.read_text().splitlines()
+    assert len(asked) == 4  # the index, the attestation manifest, two statements: no layer, no image manifest
+    assert asked[0] == f"--address /run/x.sock --namespace moby content get {index}"
+
+
+@pytest.mark.parametrize("how", ["missing", "tampered"])
+def test_a_store_that_does_not_answer_truly_leaves_the_saved_image_to_say(tmp_path: Path, how: str) -> None:
+    index, blobs = image_blobs()
+    _, good = image_blobs(tamper=True)
+    served = {d: b for d, b in blobs.items() if d != index} if how == "missing" else good
+    store, calls = fake_ctr(tmp_path, served)
+    (tmp_path / "s").mkdir()
+    found = engine_with(tmp_path, store, index, saved_layout(tmp_path / "s"))
+    assert found.attestations("r/x:1", "linux/amd64").predicates == (SBOM, PROVENANCE)
+    assert calls.read_text()  # the store was asked first
+
+
+def test_a_tampered_statement_in_both_is_never_read_as_attested(tmp_path: Path) -> None:
+    index, blobs = image_blobs(tamper=True)
+    store, _ = fake_ctr(tmp_path, blobs)
+    (tmp_path / "s").mkdir()
+    found = engine_with(tmp_path, store, index, saved_layout(tmp_path / "s", tamper=True))
+    with pytest.raises(engine.EngineError, match="is not in the image's content"):
+        found.attestations("r/x:1", "linux/amd64")
+
+
+def test_an_image_that_is_one_manifest_is_said_from_the_store_without_a_save(tmp_path: Path) -> None:
+    _, blobs = image_blobs()
+    manifest = next(d for d, b in blobs.items() if b.startswith(b'{"schemaVersion": 2, "layers"'))
+    store, calls = fake_ctr(tmp_path, blobs)
+    with pytest.raises(engine.EngineError, match="one image manifest, not an index"):
+        engine_with(tmp_path, store, manifest).attestations("r/x:1", "linux/amd64")
+    assert len(calls.read_text().splitlines()) == 1
+
+
+def test_get_hashes_what_ctr_says_and_refuses_what_is_not_the_digest(tmp_path: Path) -> None:
+    index, blobs = image_blobs()
+    store, _ = fake_ctr(tmp_path, {index: blobs[index], "sha256:" + "0" * 64: b"other bytes"})
+    assert store.get(index, 1 << 20) == blobs[index]
+    with pytest.raises(Unreadable, match="does not hash to its name"):
+        store.get("sha256:" + "0" * 64, 1 << 20)
+    with pytest.raises(Unreadable, match="not found"):
+        store.get("sha256:" + "1" * 64, 1 << 20)
+    with pytest.raises(Unreadable, match="not a sha256 digest"):
+        store.get("sha256:../../etc/passwd", 1 << 20)
+    with pytest.raises(Unreadable, match="passed the limit"):
+        store.get(index, 10)
+    with pytest.raises(Unreadable, match="could not run"):
+        ContentStore(str(tmp_path / "no-ctr"), "/run/x.sock").get(index, 1 << 20)
+
+
+def test_blobs_are_read_once_each_and_asking_for_one_reads_it(tmp_path: Path) -> None:
+    index, blobs = image_blobs()
+    store, calls = fake_ctr(tmp_path, blobs)
+    read = content_store.Blobs(store, 1 << 20)
+    assert index in read and read[index] == blobs[index] and list(read) == [index] and len(read) == 1
+    assert len(calls.read_text().splitlines()) == 1
+    with pytest.raises(Unreadable):
+        _ = "sha256:" + "2" * 64 in read
+    number: object = 5
+    assert number not in read
+
+
+def test_the_store_is_the_named_address_else_a_usable_default_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "ctr").write_text("#!/bin/sh\n")
+    (bin_ / "ctr").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_))
+    path = tmp_path / "c.sock"
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(path))
+    (tmp_path / "plain").write_text("")
+    monkeypatch.setattr(content_store, "ADDRESSES", (str(tmp_path / "none"), str(tmp_path / "plain"), str(path)))
+    try:
+        assert content_store.find_content_store({}) == ContentStore(str(bin_ / "ctr"), str(path))
+        named = {"TORCHIMAGES_CONTAINERD_ADDRESS": "/elsewhere.sock"}
+        assert content_store.find_content_store(named) == ContentStore(str(bin_ / "ctr"), "/elsewhere.sock")
+        monkeypatch.setattr(content_store, "ADDRESSES", (str(tmp_path / "plain"),))
+        assert content_store.find_content_store({}) is None  # a file, not a socket
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+        assert content_store.find_content_store(named) is None  # no ctr
+    finally:
+        listening.close()
+
+
+def test_the_classic_store_has_no_content_store_to_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.engine.test_containerd_store import CLASSIC
+
+    found, _ = engine_of(CLASSIC)
+    monkeypatch.setattr(content_store, "find_content_store", lambda: pytest.fail("asked on the classic store"))
+    assert found._content_store is None

@@ -1,0 +1,104 @@
+"""Blobs of the engine's containerd content store, read one by one by their digest through containerd's own client
+(`ctr content get`): an image's index, attestation manifests and in-toto statements are a few small JSON blobs
+beside gigabytes of layers, which `docker save` would stream past (a minute for a CUDA image; here milliseconds).
+
+Only an engine on the containerd image store keeps its images there, in the namespace `moby` (dockerd's default
+`--containerd-namespace`), behind the socket of the containerd it uses: the system's (containerd's default
+address) or its own (dockerd's default exec root). Another address is named by TORCHIMAGES_CONTAINERD_ADDRESS.
+A blob counts only where its bytes hash to its digest, so a containerd other than the engine's (a remote engine,
+another namespace) can only fail to answer, never answer falsely; a caller then reads the image's `docker save`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from torchimages import settings, values
+from torchimages.engine.process import captured
+
+ADDRESS_VARIABLE = "TORCHIMAGES_CONTAINERD_ADDRESS"
+ADDRESSES = ("/run/containerd/containerd.sock", "/var/run/docker/containerd/containerd.sock")
+NAMESPACE = "moby"
+GET_TIMEOUT_S = 60.0  # one blob of a local store: a JSON document, megabytes at most
+
+
+class Unreadable(Exception):
+    """A blob the content store did not give (not there, not reachable, or bytes that are not the digest's)."""
+
+
+@dataclass(frozen=True)
+class ContentStore:
+    """containerd's client `ctr` and the socket of the engine's containerd."""
+
+    ctr: str
+    address: str
+    namespace: str = NAMESPACE
+
+    def command(self, digest: str) -> list[str]:
+        """The `ctr content get` of one blob."""
+        return [self.ctr, "--address", self.address, "--namespace", self.namespace, "content", "get", digest]
+
+    def get(self, digest: str, limit_bytes: int) -> bytes:
+        """The blob named `digest` (`sha256:` and 64 hex digits), at most `limit_bytes`; Unreadable when it
+        is not there, `ctr` fails, or its bytes do not hash to the digest."""
+        if not values.is_digest(digest):
+            raise Unreadable(f"{values.show(digest)} is not a sha256 digest")
+        try:
+            result = captured(self.command(digest), timeout_s=GET_TIMEOUT_S, limit_bytes=limit_bytes)
+        except OSError as exc:
+            raise Unreadable(f"could not run {self.ctr}: {exc.strerror or exc}") from None
+        if result.status != 0:
+            said = result.stopped or result.stderr.decode(errors="replace").strip()[-300:]
+            raise Unreadable(f"`ctr content get {digest}`: {said or f'exit status {result.status}'}")
+        if "sha256:" + hashlib.sha256(result.stdout).hexdigest() != digest:
+            raise Unreadable(f"the content store's {digest} does not hash to its name")
+        return result.stdout
+
+
+def _socket(path: str) -> bool:
+    """Whether `path` is a socket this process may connect to."""
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode) and os.access(path, os.R_OK | os.W_OK)
+    except (OSError, ValueError):
+        return False
+
+
+def find_content_store(environ: Mapping[str, str] | None = None) -> ContentStore | None:
+    """The content store to read (TORCHIMAGES_CONTAINERD_ADDRESS, else the first of ADDRESSES that is a socket
+    this process may use), with `ctr` on PATH; None where there is none (then the caller reads `docker save`)."""
+    ctr = shutil.which("ctr")
+    named = settings.text(ADDRESS_VARIABLE, environ)
+    address = named if named else next((a for a in ADDRESSES if _socket(a)), "")
+    if ctr is None or not address:
+        return None
+    return ContentStore(ctr, address)
+
+
+@dataclass
+class Blobs(Mapping[str, bytes]):
+    """The content store's blobs as a mapping, each read when first asked for and kept; a blob that cannot be
+    read raises Unreadable (not KeyError: the store's silence says nothing of the image)."""
+
+    store: ContentStore
+    limit_bytes: int
+    read: dict[str, bytes] = field(default_factory=dict)
+
+    def __getitem__(self, digest: str) -> bytes:
+        if digest not in self.read:
+            self.read[digest] = self.store.get(digest, self.limit_bytes)
+        return self.read[digest]
+
+    def __contains__(self, digest: object) -> bool:
+        """Whether the blob is there: asking reads it (Unreadable when it cannot be read)."""
+        return isinstance(digest, str) and isinstance(self[digest], bytes)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.read)
+
+    def __len__(self) -> int:
+        return len(self.read)
