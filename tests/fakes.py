@@ -530,15 +530,18 @@ class FakeEngine:
                 return [f"ERROR: {source}: not found"]
             document = json.loads(self.served[source])
             digest = source.rsplit("@", 1)[1]
+            if "manifests" in document:
+                entries += document["manifests"]
+                continue
             platform = dict(zip(("os", "architecture"), self.platform_of[digest].split("/"), strict=True))
-            entries += document.get("manifests") or [
+            entries.append(
                 {
                     "mediaType": document["mediaType"],
                     "digest": digest,
                     "size": len(self.served[source]),
                     "platform": platform,
                 }
-            ]
+            )
         index: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
         if annotations:
             index["annotations"] = dict(annotations)

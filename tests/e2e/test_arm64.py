@@ -100,11 +100,18 @@ def test_the_public_tag_is_an_index_written_after_the_push_and_it_pulls_back_and
     assert built.status == 0, built.output[-4000:]
     image = built.image("runtime")
     own, found = registry_get(registry, image.repository, image.platform_tag, f"{IMAGES}, {INDEXES}")
+    attestations = []
     if "manifests" in found:  # the containerd store pushes the image with its attestations as an index
         (own,) = [m["digest"] for m in found["manifests"] if (m.get("platform") or {}).get("architecture") == "arm64"]
-    for name in image.names:
+        about = [
+            (m["digest"], (m.get("annotations") or {}).get("vnd.docker.reference.digest")) for m in found["manifests"]
+        ]
+        attestations = [("unknown", digest) for digest, named in about if named == own]
+        assert attestations, found  # its SBOM and provenance, beside it
+    for name in image.names:  # the public index carries them beside the image, as its own tag's index did
         _, index = registry_get(registry, image.repository, name, INDEXES)
-        assert [(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]] == [("arm64", own)]
+        entries = [(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]]
+        assert entries == [("arm64", own), *attestations], index
     with pytest.raises(docker_errors.ImageNotFound):
         docker_client.images.get(image.reference)  # no local image carries the public name of an index
     pulled = f"{image.repository}@{own}"

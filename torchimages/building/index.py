@@ -7,12 +7,15 @@ by digest and compared on the classic store; on the containerd store, the regist
 index the image's id is); `join` after each platform was built, verified and pushed elsewhere (a native runner per
 platform: `build --push <tag>-<arch>`), from the registry's copies. Either takes each platform's image manifest:
 where its own tag names an index (BuildKit pushes an image with its attestations as one), that index's entry of
-its platform, attestations (`unknown/unknown`) left out: never an index inside the index."""
+its platform, and the attestation manifests (`unknown/unknown`) about it: the index of several platforms is made
+from each platform's own index, so it carries each image's SBOM and provenance beside it, never an index inside
+the index, and is checked to name exactly those."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from torchimages.building import signatures, staging
 from torchimages.building.progress import Progress
@@ -34,11 +37,22 @@ def pushed_digest(engine: Engine, image: Image) -> str | None:
     return None
 
 
-def platform_manifest(engine: Engine, repository: str, reference: str, platform: str) -> str | None:
-    """The digest of `platform`'s image manifest that `reference` names in the registry: its own where it names
-    an image manifest; where it names an index, that index's entry of `platform` (attestations left out), the
-    registry holding it as the entry describes it. None when the registry holds nothing under `reference`;
-    EngineError or manifests.ManifestError says why else not."""
+@dataclass(frozen=True)
+class PlatformImage:
+    """One platform's image as the registry holds it: its image manifest's digest, the attestation manifests about
+    it beside it in its own index (BuildKit's SBOM and provenance), and what an index of several platforms is made
+    from to carry both (that own index; the manifest alone where it has none)."""
+
+    digest: str
+    source: str
+    attestations: tuple[str, ...] = ()
+
+
+def platform_manifest(engine: Engine, repository: str, reference: str, platform: str) -> PlatformImage | None:
+    """`platform`'s image that `reference` names in the registry: its own image manifest where it names one; where
+    it names an index, that index's entry of `platform` (the registry holding it as the entry describes it) and the
+    attestations about it. None when the registry holds nothing under `reference`; EngineError or
+    manifests.ManifestError says why else not."""
     raw = engine.manifest(reference)
     if raw is None:
         return None
@@ -47,12 +61,14 @@ def platform_manifest(engine: Engine, repository: str, reference: str, platform:
     if named and document.digest != named:
         raise manifests.ManifestError(f"{reference}: the registry serves bytes of {document.digest} for it")
     if not document.is_index:
-        return document.digest
+        return PlatformImage(document.digest, f"{repository}@{document.digest}")
     entry = manifests.platform_entry(document, platform, reference)
     problems = manifests.entry_problems(entry, engine.manifest(f"{repository}@{entry.digest}"), reference)
     if problems:
         raise manifests.ManifestError("; ".join(problems))
-    return entry.digest
+    attached = manifests.attestations_of(document, entry.digest)
+    source = document.digest if attached else entry.digest
+    return PlatformImage(entry.digest, f"{repository}@{source}", attached)
 
 
 def publish(
@@ -72,7 +88,7 @@ def publish(
     if unknown:
         return [f"no pushed digest of {', '.join(unknown)}: the registry's copy cannot be named"]
     progress.update(first.tag, "index")
-    wanted: dict[str, str] = {}
+    wanted: dict[str, PlatformImage] = {}
     problems: list[str] = []
     for image, pushed in digests.items():
         reference = f"{image.repository}@{pushed}"
@@ -85,13 +101,37 @@ def publish(
             problems.append(f"{reference} ({image.platform_reference}, pushed) is not in the registry")
             continue
         wanted[image.platform] = found
-        problems += pulled_back(engine, image, found, pushed or "")
+        problems += pulled_back(engine, image, found.digest, pushed or "")
     if problems:
         return problems
     labels = [engine.labels(image.platform_reference) for image in images]
     annotations = index_annotations([found for found in labels if found is not None])
     sign = _signing(first, signer, cancelled, progress)
-    return staging.publish(engine, first.repository, first.names, wanted, annotations, sign, cancelled, progress.note)
+    return _staged(engine, first, wanted, annotations, sign, cancelled, progress.note)
+
+
+def _staged(
+    engine: Engine,
+    first: Image,
+    wanted: Mapping[str, PlatformImage],
+    annotations: Sequence[tuple[str, str]],
+    sign: Callable[[str], list[str]] | None,
+    cancelled: threading.Event | None,
+    note: Callable[[str], None] | None,
+) -> list[str]:
+    """staging.publish of the platforms' images, each with the attestations about it."""
+    return staging.publish(
+        engine,
+        first.repository,
+        first.names,
+        {platform: found.digest for platform, found in wanted.items()},
+        annotations,
+        sign,
+        cancelled,
+        note,
+        sources=[found.source for found in wanted.values()],
+        attached={found.digest: found.attestations for found in wanted.values() if found.attestations},
+    )
 
 
 def index_annotations(labels: Sequence[dict[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -128,7 +168,9 @@ def join(
     pulled by digest, must carry this plan's input digest and platform (the same inputs, verified where it was
     built); then staging.publish, signed with a `signer` (`progress` says so). The problems (none: the index is
     there)."""
-    problems, wanted, labels = [], {}, []
+    problems: list[str] = []
+    wanted: dict[str, PlatformImage] = {}
+    labels = []
     for image in images:
         found = _registry_image(engine, image)
         if isinstance(found, str):
@@ -141,30 +183,29 @@ def join(
     first = images[0]
     sign = _signing(first, signer, None, progress)
     note = progress.note if progress else None
-    annotations = index_annotations(labels)
-    return staging.publish(engine, first.repository, first.names, wanted, annotations, sign, None, note)
+    return _staged(engine, first, wanted, index_annotations(labels), sign, None, note)
 
 
-def _registry_image(engine: Engine, image: Image) -> tuple[str, ImageInfo] | str:
-    """The digest of the image manifest the registry holds under the image's own tag, and what the image pulled
-    by that digest is; else why not."""
+def _registry_image(engine: Engine, image: Image) -> tuple[PlatformImage, ImageInfo] | str:
+    """The image manifest the registry holds under the image's own tag (with the attestations about it), and what
+    the image pulled by its digest is; else why not."""
     reference = image.platform_reference
     try:
-        digest = platform_manifest(engine, image.repository, reference, image.platform)
+        found = platform_manifest(engine, image.repository, reference, image.platform)
     except (EngineError, manifests.ManifestError) as exc:
         return str(exc)
-    if digest is None:
+    if found is None:
         return f"{reference} is not in the registry: build and push it first"
-    pinned = f"{image.repository}@{digest}"
+    pinned = f"{image.repository}@{found.digest}"
     errors = engine.pull(pinned)
     info = engine.inspect(pinned) if not errors else None
     if info is None:
         return f"{reference} ({pinned}) could not be pulled: {'; '.join(errors) or 'not found'}"
     wanted = {k: v for k, v in image.labels if k in (INPUT_DIGEST_LABEL, PLATFORM_LABEL)}
-    found = {k: info.labels.get(k) for k in wanted}
-    if found != wanted:
-        return f"{reference} was built from other inputs than this plan's ({found})"
-    return digest, info
+    labelled = {k: info.labels.get(k) for k in wanted}
+    if labelled != wanted:
+        return f"{reference} was built from other inputs than this plan's ({labelled})"
+    return found, info
 
 
 def _signing(

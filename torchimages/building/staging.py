@@ -1,6 +1,7 @@
 """An index is public only once checked. It is written under a temporary tag of its own repository
 (`torchimages-staging-<random>-<tag>`), read back from the registry and checked: an index, naming each
-platform's image manifest by the digest verified and nothing else, and each of those manifests there, its bytes
+platform's image manifest by the digest verified and the attestation manifests about each (its SBOM and provenance,
+where it has them) and nothing else, and each of those manifests there, its bytes
 of that digest and the size and media type the index says. Signed where asked, and only then are the public tag,
 then each alias, moved to its digest (a carbon copy), each read back.
 
@@ -41,11 +42,15 @@ def publish(
     sign: Callable[[str], list[str]] | None = None,
     cancelled: threading.Event | None = None,
     note: Callable[[str], None] | None = None,
+    sources: Sequence[str] = (),
+    attached: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """Make `repository:name` for each of `names` (the tag, then its aliases) name one index of exactly `wanted`
-    (platform -> its image manifest's digest, each in `repository`), `annotations` on it: staged, checked,
-    signed by `sign` (its digest -> problems), then moved. Where every name names such an index already, it is
-    only signed. The problems (none: every name names it); `note` hears where the temporary tag is left."""
+    (platform -> its image manifest's digest, each in `repository`) and the attestation manifests `attached` to
+    them (a manifest's digest -> theirs), `annotations` on it, made from `sources` (default: the manifests; an
+    image's own index brings its attestations): staged, checked, signed by `sign` (its digest -> problems), then
+    moved. Where every name names such an index already, it is only signed. The problems (none: every name names
+    it); `note` hears where the temporary tag is left."""
     try:
         before = {name: _digest_at(engine, f"{repository}:{name}") for name in names}
     except EngineError as exc:
@@ -54,15 +59,15 @@ def publish(
     if (
         now is not None
         and set(before.values()) == {now}  # every name names one index already
-        and not _checked(engine, repository, f"{repository}@{now}", wanted)[1]  # the one wanted
+        and not _checked(engine, repository, f"{repository}@{now}", wanted, attached)[1]  # the one wanted
     ):
         return _kept(f"{repository}:{names[0]}", now, sign, note)
     staged = f"{repository}:{staging_tag(names[0])}"
-    sources = [f"{repository}@{digest}" for digest in wanted.values()]
+    sources = list(sources) or [f"{repository}@{digest}" for digest in wanted.values()]
     problems = engine.create_index(repository, [staged.rsplit(":", 1)[1]], sources, annotations)
     digest = ""
     if not problems:
-        digest, problems = _checked(engine, repository, staged, wanted)
+        digest, problems = _checked(engine, repository, staged, wanted, attached)
     if not problems and sign is not None:
         problems = sign(digest)
     if not problems and cancelled is not None and cancelled.is_set():
@@ -95,15 +100,21 @@ def _digest_at(engine: Engine, reference: str) -> str | None:
     return None if raw is None else documents.digest_of(raw)
 
 
-def _checked(engine: Engine, repository: str, staged: str, wanted: Mapping[str, str]) -> tuple[str, list[str]]:
-    """The digest of the index under `staged`, read back, and why it is not the index of `wanted` whose every
-    manifest the registry holds as the index describes it."""
+def _checked(
+    engine: Engine,
+    repository: str,
+    staged: str,
+    wanted: Mapping[str, str],
+    attached: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[str, list[str]]:
+    """The digest of the index under `staged`, read back, and why it is not the index of `wanted` and `attached`
+    whose every manifest the registry holds as the index describes it."""
     try:
         raw = engine.manifest(staged)
         if raw is None:
             return "", [f"{staged}: the registry holds nothing there once it was written"]
         index = documents.parse(raw, staged)
-        problems = documents.index_problems(index, wanted, staged)
+        problems = documents.index_problems(index, wanted, staged, attached)
         for entry in index.entries if not problems else ():
             problems += documents.entry_problems(entry, engine.manifest(f"{repository}@{entry.digest}"), staged)
     except (EngineError, documents.ManifestError) as exc:

@@ -8,8 +8,9 @@
     push.py           push retries: transient errors only, exponential backoff
     zstd_push.py      pushes with zstd layers: docker save by id, proven, an OCI layout uploaded by skopeo
     discovery.py      a docker client that builds with BuildKit; one that runs `docker buildx`
-    attestation.py    the SBOM and provenance attestations (where the engine keeps them; read from a saved image),
-                      OCI annotations from labels
+    attestation.py    the SBOM and provenance attestations (where the engine keeps them; read from an image's
+                      index and blobs), OCI annotations from labels
+    content_store.py  blobs of the engine's containerd content store by digest (`ctr content get`, each hashed)
     sbom_generator.py the SBOM generator image BuildKit runs, made here from the pinned syft and a static busybox
     docker_engine.py  `DockerEngine`: the protocol through the docker SDK and a BuildKit CLI client
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ INDEX_TYPES = (OCI_INDEX, DOCKER_LIST)
 IMAGE_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
 ATTESTATION = "unknown/unknown"  # BuildKit's attestation manifests (SBOM, provenance) beside an image
 _REFERENCE_TYPE = "vnd.docker.reference.type"
+_REFERENCE_DIGEST = "vnd.docker.reference.digest"  # an attestation's: the image manifest it is about
 
 
 class ManifestError(ValueError):
@@ -38,6 +39,7 @@ class Entry:
     size: int
     platform: str
     attestation: bool = False
+    about: str = ""  # an attestation's: the digest of the image manifest it is about (vnd.docker.reference.digest)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,9 @@ def _entry(found: Any, where: str, n: int) -> Entry:
     platform = platform_name(found.get("platform"))
     annotations = found.get("annotations")
     kind = annotations.get(_REFERENCE_TYPE) if isinstance(annotations, dict) else None
-    return Entry(media_type, str(digest), size, platform, platform == ATTESTATION or kind == "attestation-manifest")
+    about = annotations.get(_REFERENCE_DIGEST) if isinstance(annotations, dict) else None
+    attestation = platform == ATTESTATION or kind == "attestation-manifest"
+    return Entry(media_type, str(digest), size, platform, attestation, str(about) if attestation and about else "")
 
 
 def parse(raw: bytes, where: str) -> Document:
@@ -115,6 +119,11 @@ def images(index: Document) -> tuple[Entry, ...]:
     return tuple(e for e in index.entries if not e.attestation)
 
 
+def attestations_of(index: Document, manifest: str) -> tuple[str, ...]:
+    """The digests of the attestation manifests an index names about `manifest` (an image manifest's digest)."""
+    return tuple(e.digest for e in index.entries if e.attestation and e.about == manifest)
+
+
 def platform_entry(index: Document, platform: str, where: str) -> Entry:
     """The one image of `platform` an index names (attestations left out); ManifestError when it names none,
     several, or an index there."""
@@ -128,19 +137,27 @@ def platform_entry(index: Document, platform: str, where: str) -> Entry:
     return found[0]
 
 
-def index_problems(index: Document, wanted: Mapping[str, str], where: str) -> list[str]:
-    """Why `index` is not the index of exactly `wanted` (platform -> its image manifest's digest): each platform
-    once, with that digest, as an image manifest, and nothing else (no attestation, no nested index)."""
+def index_problems(
+    index: Document, wanted: Mapping[str, str], where: str, attached: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
+    """Why `index` is not the index of exactly `wanted` (platform -> its image manifest's digest) and the
+    attestation manifests `attached` to them (image manifest's digest -> attestation manifests' digests): each
+    platform once, with that digest, as an image manifest, each attestation about its image, and nothing else (no
+    other attestation, no nested index)."""
     if not index.is_index:
         return [f"{where} is a {index.media_type}, not an index"]
     nested = [f"{e.digest} ({e.media_type})" for e in index.entries if e.media_type not in IMAGE_TYPES]
     if nested:
         return [f"{where} names what is no image manifest: {', '.join(nested)}"]
-    found = sorted((e.platform or "no platform", e.digest) for e in index.entries)
+    found = sorted((e.platform or "no platform", e.digest) for e in images(index))
     if found != sorted(wanted.items()):
         named = ", ".join(f"{p} {d}" for p, d in found) or "nothing"
         return [f"{where} names {named}; wanted {', '.join(f'{p} {d}' for p, d in sorted(wanted.items()))}"]
-    return []
+    kept = {(e.about, e.digest) for e in index.entries if e.attestation}
+    expected = {(about, digest) for about, digests in (attached or {}).items() for digest in digests}
+    problems = [f"{where} names attestation {d} about {a or 'no image'}, not one asked for" for a, d in kept - expected]
+    problems += [f"{where} lacks attestation {d} about {a}" for a, d in expected - kept]
+    return sorted(problems)
 
 
 def entry_problems(entry: Entry, raw: bytes | None, where: str) -> list[str]:

@@ -74,7 +74,7 @@ def test_an_image_whose_id_is_the_pushed_index_is_not_pulled_back() -> None:
     engine.served[f"{REPOSITORY}@{MANIFEST}"] = PLATFORM_MANIFEST
     image = image_of(f"{REPOSITORY}:2.9.1-cpu-runtime-arm64")
     found = index.platform_manifest(engine, REPOSITORY, f"{REPOSITORY}@{pushed}", "linux/arm64")
-    assert found == MANIFEST
+    assert found == index.PlatformImage(MANIFEST, f"{REPOSITORY}@{pushed}", ("sha256:" + "2" * 64,))
     assert index.pulled_back(engine, image, MANIFEST, pushed) == []
     assert engine.pulled == []
 

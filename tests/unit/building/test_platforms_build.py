@@ -230,7 +230,10 @@ def in_registry(
                 entry(digest, len(raw), {"os": "linux", "architecture": platforms.arch(image.platform)}),
                 {
                     **entry(engine.serve(image.repository, attestation), len(attestation), UNKNOWN),
-                    "annotations": {"vnd.docker.reference.type": "attestation-manifest"},
+                    "annotations": {
+                        "vnd.docker.reference.type": "attestation-manifest",
+                        "vnd.docker.reference.digest": digest,
+                    },
                 },
             ],
         }

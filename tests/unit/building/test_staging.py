@@ -277,20 +277,61 @@ def test_a_first_join_whose_alias_does_not_move_says_the_tag_it_moved_cannot_be_
 
 def test_join_takes_each_platforms_image_from_an_index_buildkit_pushed(selection: list[plan.Selected]) -> None:
     """The arm64 image was pushed as BuildKit pushes an image with its attestation: an index of both. The index
-    written names its image manifest, as the amd64 one's, and nothing else (no attestation, no nested index)."""
+    written names its image manifest, as the amd64 one's, and beside it the attestation about it (annotated as
+    BuildKit annotates it), never the nested index."""
     engine = FakeEngine()
     amd64, arm64 = images_of(selection)
     wanted = {"linux/amd64": in_registry(engine, amd64), "linux/arm64": in_registry(engine, arm64, as_index=True)}
     pushed_as = engine.tags_served[arm64.platform_reference]
-    assert pushed_as != wanted["linux/arm64"] and b"unknown" in engine.served[f"{REPOSITORY}@{pushed_as}"]
+    own = json.loads(engine.served[f"{REPOSITORY}@{pushed_as}"])["manifests"]
+    assert pushed_as != wanted["linux/arm64"] and own[1]["platform"] == {"os": "unknown", "architecture": "unknown"}
     assert index.join(engine, [amd64, arm64]) == []
     for name in amd64.names:
         document = json.loads(engine.served[f"{REPOSITORY}@{engine.tags_served[f'{REPOSITORY}:{name}']}"])
         assert [(m["mediaType"], m["digest"]) for m in document["manifests"]] == [
             ("application/vnd.oci.image.manifest.v1+json", wanted["linux/amd64"]),
             ("application/vnd.oci.image.manifest.v1+json", wanted["linux/arm64"]),
+            ("application/vnd.oci.image.manifest.v1+json", own[1]["digest"]),
         ]
+        assert document["manifests"][2]["annotations"] == {
+            "vnd.docker.reference.type": "attestation-manifest",
+            "vnd.docker.reference.digest": wanted["linux/arm64"],
+        }
     assert f"{REPOSITORY}@{wanted['linux/arm64']}" in engine.pulled  # the image pulled by its own digest
+
+
+def _without_attestation(document: dict[str, Any]) -> None:
+    del document["manifests"][2]
+
+
+def _attestation_about_amd64(document: dict[str, Any]) -> None:
+    about = document["manifests"][2]["annotations"]
+    about["vnd.docker.reference.digest"] = document["manifests"][0]["digest"]
+
+
+def _another_attestation(document: dict[str, Any]) -> None:
+    document["manifests"].append({**document["manifests"][2], "digest": "sha256:" + "9" * 64})
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (_without_attestation, "lacks attestation"),
+        (_attestation_about_amd64, "not one asked for"),
+        (_another_attestation, "not one asked for"),
+    ],
+)
+def test_an_index_that_drops_moves_or_adds_an_attestation_is_refused(
+    selection: list[plan.Selected], edit: Callable[[dict[str, Any]], None], said: str
+) -> None:
+    engine = FakeEngine()
+    amd64, arm64 = images_of(selection)
+    in_registry(engine, amd64)
+    in_registry(engine, arm64, as_index=True)
+    _edited(edit)(engine, [amd64, arm64])
+    problems = index.join(engine, [amd64, arm64])
+    assert any(said in p for p in problems) and "the public tags were left as they were" in problems, problems
+    assert named(engine, amd64) == [None, None]
 
 
 def _index_of(engine: FakeEngine, image: Image, *platforms: str) -> None:

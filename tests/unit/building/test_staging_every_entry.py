@@ -35,7 +35,7 @@ DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"  # the 
 def wanted_of(engine: FakeEngine, images: list[Image]) -> dict[str, str]:
     """Each platform's image manifest under its own tag, as the registry holds it (platform -> digest)."""
     found = {i.platform: index.platform_manifest(engine, REPOSITORY, i.platform_reference, i.platform) for i in images}
-    return {platform: digest for platform, digest in found.items() if digest is not None}
+    return {platform: image.digest for platform, image in found.items() if image is not None}
 
 
 def _lose_first(engine: FakeEngine, staged: str, sources: Sequence[str]) -> None:
