@@ -153,8 +153,8 @@ def index_problems(
     if found != sorted(wanted.items()):
         named = ", ".join(f"{p} {d}" for p, d in found) or "nothing"
         return [f"{where} names {named}; wanted {', '.join(f'{p} {d}' for p, d in sorted(wanted.items()))}"]
-    kept = {(e.about, e.digest) for e in index.entries if e.attestation}
     expected = {(about, digest) for about, digests in (attached or {}).items() for digest in digests}
+    kept = {(e.about, e.digest) for e in index.entries if e.attestation}
     problems = [f"{where} names attestation {d} about {a or 'no image'}, not one asked for" for a, d in kept - expected]
     problems += [f"{where} lacks attestation {d} about {a}" for a, d in expected - kept]
     return sorted(problems)
