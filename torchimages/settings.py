@@ -154,7 +154,7 @@ SETTINGS = (
         "the socket of the engine's containerd, whose content store gives an image's attestations by digest "
         "(default: /run/containerd/containerd.sock, then dockerd's own /var/run/docker/containerd/containerd.sock; "
         "where none answers, the image's docker save is read)",
-        ("build", "bake", "promote"),
+        ("build", "promote"),
     ),
     Setting(
         "TORCHIMAGES_THROUGHPUT_OUT",

@@ -500,3 +500,18 @@ def cpu_rebuilt(cpu_built: Built, docker_client: Any, session_registry: str, ses
     options = ("--log-dir", cpu_built.logs, "--no-cache", "--push", "--test", "none")
     result = run_cli("build", "--matrix", cpu_built.plan.matrix_path, *options, "*")
     return Rebuilt(before, manifests, blobs, result)
+
+
+def imagetools(reference: str, what: str) -> dict[str, Any]:
+    """What `docker buildx imagetools inspect --format '{{json .WHAT}}'` (the ordinary tool) reads of a pushed tag."""
+    try:
+        buildx = engine.find_buildx()
+    except engine.EngineError as exc:
+        require(str(exc))
+        raise
+    cmd = [buildx, "buildx", "imagetools", "inspect", reference, "--format", "{{json ." + what + "}}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert isinstance(found, dict), done.stdout[:2000]
+    return found

@@ -1,6 +1,7 @@
 """Beyond one machine, for real: `build.py bake` writes the file, the real `docker buildx bake` (the buildx
 plugin, the local engine's BuildKit through the `docker` driver) builds it to temporary references with
-`--load --metadata-file`, and `build.py promote --from` verifies, smoke-tests and tags; a metadata file
+`--load --metadata-file`, and `build.py promote --from --push` verifies, smoke-tests, tags and pushes to a registry
+on loopback; a metadata file
 that points a target at another image gets nothing tagged. `docker buildx bake --print` accepts the bake
 file of the whole default matrix.
 
@@ -38,7 +39,7 @@ from torchimages.building.wheels import WheelSources, serve
 from torchimages.combination import Image
 from torchimages.planning import plan
 
-from .conftest import remove_repository, require, run_cli
+from .conftest import imagetools, remove_repository, require, run_cli
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]}"
@@ -126,10 +127,14 @@ class Baked:
 
 @pytest.fixture(scope="module")
 def baked(
-    docker_client: Any, buildx: str, tmp_path_factory: pytest.TempPathFactory, ca_bundle: tuple[Path, bytes]
+    docker_client: Any,
+    buildx: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    ca_bundle: tuple[Path, bytes],
+    session_registry: str,
 ) -> Iterator[Baked]:
     tmp = tmp_path_factory.mktemp("bake")
-    repository = f"torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
+    repository = f"{session_registry}/torchimages-e2e-{uuid.uuid4().hex[:8]}/pytorch"
     matrix = write_matrix(tmp, repository)
     loaded = plan.load(matrix)
     (combination,) = loaded.combinations
@@ -154,7 +159,7 @@ def baked(
                 capture_output=True, text=True, check=False, cwd=tmp,
             )  # fmt: skip
         assert baking.returncode == 0, baking.stdout + baking.stderr[-4000:]
-        promoted = run_cli("promote", "--matrix", matrix, "--from", metadata, "--log-dir", tmp / "logs")
+        promoted = run_cli("promote", "--matrix", matrix, "--from", metadata, "--log-dir", tmp / "logs", "--push")
         yield Baked(loaded, tmp, bake_file, metadata, baking.stdout + baking.stderr, promoted)
     finally:
         remove_repository(docker_client, repository)
@@ -192,6 +197,18 @@ def test_the_promoted_image_carries_the_attestations_the_bake_attached(baked: Ba
     assert "https://spdx.dev/Document" in attested.predicates
     assert "https://slsa.dev/provenance/v0.2" in attested.predicates
     assert attested.problems() == []
+
+
+def test_the_promoted_copy_in_the_registry_carries_both(baked: Baked) -> None:
+    """Issue 46: `promote --push` sent the promoted tag with its index: the registry's copy, read with buildx's
+    imagetools, holds provenance naming the input digest and the matrix entry, and an SBOM listing torch."""
+    assert baked.promote.returncode == 0, baked.promote.stdout + baked.promote.stderr
+    reference = f"{baked.image.repository}:{baked.image.tag}"
+    args = imagetools(reference, "Provenance")["SLSA"]["invocation"]["parameters"]["args"]
+    assert args["label:io.torchimages.input-digest"] == baked.image.input_digest
+    assert args["label:io.torchimages.matrix-entry"] == "2.13.0-cpu-py3.11-debian12"
+    packages = {(p.get("name"), p.get("versionInfo")) for p in imagetools(reference, "SBOM")["SPDX"]["packages"]}
+    assert ("torch", "2.13.0+cpu") in packages
 
 
 def test_no_temporary_reference_is_left(baked: Baked, docker_client: Any) -> None:

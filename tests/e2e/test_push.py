@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from torchimages import engine
 from torchimages.engine.zstd_push import zstd_problem
 
 from .conftest import (
@@ -23,6 +21,7 @@ from .conftest import (
     Built,
     Rebuilt,
     build_matrix,
+    imagetools,
     registry_blob,
     registry_image,
     registry_manifest,
@@ -67,21 +66,6 @@ def test_verified_images_are_pushed_with_their_aliases(built: Built, session_reg
     images = [built.image(flavor) for flavor in FLAVORS]  # one repository holds both flavors' tags
     wanted = {name for image in images for name in (image.tag, *image.aliases)}
     assert pushed_tags(session_registry, images[0].repository) == wanted
-
-
-def imagetools(reference: str, what: str) -> dict[str, Any]:
-    """What `docker buildx imagetools inspect --format '{{json .WHAT}}'` (the ordinary tool) reads of a pushed tag."""
-    try:
-        buildx = engine.find_buildx()
-    except engine.EngineError as exc:
-        require(str(exc))
-        raise
-    cmd = [buildx, "buildx", "imagetools", "inspect", reference, "--format", "{{json ." + what + "}}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout)
-    assert isinstance(found, dict), done.stdout[:2000]
-    return found
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

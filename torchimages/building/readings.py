@@ -56,6 +56,8 @@ def over_budget(engine: Engine, image: Image, reference: str, shown: int = 5) ->
     info = engine.inspect(reference)
     if info is None:
         return [f"could not read the size of {reference}: no such image"]
+    if not info.size:
+        return [f"could not read the size of {reference}: the engine gives none for it"]
     if info.size <= image.size_budget:
         return []
     largest = sorted(engine.history(reference), key=lambda step: step.size, reverse=True)[:shown]

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from torchimages import settings
+from torchimages import settings, values
 from torchimages.cli import common, preflight
 from torchimages.cli import options as shared
 from torchimages.cli.common import EXIT_FAILED, EXIT_OK
@@ -110,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if args.report and junit_dir:
         from torchimages.reporting import writer
 
-        images = writer.built_images(outcomes, engine, junit_dir, pushed=args.push)
+        images = writer.built_images(
+            outcomes, engine, junit_dir, pushed=args.push, zstd=args.compression == values.ZSTD
+        )
         finished = session.finish(args.report, "build", images, engine, junit_dir, sboms=not done.signals)
         complete = common.told(finished)
     if done.exit_status is not None:

@@ -109,15 +109,29 @@ def attestations() -> SbomAttestation:
 def check_zstd_platforms(
     chosen: Sequence[planning.Selected], push: bool, compression: str, containerd_store: bool
 ) -> None:
-    """UsageError for a zstd push of a tag of several platforms from the containerd image store: its index is
-    written from each image's digest the engine records, which there is the gzip index the zstd push never sent."""
+    """UsageError for a zstd push of a tag of several platforms from the containerd image store, where this run
+    writes its index (every platform of a flavor selected): the index is written from each image's digest the
+    engine records, which there is the gzip index the zstd push never sent. One platform's own tag alone
+    (`<tag>-<arch>`, for `join`) writes no index and is pushed."""
     if not (push and compression == values.ZSTD and containerd_store):
         return
-    if several := [s.combination.folder for s in chosen if s.combination.multi_platform]:
+    if several := [s.combination.folder for s in chosen if writes_index(s)]:
         raise UsageError(
             f"{several[0]}: a tag of several platforms cannot be pushed with --compression zstd from the containerd "
             "image store (the index would name the gzip images the zstd push did not send): push it with gzip"
         )
+
+
+def writes_index(selected: planning.Selected) -> bool:
+    """Whether a run of `selected` writes an index: a combination of several platforms with every platform of
+    one of its flavors selected (builder._index)."""
+    combination = selected.combination
+    if not combination.multi_platform:
+        return False
+    flavors = {image.flavor for image in selected.images}
+    return any(
+        {i.platform for i in selected.images if i.flavor == flavor} >= set(combination.platforms) for flavor in flavors
+    )
 
 
 def zstd_attestation_note(push: bool, compression: str) -> str | None:

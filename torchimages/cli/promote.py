@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_names(promotion.chosen)
     gate = common.security_options(args)
     engine = common.connect(args.docker)
+    common.check_zstd_platforms(promotion.chosen, args.push, args.compression, engine.containerd_store)
     options = requests.BuildOptions(
         images_dir=loaded.images_dir,
         log_dir=args.log_dir,

@@ -4,7 +4,9 @@ beside gigabytes of layers, which `docker save` would stream past (a minute for 
 
 Only an engine on the containerd image store keeps its images there, in the namespace `moby` (dockerd's default
 `--containerd-namespace`), behind the socket of the containerd it uses: the system's (containerd's default
-address) or its own (dockerd's default exec root). Another address is named by TORCHIMAGES_CONTAINERD_ADDRESS.
+address) or its own (dockerd's default exec root), each tried in turn where this process may use it (root, as a
+rule: a user of the `docker` group may not, and reads `docker save`). TORCHIMAGES_CONTAINERD_ADDRESS names the
+one to read instead.
 A blob counts only where its bytes hash to its digest, so a containerd other than the engine's (a remote engine,
 another namespace) can only fail to answer, never answer falsely; a caller then reads the image's `docker save`.
 """
@@ -15,6 +17,7 @@ import hashlib
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -68,27 +71,30 @@ def _socket(path: str) -> bool:
         return False
 
 
-def find_content_store(environ: Mapping[str, str] | None = None) -> ContentStore | None:
-    """The content store to read (TORCHIMAGES_CONTAINERD_ADDRESS, else the first of ADDRESSES that is a socket
-    this process may use), with `ctr` on PATH; None where there is none (then the caller reads `docker save`)."""
+def find_content_stores(environ: Mapping[str, str] | None = None) -> tuple[ContentStore, ...]:
+    """The content stores to read, in turn (TORCHIMAGES_CONTAINERD_ADDRESS alone, else each of ADDRESSES that is
+    a socket this process may use: a system containerd may run beside the engine's own), with `ctr` on PATH;
+    none where there is none (then the caller reads `docker save`: a user who may not use the socket, not root)."""
     ctr = shutil.which("ctr")
     named = settings.text(ADDRESS_VARIABLE, environ)
-    address = named if named else next((a for a in ADDRESSES if _socket(a)), "")
-    if ctr is None or not address:
-        return None
-    return ContentStore(ctr, address)
+    addresses = [named] if named else [a for a in ADDRESSES if _socket(a)]
+    return tuple(ContentStore(ctr, address) for address in addresses) if ctr is not None else ()
 
 
 @dataclass
 class Blobs(Mapping[str, bytes]):
     """The content store's blobs as a mapping, each read when first asked for and kept; a blob that cannot be
-    read raises Unreadable (not KeyError: the store's silence says nothing of the image)."""
+    read, or any asked once `cancelled` is set, raises Unreadable (not KeyError: the store's silence says
+    nothing of the image)."""
 
     store: ContentStore
     limit_bytes: int
+    cancelled: threading.Event | None = None
     read: dict[str, bytes] = field(default_factory=dict)
 
     def __getitem__(self, digest: str) -> bytes:
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise Unreadable("cancelled")
         if digest not in self.read:
             self.read[digest] = self.store.get(digest, self.limit_bytes)
         return self.read[digest]

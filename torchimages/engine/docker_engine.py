@@ -104,6 +104,10 @@ PROBE_TIMEOUT_S = 600.0  # a probe: the image's python in a throwaway container
 START_TIMEOUT_S = 600.0  # `docker run --detach` of a test container (it may pull the image)
 SAVE_TIMEOUT_S = 3600.0  # `docker save --output` of a whole image
 TIMEOUT_VARIABLE = "TORCHIMAGES_ENGINE_TIMEOUT_S"
+NO_FOREIGN_HISTORY = (
+    "the engine gives no history of another platform's image kept in an index (Docker 26 on the containerd image "
+    "store), so its layers' sizes cannot be read here: check its size and largest layer on an engine of its platform"
+)
 
 
 def _text(output: bytes | str | None) -> str:
@@ -378,10 +382,11 @@ class DockerEngine:
                 return None
             info = _image_info(reference, image.attrs)
             if self._containerd_store:  # its Size is the compressed content's: the layers' own sizes, added
-                # Docker 26 reads the history of an index's image of the engine's own platform only: another
-                # platform's image keeps inspect's Size (its compressed content)
-                with contextlib.suppress(self._errors.NotFound):
-                    info = dataclasses.replace(info, size=sum(int(s.get("Size") or 0) for s in image.history()))
+                try:
+                    size = sum(int(s.get("Size") or 0) for s in image.history())
+                except self._errors.NotFound:  # Docker 26 reads the history of an index's image of the engine's
+                    size = 0  # own platform only: another platform's size is not known (0), never the compressed
+                info = dataclasses.replace(info, size=size)
             return info
 
     @property
@@ -406,7 +411,11 @@ class DockerEngine:
 
     def history(self, reference: str) -> list[HistoryEntry]:
         with self._failures(f"reading the history of {reference}"):
-            steps = self.sdk.images.get(reference).history()
+            image = self.sdk.images.get(reference)
+            try:
+                steps = image.history()
+            except self._errors.NotFound:
+                raise EngineError(f"reading the history of {reference} failed: {NO_FOREIGN_HISTORY}") from None
             return [HistoryEntry(str(s.get("CreatedBy") or ""), int(s.get("Size") or 0)) for s in steps]
 
     @contextlib.contextmanager
@@ -427,20 +436,19 @@ class DockerEngine:
         info = self.inspect(reference)
         if info is None:
             raise EngineError(f"no image {reference} here to read its attestations")
-        store = self._content_store
-        if store is not None:
+        for store in self._content_stores:
             try:
-                return attested_in(info.id, content_store.Blobs(store, JSON_BLOB_BYTES), platform)
+                return attested_in(info.id, content_store.Blobs(store, JSON_BLOB_BYTES, cancelled), platform)
             except content_store.Unreadable:
-                pass  # not this engine's store, or not reachable: the image's docker save says the same
+                continue  # not this engine's store, not reachable, or cancelled: the next, else docker save
             except AttestationError as exc:
                 raise EngineError(f"the image {reference}: {exc}") from None
         return self._saved_attestations(reference, platform, cancelled)
 
     @functools.cached_property
-    def _content_store(self) -> content_store.ContentStore | None:
-        """The engine's containerd content store, where this engine keeps images in it and it can be read."""
-        return content_store.find_content_store() if self.containerd_store else None
+    def _content_stores(self) -> tuple[content_store.ContentStore, ...]:
+        """The containerd content stores to read, where this engine keeps images in one and they can be read."""
+        return content_store.find_content_stores() if self.containerd_store else ()
 
     def _saved_attestations(self, reference: str, platform: str, cancelled: threading.Event | None) -> Attested:
         """The attestations read from the image's `docker save` (an OCI layout on the containerd image store: its

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,7 +86,8 @@ def _entry(found: Any, where: str, n: int) -> Entry:
     annotations = found.get("annotations")
     kind = annotations.get(_REFERENCE_TYPE) if isinstance(annotations, dict) else None
     about = annotations.get(_REFERENCE_DIGEST) if isinstance(annotations, dict) else None
-    attestation = platform == ATTESTATION or kind == "attestation-manifest"
+    # an attestation is of no platform (`unknown/unknown`): an entry of a real platform is an image, however annotated
+    attestation = platform == ATTESTATION or (kind == "attestation-manifest" and not platform)
     return Entry(media_type, str(digest), size, platform, attestation, str(about) if attestation and about else "")
 
 
@@ -153,8 +155,8 @@ def index_problems(
     if found != sorted(wanted.items()):
         named = ", ".join(f"{p} {d}" for p, d in found) or "nothing"
         return [f"{where} names {named}; wanted {', '.join(f'{p} {d}' for p, d in sorted(wanted.items()))}"]
-    expected = {(about, digest) for about, digests in (attached or {}).items() for digest in digests}
-    kept = {(e.about, e.digest) for e in index.entries if e.attestation}
+    expected = Counter((about, digest) for about, digests in (attached or {}).items() for digest in set(digests))
+    kept = Counter((e.about, e.digest) for e in index.entries if e.attestation)
     problems = [f"{where} names attestation {d} about {a or 'no image'}, not one asked for" for a, d in kept - expected]
     problems += [f"{where} lacks attestation {d} about {a}" for a, d in expected - kept]
     return sorted(problems)

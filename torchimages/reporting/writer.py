@@ -72,15 +72,20 @@ def _read(path: Path | None) -> bytes | None:
         return None
 
 
-def _stored(engine: ReportEngine, reference: str, pushed: bool = False) -> report.StoredImage | None:
+def _stored(
+    engine: ReportEngine, reference: str, pushed: bool = False, zstd: bool = False
+) -> report.StoredImage | None:
     """What the engine knows of a tagged image; once pushed, also what the registry stores and the digests the
-    engine records for it (only then: the containerd image store lists `repository@<image id>` for every local
-    name, pushed or not)."""
+    engine records for it, each once (only then: the containerd image store lists `repository@<image id>` for
+    every local name, pushed or not, so after a `zstd` push, which never sends that digest, it is left out)."""
     info = engine.inspect(reference)
     if info is None:
         return None
+    digests = tuple(dict.fromkeys(info.repo_digests)) if pushed else ()
+    if zstd:
+        digests = tuple(d for d in digests if d.rpartition("@")[2] != info.id)
     compressed = engine.compressed_size(reference) if pushed and info.repo_digests else None
-    return report.StoredImage(info.id, info.size, info.repo_digests if pushed else (), compressed)
+    return report.StoredImage(info.id, info.size, digests, compressed)
 
 
 def _bases(engine: ReportEngine, combination: Combination) -> tuple[report.BaseImage, ...]:
@@ -103,14 +108,15 @@ def _smoke(junit: bytes | None) -> report.SmokeResult | None:
 
 
 def built_images(
-    outcomes: Sequence[Outcome], engine: ReportEngine, junit_dir: Path, pushed: bool = False
+    outcomes: Sequence[Outcome], engine: ReportEngine, junit_dir: Path, pushed: bool = False, zstd: bool = False
 ) -> list[tuple[report.ImageReport, bytes | None]]:
     """Each outcome of `build.py build` as an ImageReport with its JUnit XML (None when the suites did not run);
-    `pushed`: the images were pushed, so the registry can tell their compressed size."""
+    `pushed`: the images were pushed (`zstd`: with zstd layers), so the registry can tell their compressed size."""
     images = []
     for o in outcomes:
         junit = _read(junit_in(junit_dir, o.image.own_tag))
-        stored = _stored(engine, o.image.platform_reference, pushed) if o.status in ("built", "skipped") else None
+        found = o.status in ("built", "skipped")
+        stored = _stored(engine, o.image.platform_reference, pushed, zstd) if found else None
         reason = "" if o.status == "built" else o.detail
         image = report.image_report(
             o.combination,

@@ -73,6 +73,28 @@ def test_a_zstd_push_of_several_platforms_from_the_containerd_store_is_refused(
     common.check_zstd_platforms(chosen, False, "zstd", True)
     single = plan.select(plan.load(write_matrix(MATRIX)), [])
     common.check_zstd_platforms(single, True, "zstd", True)
+    own = plan.select(plan.load(write_matrix(text)), ["2.9.1-cpu-runtime-arm64", "2.9.1-cpu-devel-arm64"])
+    assert [i.platform for s in own for i in s.images] == ["linux/arm64", "linux/arm64"]
+    common.check_zstd_platforms(own, True, "zstd", True)  # one platform's own tags, for `join`: no index written here
+    runtime = plan.select(plan.load(write_matrix(text)), ["2.9.1-cpu-runtime*"])
+    with pytest.raises(UsageError, match="cannot be pushed with --compression zstd"):
+        common.check_zstd_platforms(runtime, True, "zstd", True)  # every platform of runtime: its index is written
+
+
+def test_a_zstd_promote_of_several_platforms_from_the_containerd_store_is_refused_before_anything(
+    cli: Cli, write_matrix: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeEngine(CU118_270)
+    fake.containerd_store = True
+    connecting(monkeypatch, fake)
+    monkeypatch.setattr("torchimages.cli.common.check_compression", lambda compression, push: None)
+    text = "matrix:\n  include:\n    - {torch: 2.9.1, cuda: cpu, os: debian12, platforms: [linux/amd64, linux/arm64]}\n"
+    path = write_matrix(text.replace("matrix:", "repository: registry.example.org/t/pytorch\nmatrix:"))
+    source = baked(fake, path, tmp_path)
+    code, out, err = cli("promote", "--matrix", str(path), "--test", "none", "--log-dir", str(tmp_path / "logs"),
+                         "--from", source, "--push", "--compression", "zstd")  # fmt: skip
+    assert code == 2 and "cannot be pushed with --compression zstd from the containerd image store" in err, out + err
+    assert fake.tagged == [] and fake.pushed == []
 
 
 @pytest.mark.parametrize("attached", [True, False])

@@ -89,9 +89,26 @@ def test_the_containerd_stores_size_is_the_layers_added_and_the_store_asked_once
     Image.foreign = True
     try:
         other = found.inspect("r/x:1")
-        assert other is not None and other.size == 421_229_050  # inspect's own Size: never an error
+        assert other is not None and other.size == 0  # not known: never an error, never the compressed Size
+        with pytest.raises(engine.EngineError, match="no history of another platform's image kept in an index"):
+            found.history("r/x:1")
     finally:
         Image.foreign = False
+
+
+def test_an_image_of_unknown_size_fails_its_budget_and_shows_no_size() -> None:
+    from tests.fakes import FakeEngine
+    from torchimages.building import readings
+
+    fake = FakeEngine()
+    fake.add(engine.ImageInfo("r/x:1", "sha256:" + "a" * 64, {}, {}, "", (), size=0))
+
+    class Budgeted:
+        size_budget, flavor = 10**9, "runtime"
+
+    assert readings.size(fake, "r/x:1") is None
+    problems = readings.over_budget(fake, Budgeted(), "r/x:1")  # type: ignore[arg-type]
+    assert problems == ["could not read the size of r/x:1: the engine gives none for it"]
 
 
 VERIFIED = engine.ImageInfo("r/x:1", "sha256:" + "a" * 64, {"l": "1"}, {"E": "1"}, "", ("sha256:" + "b" * 64,))
@@ -173,7 +190,7 @@ def engine_saving(tmp_path: Path, archive: Path) -> engine.DockerEngine:
     cli.write_text(f'#!/bin/sh\n[ "$1" = save ] && exec cat {archive}\nexit 3\n')
     cli.chmod(0o755)
     found, _ = engine_of(CONTAINERD)
-    found.__dict__.update(_docker_cli=str(cli), _content_store=None)  # no content store: the save is read
+    found.__dict__.update(_docker_cli=str(cli), _content_stores=())  # no content store: the save is read
     return found
 
 

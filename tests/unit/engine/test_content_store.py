@@ -4,7 +4,10 @@ docker CLI are stand-in scripts here; the blobs are literals of test_containerd_
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +49,7 @@ def engine_with(tmp_path: Path, store: ContentStore | None, image_id: str, saved
     cli.write_text(f'#!/bin/sh\n[ "$1" = save ] && exec cat {saved}\nexit 3\n' if saved else "#!/bin/sh\nexit 3\n")
     cli.chmod(0o755)
     found, sdk = engine_of(CONTAINERD)
-    found.__dict__.update(_docker_cli=str(cli), _content_store=store)
+    found.__dict__.update(_docker_cli=str(cli), _content_stores=(store,) if store else ())
 
     known = Image()
     known.attrs = {**ATTRS, "Id": image_id}
@@ -123,7 +126,7 @@ def test_blobs_are_read_once_each_and_asking_for_one_reads_it(tmp_path: Path) ->
     assert number not in read
 
 
-def test_the_store_is_the_named_address_else_a_usable_default_socket(
+def test_the_stores_are_the_named_address_else_each_usable_default_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bin_ = tmp_path / "bin"
@@ -131,26 +134,66 @@ def test_the_store_is_the_named_address_else_a_usable_default_socket(
     (bin_ / "ctr").write_text("#!/bin/sh\n")
     (bin_ / "ctr").chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_))
-    path = tmp_path / "c.sock"
-    listening = socket.socket(socket.AF_UNIX)
-    listening.bind(str(path))
+    first, second = tmp_path / "a.sock", tmp_path / "b.sock"
+    listening = [socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)]
+    listening[0].bind(str(first))
+    listening[1].bind(str(second))
     (tmp_path / "plain").write_text("")
-    monkeypatch.setattr(content_store, "ADDRESSES", (str(tmp_path / "none"), str(tmp_path / "plain"), str(path)))
+    places = (str(tmp_path / "none"), str(tmp_path / "plain"), str(first), str(second))
+    monkeypatch.setattr(content_store, "ADDRESSES", places)
+    ctr = str(bin_ / "ctr")
     try:
-        assert content_store.find_content_store({}) == ContentStore(str(bin_ / "ctr"), str(path))
+        assert content_store.find_content_stores({}) == (ContentStore(ctr, str(first)), ContentStore(ctr, str(second)))
         named = {"TORCHIMAGES_CONTAINERD_ADDRESS": "/elsewhere.sock"}
-        assert content_store.find_content_store(named) == ContentStore(str(bin_ / "ctr"), "/elsewhere.sock")
+        assert content_store.find_content_stores(named) == (ContentStore(ctr, "/elsewhere.sock"),)
+        allowed = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode: path != str(first) and allowed(path, mode))
+        assert content_store.find_content_stores({}) == (ContentStore(ctr, str(second)),)  # a socket it may not use
         monkeypatch.setattr(content_store, "ADDRESSES", (str(tmp_path / "plain"),))
-        assert content_store.find_content_store({}) is None  # a file, not a socket
+        assert content_store.find_content_stores({}) == ()  # a file, not a socket
         monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-        assert content_store.find_content_store(named) is None  # no ctr
+        assert content_store.find_content_stores(named) == ()  # no ctr
     finally:
-        listening.close()
+        for one in listening:
+            one.close()
 
 
 def test_the_classic_store_has_no_content_store_to_read(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.unit.engine.test_containerd_store import CLASSIC
 
     found, _ = engine_of(CLASSIC)
-    monkeypatch.setattr(content_store, "find_content_store", lambda: pytest.fail("asked on the classic store"))
-    assert found._content_store is None
+    monkeypatch.setattr(content_store, "find_content_stores", lambda: pytest.fail("asked on the classic store"))
+    assert found._content_stores == ()
+
+
+def test_a_store_that_is_not_the_engines_is_passed_for_the_next(tmp_path: Path) -> None:
+    """A system containerd beside the engine's own: the first answers `not found`, the second holds the image."""
+    index, blobs = image_blobs()
+    (tmp_path / "other").mkdir()
+    other, asked_other = fake_ctr(tmp_path / "other", {})
+    store, asked = fake_ctr(tmp_path, blobs)
+    found = engine_with(tmp_path, store, index)
+    found.__dict__.update(_content_stores=(other, store))
+    assert found.attestations("r/x:1", "linux/amd64").predicates == (SBOM, PROVENANCE)
+    assert len(asked_other.read_text().splitlines()) == 1 and len(asked.read_text().splitlines()) == 4
+
+
+def test_a_cancelled_read_asks_the_store_nothing_and_is_said(tmp_path: Path) -> None:
+    index, blobs = image_blobs()
+    store, calls = fake_ctr(tmp_path, blobs)
+    cancelled = threading.Event()
+    cancelled.set()
+    with pytest.raises(engine.EngineError, match="cancelled"):
+        engine_with(tmp_path, store, index).attestations("r/x:1", "linux/amd64", cancelled)
+    assert calls.read_text() == ""
+
+
+def test_a_ctr_that_never_answers_is_stopped_at_its_time_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctr = tmp_path / "ctr"
+    ctr.write_text("#!/bin/sh\nexec sleep 30\n")
+    ctr.chmod(0o755)
+    monkeypatch.setattr(content_store, "GET_TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    with pytest.raises(Unreadable, match="time limit"):
+        ContentStore(str(ctr), "/run/x.sock").get("sha256:" + "1" * 64, 1 << 20)
+    assert time.monotonic() - started < 10

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 import pytest
@@ -120,3 +121,50 @@ def test_what_is_no_manifest_is_refused_with_a_message(raw: bytes, said: str) ->
     with pytest.raises(manifests.ManifestError) as caught:
         manifests.parse(raw, "r/a:1")
     assert str(caught.value).startswith("r/a:1: ") and said in str(caught.value), caught.value
+
+
+ARM64, ATTESTED = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+
+def attested_index_entries() -> list[dict[str, Any]]:
+    """INDEX's entries, its attestation about the arm64 image (as BuildKit annotates it)."""
+    entries = [dict(e) for e in INDEX["manifests"]]  # type: ignore[attr-defined]
+    entries[1]["annotations"] = {
+        "vnd.docker.reference.type": "attestation-manifest",
+        "vnd.docker.reference.digest": ARM64,
+    }
+    return entries
+
+
+def attested_index(*extra: dict[str, Any]) -> manifests.Document:
+    """INDEX with its attestation about the arm64 image, and `extra` entries."""
+    document = {**INDEX, "manifests": [*attested_index_entries(), *extra]}
+    return manifests.parse(json.dumps(document).encode(), "r/a:1")
+
+
+def test_an_index_of_the_image_and_its_attestation_is_exactly_what_was_asked() -> None:
+    assert manifests.index_problems(attested_index(), {"linux/arm64": ARM64}, "r/a:1", {ARM64: [ATTESTED]}) == []
+    assert manifests.attestations_of(attested_index(), ARM64) == (ATTESTED,)
+
+
+def test_an_entry_of_a_real_platform_annotated_as_an_attestation_is_an_image() -> None:
+    """A second arm64 manifest cannot pass as an attestation: its platform makes it an image, refused."""
+    other = {
+        "mediaType": manifests.OCI_MANIFEST,
+        "digest": "sha256:" + "3" * 64,
+        "size": 9,
+        "platform": {"os": "linux", "architecture": "arm64"},
+        "annotations": {"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": ARM64},
+    }
+    index = attested_index(other)
+    assert manifests.attestations_of(index, ARM64) == (ATTESTED,)
+    (problem,) = manifests.index_problems(index, {"linux/arm64": ARM64}, "r/a:1", {ARM64: [ATTESTED]})
+    assert "wanted linux/arm64" in problem, problem
+    with pytest.raises(manifests.ManifestError, match="several images of linux/arm64"):
+        manifests.platform_entry(index, "linux/arm64", "r/a:1")
+
+
+def test_an_attestation_named_twice_is_not_exactly_the_one_asked() -> None:
+    again = {**attested_index_entries()[1]}
+    (problem,) = manifests.index_problems(attested_index(again), {"linux/arm64": ARM64}, "r/a:1", {ARM64: [ATTESTED]})
+    assert f"names attestation {ATTESTED} about {ARM64}, not one asked for" in problem

@@ -276,6 +276,15 @@ def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
     (_, _), (pushed, _) = reporting.built_images(outcomes, inspecting_engine(runtime.reference), junit_dir, True)
     assert pushed.stored is not None and pushed.stored.compressed_size == 17  # the registry's answer
     assert pushed.stored.repo_digests == (f"r@{IMAGE_ID}",)
+    twice = inspecting_engine(runtime.reference)
+    zstd_pushed = f"r@sha256:{'7' * 64}"  # the zstd manifest read back; the id's own digest listed for each name
+    twice.details[runtime.reference] = dataclasses.replace(
+        twice.details[runtime.reference], repo_digests=(f"r@{IMAGE_ID}", f"r@{IMAGE_ID}", zstd_pushed)
+    )
+    (_, _), (gzip, _) = reporting.built_images(outcomes, twice, junit_dir, True)
+    assert gzip.stored is not None and gzip.stored.repo_digests == (f"r@{IMAGE_ID}", zstd_pushed)
+    (_, _), (zstd, _) = reporting.built_images(outcomes, twice, junit_dir, True, zstd=True)
+    assert zstd.stored is not None and zstd.stored.repo_digests == (zstd_pushed,)  # never the digest it did not send
 
 
 def test_the_stored_size_is_config_and_layers_of_one_image_manifest() -> None:
