@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchimages import values
+from torchimages.engine.manifests import IMAGE_TYPES, OCI_INDEX
 
 OCI_PREFIX = "org.opencontainers.image."
 # Inherited from a base's labels (ubuntu's `ref.name=ubuntu`) and meaningful in an OCI layout or index: never copied.
@@ -107,8 +108,6 @@ SPDX_PREDICATE = "https://spdx.dev/Document"
 PROVENANCE_PREDICATES = ("https://slsa.dev/provenance/v0.2", "https://slsa.dev/provenance/v1")
 REFERENCE_DIGEST = "vnd.docker.reference.digest"  # an attestation manifest's annotation: the image it is about
 IN_TOTO = "application/vnd.in-toto+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-IMAGE_MANIFESTS = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 JSON_BLOB_BYTES = 256 * 1024 * 1024  # the largest blob of a saved image read as JSON (an SBOM: megabytes)
 
 
@@ -185,7 +184,7 @@ def attested_in(index_digest: object, blobs: Mapping[str, bytes], platform: str)
     with the manifest's digest), whose layers are in-toto statements. AttestationError when the index is not
     there or not such an index (one image manifest: the engine kept no attestations)."""
     index = _json(blobs, index_digest, "image index")
-    if index.get("mediaType") in IMAGE_MANIFESTS or ("layers" in index and "manifests" not in index):
+    if index.get("mediaType") in IMAGE_TYPES or ("layers" in index and "manifests" not in index):
         raise AttestationError("it is one image manifest, not an index: the engine kept no attestations beside it")
     entries = _entries(index, "image index")
     os_name, _, architecture = platform.partition("/")
