@@ -46,6 +46,7 @@ class PlatformImage:
     digest: str
     source: str
     attestations: tuple[str, ...] = ()
+    note: str = ""  # why its attestations are not carried, where it has some
 
 
 def platform_manifest(engine: Engine, repository: str, reference: str, platform: str) -> PlatformImage | None:
@@ -67,8 +68,13 @@ def platform_manifest(engine: Engine, repository: str, reference: str, platform:
     if problems:
         raise manifests.ManifestError("; ".join(problems))
     attached = manifests.attestations_of(document, entry.digest)
-    source = document.digest if attached else entry.digest
-    return PlatformImage(entry.digest, f"{repository}@{source}", attached)
+    if not attached:
+        return PlatformImage(entry.digest, f"{repository}@{entry.digest}")
+    others = [e.digest for e in document.entries if e != entry and e.digest not in attached]
+    if others:  # buildx would copy every entry of that index into the new one: the image manifest alone
+        why = f"{reference} holds {len(others)} other entries beside its image and attestations: they are not carried"
+        return PlatformImage(entry.digest, f"{repository}@{entry.digest}", (), why)
+    return PlatformImage(entry.digest, f"{repository}@{document.digest}", attached)
 
 
 def publish(
@@ -119,7 +125,11 @@ def _staged(
     cancelled: threading.Event | None,
     note: Callable[[str], None] | None,
 ) -> list[str]:
-    """staging.publish of the platforms' images, each with the attestations about it."""
+    """staging.publish of the platforms' images, each with the attestations about it (`note` hears of one whose
+    attestations cannot be carried)."""
+    for found in wanted.values():
+        if found.note and note is not None:
+            note(found.note)
     return staging.publish(
         engine,
         first.repository,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchimages import values
-from torchimages.engine.manifests import IMAGE_TYPES, OCI_INDEX
+from torchimages.engine.manifests import IMAGE_TYPES, INDEX_TYPES
 
 OCI_PREFIX = "org.opencontainers.image."
 # Inherited from a base's labels (ubuntu's `ref.name=ubuntu`) and meaningful in an OCI layout or index: never copied.
@@ -173,7 +173,7 @@ def read_attested(layout_index: bytes, blobs: Mapping[str, bytes], platform: str
     if len(tops) != 1:
         raise AttestationError(f"its index.json names {len(tops)} images, not one")
     top = tops[0]
-    if top.get("mediaType") != OCI_INDEX:
+    if top.get("mediaType") not in INDEX_TYPES:
         raise AttestationError("it is one image manifest, not an index: the engine kept no attestations beside it")
     return attested_in(top.get("digest"), blobs, platform)
 

@@ -432,7 +432,8 @@ class DockerEngine:
         """The attestations of the image's `platform` image: its index (the image's id on the containerd store)
         and the JSON blobs it names, read from the engine's content store by digest where it answers
         (content_store.py), else from the image's `docker save`; each blob kept only where its bytes hash to
-        its name; stopped by `cancelled`."""
+        its name; stopped by `cancelled` (between two blobs of the store, each `ctr` call within its time limit;
+        the save at once)."""
         info = self.inspect(reference)
         if info is None:
             raise EngineError(f"no image {reference} here to read its attestations")
@@ -699,6 +700,7 @@ class DockerEngine:
             kept = (pulled.layers, pulled.labels, pulled.env, pulled.user)
             if kept != (verified.layers, verified.labels, verified.env, verified.user):
                 return [f"{pushed}: the registry holds an image of other layers or configuration than the verified one"]
+            say(f"{pushed}: pushed with zstd and read back (this store records it apart from the image's own names)")
             return []
         if found.id != verified.id:
             return [f"{pushed}: the registry holds image {found.id}, not the verified {verified.id}"]

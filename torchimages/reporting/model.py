@@ -42,7 +42,7 @@ class StoredImage:
     """What the engine knows of a tagged image."""
 
     image_id: str
-    size: int  # bytes, uncompressed
+    size: int | None  # bytes, uncompressed; None where the engine cannot tell
     repo_digests: tuple[str, ...] = ()  # after a push
     compressed_size: int | None = None  # bytes as a registry stores it, when known
 

@@ -43,7 +43,7 @@ def summary_markdown(report: Report) -> str:
         "| --- | --- | ---: | ---: | ---: | --- |",
     ]
     for image in report.images:
-        size = format_size(image.stored.size) if image.stored else "-"
+        size = format_size(image.stored.size) if image.stored and image.stored.size else "-"
         if image.size_budget is not None:
             size += f" (budget {format_size(image.size_budget)})"
         lines.append(

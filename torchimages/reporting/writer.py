@@ -85,7 +85,7 @@ def _stored(
     if zstd:
         digests = tuple(d for d in digests if d.rpartition("@")[2] != info.id)
     compressed = engine.compressed_size(reference) if pushed and info.repo_digests else None
-    return report.StoredImage(info.id, info.size, digests, compressed)
+    return report.StoredImage(info.id, info.size or None, digests, compressed)
 
 
 def _bases(engine: ReportEngine, combination: Combination) -> tuple[report.BaseImage, ...]:

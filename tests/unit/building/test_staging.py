@@ -19,10 +19,12 @@ import pytest
 
 from tests.fakes import OCI_INDEX, FakeEngine, image_manifest
 from tests.unit.building.test_builder import run
-from tests.unit.building.test_platforms_build import MATRIX, REPOSITORY, engine_holding, in_registry
+from tests.unit.building.test_platforms_build import MATRIX, REPOSITORY, engine_holding, entry, in_registry
 from tests.unit.security.test_signing import RecordingSigner
 from torchimages import engine as engine_package
 from torchimages.building import index, staging
+from torchimages.building.progress import Progress
+from torchimages.building.renderers import PlainRenderer
 from torchimages.combination import Image
 from torchimages.engine import EngineError
 from torchimages.planning import plan
@@ -482,3 +484,27 @@ def test_join_refuses_a_bad_registry_deadline_before_the_engine(
     code, out, err = cli("join", "*")
     assert code == 2 and out == "" and err.startswith("error: TORCHIMAGES_REGISTRY_DEADLINE_S='0' must be"), err
     assert engine.calls == []
+
+
+def test_an_own_index_holding_more_than_its_image_and_attestations_is_joined_without_them(
+    selection: list[plan.Selected],
+) -> None:
+    """`<tag>-arm64` names an index of the arm64 image, its attestation and an older amd64 image: buildx would copy
+    every entry of it, so the index is made from the arm64 image manifest alone, and the join says its
+    attestations are not carried (outside attack 21)."""
+    engine = FakeEngine()
+    amd64, arm64 = images_of(selection)
+    wanted = {"linux/amd64": in_registry(engine, amd64), "linux/arm64": in_registry(engine, arm64, as_index=True)}
+    own = engine.tags_served[arm64.platform_reference]
+    document = json.loads(engine.served[f"{REPOSITORY}@{own}"])
+    stray = image_manifest("sha256:" + "e" * 64, "an older amd64 build")
+    document["manifests"].append(
+        entry(engine.serve(REPOSITORY, stray), len(stray), {"os": "linux", "architecture": "amd64"})
+    )
+    engine.serve(REPOSITORY, json.dumps(document).encode(), (arm64.platform_tag,))
+    said: list[str] = []
+    progress = Progress(PlainRenderer(said.append))
+    assert index.join(engine, [amd64, arm64], progress=progress) == []
+    public = json.loads(engine.served[f"{REPOSITORY}@{engine.tags_served[f'{REPOSITORY}:{amd64.tag}']}"])
+    assert [m["digest"] for m in public["manifests"]] == [wanted["linux/amd64"], wanted["linux/arm64"]]
+    assert any("holds 1 other entries beside its image and attestations" in line for line in said), said

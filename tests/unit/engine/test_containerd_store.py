@@ -119,12 +119,17 @@ ZSTD_PULLED = {  # the zstd manifest pulled by digest: its id is that digest on 
 }
 
 
+RECORDED_APART = " (this store records it apart from the image's own names)"
+
+
 def test_a_zstd_read_back_on_the_containerd_store_compares_the_layers_and_configuration() -> None:
     """The zstd manifest's id is not the verified index's there: the same layers, labels, environment and user
     make it the verified image; other layers do not."""
     found, sdk = engine_of(CONTAINERD)
     sdk.images.pulled_attrs = ZSTD_PULLED
-    assert found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, print) == []
+    said: list[str] = []
+    assert found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, said.append) == []
+    assert said == [f"reg/r@sha256:{'f' * 64}: pushed with zstd and read back" + RECORDED_APART]
     sdk.images.pulled_attrs = {**ZSTD_PULLED, "RootFS": {"Layers": ["sha256:" + "c" * 64]}}
     assert found._read_back("reg/r", "sha256:" + "f" * 64, VERIFIED, print) == [
         f"reg/r@sha256:{'f' * 64}: the registry holds an image of other layers or configuration than the verified one"

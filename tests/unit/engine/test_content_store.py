@@ -4,6 +4,7 @@ docker CLI are stand-in scripts here; the blobs are literals of test_containerd_
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -15,7 +16,7 @@ import pytest
 
 from tests.unit.engine.test_containerd_store import ATTRS, CONTAINERD, Image, engine_of, image_blobs, saved_layout
 from torchimages import engine
-from torchimages.engine import content_store
+from torchimages.engine import content_store, manifests
 from torchimages.engine.content_store import ContentStore, Unreadable
 
 SBOM, PROVENANCE = "https://spdx.dev/Document", "https://slsa.dev/provenance/v0.2"
@@ -197,3 +198,18 @@ def test_a_ctr_that_never_answers_is_stopped_at_its_time_limit(tmp_path: Path, m
     with pytest.raises(Unreadable, match="time limit"):
         ContentStore(str(ctr), "/run/x.sock").get("sha256:" + "1" * 64, 1 << 20)
     assert time.monotonic() - started < 10
+
+
+def test_an_index_that_is_a_docker_manifest_list_gets_one_verdict_whichever_way_it_is_read() -> None:
+    """The content store reads the index by the image's id, the save through its index.json: either way a Docker
+    manifest list with the attestations beside the image is read alike (outside attack 21)."""
+    from tests.unit.engine.test_containerd_store import sha
+    from torchimages.engine import attestation
+
+    _, blobs = image_blobs()
+    (index,) = [b for b in blobs.values() if b.startswith(b'{"manifests"')]
+    listed = json.dumps({"mediaType": manifests.DOCKER_LIST, **json.loads(index)}).encode()
+    blobs[sha(listed)] = listed
+    read = attestation.attested_in(sha(listed), blobs, "linux/amd64")
+    top = json.dumps({"manifests": [{"mediaType": manifests.DOCKER_LIST, "digest": sha(listed)}]}).encode()
+    assert attestation.read_attested(top, blobs, "linux/amd64") == read and read.problems() == []
