@@ -231,7 +231,7 @@ class Builder:
         outcomes say why (a failed index fails every platform's image)."""
         first = mine[0]
         failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
-        missing = [p for p in combination.platforms if p not in {i.platform for i in mine}]
+        missing = index.missing_platforms(combination, mine)
         if failed:
             note = f"no index {first.reference}: the {platforms.words([i.platform for i in failed])} image failed"
         elif missing:

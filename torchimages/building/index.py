@@ -19,9 +19,15 @@ from dataclasses import dataclass
 
 from torchimages.building import signatures, staging
 from torchimages.building.progress import Progress
-from torchimages.combination import INPUT_DIGEST_LABEL, PLATFORM_LABEL, Image
+from torchimages.combination import INPUT_DIGEST_LABEL, PLATFORM_LABEL, Combination, Image
 from torchimages.engine import Engine, EngineError, ImageInfo, manifests, shared_annotations
 from torchimages.security.signing import Signer
+
+
+def missing_platforms(combination: Combination, images: Sequence[Image]) -> list[str]:
+    """The platforms of `combination` that one flavor's `images` lack: where none, a run of them writes its index."""
+    held = {image.platform for image in images}
+    return [platform for platform in combination.platforms if platform not in held]
 
 
 def pushed_digest(engine: Engine, image: Image) -> str | None:

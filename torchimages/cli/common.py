@@ -124,13 +124,14 @@ def check_zstd_platforms(
 
 def writes_index(selected: planning.Selected) -> bool:
     """Whether a run of `selected` writes an index: a combination of several platforms with every platform of
-    one of its flavors selected (builder._index)."""
+    one of its flavors selected (index.missing_platforms, as builder._index asks)."""
+    from torchimages.building import index
+
     combination = selected.combination
-    if not combination.multi_platform:
-        return False
     flavors = {image.flavor for image in selected.images}
-    return any(
-        {i.platform for i in selected.images if i.flavor == flavor} >= set(combination.platforms) for flavor in flavors
+    return combination.multi_platform and any(
+        not index.missing_platforms(combination, [i for i in selected.images if i.flavor == flavor])
+        for flavor in flavors
     )
 
 
