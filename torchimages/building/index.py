@@ -76,9 +76,12 @@ def platform_manifest(engine: Engine, repository: str, reference: str, platform:
     attached = manifests.attestations_of(document, entry.digest)
     if not attached:
         return PlatformImage(entry.digest, f"{repository}@{entry.digest}")
-    others = [e.digest for e in document.entries if e != entry and e.digest not in attached]
+    others = [e for e in document.entries if e != entry and not (e.attestation and e.about == entry.digest)]
     if others:  # buildx would copy every entry of that index into the new one: the image manifest alone
-        why = f"{reference} holds {len(others)} other entries beside its image and attestations: they are not carried"
+        why = (
+            f"{platform}: {reference} holds {len(others)} more manifest(s) beside its image and the attestations "
+            "about it, so the index is made from its image manifest alone: its SBOM and provenance are not carried"
+        )
         return PlatformImage(entry.digest, f"{repository}@{entry.digest}", (), why)
     return PlatformImage(entry.digest, f"{repository}@{document.digest}", attached)
 

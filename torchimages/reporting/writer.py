@@ -82,8 +82,9 @@ def _stored(
     if info is None:
         return None
     digests = tuple(dict.fromkeys(info.repo_digests)) if pushed else ()
-    if zstd:
-        digests = tuple(d for d in digests if d.rpartition("@")[2] != info.id)
+    if zstd:  # the containerd store's `repository@<image id>` of the repository just pushed: never sent
+        repository = reference.rsplit(":", 1)[0] if ":" in reference.rsplit("/", 1)[-1] else reference
+        digests = tuple(d for d in digests if d != f"{repository}@{info.id}")
     compressed = engine.compressed_size(reference) if pushed and info.repo_digests else None
     return report.StoredImage(info.id, info.size or None, digests, compressed)
 

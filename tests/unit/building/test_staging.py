@@ -507,4 +507,24 @@ def test_an_own_index_holding_more_than_its_image_and_attestations_is_joined_wit
     assert index.join(engine, [amd64, arm64], progress=progress) == []
     public = json.loads(engine.served[f"{REPOSITORY}@{engine.tags_served[f'{REPOSITORY}:{amd64.tag}']}"])
     assert [m["digest"] for m in public["manifests"]] == [wanted["linux/amd64"], wanted["linux/arm64"]]
-    assert any("holds 1 other entries beside its image and attestations" in line for line in said), said
+    assert any("its SBOM and provenance are not carried" in line and "linux/arm64: " in line for line in said), said
+
+
+def test_an_attestation_of_the_own_index_about_another_image_makes_it_join_without_them(
+    selection: list[plan.Selected],
+) -> None:
+    """The same attestation digest named twice, once about another manifest (outside attack 22): the index is made
+    from the image manifest alone, and the join says so, rather than staging an index the check then refuses."""
+    engine = FakeEngine()
+    amd64, arm64 = images_of(selection)
+    in_registry(engine, amd64)
+    in_registry(engine, arm64, as_index=True)
+    own = engine.tags_served[arm64.platform_reference]
+    document = json.loads(engine.served[f"{REPOSITORY}@{own}"])
+    moved = json.loads(json.dumps(document["manifests"][1]))
+    moved["annotations"]["vnd.docker.reference.digest"] = "sha256:" + "8" * 64
+    document["manifests"].append(moved)
+    engine.serve(REPOSITORY, json.dumps(document).encode(), (arm64.platform_tag,))
+    said: list[str] = []
+    assert index.join(engine, [amd64, arm64], progress=Progress(PlainRenderer(said.append))) == []
+    assert any("its SBOM and provenance are not carried" in line for line in said), said

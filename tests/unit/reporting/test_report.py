@@ -277,14 +277,16 @@ def test_outcomes_are_gathered_with_their_junit_and_the_engines_facts(
     assert pushed.stored is not None and pushed.stored.compressed_size == 17  # the registry's answer
     assert pushed.stored.repo_digests == (f"r@{IMAGE_ID}",)
     twice = inspecting_engine(runtime.reference)
-    zstd_pushed = f"r@sha256:{'7' * 64}"  # the zstd manifest read back; the id's own digest listed for each name
+    own = f"{runtime.repository}@{IMAGE_ID}"  # the containerd store's listing, once for each name
+    zstd_pushed = f"{runtime.repository}@sha256:{'7' * 64}"  # the zstd manifest read back
+    earlier = f"elsewhere/r@{IMAGE_ID}"  # a gzip push to another repository before: truly there
     twice.details[runtime.reference] = dataclasses.replace(
-        twice.details[runtime.reference], repo_digests=(f"r@{IMAGE_ID}", f"r@{IMAGE_ID}", zstd_pushed)
+        twice.details[runtime.reference], repo_digests=(own, own, zstd_pushed, earlier)
     )
     (_, _), (gzip, _) = reporting.built_images(outcomes, twice, junit_dir, True)
-    assert gzip.stored is not None and gzip.stored.repo_digests == (f"r@{IMAGE_ID}", zstd_pushed)
+    assert gzip.stored is not None and gzip.stored.repo_digests == (own, zstd_pushed, earlier)
     (_, _), (zstd, _) = reporting.built_images(outcomes, twice, junit_dir, True, zstd=True)
-    assert zstd.stored is not None and zstd.stored.repo_digests == (zstd_pushed,)  # never the digest it did not send
+    assert zstd.stored is not None and zstd.stored.repo_digests == (zstd_pushed, earlier)  # never the one not sent
 
 
 def test_the_stored_size_is_config_and_layers_of_one_image_manifest() -> None:

@@ -48,5 +48,6 @@ def test_an_unknown_size_is_null_in_the_report_and_a_dash_in_the_summary(
 def test_after_a_zstd_push_from_the_containerd_store_no_digest_is_said(
     write_matrix: Callable[[str], Path], tmp_path: Path
 ) -> None:
-    image = built(write_matrix, tmp_path, 42, (f"r@{IMAGE_ID}", f"r@{IMAGE_ID}"), pushed=True, zstd=True)
+    own = f"torchimages/pytorch@{IMAGE_ID}"  # the repository of MATRIX's images
+    image = built(write_matrix, tmp_path, 42, (own, own), pushed=True, zstd=True)
     assert image.stored is not None and image.stored.repo_digests == ()
