@@ -167,10 +167,12 @@ def test_smoke_suites_pass_and_gpu_tests_skip_visibly(built: Built) -> None:
 
 
 def test_the_sbom_lists_the_nvidia_packages_torch_and_the_interpreter(built: Built) -> None:
-    """The build's `--report` of the CUDA runtime image: its CycloneDX SBOM (syft) names torch, every
-    nvidia-* wheel of the venv and the interpreter, each with the version the image really holds."""
+    """The build's `--report` of the CUDA runtime image: its CycloneDX SBOM (syft; on the containerd store the
+    image's own SPDX attestation, converted) names torch, every nvidia-* wheel of the venv and the interpreter,
+    each with the version the image really holds."""
     assert built.status == 0, built.output[-4000:]
     (image,) = [i for i in manifest_of(report_dir(built))["images"] if i["flavor"] == "runtime"]
+    assert image["sbom_source"] == ("attestation" if engine.DockerEngine().containerd_store else "scan")
     sbom = json.loads((report_dir(built) / image["sbom"]).read_text())
     found: dict[str, str] = {}
     for component in sbom["components"]:

@@ -14,10 +14,20 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 
+from torchimages import engine
 from torchimages.building import bootstrap
 from torchimages.reporting import writer as reporting
 
-from .conftest import Built, build_matrix, own_temporary, report_dir, run_cli, temporary_images, uncompressed_size
+from .conftest import (
+    Built,
+    build_matrix,
+    imagetools,
+    own_temporary,
+    report_dir,
+    run_cli,
+    temporary_images,
+    uncompressed_size,
+)
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.13.0, cuda: cpu, os: debian12, torchvision: none, torchaudio: none, flavors: [runtime]"
@@ -130,11 +140,27 @@ def test_the_sbom_lists_os_packages_the_venv_and_the_interpreter(built: Built) -
     for component in sbom["components"]:
         found.setdefault(component["name"], component)
     holds = installed(built)  # what pip and dpkg inside the image said
+    attested = engine.DockerEngine().containerd_store  # the image carries its SPDX SBOM: the report converts it
+    assert (image["sbom_source"], bool(image["sbom_statement"])) == (
+        ("attestation", True) if attested else ("scan", False)
+    )
     for name in ("torch", "numpy", "pip"):  # a CPU image has no nvidia-* packages
         assert found[name]["version"] == holds[name] == found[name]["version"], name
         assert found[name]["purl"].startswith(f"pkg:pypi/{name}@"), found[name]
         paths = [p["value"] for p in found[name].get("properties", []) if p["name"].startswith("syft:location")]
-        assert any(path.startswith("/opt/venv/") for path in paths), paths
+        assert attested or any(path.startswith("/opt/venv/") for path in paths), paths  # a scan says where
+    if attested:  # every package of the image's own SBOM attestation, as the registry serves it, and no other
+        image_ref = built.image("runtime")
+        spdx = imagetools(f"{image_ref.repository}:{image_ref.tag}", "SBOM")["SPDX"]
+        listed = {
+            (p["name"], p.get("versionInfo")) for p in spdx["packages"] if p.get("primaryPackagePurpose") != "FILE"
+        }
+        converted = {(c["name"], c.get("version")) for c in sbom["components"] if c["type"] == "library"}
+        assert converted == listed, converted ^ listed
+        said = [p["value"] for p in sbom["metadata"]["properties"] if p["name"] == "torchimages:sbom:source"]
+        assert said == [
+            f"converted from the image's SPDX SBOM attestation (in-toto statement {image['sbom_statement']})"
+        ]
     assert holds["torch"] == "2.13.0+cpu"
     interpreter = found["python3.11"]  # the interpreter, as its Debian package
     assert interpreter["version"] == holds["python3.11"] and interpreter["version"].startswith("3.11.")

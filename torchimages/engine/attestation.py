@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchimages import values
@@ -113,11 +113,13 @@ JSON_BLOB_BYTES = 256 * 1024 * 1024  # the largest blob of a saved image read as
 
 @dataclass(frozen=True)
 class Attested:
-    """What an image's index says of one platform's image: its manifest's digest, and the predicate types of the
-    in-toto statements attached to it whose subject names that digest."""
+    """What an image's index says of one platform's image: its manifest's digest, the predicate types of the
+    in-toto statements attached to it whose subject names that digest, and the first such SPDX statement as stored
+    (its blob's digest and bytes, which hash to it where the store's reader checks: content_store, the save's)."""
 
     manifest: str
     predicates: tuple[str, ...]
+    sbom: tuple[str, bytes] | None = field(default=None, repr=False, compare=False)
 
     def problems(self) -> list[str]:
         """What a built image lacks: an SPDX SBOM and SLSA provenance about its own manifest."""
@@ -198,6 +200,7 @@ def attested_in(index_digest: object, blobs: Mapping[str, bytes], platform: str)
         raise AttestationError(f"its index names {len(images)} images of {platform}, not one")
     manifest = images[0]
     predicates: list[str] = []
+    sbom: tuple[str, bytes] | None = None
     for entry in entries:
         annotations = entry.get("annotations")
         if not isinstance(annotations, dict) or annotations.get(REFERENCE_DIGEST) != manifest:
@@ -215,4 +218,6 @@ def attested_in(index_digest: object, blobs: Mapping[str, bytes], platform: str)
             predicate = statement.get("predicateType")
             if names and isinstance(predicate, str):
                 predicates.append(predicate)
-    return Attested(manifest, tuple(predicates))
+                if predicate == SPDX_PREDICATE and sbom is None:
+                    sbom = (layer["digest"], blobs[layer["digest"]])
+    return Attested(manifest, tuple(predicates), sbom)

@@ -149,7 +149,16 @@ def _image_info(reference: str, attrs: dict[str, Any]) -> ImageInfo:
         tags=tuple(attrs.get("RepoTags") or ()),
         size=int(attrs.get("Size") or 0),
         repo_digests=tuple(attrs.get("RepoDigests") or ()),
+        platform=_platform(attrs.get("Os"), attrs.get("Architecture")),
     )
+
+
+def _platform(os_name: object, architecture: object) -> str:
+    """`os/architecture` from an image's inspect, or "" where either is not a plain name."""
+    names = (os_name, architecture)
+    if all(isinstance(n, str) and n and n.isascii() and n.isalnum() for n in names):
+        return f"{os_name}/{architecture}"
+    return ""
 
 
 def api_timeout_s() -> float:

@@ -218,7 +218,8 @@ def cache_problem(
 
 @dataclass(frozen=True)
 class ImageInfo:
-    """What the engine knows of a local image: its id, labels, environment, default user, layers and size."""
+    """What the engine knows of a local image: its id, labels, environment, default user, layers, size and
+    platform."""
 
     reference: str
     id: str
@@ -229,6 +230,7 @@ class ImageInfo:
     tags: tuple[str, ...] = ()
     size: int = 0  # bytes, uncompressed (`docker image inspect -f {{.Size}}`)
     repo_digests: tuple[str, ...] = ()  # `repository@sha256:...`, once pushed (or pulled)
+    platform: str = ""  # `os/architecture` of its configuration (`linux/amd64`); "" where it names none
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,8 @@ def image_json(image: ImageReport) -> dict[str, Any]:
         },
         "smoke": _smoke_json(image.smoke),
         "sbom": image.sbom,
+        "sbom_source": image.sbom_source,
+        "sbom_statement": image.sbom_statement,
         "bases": [
             {"reference": b.reference, "locked": b.locked, "built_from": dict(b.built_from) if b.built_from else None}
             for b in image.bases

@@ -4,7 +4,7 @@ smoke suites' JUnit files and an SBOM per tagged image, then write the documents
     DIR/manifest.json             every selected image (data/manifest.schema.json)
     DIR/summary.md                a Markdown table for a CI step summary
     DIR/junit.xml                 the smoke suites of every image, one testsuite each
-    DIR/sbom/<tag>.cdx.json       CycloneDX SBOM of each tagged image (syft)
+    DIR/sbom/<tag>.cdx.json       CycloneDX SBOM of each tagged image (syft: its attested SPDX SBOM, converted)
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from torchimages import textfile
 from torchimages.building import bootstrap
 from torchimages.combination import Combination
 from torchimages.engine import EngineError, ImageInfo
+from torchimages.engine.attestation import Attested
 from torchimages.reporting import model as report
 from torchimages.reporting import sbom
 from torchimages.reporting.junit import merge_junit, smoke_result
@@ -49,6 +50,8 @@ class ReportEngine(Protocol):
     """What a report needs from the engine (engine.DockerEngine)."""
 
     def inspect(self, reference: str) -> ImageInfo | None: ...
+
+    def attestations(self, reference: str, platform: str) -> Attested: ...
 
     def save(self, reference: str, path: Path) -> None: ...
 
@@ -192,8 +195,10 @@ def with_sboms(
             relative = f"{SBOM_DIR}/{junit_in(Path(), own_tag).stem}.cdx.json"
             try:
                 syft = syft or sbom.syft_binary()
-                sbom.write_sbom(engine, image.reference, directory / relative, syft)
-                image = dataclasses.replace(image, sbom=relative)
+                made = sbom.write_sbom(engine, image.reference, directory / relative, syft)
+                image = dataclasses.replace(
+                    image, sbom=relative, sbom_source=made.source, sbom_statement=made.statement
+                )
             except (sbom.SbomError, EngineError) as exc:
                 problems.append(f"no SBOM for {image.reference}: {exc}")
         out.append((image, junit))

@@ -83,14 +83,17 @@ def layout(
 
 
 def test_both_attestations_of_the_platforms_image_are_read() -> None:
-    found = read_attested(*layout(), "linux/amd64")
+    top, blobs = layout()
+    found = read_attested(top, blobs, "linux/amd64")
     assert found == Attested(IMAGE, (SPDX, SLSA))
     assert found.problems() == []
+    assert found.sbom == (SBOM, blobs[SBOM]), "the SPDX statement is kept as stored, for the report's SBOM"
 
 
 def test_a_statement_about_another_image_does_not_count() -> None:
     found = read_attested(*layout(sbom_subject=OTHER), "linux/amd64")
     assert found == Attested(IMAGE, (SLSA,))
+    assert found.sbom is None, "an SBOM about another image is not this one's"
     assert found.problems() == [f"attestations: no SPDX SBOM names its manifest {IMAGE}"]
 
 

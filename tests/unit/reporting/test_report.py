@@ -180,8 +180,12 @@ def test_the_schema_refuses_what_it_does_not_describe(images: list[tuple[report.
         {**manifest, "images": [{**manifest["images"][0], "result": "ok"}]},
         {**manifest, "images": [{**manifest["images"][0], "image_id": "ab" * 32}]},
         {**manifest, "extra": 1},
+        {**manifest, "images": [{**manifest["images"][0], "sbom_source": "guess"}]},
+        {**manifest, "images": [{**manifest["images"][0], "sbom_statement": "sha256:short"}]},
     ):
         assert not validator.is_valid(broken)
+    attested = {"sbom": "sbom/a.cdx.json", "sbom_source": "attestation", "sbom_statement": "sha256:" + "c" * 64}
+    assert validator.is_valid({**manifest, "images": [{**manifest["images"][0], **attested}]})
 
 
 def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes | None]]) -> None:
