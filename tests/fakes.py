@@ -280,6 +280,7 @@ class FakeEngine:
         self.archives: dict[str, bytes] = {}  # reference -> its `docker save` archive (the test's literal bytes)
         self.export_error: EngineError | None = None  # when set, `exported` raises it on leaving (a broken export)
         self.cache_problem: str | None = None  # check_cache raises EngineError(this) when set
+        self.gzip_problem: str | None = None  # gzip_level_problem's answer
         self.compressed: int | None = None  # compressed_size's answer
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
         self.platforms: dict[str, str] = {}  # reference -> the platform its build was asked for
@@ -602,6 +603,10 @@ class FakeEngine:
         self.calls.append(("check_cache", (tuple(cache_from), tuple(cache_to))))
         if self.cache_problem and (cache_from or cache_to):
             raise EngineError(self.cache_problem)
+
+    def gzip_level_problem(self) -> str | None:
+        self.calls.append(("gzip_level_problem", ()))
+        return self.gzip_problem
 
     def images_labelled(self, key: str, value: str) -> list[ImageInfo]:
         self.calls.append(("images_labelled", (key, value)))

@@ -298,6 +298,13 @@ def compression(text: str, where: str = "") -> str:
     return text
 
 
+def gzip_level(text: str, where: str = "") -> str:
+    """A gzip level for the layers a build exports: 1 (fastest) to 9 (smallest)."""
+    if len(text) != 1 or text not in "123456789":
+        raise BadValue(where, text, "a gzip level is one digit, 1 (fastest) to 9 (smallest)")
+    return text
+
+
 _SIZE = re.compile(r"[0-9]+(?:\.[0-9]+)?[kKmMgGtTpP]?[iI]?[bB]?")
 
 

@@ -24,7 +24,7 @@ import pytest
 from torchimages import compat, engine, settings
 from torchimages.building import bootstrap
 
-from .conftest import Built, build_matrix, need_free_disk, need_ubuntu_archive, sh
+from .conftest import Built, build_matrix, gzip_level_1, need_free_disk, need_ubuntu_archive, sh
 
 pytestmark = pytest.mark.e2e
 ENTRY = "{torch: 2.6.0, cuda: '12.4', os: ubuntu22.04, torchaudio: none, bases: bootstrap}"
@@ -64,7 +64,9 @@ def built(
     made = docker("build", "--tag", TOOLKIT, "-", stdin=STAND_IN)
     assert made.returncode == 0, made.stderr[-3000:]
     try:
-        yield from build_matrix(docker_client, tmp, ENTRY, ca_bundle, extra=("--skip-check", "all"))  # the cpu suite
+        # the cpu suite; layers gzipped at level 1 where the engine can (the export of devel's copy of the venv too)
+        extra = ("--skip-check", "all", *gzip_level_1())
+        yield from build_matrix(docker_client, tmp, ENTRY, ca_bundle, extra=extra)
     finally:
         docker("rmi", "--force", TOOLKIT)
 

@@ -46,6 +46,7 @@ class BuildOptions:
     mirrors: tuple[str, ...] = ()  # `--mirror` values, `[FAMILY=]MIRROR` (bootstrap.mirror_for)
     push: bool = False
     compression: str = values.GZIP  # how a push compresses the layers (values.COMPRESSIONS)
+    gzip_level: int | None = None  # the gzip level of the layers each build exports (None: BuildKit's default)
     cache_from: tuple[CacheSpec, ...] = ()  # BuildKit cache sources and exports; `{tag}` in a value
     cache_to: tuple[CacheSpec, ...] = ()  # stands for each image's tag
     # The builds' SOURCE_DATE_EPOCH (creation time, files clamped to it); None: each combination's own (the
@@ -114,6 +115,7 @@ def build_request(
         platform=image.platform if combination.multi_platform else None,
         labels=build_labels(options, combination, image, base_labels),
         sbom_generator=options.sbom.generator if options.sbom.attached else "",
+        gzip_level=options.gzip_level,
     )
 
 

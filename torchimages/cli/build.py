@@ -43,6 +43,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     shared.wheel_sources(parser)
     shared.engine(parser)
     shared.outputs(parser)
+    shared.gzip_level(parser)
     shared.signing(parser)
     shared.report(parser)
     shared.progress_mode(parser)
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         mirrors=tuple(args.mirror),
         push=args.push,
         compression=args.compression,
+        gzip_level=None if args.gzip_level is None else int(args.gzip_level),
         cache_from=common.cache_specs("--cache-from", args.cache_from),
         cache_to=common.cache_specs("--cache-to", args.cache_to),
         provenance=common.provenance(loaded.images_dir),
@@ -89,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     gate = common.security_options(args, network=args.network)
     engine = common.connect(args.docker)
     engine.check_cache(options.cache_from, options.cache_to)  # finds the build client: a bad one is exit 2 here
+    common.check_gzip_level(options.gzip_level, engine)
     common.check_zstd_platforms(chosen, options.push, options.compression, engine.containerd_store)
     if not args.no_source_check:  # what will be built: an image already up to date needs no source
         untold = common.check_reachable(

@@ -363,6 +363,12 @@ def check_docker(docker_cli: str | None) -> None:
         raise UsageError(f"{where}: {problem}")
 
 
+def check_gzip_level(level: int | None, engine: DockerEngine) -> None:
+    """UsageError when `--gzip-level` cannot be done by this engine (before anything is built)."""
+    if level is not None and (problem := engine.gzip_level_problem()):
+        raise UsageError(f"--gzip-level {level}: {problem}")
+
+
 def check_compression(compression: str, push: bool) -> None:
     """UsageError when `--compression zstd` cannot be done: without --push (only a push compresses), or
     without the programs a zstd push runs here (before anything is built)."""

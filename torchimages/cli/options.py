@@ -235,6 +235,21 @@ def outputs(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def gzip_level(parser: argparse.ArgumentParser) -> None:
+    """How hard a build's export compresses the layers it writes (the containerd image store)."""
+    add(
+        parser,
+        "--gzip-level",
+        type=checked(values.gzip_level),
+        default=None,
+        metavar="1-9",
+        help="gzip the layers each build writes at this level: 1 (fastest: a CUDA image's largest layer 2.3x "
+        "faster, 12%% larger) to 9 (smallest); default BuildKit's. Only where the engine keeps images in the "
+        "containerd store, through buildx's docker driver (the classic store gzips at push, at its own level); a "
+        "push sends the layers as they were written, and a layer taken from the build cache keeps its own",
+    )
+
+
 def signing(parser: argparse.ArgumentParser, what: str = "each pushed image") -> None:
     """The key that signs what a command pushes."""
     add(

@@ -301,6 +301,22 @@ class DockerEngine:
         if problem:
             raise EngineError(problem)
 
+    def gzip_level_problem(self) -> str | None:
+        """Why a build here cannot set the gzip level of the layers it exports, or None: it needs the containerd
+        image store (the classic one keeps layers unpacked and gzips them at push) and buildx's docker driver
+        (whose image exporter writes into that store; another driver's would stay in its builder)."""
+        if not self.containerd_store:
+            return (
+                "this engine keeps images in its classic image store, which stores layers unpacked and gzips them "
+                "when it pushes, at its own level (`make engine` starts one on the containerd image store)"
+            )
+        if not self.build_client.buildx:
+            return "the build client is `docker build` (DOCKER_BUILDKIT=1), which sets no export compression"
+        driver = self._driver()
+        if driver not in (None, "docker"):
+            return f"buildx's builder has the {driver} driver: its image export would not land in this engine"
+        return None
+
     def _driver(self) -> str | None:
         """The driver of buildx's current builder (`docker`, `docker-container`, ...), None when it names none."""
         client = self.build_client

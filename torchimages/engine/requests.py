@@ -142,6 +142,11 @@ def build_command(client: BuildClient, request: BuildRequest) -> list[str]:
         cmd += ["--build-context", f"{name}={value}"]
     if request.sbom_generator and client.buildx:
         cmd += [f"--sbom=generator={request.sbom_generator}", "--provenance=mode=max"]
+    if request.gzip_level is not None:
+        if not client.buildx or request.gzip_level not in range(1, 10):
+            raise EngineError(f"a gzip level of {request.gzip_level} cannot be given to {' '.join(client.command)}")
+        # the image exporter of buildx's docker driver, named by --tag, into the engine's containerd store
+        cmd += ["--output", f"type=image,compression=gzip,compression-level={request.gzip_level}"]
     return [*cmd, *_cache_options(client, request), str(request.context)]
 
 

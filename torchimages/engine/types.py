@@ -59,6 +59,9 @@ class BuildRequest:
     # The SBOM generator image (sbom_generator.py): non-empty, the build attaches an SPDX SBOM made by it and SLSA
     # provenance (mode=max) as attestations (buildx only: attestation.sbom_attestation says where they are kept)
     sbom_generator: str = ""
+    # The gzip level of the layers the export writes (`--output type=image,compression=gzip,compression-level=N`:
+    # buildx's docker driver on the containerd image store only, DockerEngine.gzip_level_problem); None: BuildKit's
+    gzip_level: int | None = None
 
 
 # BuildKit cache types (`type=` of buildx's --cache-from/--cache-to), and what the engine's built-in BuildKit
