@@ -29,6 +29,7 @@ from torchimages.engine import (
     ImageInfo,
     SbomAttestation,
     ShellResult,
+    StoredLayers,
 )
 from torchimages.probes import END_MARK, MARK, PART_MARK, combined_source, probe_source, program_nonce
 from torchimages.security.python import PACKAGES_PROBE
@@ -281,6 +282,7 @@ class FakeEngine:
         self.export_error: EngineError | None = None  # when set, `exported` raises it on leaving (a broken export)
         self.cache_problem: str | None = None  # check_cache raises EngineError(this) when set
         self.gzip_problem: str | None = None  # gzip_level_problem's answer
+        self.stored: dict[str, StoredLayers] = {}  # stored_layers' answers (none: the layer scan reads `exported`)
         self.compressed: int | None = None  # compressed_size's answer
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
         self.platforms: dict[str, str] = {}  # reference -> the platform its build was asked for
@@ -587,6 +589,10 @@ class FakeEngine:
         self.calls.append(("history", reference))
         assert reference in self.images, f"the history of a missing image {reference}"
         return list(self.steps)
+
+    def stored_layers(self, reference: str, cancelled: threading.Event | None = None) -> StoredLayers | None:
+        self.calls.append(("stored_layers", reference))
+        return self.stored.get(reference)
 
     @contextlib.contextmanager
     def exported(self, reference: str, cancelled: threading.Event | None = None) -> Iterator[IO[bytes]]:

@@ -64,6 +64,7 @@ from torchimages.engine.types import (
     ImageInfo,
     ProbeError,
     ShellResult,
+    StoredLayers,
     cache_problem,
 )
 
@@ -95,6 +96,7 @@ __all__ = [
     "ProbeError",
     "SbomAttestation",
     "ShellResult",
+    "StoredLayers",
     "build_command",
     "cache_problem",
     "container_name",

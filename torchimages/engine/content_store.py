@@ -13,21 +13,27 @@ another namespace) can only fail to answer, never answer falsely; a caller then 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import stat
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import IO, Any
 
 from torchimages import settings, values
-from torchimages.engine.process import captured
+from torchimages.engine import manifests
+from torchimages.engine.process import captured, streamed
+from torchimages.engine.types import StoredLayers
 
 ADDRESS_VARIABLE = "TORCHIMAGES_CONTAINERD_ADDRESS"
 ADDRESSES = ("/run/containerd/containerd.sock", "/var/run/docker/containerd/containerd.sock")
 NAMESPACE = "moby"
 GET_TIMEOUT_S = 60.0  # one blob of a local store: a JSON document, megabytes at most
+CONFIG_BYTES = 64 << 20  # an image's configuration (its history and labels: kilobytes, as a rule)
 
 
 class Unreadable(Exception):
@@ -108,3 +114,47 @@ class Blobs(Mapping[str, bytes]):
 
     def __len__(self) -> int:
         return len(self.read)
+
+
+def _document(blobs: Mapping[str, bytes], digest: str, what: str) -> dict[str, Any]:
+    try:
+        found = json.loads(blobs[digest])
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise Unreadable(f"the {what} {digest} is not JSON") from None
+    if not isinstance(found, dict):
+        raise Unreadable(f"the {what} {digest} is not a JSON object")
+    return found
+
+
+def stored_layers(
+    store: ContentStore, image_id: str, platform: str, cancelled: threading.Event | None = None
+) -> StoredLayers:
+    """The layers of `platform`'s image under `image_id` (an index, the containerd store's image id, or an image
+    manifest): its manifest's layer blobs and its configuration's diff_ids, each document hashed to its digest.
+    Unreadable when a document is not there or not what an image's is (the caller reads `docker save`)."""
+    blobs = Blobs(store, manifests.MAX_BYTES, cancelled)
+    try:
+        top = manifests.parse(blobs[image_id], image_id)
+        chosen = manifests.platform_entry(top, platform, image_id).digest if top.is_index else image_id
+        if chosen != image_id and manifests.parse(blobs[chosen], chosen).is_index:
+            raise Unreadable(f"{chosen} is an index, not an image manifest")
+    except manifests.ManifestError as exc:
+        raise Unreadable(str(exc)) from None
+    manifest = _document(blobs, chosen, "image manifest")
+    config, layers = manifest.get("config"), manifest.get("layers")
+    config_digest = config.get("digest") if isinstance(config, dict) else None
+    if not isinstance(config_digest, str) or not values.is_digest(config_digest) or not isinstance(layers, list):
+        raise Unreadable(f"the image manifest {chosen} names no configuration or no list of layers")
+    blob_digests = tuple(layer.get("digest") if isinstance(layer, dict) else None for layer in layers)
+    configuration = _document(Blobs(store, CONFIG_BYTES, cancelled), config_digest, "configuration")
+    rootfs = configuration.get("rootfs")
+    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if not isinstance(diff_ids, list) or len(diff_ids) != len(blob_digests):
+        raise Unreadable(f"the configuration {config_digest} names another count of layers than its manifest")
+    if not all(values.is_digest(d) for d in (*blob_digests, *diff_ids)):
+        raise Unreadable(f"the image manifest {chosen} or its configuration names a layer by no sha256 digest")
+
+    def opened(blob: str) -> contextlib.AbstractContextManager[IO[bytes]]:
+        return streamed(store.command(blob), cancelled)
+
+    return StoredLayers(tuple(str(b) for b in blob_digests), tuple(str(d) for d in diff_ids), opened)

@@ -54,6 +54,7 @@ from torchimages.engine.types import (
     ImageInfo,
     ProbeError,
     ShellResult,
+    StoredLayers,
     cache_problem,
 )
 
@@ -452,6 +453,27 @@ class DockerEngine:
             raise EngineError(f"no image {reference} here to export")
         with streamed([self.docker_cli, "save", info.id], cancelled) as stream:
             yield stream
+
+    def stored_layers(self, reference: str, cancelled: threading.Event | None = None) -> StoredLayers | None:
+        """The image's layers as the engine's containerd content store keeps them (content_store.stored_layers:
+        its platform's manifest and configuration, each hashed), where a store answers for it and names the
+        layers `docker image inspect` does; None elsewhere (the classic store, a socket this process may not
+        use, an image of no plain platform): the layer scan then reads `docker save`."""
+        if not self._content_stores:
+            return None
+        info = self.inspect(reference)
+        if info is None:
+            raise EngineError(f"no image {reference} here to read its layers")
+        if not info.platform:
+            return None
+        for store in self._content_stores:
+            try:
+                found = content_store.stored_layers(store, info.id, info.platform, cancelled)
+            except content_store.Unreadable:
+                continue
+            if found.diff_ids == info.layers:
+                return found
+        return None
 
     def attestations(self, reference: str, platform: str, cancelled: threading.Event | None = None) -> Attested:
         """The attestations of the image's `platform` image: its index (the image's id on the containerd store)

@@ -220,6 +220,17 @@ def cache_problem(
 
 
 @dataclass(frozen=True)
+class StoredLayers:
+    """An image's layers as a content store keeps them, bottom first: each layer's blob (its digest, as the image's
+    manifest names it) and the configuration's diff_id of it (the digest of its uncompressed tar), as many of each;
+    `open(blob)` streams a blob's bytes as stored (compressed or not), checked by no one: the reader hashes them."""
+
+    blobs: tuple[str, ...]
+    diff_ids: tuple[str, ...]
+    open: Callable[[str], contextlib.AbstractContextManager[IO[bytes]]]
+
+
+@dataclass(frozen=True)
 class ImageInfo:
     """What the engine knows of a local image: its id, labels, environment, default user, layers, size and
     platform."""
@@ -385,6 +396,12 @@ class Engine(Protocol):
 
     def history(self, reference: str) -> list[HistoryEntry]:
         """An image's history, newest step first."""
+        ...
+
+    def stored_layers(self, reference: str, cancelled: threading.Event | None = None) -> StoredLayers | None:
+        """The image's layers as the engine's content store keeps them, each to be streamed by its blob's digest;
+        None where no content store answers for it (then `exported` is read). EngineError when there is no such
+        image."""
         ...
 
     def exported(

@@ -26,6 +26,11 @@ Bounds (Limits: wall time and bytes, per image and per layer; docs/security.md):
 image) is "not scanned" saying which. Memory is bounded whatever the layers hold: one chunk of content and its
 overlap, one header (tarstream), the paths a layer's result keeps (RETAINED_MAX), the small members kept.
 
+On the containerd image store, where the engine's content store answers (Engine.stored_layers: the image's
+manifest and configuration, hashed), the layers are read from there instead, blob by blob (`read_stored`): no
+`docker save`, and a layer the cache holds is not opened at all; each blob read must hash to its name as stored and
+to its diff_id as a tar.
+
 With a cache (layer_cache.LayerCache, through `Cache`), each layer's result is kept by its diff_id and read
 back instead of the layer: the image's layers are asked of the engine first, and when every one is kept
 nothing is exported. Otherwise the archive is read as above, but a blob `blobs/sha256/<hex>` whose diff_id is
@@ -48,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import IO, Protocol, cast
 
 from torchimages import settings
-from torchimages.engine import Engine
+from torchimages.engine import Engine, StoredLayers
 from torchimages.security.content import Facts, Search
 from torchimages.security.leaks import (
     CREDENTIAL_FILES,
@@ -755,6 +760,50 @@ def read_archive(
     return Archive(layers, kept, links, digests, frozenset(cached), compressed)
 
 
+def read_stored(
+    stored: StoredLayers, secrets: Sequence[Secret], known: Mapping[str, Layer], limits: Limits | None = None
+) -> tuple[Archive, Order]:
+    """Read an image's layers from the engine's content store, each blob streamed by its digest and read as
+    `read_archive` reads a layer blob (gzip'd or not), never written to disk. A layer whose diff_id `known` holds
+    (a cache's) is not read at all: the diff_id is its content's digest, named by a hashed configuration. A blob
+    read is hashed twice: its stored bytes must hash to its name and its tar to its diff_id, else the layer is
+    not read ("its content does not match its digest"). Exceeded past the image's bounds; EngineError from the
+    stream (the store failed, or `cancelled` on leaving)."""
+    limits = limits or Limits()
+    image = Meter("the image", limits.image_seconds, limits.image_bytes)
+    names = tuple(f"/blobs/sha256/{blob.partition(':')[2]}" for blob in stored.blobs)
+    layers: dict[str, Layer] = {}
+    digests: dict[str, str] = {}
+    compressed: dict[str, str] = {}
+    cached: set[str] = set()
+    for name, blob, diff_id in zip(names, stored.blobs, stored.diff_ids, strict=True):
+        if name in layers:
+            continue
+        if diff_id in known:
+            layers[name], digests[name] = known[diff_id], diff_id
+            cached.add(name)
+            continue
+        with stored.open(blob) as stream:
+            seen = Metered(stream, (image,), hashed=True)
+            head = seen.read(BLOCK)
+            kind = _kind(head)
+            if kind == "zstd":
+                layers[name] = Layer(problem="it is zstd-compressed, which this check does not read")
+                continue
+            if kind not in ("tar", "gzip"):
+                layers[name] = Layer(problem="it is no tar, gzip or zstd stream")
+                continue
+            layer, digest = _read_blob(Prefixed(head, seen), kind, secrets, limits, hashed=True)
+            if _drained(seen) != blob:
+                layer = Layer(problem="its content does not match its digest")
+            elif not layer.problem and digest != diff_id:
+                layer = Layer(problem="its content is not the layer its configuration names")
+            layers[name] = layer
+            if not layer.problem and digest is not None:
+                digests[name], compressed[name] = digest, blob
+    return Archive(layers, {}, {}, digests, frozenset(cached), compressed), Order(names, stored.diff_ids)
+
+
 @dataclass(frozen=True)
 class Order:
     """The image's layers from manifest.json, bottom first: each one's archive path and digest (its diff_id
@@ -863,7 +912,8 @@ def scan(
     """What the layers of `reference` hold that no image may (see the module). EngineError when the engine
     cannot inspect or export it; not scanned (saying why) when the archive, or one of its layers, could not
     be read, or passed a bound (`limits`). With a `cache`, layers kept there are not read again (nothing is
-    exported when all are)."""
+    exported when all are). Where the engine's content store answers for the image, its layer blobs are read
+    from there (`read_stored`: only those not kept), not from its `docker save`."""
     build_secrets = secrets_of(secrets)
     known: dict[str, Layer] | None = None
     if cache is not None:
@@ -872,6 +922,18 @@ def scan(
         known = {d: layer for d in dict.fromkeys(diff_ids) if (layer := cache.get(d, build_secrets)) is not None}
         if diff_ids and all(d in known for d in diff_ids):
             return _result(Archive(known, {}, {}, cached=frozenset(known)), Order(diff_ids, diff_ids))
+    stored = engine.stored_layers(reference, cancelled)
+    if stored is not None:
+        if cache is not None:  # the layers of the stored configuration (inspect's: DockerEngine.stored_layers)
+            kept = {d: cache.get(d, build_secrets) for d in dict.fromkeys(stored.diff_ids)}
+            known = {d: layer for d, layer in kept.items() if layer is not None}
+        try:
+            archive, order = read_stored(stored, build_secrets, known or {}, limits)
+        except Exceeded as exc:
+            return Scan(SECRETS, scanned=False, note=f"the image's stored layers could not be read: {exc}")
+        if cache is not None:
+            keep(cache, build_secrets, archive, order)
+        return _result(archive, order)
     try:
         by_blob = (lambda blob: cache.get(blob, build_secrets)) if cache is not None else None
         with engine.exported(reference, cancelled) as stream:

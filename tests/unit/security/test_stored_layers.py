@@ -1,0 +1,183 @@
+"""The secrets check reading an image's layers from the engine's content store (layers.read_stored) instead of its
+`docker save`: each layer blob streamed by its digest, hashed as stored and as a tar, and a layer the cache holds
+not opened at all. The blobs are literals made here (tar layers, gzip'd), handed to the fake engine as
+StoredLayers; the same layers as a `docker save` give the same answer."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from tests.fakes import FakeEngine
+from tests.unit.security.test_layers import BASE, NETRC, REFERENCE, docker_26_save, layer, sha
+from torchimages.engine import EngineError, StoredLayers
+from torchimages.security import layer_cache, layers
+from torchimages.security.layer_cache import LayerCache
+from torchimages.security.model import SECRETS, Finding
+
+WRITTEN = layer(("root/.netrc", NETRC))
+DELETED = layer(("root/", None), ("root/.wh..netrc", b""))
+CLEAN = layer(("opt/", None), ("opt/venv/", None), ("opt/venv/pyvenv.cfg", b"home = /usr/bin\n"))
+
+
+def stored(tars: list[bytes], blobs: list[bytes] | None = None, opened: list[str] | None = None) -> StoredLayers:
+    """StoredLayers of these layer tars, gzip'd (`blobs`: the bytes the store holds instead, under the gzip'd
+    tars' names); each blob opened is recorded in `opened`."""
+    zipped = [gzip.compress(t, mtime=0) for t in tars]
+    held = dict(zip([sha(z) for z in zipped], blobs if blobs is not None else zipped, strict=True))
+
+    @contextlib.contextmanager
+    def open_blob(digest: str) -> Iterator[IO[bytes]]:
+        if opened is not None:
+            opened.append(digest)
+        yield io.BytesIO(held[digest])
+
+    return StoredLayers(tuple(sha(z) for z in zipped), tuple(sha(t) for t in tars), open_blob)
+
+
+def engine_storing(layers_of: StoredLayers) -> FakeEngine:
+    engine = FakeEngine()
+    engine.stored[REFERENCE] = layers_of
+    return engine
+
+
+def exports(engine: FakeEngine) -> int:
+    return sum(1 for call, _ in engine.calls if call == "exported")
+
+
+def test_a_netrc_is_found_from_the_stored_layers_and_nothing_is_exported() -> None:
+    engine = engine_storing(stored([layer(*BASE), WRITTEN, DELETED]))
+    result = layers.scan(engine, REFERENCE, [])
+    assert result.findings == (
+        Finding(
+            SECRETS,
+            "/root/.netrc",
+            f"layer 2 of 3 ({sha(WRITTEN)[:19]}), deleted in layer 3",
+            "/root/.netrc: a netrc file (logins and passwords)",
+        ),
+    )
+    assert result.note == "3 layers, 6 entries"
+    assert exports(engine) == 0, "no docker save where the store answers"
+
+
+@pytest.mark.parametrize(
+    "tars",
+    [
+        [layer(*BASE), WRITTEN, DELETED],
+        [layer(*BASE), CLEAN],
+        [CLEAN, CLEAN, WRITTEN],  # a layer twice: one blob
+        [layer(*BASE), layer(("tmp/", None), ("tmp/build/", None), ("tmp/build/x", b"left\n"))],
+    ],
+    ids=["deleted-netrc", "clean", "a-layer-twice", "a-stray-folder"],
+)
+def test_the_stored_layers_give_the_answer_the_saved_image_gives(tars: list[bytes]) -> None:
+    from_store = layers.scan(engine_storing(stored(tars)), REFERENCE, [])
+    saved = FakeEngine()
+    saved.archives[REFERENCE] = docker_26_save(tars)
+    from_save = layers.scan(saved, REFERENCE, [])
+    assert (from_store.findings, from_store.note, from_store.scanned) == (
+        from_save.findings,
+        from_save.note,
+        from_save.scanned,
+    )
+
+
+def test_a_blob_whose_bytes_are_not_its_name_is_not_read_as_the_layer() -> None:
+    tars = [layer(*BASE), WRITTEN]
+    other = gzip.compress(CLEAN, mtime=0)  # a clean layer served under the netrc layer's name
+    result = layers.scan(engine_storing(stored(tars, [gzip.compress(tars[0], mtime=0), other])), REFERENCE, [])
+    assert not result.scanned
+    assert f"layer 2 of 2 ({sha(WRITTEN)[:19]}) not read: its content does not match its digest" in result.note
+
+
+def test_a_blob_that_is_not_the_configurations_layer_is_not_read_as_it() -> None:
+    written = gzip.compress(WRITTEN, mtime=0)
+    layers_of = stored([layer(*BASE), WRITTEN])
+    mismatched = StoredLayers(layers_of.blobs, (layers_of.diff_ids[0], sha(CLEAN)), layers_of.open)
+    assert sha(written) == layers_of.blobs[1]
+    result = layers.scan(engine_storing(mismatched), REFERENCE, [])
+    assert not result.scanned
+    assert "not read: its content is not the layer its configuration names" in result.note
+
+
+@pytest.mark.parametrize(
+    ("blob", "said"),
+    [
+        (b"\x28\xb5\x2f\xfd" + b"\0" * 600, "it is zstd-compressed, which this check does not read"),
+        (b"\x89PNG" + b"\0" * 600, "it is no tar, gzip or zstd stream"),
+    ],
+)
+def test_a_blob_that_is_no_tar_or_gzip_is_not_scanned_saying_what_it_is(blob: bytes, said: str) -> None:
+    tars = [layer(*BASE), WRITTEN]
+    result = layers.scan(engine_storing(stored(tars, [gzip.compress(tars[0], mtime=0), blob])), REFERENCE, [])
+    assert not result.scanned and f"layer 2 of 2 ({sha(WRITTEN)[:19]}) not read: {said}" in result.note
+
+
+def test_an_uncompressed_blob_is_read_too() -> None:
+    tars = [layer(*BASE), WRITTEN]
+
+    @contextlib.contextmanager
+    def open_blob(digest: str) -> Iterator[IO[bytes]]:
+        yield io.BytesIO({sha(t): t for t in tars}[digest])
+
+    result = layers.scan(
+        engine_storing(StoredLayers((sha(tars[0]), sha(WRITTEN)), (sha(tars[0]), sha(WRITTEN)), open_blob)),
+        REFERENCE,
+        [],
+    )
+    assert result.scanned and [f.key for f in result.findings] == ["/root/.netrc"]
+
+
+def test_layers_the_cache_holds_are_not_opened_and_both_digests_are_kept(tmp_path: Path) -> None:
+    cache = LayerCache(tmp_path / "cache" / layer_cache.FOLDER, 1 << 30)
+    runtime = [layer(*BASE), CLEAN]
+    opened: list[str] = []
+    first = layers.scan(engine_storing(stored(runtime, opened=opened)), REFERENCE, [], cache=cache)
+    assert first.scanned and len(opened) == 2
+    for tar in runtime:  # kept by diff_id, and by the gzip blob's name (its bytes were seen to hash to it)
+        assert cache.get(sha(tar), []) is not None
+        assert cache.get(sha(gzip.compress(tar, mtime=0)), []) is not None
+    opened.clear()
+    devel = layers.scan(engine_storing(stored([*runtime, WRITTEN], opened=opened)), REFERENCE, [], cache=cache)
+    assert opened == [sha(gzip.compress(WRITTEN, mtime=0))], "runtime's layers are not opened again"
+    assert devel.note.startswith("3 layers, ") and "(2 from the cache)" in devel.note
+    assert [f.key for f in devel.findings] == ["/root/.netrc"]
+
+
+def test_a_layer_not_read_is_not_kept(tmp_path: Path) -> None:
+    cache = LayerCache(tmp_path / "cache" / layer_cache.FOLDER, 1 << 30)
+    tars = [layer(*BASE), WRITTEN]
+    layers.scan(
+        engine_storing(stored(tars, [gzip.compress(tars[0], mtime=0), b"\x89PNG" + b"\0" * 600])),
+        REFERENCE,
+        [],
+        cache=cache,
+    )
+    assert cache.get(sha(tars[0]), []) is not None and cache.get(sha(WRITTEN), []) is None
+
+
+def test_the_images_bounds_hold_for_stored_layers() -> None:
+    tiny = layers.Limits(image_bytes=1000)
+    noise = random.Random(0).randbytes(100_000)  # gzip does not shrink it: the stored blob is as large
+    engine = engine_storing(stored([layer(*BASE), layer(("opt/big", noise))]))
+    result = layers.scan(engine, REFERENCE, [], limits=tiny)
+    assert not result.scanned and "the image" in result.note
+
+
+def test_a_stream_that_fails_is_the_engines_error() -> None:
+    @contextlib.contextmanager
+    def failing(digest: str) -> Iterator[IO[bytes]]:
+        yield io.BytesIO(b"")
+        raise EngineError("`ctr content get` failed: content digest not found")
+
+    tars = [layer(*BASE)]
+    engine = engine_storing(StoredLayers((sha(gzip.compress(tars[0], mtime=0)),), (sha(tars[0]),), failing))
+    with pytest.raises(EngineError, match="content digest not found"):
+        layers.scan(engine, REFERENCE, [])
