@@ -504,7 +504,7 @@ def cpu_rebuilt(cpu_built: Built, docker_client: Any, session_registry: str, ses
 
 def gzip_level_1() -> tuple[str, ...]:
     """`--gzip-level 1` where this machine's engine keeps images in the containerd store (the large CUDA modules
-    take it: their export 2.3x faster), else nothing (the classic store gzips at push)."""
+    take it: their export faster, docs/benchmarks.md), else nothing (the classic store gzips at push)."""
     return ("--gzip-level", "1") if engine.DockerEngine().gzip_level_problem() is None else ()
 
 

@@ -243,10 +243,11 @@ def gzip_level(parser: argparse.ArgumentParser) -> None:
         type=checked(values.gzip_level),
         default=None,
         metavar="1-9",
-        help="gzip the layers each build writes at this level: 1 (fastest: a CUDA image's largest layer 2.3x "
-        "faster, 12%% larger) to 9 (smallest); default BuildKit's. Only where the engine keeps images in the "
-        "containerd store, through buildx's docker driver (the classic store gzips at push, at its own level); a "
-        "push sends the layers as they were written, and a layer taken from the build cache keeps its own",
+        help="gzip the layers each build writes at level 1 (fastest: 12%% larger, the export of a 3.9 GB layer of "
+        "shared libraries 2.3x faster) to 9 (smallest); default BuildKit's. Only where the engine keeps images in the "
+        "containerd store, through buildx's docker driver (the classic store gzips at push, at its own level). A gzip "
+        "push sends the layers as they were written (a zstd push compresses them again); a layer taken from the build "
+        "cache, and an image already up to date, keep the level they were written at",
     )
 
 

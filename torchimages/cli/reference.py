@@ -28,7 +28,7 @@ def _option(action: argparse.Action) -> str:
             name += f" `{action.metavar or action.dest.upper()}`"
     else:
         name = f"`{action.metavar or action.dest}`" + (" ..." if action.nargs in ("*", "+") else "")
-    text = (action.help or "").replace("|", "\\|")
+    text = (action.help or "").replace("%%", "%").replace("|", "\\|")  # argparse's escape, as `--help` prints it
     if action.choices:
         text += f" (one of: {', '.join(map(str, action.choices))})"
     default = action.default

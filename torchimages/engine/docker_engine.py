@@ -314,7 +314,9 @@ class DockerEngine:
         if not self.build_client.buildx:
             return "the build client is `docker build` (DOCKER_BUILDKIT=1), which sets no export compression"
         driver = self._driver()
-        if driver not in (None, "docker"):
+        if driver is None:
+            return "`docker buildx inspect` names no driver for its builder: where its export lands is not known"
+        if driver != "docker":
             return f"buildx's builder has the {driver} driver: its image export would not land in this engine"
         return None
 
@@ -470,7 +472,7 @@ class DockerEngine:
             try:
                 found = content_store.stored_layers(store, info.id, info.platform, cancelled)
             except content_store.Unreadable:
-                continue
+                continue  # not this image's documents here: the next store, else its docker save
             if found.diff_ids == info.layers:
                 return found
         return None

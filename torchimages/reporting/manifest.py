@@ -94,6 +94,7 @@ def image_json(image: ImageReport) -> dict[str, Any]:
         "sbom": image.sbom,
         "sbom_source": image.sbom_source,
         "sbom_statement": image.sbom_statement,
+        "sbom_note": image.sbom_note or None,
         "bases": [
             {"reference": b.reference, "locked": b.locked, "built_from": dict(b.built_from) if b.built_from else None}
             for b in image.bases

@@ -103,6 +103,7 @@ class ImageReport:
     sbom: str | None = None  # path of its CycloneDX SBOM, relative to the report folder
     sbom_source: str | None = None  # "attestation" (its attested SPDX SBOM, converted) or "scan" (its docker save)
     sbom_statement: str | None = None  # for "attestation": the in-toto statement's digest
+    sbom_note: str = ""  # for "scan": why not from its attestation ("": it keeps none, the classic store)
     bases: tuple[BaseImage, ...] = ()
     security: tuple[CheckResult, ...] = ()  # the security gate's results (none: it did not run)
     cuda_archs: str | None = None  # the GPU architectures verification read of torch (None: none, or not read)

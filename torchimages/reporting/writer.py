@@ -4,7 +4,8 @@ smoke suites' JUnit files and an SBOM per tagged image, then write the documents
     DIR/manifest.json             every selected image (data/manifest.schema.json)
     DIR/summary.md                a Markdown table for a CI step summary
     DIR/junit.xml                 the smoke suites of every image, one testsuite each
-    DIR/sbom/<tag>.cdx.json       CycloneDX SBOM of each tagged image (syft: its attested SPDX SBOM, converted)
+    DIR/sbom/<tag>.cdx.json       CycloneDX SBOM of each tagged image (syft: its attested SPDX SBOM converted,
+                                  else a scan of its docker save)
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class ReportError(Exception):
 
 class ReportEngine(Protocol):
     """What a report needs from the engine (engine.DockerEngine)."""
+
+    @property
+    def containerd_store(self) -> bool: ...
 
     def inspect(self, reference: str) -> ImageInfo | None: ...
 
@@ -197,7 +201,7 @@ def with_sboms(
                 syft = syft or sbom.syft_binary()
                 made = sbom.write_sbom(engine, image.reference, directory / relative, syft)
                 image = dataclasses.replace(
-                    image, sbom=relative, sbom_source=made.source, sbom_statement=made.statement
+                    image, sbom=relative, sbom_source=made.source, sbom_statement=made.statement, sbom_note=made.note
                 )
             except (sbom.SbomError, EngineError) as exc:
                 problems.append(f"no SBOM for {image.reference}: {exc}")

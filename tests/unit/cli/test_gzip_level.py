@@ -111,10 +111,15 @@ def driver_answer(driver: str) -> Any:
         (CLASSIC, BUILDX, "docker", "this engine keeps images in its classic image store, which stores layers"),
         (CONTAINERD, CLASSIC_CLIENT, "docker", "the build client is `docker build` (DOCKER_BUILDKIT=1)"),
         (CONTAINERD, BUILDX, "docker-container", "buildx's builder has the docker-container driver"),
+        (CONTAINERD, BUILDX, None, "`docker buildx inspect` names no driver for its builder"),
     ],
 )
 def test_the_engine_says_why_it_cannot_set_the_level(
-    monkeypatch: pytest.MonkeyPatch, info: dict[str, Any], client: BuildClient, driver: str, problem: str | None
+    monkeypatch: pytest.MonkeyPatch,
+    info: dict[str, Any],
+    client: BuildClient,
+    driver: str | None,
+    problem: str | None,
 ) -> None:
     found, _ = engine_of(info)
     found.__dict__["_client"] = client

@@ -210,3 +210,15 @@ def test_another_os_or_digest_algorithm_or_a_second_image_does_not_pass() -> Non
     two = json.dumps({"manifests": [json.loads(top)["manifests"][0]] * 2}).encode()
     with pytest.raises(AttestationError, match="names 2 images, not one"):
         read_attested(two, blobs, "linux/amd64")
+
+
+def test_the_first_spdx_statement_about_the_image_is_the_one_kept() -> None:
+    top, blobs = layout()
+    second = statement(SPDX).replace(b'"predicate": {}', b'"predicate": {"second": true}')
+    blobs[OTHER] = second
+    attestation = json.loads(blobs[ATTEST])
+    attestation["layers"].append({"mediaType": "application/vnd.in-toto+json", "digest": OTHER})
+    blobs[ATTEST] = json.dumps(attestation).encode()
+    found = read_attested(top, blobs, "linux/amd64")
+    assert found.predicates == (SPDX, SLSA, SPDX)
+    assert found.sbom == (SBOM, blobs[SBOM]), "the first, as the attestation manifest lists them"

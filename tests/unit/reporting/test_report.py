@@ -182,10 +182,28 @@ def test_the_schema_refuses_what_it_does_not_describe(images: list[tuple[report.
         {**manifest, "extra": 1},
         {**manifest, "images": [{**manifest["images"][0], "sbom_source": "guess"}]},
         {**manifest, "images": [{**manifest["images"][0], "sbom_statement": "sha256:short"}]},
+        # the three SBOM fields agree: a converted one names its statement, a scanned one none, no SBOM neither
+        {**manifest, "images": [{**manifest["images"][0], "sbom": "s.json", "sbom_source": "attestation"}]},
+        {
+            **manifest,
+            "images": [
+                {
+                    **manifest["images"][0],
+                    "sbom": "s.json",
+                    "sbom_source": "scan",
+                    "sbom_statement": "sha256:" + "c" * 64,
+                }
+            ],
+        },
+        {**manifest, "images": [{**manifest["images"][0], "sbom": "s.json"}]},
+        {**manifest, "images": [{**manifest["images"][0], "sbom_note": "why"}]},
+        {**manifest, "images": [{**manifest["images"][0], "sbom_source": "scan"}]},
     ):
         assert not validator.is_valid(broken)
     attested = {"sbom": "sbom/a.cdx.json", "sbom_source": "attestation", "sbom_statement": "sha256:" + "c" * 64}
     assert validator.is_valid({**manifest, "images": [{**manifest["images"][0], **attested}]})
+    scanned = {"sbom": "sbom/a.cdx.json", "sbom_source": "scan", "sbom_note": "it carries no SPDX SBOM attestation"}
+    assert validator.is_valid({**manifest, "images": [{**manifest["images"][0], **scanned}]})
 
 
 def test_summary_matches_its_golden(images: list[tuple[report.ImageReport, bytes | None]]) -> None:

@@ -24,16 +24,25 @@ printf '{"archive": "%s", "update": "%s", "metadata": "%s"}' "$(cat "$archive")"
 """
 
 
+IMAGE_ID = "sha256:" + "1" * 64
+
+
 class Saver:
-    """An engine whose image carries no attestation (the classic store: reading them fails)."""
+    """An engine on the classic store: its images carry no attestation, and none is asked for."""
+
+    containerd_store = False
+
+    def __init__(self) -> None:
+        self.saved: list[str] = []
 
     def inspect(self, reference: str) -> ImageInfo | None:
-        return ImageInfo(reference, "sha256:" + "1" * 64, {}, {}, "", (), platform="linux/amd64")
+        return ImageInfo(reference, IMAGE_ID, {}, {}, "", (), platform="linux/amd64")
 
     def attestations(self, reference: str, platform: str) -> Attested:
-        raise EngineError("it is one image manifest, not an index: the engine kept no attestations beside it")
+        raise AssertionError("the classic store keeps no attestations: none is read")
 
     def save(self, reference: str, path: Path) -> None:
+        self.saved.append(reference)
         path.write_text(f"saved {reference}")
 
 
@@ -44,7 +53,10 @@ SPDX_DOCUMENT = {
     "SPDXID": "SPDXRef-DOCUMENT",
     "name": "/run/src/core/sbom",
     "documentNamespace": "https://anchore.com/syft/dir/run/src/core/sbom-1",
-    "creationInfo": {"creators": ["Tool: syft-1.18.1"], "created": "2026-12-07T00:00:00Z"},
+    "creationInfo": {
+        "creators": ["Organization: Anchore, Inc", "Tool: syft-1.18.1", "Tool: buildkit-v0.13.2"],
+        "created": "2026-12-07T00:00:00Z",
+    },
     "packages": [
         {
             "name": "torch",
@@ -84,54 +96,112 @@ def in_toto(predicate: Any) -> bytes:
 
 
 class Attesting(Saver):
-    """An engine whose image carries an SPDX SBOM attestation (`raw`: the statement's bytes); it may not be saved."""
+    """An engine on the containerd store whose image carries an SPDX SBOM attestation (`raw`: the statement's
+    bytes), or whose attestations cannot be read (`failing`)."""
 
-    def __init__(self, raw: bytes, platform: str = "linux/amd64") -> None:
-        self.raw, self.platform = raw, platform
-        self.asked: list[str] = []
+    containerd_store = True
+
+    def __init__(self, raw: bytes, platform: str = "linux/amd64", failing: str = "") -> None:
+        super().__init__()
+        self.raw, self.platform, self.failing = raw, platform, failing
+        self.asked: list[tuple[str, str]] = []
 
     def inspect(self, reference: str) -> ImageInfo | None:
-        return ImageInfo(reference, "sha256:" + "1" * 64, {}, {}, "", (), platform=self.platform)
+        return ImageInfo(reference, IMAGE_ID, {}, {}, "", (), platform=self.platform)
 
     def attestations(self, reference: str, platform: str) -> Attested:
-        self.asked.append(platform)
+        self.asked.append((reference, platform))
+        if self.failing:
+            raise EngineError(self.failing)
         return Attested(MANIFEST, ("https://spdx.dev/Document",), (STATEMENT, self.raw))
 
-    def save(self, reference: str, path: Path) -> None:
-        raise AssertionError("no docker save where the image carries its SBOM")
 
-
-def test_the_attested_spdx_sbom_is_converted_and_names_the_image_and_its_statement(tmp_path: Path) -> None:
+def test_the_attested_spdx_sbom_is_converted_and_says_what_the_attestation_says(tmp_path: Path) -> None:
     engine = Attesting(in_toto(SPDX_DOCUMENT), platform="linux/arm64")
     output = tmp_path / "report" / "sbom" / "img.cdx.json"
     made = sbom.write_sbom(engine, "registry.example:5000/repo/img:2.13.0-cpu-runtime", output)
     assert made == sbom.Made("attestation", STATEMENT)
-    assert engine.asked == ["linux/arm64"], "the image's own platform's attestations"
+    assert engine.asked == [(IMAGE_ID, "linux/arm64")], "by the id inspect gave, for the image's own platform"
+    assert engine.saved == [], "no docker save where the image carries its SBOM"
     written = json.loads(output.read_text())
     assert written["bomFormat"] == "CycloneDX"
-    found = {(c["name"], c["version"], c["purl"]) for c in written["components"] if c["type"] == "library"}
-    assert found == {
+    libraries = [c for c in written["components"] if c["type"] == "library"]
+    assert {(c["name"], c["version"], c["purl"]) for c in libraries} == {
         ("torch", "2.13.0+cpu", "pkg:pypi/torch@2.13.0%2Bcpu"),
         ("gcc", "4:12.2.0-3", "pkg:deb/debian/gcc@4:12.2.0-3?arch=amd64&distro=debian-12"),
     }
-    component = written["metadata"]["component"]
+    assert not [p for c in libraries for p in c.get("properties", []) if p["name"] == "syft:metadata:installedSize"]
+    metadata = written["metadata"]
+    component = metadata["component"]
     assert (component["type"], component["name"], component["version"]) == (
         "container",
         "registry.example:5000/repo/img",
         "2.13.0-cpu-runtime",
     )
-    said = f"converted from the image's SPDX SBOM attestation (in-toto statement {STATEMENT})"
-    assert {"name": "torchimages:sbom:source", "value": said} in written["metadata"]["properties"]
+    assert metadata["timestamp"] == "2026-12-07T00:00:00Z", "when the inventory was taken, not converted"
+    assert metadata["tools"] == {
+        "components": [
+            {"type": "application", "name": "syft", "version": "1.18.1"},
+            {"type": "application", "name": "buildkit", "version": "v0.13.2"},
+        ]
+    }
+    said = (
+        f"converted from the image's SPDX SBOM attestation (in-toto statement {STATEMENT}) about its linux/arm64 "
+        f"manifest {MANIFEST}"
+    )
+    assert {"name": "torchimages:sbom:source", "value": said} in metadata["properties"]
     assert [p.name for p in output.parent.iterdir()] == ["img.cdx.json"], "the document and syft's output go"
 
 
-def test_an_image_without_attestations_or_a_platform_is_scanned(syft: str, tmp_path: Path) -> None:
-    output = tmp_path / "sbom" / "img.cdx.json"
-    assert sbom.write_sbom(Saver(), "repo/img:tag", output, syft=syft) == sbom.Made("scan")
-    nameless = Attesting(in_toto(SPDX_DOCUMENT), platform="")  # no platform to ask for: its save is read
-    nameless.save = Saver().save  # type: ignore[method-assign]
-    assert sbom.write_sbom(nameless, "repo/img:tag", output, syft=syft) == sbom.Made("scan")
-    assert nameless.asked == []
+@pytest.mark.parametrize(
+    ("reference", "name", "version"),
+    [
+        ("registry.example:5000/repo/img:tag", "registry.example:5000/repo/img", "tag"),
+        ("registry.example:5000/repo/img@sha256:" + "c" * 64, "registry.example:5000/repo/img", "sha256:" + "c" * 64),
+        ("registry.example:5000/repo/img", "registry.example:5000/repo/img", "latest"),
+        ("ubuntu", "ubuntu", "latest"),
+    ],
+)
+def test_the_image_is_named_by_its_repository_and_tag_or_digest(reference: str, name: str, version: str) -> None:
+    assert sbom.image_name(reference) == (name, version)
+
+
+def test_the_classic_store_is_scanned_from_one_save_and_no_attestation_is_asked(syft: str, tmp_path: Path) -> None:
+    engine = Saver()
+    assert sbom.write_sbom(engine, "repo/img:tag", tmp_path / "img.cdx.json", syft=syft) == sbom.Made("scan")
+    assert engine.saved == [IMAGE_ID], "one save, by the id inspect gave"
+
+
+@pytest.mark.parametrize(
+    ("engine", "note"),
+    [
+        (Attesting(in_toto(SPDX_DOCUMENT), platform=""), "the image names no platform to read its attestations for"),
+        (
+            Attesting(b"", failing="the image r: its index names 2 images of linux/arm, not one"),
+            "its attestations could not be read: the image r: its index names 2 images of linux/arm, not one",
+        ),
+        (
+            Attesting(in_toto({**SPDX_DOCUMENT, "creationInfo": {"creators": ["Tool: syft-0.99.0"]}})),
+            "its SPDX SBOM attestation was made by syft-0.99.0, not by the syft this tool runs (1.18.1)",
+        ),
+        (
+            Attesting(in_toto({**SPDX_DOCUMENT, "creationInfo": {"creators": ["Organization: someone"]}})),
+            "its SPDX SBOM attestation was made by no syft, not by the syft this tool runs (1.18.1)",
+        ),
+        (Attesting(in_toto({**SPDX_DOCUMENT, "packages": []})), "its SPDX SBOM attestation lists no package"),
+    ],
+    ids=["no-platform", "unreadable", "another-syft", "no-syft", "no-package"],
+)
+def test_an_attestation_not_to_convert_is_scanned_saying_why(
+    engine: Attesting, note: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sbom, "syft_version", lambda syft: "1.18.1")  # the scan's syft is a stand-in
+    fake_scan = tmp_path / "syft"
+    fake_scan.write_text(FAKE_SYFT)
+    fake_scan.chmod(0o755)
+    made = sbom.write_sbom(engine, "repo/img:tag", tmp_path / "img.cdx.json", syft=str(fake_scan))
+    assert made == sbom.Made("scan", note=note)
+    assert engine.saved == [IMAGE_ID]
 
 
 @pytest.mark.parametrize(
@@ -148,10 +218,37 @@ def test_an_attestation_that_holds_no_spdx_document_is_an_error_not_a_silent_sca
 
 def test_an_spdx_document_syft_cannot_read_is_an_error_and_leaves_nothing(tmp_path: Path) -> None:
     output = tmp_path / "sbom" / "img.cdx.json"
-    broken = {**SPDX_DOCUMENT, "packages": "none"}
+    broken = {**SPDX_DOCUMENT, "packages": ["none"]}
     with pytest.raises(sbom.SbomError, match="syft could not read the SPDX SBOM of repo/img:tag"):
         sbom.write_sbom(Attesting(in_toto(broken)), "repo/img:tag", output)
     assert list(output.parent.iterdir()) == []
+
+
+SURROGATE_SYFT = """#!/bin/sh
+# convert IN --output cyclonedx-json=OUT: a component name with a lone surrogate escape
+out="${4#cyclonedx-json=}"
+[ "$1" = version ] && { echo '{"version": "1.18.1"}'; exit 0; }
+printf '{"metadata": {}, "components": [{"name": "bad\\udc80", "properties": []}]}' > "$out"
+"""
+
+
+def test_output_with_a_lone_surrogate_is_written_as_an_escape(tmp_path: Path) -> None:
+    program = tmp_path / "syft"
+    program.write_text(SURROGATE_SYFT)
+    program.chmod(0o755)
+    output = tmp_path / "sbom" / "img.cdx.json"
+    sbom.syft_version.cache_clear()
+    assert sbom.write_sbom(Attesting(in_toto(SPDX_DOCUMENT)), "repo/img:tag", output, syft=str(program)).source == (
+        "attestation"
+    )
+    assert json.loads(output.read_text(encoding="ascii"))["components"][0]["name"] == "bad\udc80"
+
+
+def test_a_disk_that_refuses_the_write_is_an_sbom_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"  # a file where the SBOM's folder would be (root writes into any folder)
+    blocked.write_text("")
+    with pytest.raises(sbom.SbomError, match="the SBOM of repo/img:tag could not be written"):
+        sbom.write_sbom(Attesting(in_toto(SPDX_DOCUMENT)), "repo/img:tag", blocked / "sbom" / "img.cdx.json")
 
 
 @pytest.fixture
@@ -174,5 +271,50 @@ def test_syft_reads_the_saved_image_without_updates_or_by_default_file_digests(
     output = tmp_path / "report" / "sbom" / "img.cdx.json"
     sbom.write_sbom(Saver(), "repo/img:tag", output, syft=syft)
     written = json.loads(output.read_text())
-    assert written == {"archive": "saved repo/img:tag", "update": "false", "metadata": metadata}
+    assert written == {"archive": f"saved {IMAGE_ID}", "update": "false", "metadata": metadata}
     assert [p.name for p in output.parent.iterdir()] == ["img.cdx.json"], "the archive and syft's output go"
+
+
+def test_the_report_says_where_each_sbom_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """writer.with_sboms puts write_sbom's answer into the manifest: the source, the statement, the note."""
+    from torchimages.reporting import model, writer
+    from torchimages.reporting.manifest import manifest
+
+    answers = {
+        "r/a:1": sbom.Made("attestation", STATEMENT),
+        "r/b:1": sbom.Made("scan", note="it carries no SPDX SBOM attestation about its manifest"),
+        "r/c:1": sbom.Made("scan"),
+    }
+    monkeypatch.setattr(sbom, "syft_binary", lambda: "syft")
+    monkeypatch.setattr(sbom, "write_sbom", lambda engine, reference, output, syft: answers[reference])
+    versions = model.Versions("2.13.0", None, None, None, None, None, "3.11", "debian12", None)
+    stored = model.StoredImage(IMAGE_ID, 1)
+    images = [
+        (model.ImageReport(r.split(":")[1], r, (), "runtime", None, "built", "", versions, None, stored=stored), None)
+        for r in answers
+    ]
+    written, problems = writer.with_sboms(images, Saver(), tmp_path)  # type: ignore[arg-type]
+    assert problems == []
+    listed = manifest(model.Report("build", "2026-12-07T00:00:00Z", tuple(i for i, _ in written)))["images"]
+    assert [(i["sbom_source"], i["sbom_statement"], i["sbom_note"]) for i in listed] == [
+        ("attestation", STATEMENT, None),
+        ("scan", None, "it carries no SPDX SBOM attestation about its manifest"),
+        ("scan", None, None),
+    ]
+    assert all(i["sbom"] == "sbom/1.cdx.json" for i in listed)
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [("not json", "syft's CycloneDX output img.cdx.json cannot be read"), ('{"components": []}', "has no metadata")],
+)
+def test_convert_output_that_is_no_cyclonedx_document_is_an_error(written: str, said: str, tmp_path: Path) -> None:
+    program = tmp_path / "syft"
+    answer = """[ "$1" = version ] && { echo '{"version": "1.18.1"}'; exit 0; }"""
+    program.write_text(f"#!/bin/sh\n{answer}\nprintf '%s' '{written}' > \"${{4#cyclonedx-json=}}\"\n")
+    program.chmod(0o755)
+    with pytest.raises(sbom.SbomError, match=said):
+        sbom.write_sbom(
+            Attesting(in_toto(SPDX_DOCUMENT)), "repo/img:tag", tmp_path / "s" / "img.cdx.json", str(program)
+        )
+    assert list((tmp_path / "s").iterdir()) == []
