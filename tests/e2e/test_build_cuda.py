@@ -38,6 +38,8 @@ pytestmark = pytest.mark.e2e
 # is a cu130 build (0.29.1+cu130): verification checks its label.
 PY = "3.12"
 ENTRY = "{torch: 2.14.1, cuda: '13.0', os: ubuntu24.04, torchaudio: none, bases: bootstrap}"
+# the gzip of an empty tar Docker and BuildKit name an empty layer by, made once, not by this build's exporter
+EMPTY_LAYER = "sha256:4f4fb700ef54461cfa02571ae0db9a0dc1e0cdb5577484a6d75e68dc38e8acc1"
 BASE = "torchimages/bootstrap-ubuntu:24.04"  # the base bootstrapped from Ubuntu's archive (not built by --gzip-level)
 
 
@@ -70,7 +72,7 @@ def test_the_layers_are_exported_at_the_level_asked(built: Built) -> None:
     runtime, base = (found.stored_layers(r) for r in (built.image("runtime").reference, BASE))
     if runtime is None or base is None:
         pytest.skip("the engine's content store cannot be read here (not root): the layers' bytes are not looked at")
-    written = [blob for blob in runtime.blobs if blob not in base.blobs]
+    written = [blob for blob in runtime.blobs if blob not in (*base.blobs, EMPTY_LAYER)]
     assert len(written) >= 5, written  # apt, NVIDIA's libraries in several layers, torch, the venv's rest
     for blob in written:
         with runtime.open(blob) as stream:
