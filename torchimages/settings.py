@@ -209,16 +209,16 @@ SETTINGS = (
         "TORCHIMAGES_SCAN_SECONDS",
         "seconds",
         "3600",
-        "most wall time the release gate's layer scan spends on one image, its export included (one layer: half "
-        "of it); past it the image or layer is not scanned",
+        "most wall time the release gate's layer scan spends on one image, its export (or its layers' reads from the "
+        "content store) included (one layer: half of it); past it the image or layer is not scanned",
         GATE,
     ),
     Setting(
         "TORCHIMAGES_SCAN_BYTES",
         "count",
         str(1 << 40),
-        "most bytes of one image's export the layer scan reads (one layer's uncompressed tar: a quarter of it); "
-        "past it the image or layer is not scanned",
+        "most bytes of one image's export the layer scan reads, or of its layer blobs as the content store keeps them "
+        "(one layer's uncompressed tar: a quarter of it); past it the image or layer is not scanned",
         GATE,
     ),
     Setting(

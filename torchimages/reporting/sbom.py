@@ -11,7 +11,6 @@ same syft over the same root filesystem (engine/sbom_generator.py).
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import tempfile
@@ -116,16 +115,24 @@ def image_name(reference: str) -> tuple[str, str]:
     return parsed.name, parsed.tag or parsed.digest or "latest"
 
 
-@functools.cache
+_VERSIONS: dict[str, str] = {}  # syft's path -> its version, once it said one
+
+
 def syft_version(syft: str) -> str:
-    """The version of the syft at this path (`syft version -o json`), "" where it does not say."""
+    """The version of the syft at this path (`syft version -o json`), "" where it does not say (asked again next
+    time: a failure is not kept)."""
+    if syft in _VERSIONS:
+        return _VERSIONS[syft]
     try:
         result = captured([syft, "version", "-o", "json"], timeout_s=60.0, env={**os.environ, **SYFT_ENV})
         found = json.loads(result.stdout) if result.status == 0 else None
     except (OSError, ValueError, RecursionError):
         return ""
     version = found.get("version") if isinstance(found, dict) else None
-    return version if isinstance(version, str) else ""
+    if not isinstance(version, str) or not version:
+        return ""
+    _VERSIONS[syft] = version
+    return version
 
 
 def _creators(document: Mapping[str, Any]) -> list[str]:
@@ -134,13 +141,15 @@ def _creators(document: Mapping[str, Any]) -> list[str]:
     return [c for c in creators if isinstance(c, str)] if isinstance(creators, list) else []
 
 
-def attested_sbom(engine: ImageSaver, info: ImageInfo, version: str) -> Attestation | str:
+def attested_sbom(engine: ImageSaver, info: ImageInfo, version: str, ours: bool = True) -> Attestation | str:
     """The image's SPDX SBOM attestation where it is one to convert: about its own manifest, made by the syft
     this tool runs (`version`: the same catalogers as a scan), listing packages. Else why not (the scan is made
     instead): "" on the classic store, which keeps no attestations. SbomError where the statement is there but
     holds no SPDX document."""
     if not engine.containerd_store:
         return ""
+    if not ours:
+        return "an image this tool did not build (`test --image`): its own SBOM claim is not taken for syft's scan"
     if not info.platform:
         return "the image names no platform to read its attestations for"
     try:
@@ -160,27 +169,30 @@ def attested_sbom(engine: ImageSaver, info: ImageInfo, version: str) -> Attestat
             f"the SPDX SBOM attestation of {info.reference} (in-toto statement {digest}) holds no SPDX document"
         )
     tools = [c.removeprefix("Tool: ") for c in _creators(document) if c.startswith("Tool: syft-")]
-    if not version or f"syft-{version}" not in tools:
+    if not version:
+        return "the syft this tool runs did not say its version: an attestation is not taken for its scan"
+    if f"syft-{version}" not in tools:
         made_by = ", ".join(tools) or "no syft"
-        return f"its SPDX SBOM attestation was made by {made_by}, not by the syft this tool runs ({version or '?'})"
+        return f"its SPDX SBOM attestation was made by {made_by}, not by the syft this tool runs ({version})"
     packages = document.get("packages")
     if not isinstance(packages, list) or not packages:
         return "its SPDX SBOM attestation lists no package"
     return Attestation(digest, info.platform, attested.manifest, document)
 
 
-def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | None = None) -> Made:
+def write_sbom(engine: ImageSaver, reference: str, output: Path, syft: str | None = None, ours: bool = True) -> Made:
     """Write the image's CycloneDX SBOM to `output`: its attested SPDX document converted (attested_sbom), else
     syft's scan of its `docker save`; each made in a temporary folder beside `output` and put in place once whole
     (an interrupted syft leaves nothing: the folder goes). The image is looked up once: the attestations and the
-    save are read by its id. Where it came from."""
+    save are read by its id. `ours`: an image of the matrix (False: `test --image`, always scanned). Where it came
+    from."""
     syft = syft or syft_binary()
     info = engine.inspect(reference)
     if info is None:
         raise SbomError(f"no image {reference} here")
     repository, version = image_name(reference)
     env = {**SYFT_DEFAULTS, **os.environ, **SYFT_ENV}
-    chosen = attested_sbom(engine, info, syft_version(syft))
+    chosen = attested_sbom(engine, info, syft_version(syft), ours)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".sbom-", dir=output.parent) as folder:
@@ -247,7 +259,8 @@ def _describe(path: Path, repository: str, version: str, chosen: Attestation) ->
         f"{chosen.platform} manifest {chosen.manifest}"
     )
     metadata["properties"] = [*properties, {"name": SOURCE_PROPERTY, "value": made_from}]
-    for each in bom.get("components") or []:
+    components = bom.get("components")
+    for each in components if isinstance(components, list) else []:
         if isinstance(each, dict) and isinstance(each.get("properties"), list):
             each["properties"] = [p for p in each["properties"] if p != UNKNOWN_SIZE]
     path.write_text(json.dumps(bom, indent=2) + "\n", encoding="ascii")

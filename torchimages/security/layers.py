@@ -41,6 +41,7 @@ a layer read is kept only under the digest its bytes were seen to have (the diff
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -109,7 +110,8 @@ APPLIED = frozenset("0123456g")  # the entry types the engine applies (others: i
 @dataclass(frozen=True)
 class Limits:
     """The scan's bounds: wall time and bytes read, for the whole image (from the start of its export; bytes
-    of the `docker save` stream) and for each layer (bytes of its uncompressed tar)."""
+    of the `docker save` stream, or from the first layer read of the content store; bytes of the blobs read there,
+    as stored) and for each layer (bytes of its uncompressed tar)."""
 
     image_seconds: float = 3600.0
     image_bytes: int = 1 << 40
@@ -776,7 +778,12 @@ def read_stored(
     digests: dict[str, str] = {}
     compressed: dict[str, str] = {}
     cached: set[str] = set()
+    layer_of: dict[str, str] = {}  # each blob's diff_id: a blob named for two layers is neither
     for name, blob, diff_id in zip(names, stored.blobs, stored.diff_ids, strict=True):
+        if layer_of.setdefault(name, diff_id) != diff_id:
+            layers[name] = Layer(problem="its blob is named for two layers of other content")
+            cached.discard(name)
+            continue
         if name in layers:
             continue
         if diff_id in known:
@@ -794,10 +801,10 @@ def read_stored(
                 layers[name] = Layer(problem="it is no tar, gzip or zstd stream")
                 continue
             layer, digest = _read_blob(Prefixed(head, seen), kind, secrets, limits, hashed=True)
-            if _drained(seen) != blob:
-                layer = Layer(problem="its content does not match its digest")
+            if _drained(seen) != blob:  # what was found is still said (the layer is not read as clean)
+                layer = dataclasses.replace(layer, problem="its content does not match its digest")
             elif not layer.problem and digest != diff_id:
-                layer = Layer(problem="its content is not the layer its configuration names")
+                layer = dataclasses.replace(layer, problem="its content is not the layer its configuration names")
             layers[name] = layer
             if not layer.problem and digest is not None:
                 digests[name], compressed[name] = digest, blob

@@ -237,7 +237,6 @@ def test_output_with_a_lone_surrogate_is_written_as_an_escape(tmp_path: Path) ->
     program.write_text(SURROGATE_SYFT)
     program.chmod(0o755)
     output = tmp_path / "sbom" / "img.cdx.json"
-    sbom.syft_version.cache_clear()
     assert sbom.write_sbom(Attesting(in_toto(SPDX_DOCUMENT)), "repo/img:tag", output, syft=str(program)).source == (
         "attestation"
     )
@@ -286,15 +285,22 @@ def test_the_report_says_where_each_sbom_came_from(tmp_path: Path, monkeypatch: 
         "r/c:1": sbom.Made("scan"),
     }
     monkeypatch.setattr(sbom, "syft_binary", lambda: "syft")
-    monkeypatch.setattr(sbom, "write_sbom", lambda engine, reference, output, syft: answers[reference])
+    asked: list[tuple[str, bool]] = []
+
+    def write_sbom(engine: object, reference: str, output: Path, syft: str, ours: bool) -> sbom.Made:
+        asked.append((reference, ours))
+        return answers[reference]
+
+    monkeypatch.setattr(sbom, "write_sbom", write_sbom)
     versions = model.Versions("2.13.0", None, None, None, None, None, "3.11", "debian12", None)
     stored = model.StoredImage(IMAGE_ID, 1)
     images = [
-        (model.ImageReport(r.split(":")[1], r, (), "runtime", None, "built", "", versions, None, stored=stored), None)
-        for r in answers
+        (model.ImageReport(r.split(":")[1], r, (), "runtime", c, "built", "", versions, None, stored=stored), None)
+        for r, c in zip(answers, ["2.13.0-cpu-py3.11-debian12", "2.13.0-cpu-py3.11-debian12", None], strict=True)
     ]
     written, problems = writer.with_sboms(images, Saver(), tmp_path)  # type: ignore[arg-type]
     assert problems == []
+    assert asked == [("r/a:1", True), ("r/b:1", True), ("r/c:1", False)], "an image of no combination: `--image`"
     listed = manifest(model.Report("build", "2026-12-07T00:00:00Z", tuple(i for i, _ in written)))["images"]
     assert [(i["sbom_source"], i["sbom_statement"], i["sbom_note"]) for i in listed] == [
         ("attestation", STATEMENT, None),
@@ -318,3 +324,29 @@ def test_convert_output_that_is_no_cyclonedx_document_is_an_error(written: str, 
             Attesting(in_toto(SPDX_DOCUMENT)), "repo/img:tag", tmp_path / "s" / "img.cdx.json", str(program)
         )
     assert list((tmp_path / "s").iterdir()) == []
+
+
+def test_an_image_this_tool_did_not_build_is_scanned_whatever_it_carries(syft: str, tmp_path: Path) -> None:
+    engine = Attesting(in_toto(SPDX_DOCUMENT))
+    made = sbom.write_sbom(engine, "repo/img:tag", tmp_path / "img.cdx.json", syft=syft, ours=False)
+    assert made == sbom.Made(
+        "scan",
+        note="an image this tool did not build (`test --image`): its own SBOM claim is not taken for syft's scan",
+    )
+    assert engine.asked == [] and engine.saved == [IMAGE_ID]
+
+
+def test_a_syft_that_does_not_say_its_version_is_asked_again_and_said(tmp_path: Path) -> None:
+    program, said = tmp_path / "syft", tmp_path / "said"
+    program.write_text(f"""#!/bin/sh
+[ "$1" = version ] && {{ cat {said} 2>/dev/null || exit 1; exit 0; }}
+printf '{{"metadata": {{}}, "components": 5}}' > "${{4#cyclonedx-json=}}"
+""")
+    program.chmod(0o755)
+    assert sbom.syft_version(str(program)) == ""
+    made = sbom.write_sbom(Attesting(in_toto(SPDX_DOCUMENT)), "r/i:t", tmp_path / "a" / "i.cdx.json", str(program))
+    assert made.note == "the syft this tool runs did not say its version: an attestation is not taken for its scan"
+    said.write_text('{"version": "1.18.1"}')
+    assert sbom.syft_version(str(program)) == "1.18.1", "a failure is not kept"
+    converted = sbom.write_sbom(Attesting(in_toto(SPDX_DOCUMENT)), "r/i:t", tmp_path / "b" / "i.cdx.json", str(program))
+    assert converted.source == "attestation", "components that are no list are left as syft wrote them"

@@ -181,3 +181,28 @@ def test_a_stream_that_fails_is_the_engines_error() -> None:
     engine = engine_storing(StoredLayers((sha(gzip.compress(tars[0], mtime=0)),), (sha(tars[0]),), failing))
     with pytest.raises(EngineError, match="content digest not found"):
         layers.scan(engine, REFERENCE, [])
+
+
+def test_a_blob_named_for_two_layers_of_other_content_is_not_read_as_either(tmp_path: Path) -> None:
+    """The manifest names one blob twice; the configuration gives the two places other diff_ids (a cached base,
+    then the netrc layer): neither place is taken from the cache or read as clean."""
+    cache = LayerCache(tmp_path / "cache" / layer_cache.FOLDER, 1 << 30)
+    base = layer(*BASE)
+    layers.scan(engine_storing(stored([base])), REFERENCE, [], cache=cache)  # the base is kept
+    blob = sha(gzip.compress(base, mtime=0))
+    opened: list[str] = []
+    twice = stored([base], opened=opened)
+    lying = StoredLayers((blob, blob), (sha(base), sha(WRITTEN)), twice.open)
+    result = layers.scan(engine_storing(lying), REFERENCE, [], cache=cache)
+    assert not result.scanned, result.note
+    assert "layer 2 of 2" in result.note and "its blob is named for two layers of other content" in result.note
+    assert cache.get(sha(WRITTEN), []) is None
+
+
+def test_what_a_layer_held_is_still_said_when_its_bytes_are_not_its_digest() -> None:
+    tars = [layer(*BASE), WRITTEN]
+    other = gzip.compress(WRITTEN, mtime=1)  # the same tar gzip'd at another time: not the blob the manifest names
+    engine = engine_storing(stored(tars, [gzip.compress(tars[0], mtime=0), other]))
+    result = layers.scan(engine, REFERENCE, [])
+    assert not result.scanned
+    assert [f.key for f in result.findings] == ["/root/.netrc"], "what was found before the problem is said"
