@@ -9,13 +9,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from tests.unit.engine.test_containerd_store import ATTRS, CONTAINERD, Image, engine_of
 from tests.unit.engine.test_content_store import fake_ctr
+from torchimages import engine
 from torchimages.engine import content_store
 from torchimages.engine.content_store import Unreadable
 
@@ -174,3 +177,54 @@ def test_a_store_that_does_not_hold_the_image_is_passed_for_the_next(tmp_path: P
     found.__dict__.update(_content_stores=(empty, *found._content_stores))
     assert found.stored_layers("r/x:1") is not None
     assert len(asked.read_text().splitlines()) == 1, "the first store was asked, and passed"
+
+
+def test_no_such_image_is_the_engines_error(tmp_path: Path) -> None:
+    _, blobs = documents()
+    found = engine_holding(tmp_path / "a", blobs, ATTRS)
+
+    def missing(reference: str) -> Any:
+        raise docker.errors.ImageNotFound("no such image")
+
+    found.sdk.images.get = missing
+    with pytest.raises(engine.EngineError, match="no image r/x:1 here to read its layers"):
+        found.stored_layers("r/x:1")
+
+
+def test_a_cancel_stops_a_layer_stream_and_is_said(tmp_path: Path) -> None:
+    index, blobs = documents()
+    store, _ = fake_ctr(tmp_path, blobs)
+    cancelled = threading.Event()
+    found = content_store.stored_layers(store, index, "linux/amd64", cancelled)
+    cancelled.set()
+    with pytest.raises(engine.EngineError, match="cancelled"), found.open(found.blobs[0]) as stream:
+        stream.read()
+
+
+def test_a_configuration_past_its_bound_is_unreadable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index, blobs = documents()
+    store, _ = fake_ctr(tmp_path, blobs)
+    monkeypatch.setattr(content_store, "CONFIG_BYTES", 10)
+    with pytest.raises(Unreadable):
+        content_store.stored_layers(store, index, "linux/amd64")
+
+
+def test_a_platform_entry_that_is_an_index_is_unreadable(tmp_path: Path) -> None:
+    index, blobs = documents()
+    outer = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": index,
+                    "size": len(blobs[index]),
+                    "platform": {"os": "linux", "architecture": "amd64"},
+                }
+            ],
+        }
+    ).encode()
+    store, _ = fake_ctr(tmp_path, {**blobs, sha(outer): outer})
+    with pytest.raises(Unreadable, match="is an index, not an image manifest"):
+        content_store.stored_layers(store, sha(outer), "linux/amd64")

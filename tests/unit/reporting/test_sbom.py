@@ -350,3 +350,15 @@ printf '{{"metadata": {{}}, "components": 5}}' > "${{4#cyclonedx-json=}}"
     assert sbom.syft_version(str(program)) == "1.18.1", "a failure is not kept"
     converted = sbom.write_sbom(Attesting(in_toto(SPDX_DOCUMENT)), "r/i:t", tmp_path / "b" / "i.cdx.json", str(program))
     assert converted.source == "attestation", "components that are no list are left as syft wrote them"
+
+
+@pytest.mark.parametrize(
+    ("creator", "tool"),
+    [
+        ("Tool: syft-1.18.1", {"type": "application", "name": "syft", "version": "1.18.1"}),
+        ("Tool: buildkit-v0.0.0+unknown", {"type": "application", "name": "buildkit", "version": "v0.0.0+unknown"}),
+        ("Tool: scanner", {"type": "application", "name": "scanner"}),
+    ],
+)
+def test_an_spdx_creator_is_a_cyclonedx_tool(creator: str, tool: dict[str, str]) -> None:
+    assert sbom._tool(creator) == tool

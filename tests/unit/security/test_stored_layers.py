@@ -183,6 +183,12 @@ def test_a_stream_that_fails_is_the_engines_error() -> None:
         layers.scan(engine, REFERENCE, [])
 
 
+def test_a_blob_named_twice_for_the_same_layer_is_read_once() -> None:
+    opened: list[str] = []
+    result = layers.scan(engine_storing(stored([CLEAN, CLEAN, WRITTEN], opened=opened)), REFERENCE, [])
+    assert len(opened) == 2 and [f.key for f in result.findings] == ["/root/.netrc"]
+
+
 def test_a_blob_named_for_two_layers_of_other_content_is_not_read_as_either(tmp_path: Path) -> None:
     """The manifest names one blob twice; the configuration gives the two places other diff_ids (a cached base,
     then the netrc layer): neither place is taken from the cache or read as clean."""
