@@ -153,8 +153,6 @@ def stored_layers(
         raise Unreadable(f"the configuration {config_digest} names another count of layers than its manifest")
     if not all(values.is_digest(d) for d in (*blob_digests, *diff_ids)):
         raise Unreadable(f"the image manifest {chosen} or its configuration names a layer by no sha256 digest")
-    if len(set(zip(blob_digests, diff_ids, strict=True))) != len(set(blob_digests)):
-        raise Unreadable(f"the image manifest {chosen} names one blob for two layers of other content")
 
     def opened(blob: str) -> contextlib.AbstractContextManager[IO[bytes]]:
         return streamed(store.command(blob), cancelled)

@@ -149,7 +149,7 @@ def attested_sbom(engine: ImageSaver, info: ImageInfo, version: str, ours: bool 
     if not engine.containerd_store:
         return ""
     if not ours:
-        return "an image this tool did not build (`test --image`): its own SBOM claim is not taken for syft's scan"
+        return "an image given by `test --image`: its own SBOM claim is not taken for syft's scan"
     if not info.platform:
         return "the image names no platform to read its attestations for"
     try:

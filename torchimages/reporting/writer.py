@@ -199,7 +199,7 @@ def with_sboms(
             relative = f"{SBOM_DIR}/{junit_in(Path(), own_tag).stem}.cdx.json"
             try:
                 syft = syft or sbom.syft_binary()
-                ours = image.combination is not None  # `test --image`: an image this tool did not build
+                ours = image.combination is not None  # None: an image given by `test --image`
                 made = sbom.write_sbom(engine, image.reference, directory / relative, syft, ours)
                 image = dataclasses.replace(
                     image, sbom=relative, sbom_source=made.source, sbom_statement=made.statement, sbom_note=made.note

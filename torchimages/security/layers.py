@@ -780,8 +780,10 @@ def read_stored(
     cached: set[str] = set()
     layer_of: dict[str, str] = {}  # each blob's diff_id: a blob named for two layers is neither
     for name, blob, diff_id in zip(names, stored.blobs, stored.diff_ids, strict=True):
-        if layer_of.setdefault(name, diff_id) != diff_id:
-            layers[name] = Layer(problem="its blob is named for two layers of other content")
+        if layer_of.setdefault(name, diff_id) != diff_id:  # what its first place's read found is still said
+            layers[name] = dataclasses.replace(
+                layers.get(name, Layer()), problem="its blob is named for two layers of other content"
+            )
             cached.discard(name)
             continue
         if name in layers:

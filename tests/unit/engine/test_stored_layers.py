@@ -137,18 +137,6 @@ def test_the_engine_reads_the_stored_layers_only_where_they_are_the_ones_inspect
     assert classic.stored_layers("r/x:1") is None
 
 
-def test_a_manifest_naming_one_blob_for_two_other_layers_is_unreadable(tmp_path: Path) -> None:
-    zipped = gzip.compress(TARS[0], mtime=0)
-    config = json.dumps({"rootfs": {"diff_ids": [sha(TARS[0]), sha(TARS[1])]}}).encode()
-    layers = [{"digest": sha(zipped), "size": len(zipped)}] * 2
-    manifest = json.dumps(
-        {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": {"digest": sha(config)}, "layers": layers}
-    ).encode()
-    store, _ = fake_ctr(tmp_path, {sha(b): b for b in (zipped, config, manifest)})
-    with pytest.raises(Unreadable, match="names one blob for two layers of other content"):
-        content_store.stored_layers(store, sha(manifest), "linux/amd64")  # an image whose id is its manifest
-
-
 def test_an_image_whose_id_is_one_manifest_is_read_without_an_index(tmp_path: Path) -> None:
     zipped = gzip.compress(TARS[0], mtime=0)
     config = json.dumps({"rootfs": {"diff_ids": [sha(TARS[0])]}}).encode()

@@ -331,7 +331,7 @@ def test_an_image_this_tool_did_not_build_is_scanned_whatever_it_carries(syft: s
     made = sbom.write_sbom(engine, "repo/img:tag", tmp_path / "img.cdx.json", syft=syft, ours=False)
     assert made == sbom.Made(
         "scan",
-        note="an image this tool did not build (`test --image`): its own SBOM claim is not taken for syft's scan",
+        note="an image given by `test --image`: its own SBOM claim is not taken for syft's scan",
     )
     assert engine.asked == [] and engine.saved == [IMAGE_ID]
 

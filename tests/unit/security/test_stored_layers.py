@@ -105,6 +105,7 @@ def test_a_blob_that_is_not_the_configurations_layer_is_not_read_as_it() -> None
     result = layers.scan(engine_storing(mismatched), REFERENCE, [])
     assert not result.scanned
     assert "not read: its content is not the layer its configuration names" in result.note
+    assert [f.key for f in result.findings] == ["/root/.netrc"], "what its bytes held is still said"
 
 
 @pytest.mark.parametrize(
@@ -212,3 +213,11 @@ def test_what_a_layer_held_is_still_said_when_its_bytes_are_not_its_digest() -> 
     result = layers.scan(engine, REFERENCE, [])
     assert not result.scanned
     assert [f.key for f in result.findings] == ["/root/.netrc"], "what was found before the problem is said"
+
+
+def test_a_blob_named_for_two_layers_keeps_what_its_first_read_found() -> None:
+    written = gzip.compress(WRITTEN, mtime=0)
+    lying = StoredLayers((sha(written), sha(written)), (sha(WRITTEN), sha(CLEAN)), stored([WRITTEN]).open)
+    result = layers.scan(engine_storing(lying), REFERENCE, [])
+    assert not result.scanned and "its blob is named for two layers of other content" in result.note
+    assert [f.key for f in result.findings] == ["/root/.netrc", "/root/.netrc"]
