@@ -749,7 +749,7 @@ def read_archive(
             layers[name] = Layer(problem="it is zstd-compressed, which this check does not read")
         elif kind in ("tar", "gzip"):
             seen = Metered(data, (), hashed=kind == "gzip" and known is not None)
-            layers[name], digest = _read_blob(seen, kind, secrets, limits, hashed=known is not None)
+            layers[name], digest = _read_blob(seen, kind, secrets, limits, hashed=True)  # checked against the diff_id
             if digest is not None:
                 digests[name] = digest
                 if seen.hashed is not None:  # what gzip left unread (its trailer, padding), hashed too
@@ -816,10 +816,11 @@ def read_stored(
 @dataclass(frozen=True)
 class Order:
     """The image's layers from manifest.json, bottom first: each one's archive path and digest (its diff_id
-    from the configuration, else the blob's name)."""
+    from the configuration, else the blob's name: `from_config` False)."""
 
     names: tuple[str, ...]
     digests: tuple[str, ...]
+    from_config: bool = True
 
 
 def layer_order(archive: Archive) -> Order:
@@ -840,7 +841,25 @@ def layer_order(archive: Archive) -> Order:
         pass
     if len(diff_ids) != len(names):
         diff_ids = ["sha256:" + posixpath.basename(n) if "/sha256/" in n else n.lstrip("/") for n in names]
+        return Order(names, tuple(diff_ids), from_config=False)
     return Order(names, tuple(diff_ids))
+
+
+def checked_against(archive: Archive, order: Order) -> Archive:
+    """The archive with each layer read whose tar is not the diff_id the configuration names at its place marked
+    not read (what it held is still said): the save's manifest.json may name any blob for a layer. Nothing is
+    checked where the configuration names no diff_ids (the order then has the blobs' own names), nor for a layer
+    taken from the scan cache by its blob's name (its tar was not read here)."""
+    if not order.from_config:
+        return archive
+    layers = dict(archive.layers)
+    for name, diff_id in zip(order.names, order.digests, strict=True):
+        layer, digest = layers.get(name), archive.digests.get(name)
+        if name in archive.cached:  # taken from the cache by its blob's name: no tar was hashed here
+            continue
+        if layer is not None and not layer.problem and digest is not None and digest != diff_id:
+            layers[name] = dataclasses.replace(layer, problem="its content is not the layer its configuration names")
+    return dataclasses.replace(archive, layers=layers)
 
 
 def _short(digest: str) -> str:
@@ -953,6 +972,7 @@ def scan(
         order = layer_order(archive)
     except ValueError as exc:
         return Scan(SECRETS, scanned=False, note=f"the exported image could not be read: {exc}")
+    archive = checked_against(archive, order)
     if cache is not None:
         keep(cache, build_secrets, archive, order)
     return _result(archive, order)

@@ -719,7 +719,13 @@ def test_an_empty_layer_is_read_as_one() -> None:
 
 
 def test_a_gzip_layer_is_read() -> None:
-    assert keys(scan(gzip.compress(layer(("home/u/.netrc", NETRC))))) == ["/home/u/.netrc"]
+    tar = layer(("home/u/.netrc", NETRC))
+    zipped = gzip.compress(tar)
+    config = config_of([tar])  # the configuration names the uncompressed tar's digest, as an engine writes it
+    blob, config_name = f"blobs/sha256/{sha(zipped)[7:]}", f"blobs/sha256/{sha(config)[7:]}"
+    manifest = json.dumps([{"Config": config_name, "Layers": [blob]}]).encode()
+    saved = tar_of([(blob, zipped), (config_name, config), ("manifest.json", manifest)])
+    assert keys(scan(archive=saved)) == ["/home/u/.netrc"]
 
 
 def test_a_zstd_layer_is_not_scanned_and_said_never_clean() -> None:

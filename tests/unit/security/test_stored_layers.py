@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -221,3 +222,23 @@ def test_a_blob_named_for_two_layers_keeps_what_its_first_read_found() -> None:
     result = layers.scan(engine_storing(lying), REFERENCE, [])
     assert not result.scanned and "its blob is named for two layers of other content" in result.note
     assert [f.key for f in result.findings] == ["/root/.netrc", "/root/.netrc"]
+
+
+def test_a_saved_image_whose_manifest_names_another_blob_for_a_layer_is_not_clean() -> None:
+    """The `docker save` path: manifest.json names the base's blob at both places, the configuration gives the
+    second place the netrc layer's diff_id; the blob read there is not that layer."""
+    from tests.unit.security.test_layers import config_of, tar_of
+
+    base = layer(*BASE)
+    config = config_of([base, WRITTEN])
+    blob, config_name = f"blobs/sha256/{sha(base)[7:]}", f"blobs/sha256/{sha(config)[7:]}"
+    entry = {"Config": config_name, "Layers": [blob, blob]}
+    saved = FakeEngine()
+    saved.archives[REFERENCE] = tar_of(
+        [(blob, base), (config_name, config), ("manifest.json", json.dumps([entry]).encode())]
+    )
+    result = layers.scan(saved, REFERENCE, [])
+    assert not result.scanned
+    assert f"layer 2 of 2 ({sha(WRITTEN)[:19]}) not read: its content is not the layer its configuration names" in (
+        result.note
+    )
