@@ -951,10 +951,7 @@ def scan(
         if diff_ids and all(d in known for d in diff_ids):
             return _result(Archive(known, {}, {}, cached=frozenset(known)), Order(diff_ids, diff_ids))
     stored = engine.stored_layers(reference, cancelled)
-    if stored is not None:
-        if cache is not None:  # the layers of the stored configuration (inspect's: DockerEngine.stored_layers)
-            kept = {d: cache.get(d, build_secrets) for d in dict.fromkeys(stored.diff_ids)}
-            known = {d: layer for d, layer in kept.items() if layer is not None}
+    if stored is not None:  # its diff_ids are inspect's (DockerEngine.stored_layers): `known` holds the cached ones
         try:
             archive, order = read_stored(stored, build_secrets, known or {}, limits)
         except Exceeded as exc:

@@ -44,7 +44,10 @@ def stored(tars: list[bytes], blobs: list[bytes] | None = None, opened: list[str
 
 
 def engine_storing(layers_of: StoredLayers) -> FakeEngine:
+    """A fake engine holding the image, its layers as inspect names them the stored configuration's (as
+    DockerEngine.stored_layers makes sure)."""
     engine = FakeEngine()
+    engine.images[REFERENCE], engine.layers[REFERENCE] = {}, layers_of.diff_ids
     engine.stored[REFERENCE] = layers_of
     return engine
 
