@@ -739,8 +739,8 @@ def read_archive(
             else:
                 layers[name] = Layer(problem="its content does not match its digest")
         elif kind == "gzip" and by_blob is not None and named is not None and (hit := by_blob(named)) is not None:
-            digests[name] = _drained(Metered(data, (), hashed=True))  # the compressed bytes: its name's digest
-            if digests[name] == named:
+            compressed[name] = _drained(Metered(data, (), hashed=True))  # the compressed bytes: its name's digest
+            if compressed[name] == named:
                 layers[name] = hit
                 cached.add(name)
             else:
@@ -848,16 +848,22 @@ def layer_order(archive: Archive) -> Order:
 def checked_against(archive: Archive, order: Order) -> Archive:
     """The archive with each layer read whose tar is not the diff_id the configuration names at its place marked
     not read (what it held is still said): the save's manifest.json may name any blob for a layer. Nothing is
-    checked where the configuration names no diff_ids (the order then has the blobs' own names), nor for a layer
-    taken from the scan cache by its blob's name (its tar was not read here)."""
+    checked where the configuration names no diff_ids (the order then has the blobs' own names), nor for a gzip
+    blob taken from the scan cache by its compressed digest (no tar is hashed there, and the cache does not keep
+    the diff_id it was seen to hash to)."""
     if not order.from_config:
         return archive
     layers = dict(archive.layers)
+    places: dict[str, set[str]] = {}
     for name, diff_id in zip(order.names, order.digests, strict=True):
-        layer, digest = layers.get(name), archive.digests.get(name)
-        if name in archive.cached:  # taken from the cache by its blob's name: no tar was hashed here
+        places.setdefault(name, set()).add(diff_id)
+    for name, diff_ids in places.items():
+        layer, digest = layers.get(name), archive.digests.get(name)  # no digest: a gzip blob taken from the cache
+        if layer is None or layer.problem or digest is None:
             continue
-        if layer is not None and not layer.problem and digest is not None and digest != diff_id:
+        if len(diff_ids) > 1:
+            layers[name] = dataclasses.replace(layer, problem="its blob is named for two layers of other content")
+        elif digest not in diff_ids:
             layers[name] = dataclasses.replace(layer, problem="its content is not the layer its configuration names")
     return dataclasses.replace(archive, layers=layers)
 

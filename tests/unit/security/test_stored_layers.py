@@ -242,6 +242,46 @@ def test_a_saved_image_whose_manifest_names_another_blob_for_a_layer_is_not_clea
     )
     result = layers.scan(saved, REFERENCE, [])
     assert not result.scanned
-    assert f"layer 2 of 2 ({sha(WRITTEN)[:19]}) not read: its content is not the layer its configuration names" in (
+    assert f"layer 2 of 2 ({sha(WRITTEN)[:19]}) not read: its blob is named for two layers of other content" in (
         result.note
     )
+
+
+def test_a_cached_tar_blob_named_for_another_layer_of_a_save_is_not_clean(tmp_path: Path) -> None:
+    """The same save with the base's layer in the scan cache: its tar is hashed as it streams past, and neither
+    place passes as taken from the cache."""
+    from tests.unit.security.test_layers import config_of, docker_26_save, tar_of
+
+    cache = LayerCache(tmp_path / "cache" / layer_cache.FOLDER, 1 << 30)
+    base = layer(*BASE)
+    first = FakeEngine()
+    first.archives[REFERENCE] = docker_26_save([base])
+    assert layers.scan(first, REFERENCE, [], cache=cache).scanned
+    config = config_of([base, WRITTEN])
+    blob, config_name = f"blobs/sha256/{sha(base)[7:]}", f"blobs/sha256/{sha(config)[7:]}"
+    entry = {"Config": config_name, "Layers": [blob, blob]}
+    saved = FakeEngine()
+    saved.archives[REFERENCE] = tar_of(
+        [(blob, base), (config_name, config), ("manifest.json", json.dumps([entry]).encode())]
+    )
+    result = layers.scan(saved, REFERENCE, [], cache=cache)
+    assert not result.scanned, result.note
+    assert "not read: its blob is named for two layers of other content" in result.note
+
+
+def test_a_saved_layer_whose_tar_is_not_its_diff_id_is_not_clean() -> None:
+    from tests.unit.security.test_layers import config_of, tar_of
+
+    base = layer(*BASE)
+    config = config_of([base, CLEAN])  # the second place: the configuration names another layer than the blob's
+    blobs = [f"blobs/sha256/{sha(t)[7:]}" for t in (base, WRITTEN)]
+    config_name = f"blobs/sha256/{sha(config)[7:]}"
+    entry = {"Config": config_name, "Layers": blobs}
+    saved = FakeEngine()
+    saved.archives[REFERENCE] = tar_of(
+        [(blobs[0], base), (blobs[1], WRITTEN), (config_name, config), ("manifest.json", json.dumps([entry]).encode())]
+    )
+    result = layers.scan(saved, REFERENCE, [])
+    assert not result.scanned
+    assert "layer 2 of 2" in result.note and "its content is not the layer its configuration names" in result.note
+    assert [f.key for f in result.findings] == ["/root/.netrc"], "what it held is still said"
