@@ -283,6 +283,14 @@ class FakeEngine:
         self.cache_problem: str | None = None  # check_cache raises EngineError(this) when set
         self.gzip_problem: str | None = None  # gzip_level_problem's answer
         self.stored: dict[str, StoredLayers] = {}  # stored_layers' answers (none: the layer scan reads `exported`)
+        # The content store's documents (digest -> the test's literal bytes): stored_document answers the one an
+        # image's id names (None for none); hold_index puts an index there and names it (held_indexes).
+        self.documents: dict[str, bytes] = {}
+        self.hold_error: EngineError | None = None  # when set, hold_index raises it
+        self.held_indexes: list[tuple[str, bytes]] = []
+        # When set, the image a build makes is named by the document this returns for its request (the containerd
+        # store: its id is its own index's digest), which the content store then holds.
+        self.build_document: Callable[[BuildRequest], bytes] | None = None
         self.compressed: int | None = None  # compressed_size's answer
         self.on_build: Callable[[BuildRequest], None] | None = None  # e.g. an interrupt during a build
         self.platforms: dict[str, str] = {}  # reference -> the platform its build was asked for
@@ -341,6 +349,10 @@ class FakeEngine:
         if self.build_status == 0:
             self.images[request.reference] = {"io.torchimages.flavor": request.target, **dict(request.labels)}
             self.ids[request.reference] = "sha256:" + hashlib.sha256(request.reference.encode()).hexdigest()
+            if self.build_document is not None:
+                document = self.build_document(request)
+                self.ids[request.reference] = "sha256:" + hashlib.sha256(document).hexdigest()
+                self.documents[self.ids[request.reference]] = document
             self.platforms[request.reference] = request.platform or "linux/amd64"
             below = (
                 ""
@@ -593,6 +605,23 @@ class FakeEngine:
     def stored_layers(self, reference: str, cancelled: threading.Event | None = None) -> StoredLayers | None:
         self.calls.append(("stored_layers", reference))
         return self.stored.get(reference)
+
+    def stored_document(self, reference: str) -> bytes | None:
+        self.calls.append(("stored_document", reference))
+        if reference not in self.images:
+            raise EngineError(f"no image {reference} here to read its index")
+        return self.documents.get(self.ids.get(reference, ""))
+
+    def hold_index(self, reference: str, document: bytes) -> None:
+        self.calls.append(("hold_index", reference))
+        if self.hold_error is not None:
+            raise self.hold_error
+        if not self.containerd_store:
+            raise EngineError(f"{reference}: the engine's classic image store holds no index")
+        digest = "sha256:" + hashlib.sha256(document).hexdigest()
+        self.documents[digest] = document
+        self.images[reference], self.ids[reference] = {}, digest
+        self.held_indexes.append((reference, document))
 
     @contextlib.contextmanager
     def exported(self, reference: str, cancelled: threading.Event | None = None) -> Iterator[IO[bytes]]:

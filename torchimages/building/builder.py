@@ -25,7 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from torchimages import platforms, stopping
-from torchimages.building import architectures, bootstrap, build_digest, index, readings, signatures, verify
+from torchimages.building import (
+    architectures,
+    bootstrap,
+    build_digest,
+    index,
+    local_index,
+    readings,
+    signatures,
+    verify,
+)
 from torchimages.building.outcome import Outcome
 from torchimages.building.overlap import NO_HOOKS, Hooks, SmokeStart, overlapped
 from torchimages.building.progress import Progress, Renderer
@@ -224,11 +233,12 @@ class Builder:
         self, combination: Combination, mine: list[Image], outcomes: Mapping[Image, Outcome], progress: Progress
     ) -> dict[Image, Outcome]:
         """The public tags of one flavor's images of several platforms name an index of them: written only once
-        every platform's image passed (each verified under its own tag, `<tag>-<arch>`), and only in a registry
-        (an engine's image store holds one platform under a name): with `push`, each image checked to be the one
-        verified (index.pulled_back), the index written under a temporary tag, read back and checked, then
-        the tag and every alias moved to it (index.publish, staging.py). Otherwise no public tag moves, and the
-        outcomes say why (a failed index fails every platform's image)."""
+        every platform's image passed (each verified under its own tag, `<tag>-<arch>`): on this engine where its
+        store holds an index (the containerd store: local_index.py, read back before the tags move), and with
+        `push` in the registry, each image checked to be the one verified (index.pulled_back), the index written
+        under a temporary tag, read back and checked, then the tag and every alias moved to it (index.publish,
+        staging.py). Otherwise no public tag moves, and the outcomes say why (a failed index fails every
+        platform's image)."""
         first = mine[0]
         failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
         missing = index.missing_platforms(combination, mine)
@@ -238,15 +248,20 @@ class Builder:
             note = f"no index {first.reference}: the {platforms.words(missing)} image was not selected"
         elif self.cancelled.is_set():
             note = f"no index {first.reference}: interrupted"
-        elif not self.options.push:
-            local = ", ".join(i.platform_reference for i in mine)
-            note = f"{first.reference} (an index) is written by --push; here: {local}"
         else:
-            problems = index.publish(self.engine, first, mine, progress, self.options.signer, self.cancelled)
+            local, problems = local_index.write(self.engine, first, mine)
             if problems:
-                detail = _listed("index not written", problems)
+                detail = _listed("local index not written", problems)
                 return {i: self._finish(combination, i, "failed", time.monotonic(), detail, progress) for i in mine}
-            note = f"{first.reference} names the index of {platforms.words([i.platform for i in mine])}"
+            if self.options.push:
+                problems = index.publish(self.engine, first, mine, progress, self.options.signer, self.cancelled)
+                if problems:
+                    detail = _listed("index not written", problems)
+                    return {i: self._finish(combination, i, "failed", time.monotonic(), detail, progress) for i in mine}
+                pushed = f"{first.reference} names the index of {platforms.words([i.platform for i in mine])}"
+            else:
+                pushed = f"the registry's index {first.reference} is written by --push"
+            note = f"{local}; {pushed}"
         progress.say(note)
         return {i: _noted(outcomes[i], note) for i in mine if i not in failed}
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from torchimages import registry, settings, stopping, values
-from torchimages.engine import content_store, manifests, sbom_generator, zstd_push
+from torchimages.engine import content_store, manifests, oci_layout, sbom_generator, zstd_push
 from torchimages.engine.attestation import (
     JSON_BLOB_BYTES,
     AttestationError,
@@ -476,6 +476,33 @@ class DockerEngine:
             if found.diff_ids == info.layers:
                 return found
         return None
+
+    def stored_document(self, reference: str) -> bytes | None:
+        """The document the image's id names in the content store (its own index, or its image manifest), read by
+        that digest and hashed to it (content_store); None where no store answers (then no local index is made)."""
+        if not self._content_stores:
+            return None
+        info = self.inspect(reference)
+        if info is None:
+            raise EngineError(f"no image {reference} here to read its index")
+        for store in self._content_stores:
+            try:
+                return store.get(info.id, manifests.MAX_BYTES)
+            except content_store.Unreadable:
+                continue  # not this engine's store, or not reachable: the next
+        return None
+
+    def hold_index(self, reference: str, document: bytes) -> None:
+        """`docker load` of an OCI layout holding only the index (oci_layout): containerd's import takes the
+        manifests it names from the content store, where they are; the classic store holds no index."""
+        if not self.containerd_store:
+            raise EngineError(f"{reference}: the engine's classic image store holds no index")
+        try:
+            archive = oci_layout.layout(reference, document)
+        except (manifests.ManifestError, values.BadValue) as exc:
+            raise EngineError(str(exc)) from None
+        with self._failures(f"loading the index {manifests.digest_of(document)} as {reference}"):
+            self.sdk.images.load(archive)
 
     def attestations(self, reference: str, platform: str, cancelled: threading.Event | None = None) -> Attested:
         """The attestations of the image's `platform` image: its index (the image's id on the containerd store)

@@ -404,6 +404,18 @@ class Engine(Protocol):
         image."""
         ...
 
+    def stored_document(self, reference: str) -> bytes | None:
+        """The document the image's id names in the engine's content store (on the containerd store: the image's
+        own index, or its image manifest), its bytes hashed to that id; None where no content store answers (the
+        classic store; a user who may not use containerd's socket). EngineError when there is no such image."""
+        ...
+
+    def hold_index(self, reference: str, document: bytes) -> None:
+        """Name the OCI image index `document` `reference` in the engine's image store (the containerd store
+        holds an index; every manifest it names is there already). EngineError where it cannot: the classic
+        store, a refusal."""
+        ...
+
     def exported(
         self, reference: str, cancelled: threading.Event | None = None
     ) -> contextlib.AbstractContextManager[IO[bytes]]:

@@ -161,7 +161,9 @@ def test_without_push_there_is_no_public_tag_and_the_outcome_says_where_each_ima
     outcomes = run(engine, selection, tmp_path)
     tag = selection[0].combination.image("runtime").tag
     assert engine.tagged == [f"{REPOSITORY}:{tag}-amd64", f"{REPOSITORY}:{tag}-arm64"] and engine.pushed == []
-    assert f"{REPOSITORY}:{tag} (an index) is written by --push; here: {REPOSITORY}:{tag}-amd64" in outcomes[0].detail
+    here = f"here: {REPOSITORY}:{tag}-amd64, {REPOSITORY}:{tag}-arm64"  # the classic store holds no index
+    assert f"no local index {REPOSITORY}:{tag}: " in outcomes[0].detail and here in outcomes[0].detail
+    assert f"the registry's index {REPOSITORY}:{tag} is written by --push" in outcomes[0].detail
 
 
 def test_an_index_the_registry_does_not_hold_as_written_fails_both_and_no_public_tag_names_it(

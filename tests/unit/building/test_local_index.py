@@ -1,0 +1,249 @@
+"""Both platforms of a combination under one local tag (issue 46): on the containerd store, once every platform's
+image passed, the public tag and its aliases name, on this engine, one index of exactly the image manifests each
+platform's own tag names and the attestation manifests about each, read back before any tag moves.
+
+Each platform's stored document is a literal below (what BuildKit keeps: the image manifest and the attestation
+manifest about it), never computed by the code under test; so is the index expected of them (a golden string).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeEngine
+from tests.unit.building.test_builder import run
+from tests.unit.building.test_platforms_build import REPOSITORY, engine_holding
+from tests.unit.building.test_platforms_build import selection as selection
+from torchimages.building import local_index
+from torchimages.building.local_index import Held, NoIndex
+from torchimages.building.requests import BuildRequest
+from torchimages.engine import EngineError
+from torchimages.planning import plan
+
+AMD64_MANIFEST = "sha256:" + "a" * 64
+ARM64_MANIFEST = "sha256:" + "b" * 64
+AMD64_ATTESTATION = "sha256:" + "c" * 64
+ARM64_ATTESTATION = "sha256:" + "d" * 64
+OTHER = "sha256:" + "e" * 64
+
+
+def own_index(manifest: str, attestation: str, arch: str, extra: str = "") -> bytes:
+    """An image's own index as BuildKit keeps it on the containerd store: its image manifest, and the attestation
+    manifest about it (`unknown/unknown`)."""
+    entries = [
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": manifest,
+            "size": 1234,
+            "platform": {"architecture": arch, "os": "linux"},
+        },
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": attestation,
+            "size": 567,
+            "annotations": {
+                "vnd.docker.reference.digest": manifest,
+                "vnd.docker.reference.type": "attestation-manifest",
+            },
+            "platform": {"architecture": "unknown", "os": "unknown"},
+        },
+    ]
+    if extra:
+        entries.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": extra, "size": 9})
+    return json.dumps(
+        {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": entries}
+    ).encode()
+
+
+def digest(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+AMD64_OWN = own_index(AMD64_MANIFEST, AMD64_ATTESTATION, "amd64")
+ARM64_OWN = own_index(ARM64_MANIFEST, ARM64_ATTESTATION, "arm64")
+ATTESTATION_ANNOTATIONS = (
+    '"annotations":{{"vnd.docker.reference.digest":"{0}","vnd.docker.reference.type":"attestation-manifest"}}'
+)
+# The index of both (golden): each platform's image manifest, then the attestation manifest about it, each
+# descriptor as its own index gives it; keys sorted, no spaces.
+BOTH = (
+    '{"manifests":['
+    f'{{"digest":"{AMD64_MANIFEST}","mediaType":"application/vnd.oci.image.manifest.v1+json",'
+    '"platform":{"architecture":"amd64","os":"linux"},"size":1234},'
+    f'{{{ATTESTATION_ANNOTATIONS.format(AMD64_MANIFEST)},"digest":"{AMD64_ATTESTATION}",'
+    '"mediaType":"application/vnd.oci.image.manifest.v1+json","platform":{"architecture":"unknown","os":"unknown"},'
+    '"size":567},'
+    f'{{"digest":"{ARM64_MANIFEST}","mediaType":"application/vnd.oci.image.manifest.v1+json",'
+    '"platform":{"architecture":"arm64","os":"linux"},"size":1234},'
+    f'{{{ATTESTATION_ANNOTATIONS.format(ARM64_MANIFEST)},"digest":"{ARM64_ATTESTATION}",'
+    '"mediaType":"application/vnd.oci.image.manifest.v1+json","platform":{"architecture":"unknown","os":"unknown"},'
+    '"size":567}'
+    '],"mediaType":"application/vnd.oci.image.index.v1+json","schemaVersion":2}'
+)
+
+# As a build writes it: annotated with the OCI labels both images carry alike (here the build's creation time).
+BUILT = '{"annotations":{"org.opencontainers.image.created":"2026-11-29T00:00:00Z"},' + BOTH[1:]
+
+
+def test_a_platforms_own_index_gives_its_image_manifest_and_the_attestations_about_it() -> None:
+    found = local_index.held(ARM64_OWN, digest(ARM64_OWN), "linux/arm64", "r:t-arm64")
+    assert (found.platform, found.manifest, found.attestations, found.note) == (
+        "linux/arm64",
+        ARM64_MANIFEST,
+        (ARM64_ATTESTATION,),
+        "",
+    )
+    assert [d["digest"] for d in found.descriptors] == [ARM64_MANIFEST, ARM64_ATTESTATION]
+
+
+def test_an_own_index_holding_more_gives_the_image_manifest_alone_and_says_so() -> None:
+    raw = own_index(ARM64_MANIFEST, ARM64_ATTESTATION, "arm64", extra=OTHER)
+    found = local_index.held(raw, digest(raw), "linux/arm64", "r:t-arm64")
+    assert [d["digest"] for d in found.descriptors] == [ARM64_MANIFEST] and found.attestations == ()
+    assert "holds 1 more manifest(s)" in found.note and "SBOM and provenance are not carried" in found.note
+
+
+def test_an_image_manifest_is_named_as_it_is_with_its_platform() -> None:
+    raw = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{},"layers":[]}'
+    found = local_index.held(raw, digest(raw), "linux/arm64", "r:t-arm64")
+    assert found.descriptors == (
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest(raw),
+            "size": len(raw),
+            "platform": {"os": "linux", "architecture": "arm64"},
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "named", "said"),
+    [
+        (ARM64_OWN, OTHER, "hashes to"),  # bytes that are not the image id's
+        (AMD64_OWN, digest(AMD64_OWN), "no image of linux/arm64"),  # another platform's image
+        (b"not json", digest(b"not json"), "not JSON"),
+        (b"[]", digest(b"[]"), "schema version 2"),
+    ],
+)
+def test_a_stored_document_no_index_can_be_made_from_is_refused(raw: bytes, named: str, said: str) -> None:
+    with pytest.raises(NoIndex, match=said):
+        local_index.held(raw, named, "linux/arm64", "r:t-arm64")
+
+
+def held_both() -> list[Held]:
+    return [
+        local_index.held(AMD64_OWN, digest(AMD64_OWN), "linux/amd64", "r:t-amd64"),
+        local_index.held(ARM64_OWN, digest(ARM64_OWN), "linux/arm64", "r:t-arm64"),
+    ]
+
+
+def test_the_index_of_both_names_each_image_then_its_attestations_golden() -> None:
+    assert local_index.document(held_both()).decode() == BOTH
+    annotated = json.loads(local_index.document(held_both(), (("org.opencontainers.image.version", "2.9.1"),)))
+    assert annotated["annotations"] == {"org.opencontainers.image.version": "2.9.1"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (None, "did not give it back"),
+        (AMD64_OWN, "not the index written"),
+    ],
+)
+def test_what_is_read_back_must_be_the_index_written(raw: bytes | None, said: str) -> None:
+    written = BOTH.encode()
+    assert local_index.read_back(written, written, held_both(), "tmp") == []
+    assert said in " ".join(local_index.read_back(raw, written, held_both(), "tmp"))
+
+
+def test_an_index_written_without_an_attestation_is_refused_on_read_back() -> None:
+    amd64, arm64 = held_both()
+    lacking = local_index.document([amd64, Held(arm64.platform, arm64.manifest, arm64.descriptors[:1])])
+    assert local_index.read_back(lacking, lacking, held_both(), "tmp") == [
+        f"tmp lacks attestation {ARM64_ATTESTATION} about {ARM64_MANIFEST}"
+    ]
+
+
+# --- the build: the fake engine keeps each platform's literal own index --------------------------------------
+
+
+def own_of(request: BuildRequest) -> bytes:
+    return ARM64_OWN if request.platform == "linux/arm64" else AMD64_OWN
+
+
+def containerd_engine() -> FakeEngine:
+    engine = engine_holding()
+    engine.containerd_store = True
+    engine.build_document = own_of
+    return engine
+
+
+def public(selection: list[plan.Selected]) -> list[str]:
+    return [f"{REPOSITORY}:{name}" for name in selection[0].combination.image("runtime").names]
+
+
+def test_once_both_passed_the_tag_and_alias_name_their_index_here(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    index = digest(BUILT.encode())
+    assert engine.documents[index] == BUILT.encode()
+    names = public(selection)
+    assert len(names) == 2 and all(engine.ids[name] == index for name in names)
+    ((staged, _),) = engine.held_indexes  # loaded under a temporary name, then the tags moved
+    assert staged not in engine.images and staged not in names and engine.temporary() == []
+    assert f"{names[0]} names, on this engine, the index {index} of linux/amd64 {AMD64_MANIFEST}" in outcomes[0].detail
+    assert "the registry's index" in outcomes[0].detail and engine.pushed == []
+
+
+def test_a_failed_platform_leaves_no_local_index(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    engine.holds_by_platform["linux/arm64"] = engine.holds_by_platform["linux/amd64"]  # x86_64 programs
+    amd64, arm64 = run(engine, selection, tmp_path)
+    assert (amd64.status, arm64.status) == ("built", "failed")
+    assert engine.held_indexes == [] and not any(name in engine.images for name in public(selection))
+
+
+def test_an_index_read_back_as_other_bytes_fails_both_and_moves_no_tag(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    hold = engine.hold_index
+    engine.hold_index = lambda reference, document: hold(reference, document.replace(b"arm64", b"amd64"))  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert "local index not written" in outcomes[0].detail and "not the index written" in outcomes[0].detail
+    assert not any(name in engine.images for name in public(selection)) and engine.temporary() == []
+
+
+def test_an_engine_that_refuses_the_index_fails_both(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    engine.hold_error = EngineError("loading refused")
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"] and "loading refused" in outcomes[1].detail
+
+
+def test_where_the_content_store_is_not_read_nothing_is_written_and_the_outcome_says_why(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = engine_holding()  # the classic store: no document
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["built", "built"] and engine.held_indexes == []
+    assert f"no local index {public(selection)[0]}: the engine's content store cannot be read" in outcomes[0].detail
+
+
+def test_with_push_the_index_is_written_here_and_in_the_registry(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    names = public(selection)
+    assert all(engine.ids[name] == digest(BUILT.encode()) for name in names)
+    assert all(f"{REPOSITORY}:{n}" in engine.indexes for n in selection[0].combination.image("runtime").names)
