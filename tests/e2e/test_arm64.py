@@ -2,7 +2,8 @@
 machine (binfmt_misc and QEMU, `make emulation`), on the bootstrapped debian12 base of its architecture (mmdebstrap
 --architectures=arm64), verified (the versions, and the machine of the kernel, the interpreter and torch's shared
 objects: aarch64), smoke-tested (the cpu suite, in an emulated container), pushed to a real registry on loopback
-under its own tag, and the public tag written there as an index only then; pulled back by digest, it runs.
+under its own tag, and the public tag written there as an index only then, and on the engine too (the
+containerd store holds an index: the same entries); pulled back by digest, it runs.
 
 Its linux/amd64 twin is not built here: torch 2.9.1's CPU build for x86_64 is on download.pytorch.org alone, which
 this machine does not reach (PyPI's x86_64 torch is a CUDA build), and no torch release has a CPU build for both
@@ -12,6 +13,7 @@ machines on PyPI. The rule that the index waits for every platform is tested aga
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -21,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docker import errors as docker_errors
 
 from torchimages import settings
+from torchimages.engine import content_store
 
 from .conftest import Built, build_matrix, need_free_disk, require, start_registry
 
@@ -73,6 +75,15 @@ def registry_get(registry: str, repository: str, tag: str, accept: str) -> tuple
         return str(answer.headers["Docker-Content-Digest"]), dict(json.load(answer))
 
 
+def stored(digest: str) -> bytes:
+    """A blob of the engine's containerd content store, by its digest (hashed): what the engine names."""
+    stores = content_store.find_content_stores()
+    assert stores, "no containerd socket to read the engine's content store"
+    found = subprocess.run(stores[0].command(digest), capture_output=True, check=True, timeout=60).stdout
+    assert "sha256:" + hashlib.sha256(found).hexdigest() == digest
+    return found
+
+
 def docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([settings.text("DOCKER") or "docker", *args], capture_output=True, text=True, check=False)
 
@@ -112,8 +123,15 @@ def test_the_public_tag_is_an_index_written_after_the_push_and_it_pulls_back_and
         _, index = registry_get(registry, image.repository, name, INDEXES)
         entries = [(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]]
         assert entries == [("arm64", own), *attestations], index
-    with pytest.raises(docker_errors.ImageNotFound):
-        docker_client.images.get(image.reference)  # no local image carries the public name of an index
+    for name in image.names:  # on this engine too (the containerd store holds an index): the same entries
+        local = docker_client.images.get(f"{image.repository}:{name}")
+        index = json.loads(stored(local.id))
+        assert [(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]] == [
+            ("arm64", own),
+            *attestations,
+        ]
+        assert local.attrs["Architecture"] == "arm64"
+    assert re.search(rf"{re.escape(image.reference)} names, on this engine, the index {local.id} ", built.output)
     pulled = f"{image.repository}@{own}"
     assert docker("pull", "--quiet", pulled).returncode == 0
     ran = docker(
