@@ -283,8 +283,8 @@ class FakeEngine:
         self.cache_problem: str | None = None  # check_cache raises EngineError(this) when set
         self.gzip_problem: str | None = None  # gzip_level_problem's answer
         self.stored: dict[str, StoredLayers] = {}  # stored_layers' answers (none: the layer scan reads `exported`)
-        # The content store's documents (digest -> the test's literal bytes): stored_document answers the one an
-        # image's id names (None for none); hold_index puts an index there and names it (held_indexes).
+        # The content store's documents (digest -> the test's literal bytes), what stored_blob answers (None for
+        # none); hold_index puts an index there and names it (held_indexes).
         self.documents: dict[str, bytes] = {}
         self.hold_error: EngineError | None = None  # when set, hold_index raises it
         self.held_indexes: list[tuple[str, bytes]] = []
@@ -488,6 +488,8 @@ class FakeEngine:
 
     def tag(self, reference: str, repository: str, tag: str) -> None:
         self.calls.append(("tag", (reference, repository, tag)))
+        if reference not in self.images:  # by its id (the first name that has it), as an engine finds one
+            reference = next((r for r, i in self.ids.items() if i == reference and r in self.images), reference)
         assert reference in self.images, f"tagging a missing image {reference}"
         self.images[f"{repository}:{tag}"] = self.images[reference]
         if reference in self.attested:  # a name of the same image: the same index, the same attestations
@@ -606,11 +608,9 @@ class FakeEngine:
         self.calls.append(("stored_layers", reference))
         return self.stored.get(reference)
 
-    def stored_document(self, reference: str) -> bytes | None:
-        self.calls.append(("stored_document", reference))
-        if reference not in self.images:
-            raise EngineError(f"no image {reference} here to read its index")
-        return self.documents.get(self.ids.get(reference, ""))
+    def stored_blob(self, digest: str) -> bytes | None:
+        self.calls.append(("stored_blob", digest))
+        return self.documents.get(digest)
 
     def hold_index(self, reference: str, document: bytes) -> None:
         self.calls.append(("hold_index", reference))

@@ -242,28 +242,54 @@ class Builder:
         first = mine[0]
         failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
         missing = index.missing_platforms(combination, mine)
+        why = ""
         if failed:
-            note = f"no index {first.reference}: the {platforms.words([i.platform for i in failed])} image failed"
+            why = f"the {platforms.words([i.platform for i in failed])} image failed"
         elif missing:
-            note = f"no index {first.reference}: the {platforms.words(missing)} image was not selected"
+            why = f"the {platforms.words(missing)} image was not selected"
         elif self.cancelled.is_set():
-            note = f"no index {first.reference}: interrupted"
+            why = "interrupted"
+        if why:
+            note = "; ".join(
+                filter(None, [f"no index {first.reference}: {why}", local_index.stale(self.engine, first)])
+            )
         else:
-            local, problems = local_index.write(self.engine, first, mine)
+            problems, note = self._indexes(first, {i: outcomes[i].image_id for i in mine}, progress)
             if problems:
-                detail = _listed("local index not written", problems)
-                return {i: self._finish(combination, i, "failed", time.monotonic(), detail, progress) for i in mine}
-            if self.options.push:
-                problems = index.publish(self.engine, first, mine, progress, self.options.signer, self.cancelled)
-                if problems:
-                    detail = _listed("index not written", problems)
-                    return {i: self._finish(combination, i, "failed", time.monotonic(), detail, progress) for i in mine}
-                pushed = f"{first.reference} names the index of {platforms.words([i.platform for i in mine])}"
-            else:
-                pushed = f"the registry's index {first.reference} is written by --push"
-            note = f"{local}; {pushed}"
+                return {i: self._finish(combination, i, "failed", time.monotonic(), problems, progress) for i in mine}
         progress.say(note)
         return {i: _noted(outcomes[i], note) for i in mine if i not in failed}
+
+    def _indexes(self, first: Image, verified: Mapping[Image, str], progress: Progress) -> tuple[str, str]:
+        """The index of one flavor's images (each -> the id verified): with `push` in the registry first
+        (index.publish), then on this engine (local_index.write: the registry's bytes where it holds what they
+        name). What failed ("": nothing; else the detail of every image) and what is said."""
+        pushed = f"the registry's index {first.reference} is written by --push"
+        served = None
+        try:
+            moved = [
+                f"{i.platform_reference} names {info.id if info else 'nothing'} now, not the image verified ({wanted})"
+                for i, wanted in verified.items()
+                if (info := self.engine.inspect(i.platform_reference)) is None or info.id != wanted
+            ]
+        except EngineError as exc:
+            moved = [str(exc)]
+        if moved:
+            return _listed("no index written", moved), ""
+        if self.options.push:
+            problems = index.publish(self.engine, first, list(verified), progress, self.options.signer, self.cancelled)
+            if problems:
+                return _listed("index not written", problems), ""
+            pushed = f"{first.reference} names the index of {platforms.words([i.platform for i in verified])}"
+            try:
+                served = self.engine.manifest(first.reference)
+            except EngineError:
+                served = None  # the local index is made here, and says it is not the registry's
+        local, problems = local_index.write(self.engine, first, verified, self.cancelled, served)
+        if problems:
+            done = f"{pushed} in the registry; " if self.options.push else ""
+            return done + _listed("local index not written", problems), ""
+        return "", f"{local}; {pushed}"
 
     def _build_on(
         self,
@@ -394,7 +420,8 @@ class Builder:
                         combination, image, "failed", start, _listed("not published", problems), progress
                     )
                 progress.finish(image.own_tag, f"{image.own_tag}: up to date (build digest unchanged), skipped")
-                return Outcome(combination, image, "skipped", 0.0, "up to date")
+                found = self.engine.inspect(image.platform_reference)
+                return Outcome(combination, image, "skipped", 0.0, "up to date", image_id=found.id if found else "")
         except EngineError as exc:
             return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)
         reference = temporary_reference(combination, image)
@@ -486,10 +513,12 @@ class Builder:
         hooks.before_tag()
         if self.cancelled.is_set():  # never tag after an interrupt
             return self._interrupted(combination, image, start, "verified, not tagged", progress)
+        verified = self.engine.inspect(reference)
         problems = self._publish(image, reference, progress)
         if problems:
             return self._finish(combination, image, "failed", start, _listed("not published", problems), progress)
-        return self._finish(combination, image, done, start, f"{image.platform_reference} verified", progress)
+        outcome = self._finish(combination, image, done, start, f"{image.platform_reference} verified", progress)
+        return dataclasses.replace(outcome, image_id=verified.id if verified else "")
 
     def promote(self, selected: Sequence[Selected], baked: Mapping[Image, Baked]) -> list[Outcome]:
         """Verify, smoke-test and tag images built elsewhere (`baked`: each image's temporary reference), one

@@ -4,15 +4,19 @@ name, on this engine too, one OCI image index of exactly those images and the at
 provenance) about each, as a registry's index does (index.py).
 
 Each platform's entry is copied from the document its own tag names in the content store (the image's id there:
-its own index, or its image manifest), read by digest and hashed; nothing is built again. The index is loaded
-under a temporary tag, read back (the name must name these very bytes, which must name exactly those manifests),
-and only then are the tag and each alias moved to it; the temporary tag is then removed. Where the content store
-cannot be read (the classic store holds one platform's image under a name; a user without containerd's socket)
-nothing is written and the outcome says why."""
+its own index, or its image manifest), read by digest and hashed; nothing is built again. Every manifest the index
+names must be in the content store (an attestation manifest that is not, as after a pull of one platform, is left
+out, and the outcome says so). With `--push` the index is the registry's own (its bytes, read back by staging:
+one digest here and there, the one signed) where this engine holds all it names. It is loaded under a temporary
+name, read back (these very bytes), and only then are the tag and each alias moved to it, one at a time, each read
+back; at the first failure, or an interrupt before the first move, every name moved is moved back. Where no content
+store can be read (the classic store holds one platform's image under a name; a user without containerd's socket)
+nothing is written and the outcome says why, and what the public names still name here."""
 
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +25,6 @@ from typing import Any
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.combination import Image
 from torchimages.engine import Engine, EngineError, manifests, shared_annotations
-
-PLATFORM_KEYS = ("architecture", "os", "variant")
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,9 @@ def held(raw: bytes, image_id: str, platform: str, reference: str) -> Held:
             else ""
         )
         return Held(platform, entry.digest, (image,), (), note)
-    carried = [d for d in listed if d["digest"] in about and d is not image]
-    return Held(platform, entry.digest, (image, *carried), about)
+    carried = {d["digest"]: d for d in reversed(listed) if d["digest"] in about and d is not image}  # each once
+    kept = tuple(dict.fromkeys(about))
+    return Held(platform, entry.digest, (image, *(carried[digest] for digest in kept)), kept)
 
 
 def document(images: Sequence[Held], annotations: Sequence[tuple[str, str]] = ()) -> bytes:
@@ -110,64 +113,177 @@ def read_back(raw: bytes | None, written: bytes, images: Sequence[Held], where: 
     return manifests.index_problems(found, wanted, where, attached)
 
 
-def write(engine: Engine, first: Image, mine: Sequence[Image]) -> tuple[str, list[str]]:
+def stale(engine: Engine, first: Image) -> str:
+    """What the public names of `first` still name on this engine where no index was written now ("" where none
+    names anything: a tag left from an earlier run would otherwise pass for this run's)."""
+    named = []
+    for name in first.names:
+        try:
+            info = engine.inspect(f"{first.repository}:{name}")
+        except EngineError:
+            continue
+        if info is not None:
+            named.append(f"{first.repository}:{name} ({info.id})")
+    return f"here {', '.join(named)} still name(s) what was written before, not these images" if named else ""
+
+
+def write(
+    engine: Engine,
+    first: Image,
+    mine: Mapping[Image, str],
+    cancelled: threading.Event | None = None,
+    served: bytes | None = None,
+) -> tuple[str, list[str]]:
     """Make `first`'s tag and aliases name, in the engine's store, the index of `mine` (one flavor, every
-    platform, each under its own tag), with the OCI labels they share as its annotations (index.py's): what was
-    done (a line: the index and what it names, or why none was written) and the problems (none: the tags name
-    it). Nothing public moves before the index is read back."""
+    platform, each under its own tag -> the id verified), with the OCI labels they share as its annotations (as
+    index.py's): `served`, the registry's index of them as read back, where given and this engine holds all it
+    names. What was done (a line) and the problems (none: every name names it; else every name names what it
+    named before, or the problems say what it names)."""
     found: list[Held] = []
     labels: list[dict[str, str]] = []
-    for image in mine:
+    for image, verified in mine.items():
         reference = image.platform_reference
         try:
             info = engine.inspect(reference)
-            raw = engine.stored_document(reference) if info is not None else None
-        except EngineError as exc:
+            if info is None:
+                return "", [f"{reference} is no longer here"]
+            if info.id != verified:
+                return "", [f"{reference} names {info.id} now, not the image verified ({verified})"]
+            raw = engine.stored_blob(info.id)
+            if raw is None:
+                why = (
+                    f"the engine's content store did not give {reference}'s document {info.id} (the classic store "
+                    "holds one image a name; containerd's socket is root's; or ctr failed)"
+                )
+                here = "here: " + ", ".join(i.platform_reference for i in mine)
+                return "; ".join(
+                    filter(None, [f"no local index {first.reference}: {why}", here, stale(engine, first)])
+                ), []
+            found.append(_present(engine, held(raw, info.id, image.platform, reference)))
+        except (EngineError, NoIndex) as exc:
             return "", [f"{reference}: {exc}"]
-        if info is None:
-            return "", [f"{reference} is no longer here"]
-        if raw is None:
-            here = ", ".join(i.platform_reference for i in mine)
-            why = "the engine's content store cannot be read here (the classic store, or no containerd socket)"
-            return f"no local index {first.reference}: {why}; here: {here}", []
-        try:
-            found.append(held(raw, info.id, image.platform, reference))
-        except NoIndex as exc:
-            return "", [str(exc)]
         labels.append(info.labels)
-    annotations = tuple(shared_annotations(labels).items())
-    written = document(found, annotations)
+    written, notes = _chosen(found, tuple(shared_annotations(labels).items()), served)
     digest = manifests.digest_of(written)
+    problems, said = _loaded(engine, first, written, found, cancelled)
+    if problems:
+        return "", problems
+    platforms = ", ".join(f"{image.platform} {image.manifest}" for image in found)
+    line = f"{first.reference} names, on this engine, the index {digest} of {platforms}"
+    return "; ".join([line, *notes, *[image.note for image in found if image.note], *said]), []
+
+
+def _present(engine: Engine, image: Held) -> Held:
+    """`image` with only the attestation manifests the content store holds (its note says which it does not);
+    EngineError where it does not hold the image manifest itself."""
+    if _blob_problem(engine, image.descriptors[0]):
+        raise EngineError(f"the content store does not hold the image manifest {image.manifest}")
+    missing = [d["digest"] for d in image.descriptors[1:] if _blob_problem(engine, d)]
+    if not missing:
+        return image
+    kept = tuple(d for d in image.descriptors if d["digest"] not in missing)
+    note = f"{image.platform}: attestation manifest(s) {', '.join(missing)} not held on this engine: not in its index"
+    attestations = tuple(a for a in image.attestations if a not in missing)
+    return Held(image.platform, image.manifest, kept, attestations, "; ".join(filter(None, [image.note, note])))
+
+
+def _blob_problem(engine: Engine, descriptor: Mapping[str, Any]) -> str:
+    """Why the content store does not hold the manifest `descriptor` names as it says ("" where it does)."""
+    raw = engine.stored_blob(str(descriptor["digest"]))
+    if raw is None:
+        return "not held"
+    return "" if len(raw) == descriptor.get("size") else f"{len(raw)} bytes, not {descriptor.get('size')}"
+
+
+def _chosen(
+    found: Sequence[Held], annotations: Sequence[tuple[str, str]], served: bytes | None
+) -> tuple[bytes, list[str]]:
+    """The index to write: the registry's (`served`) where it names exactly what this engine holds of `found`,
+    else one made here (the notes say why it differs from the registry's)."""
+    made = document(found, annotations)
+    if served is None:
+        return made, []
+    differs = read_back(served, served, found, "the registry's index")
+    return (served, []) if not differs else (made, [f"not the registry's index: {'; '.join(differs)}"])
+
+
+def _loaded(
+    engine: Engine, first: Image, written: bytes, found: Sequence[Held], cancelled: threading.Event | None
+) -> tuple[list[str], list[str]]:
+    """Load `written` under a temporary name, read it back, then move each public name to it (or find each there
+    already: nothing is loaded); the problems and what else is said (a temporary name left)."""
+    digest = manifests.digest_of(written)
+    repository = first.repository
+    try:
+        before = {name: _id_at(engine, f"{repository}:{name}") for name in first.names}
+    except EngineError as exc:
+        return [f"what the public names name here could not be read ({exc}): nothing was written"], []
+    if all(found_id == digest for found_id in before.values()):
+        return [], []
     staged = f"{TEMP_REPOSITORY}/index:{first.tag[:100]}-{uuid.uuid4().hex[:10]}"
-    problems = _staged(engine, staged, written, found, first)
+    try:
+        engine.hold_index(staged, written)
+        staged_id = _id_at(engine, staged)
+        problems = (
+            [f"{staged} names {staged_id or 'nothing'}, not the index loaded ({digest})"]
+            if staged_id != digest
+            else read_back(engine.stored_blob(digest), written, found, staged)
+        )
+        if not problems and cancelled is not None and cancelled.is_set():
+            problems = ["interrupted before the public tags were moved"]
+        if not problems:
+            problems = _moved(engine, staged, repository, list(first.names), digest, before)
+    except EngineError as exc:
+        problems = [str(exc)]
+    said = []
     try:
         engine.remove_image(staged)
     except EngineError as exc:
-        problems.append(f"{staged} could not be removed: {exc}")
-    if problems:
-        return "", problems
-    notes = [image.note for image in found if image.note]
-    platforms = ", ".join(f"{image.platform} {image.manifest}" for image in found)
-    said = f"{first.reference} names, on this engine, the index {digest} of {platforms}"
-    return "; ".join([said, *notes]), []
+        said.append(f"the temporary name {staged} is left ({exc}): `docker rmi {staged}`")
+    return problems, said
 
 
-def _staged(engine: Engine, staged: str, written: bytes, found: Sequence[Held], first: Image) -> list[str]:
-    """Load `written` under `staged`, read it back, then move the tag and each alias to it; the problems (those
-    of the read-back: nothing public moved)."""
-    digest = manifests.digest_of(written)
-    try:
-        engine.hold_index(staged, written)
-        problems = read_back(engine.stored_document(staged), written, found, staged)
+def _id_at(engine: Engine, reference: str) -> str | None:
+    info = engine.inspect(reference)
+    return info.id if info is not None else None
+
+
+def _moved(
+    engine: Engine, staged: str, repository: str, names: Sequence[str], digest: str, before: Mapping[str, str | None]
+) -> list[str]:
+    """Move each of `names` in turn to the index `staged` names (`digest`), each read back; at the first failure,
+    every name moved so far (that one too) moved back to what it named `before`. The problems."""
+    moved: list[str] = []
+    for name in names:
+        moved.append(name)
+        reference = f"{repository}:{name}"
+        try:
+            engine.tag(staged, repository, name)
+            now = _id_at(engine, reference)
+            problems = [] if now == digest else [f"{reference} names {now or 'nothing'} once moved, not {digest}"]
+        except EngineError as exc:
+            problems = [f"{reference} could not be moved to {digest}: {exc}"]
         if problems:
-            return problems
-        for name in first.names:
-            engine.tag(staged, first.repository, name)
-        named = {name: engine.inspect(f"{first.repository}:{name}") for name in first.names}
-    except EngineError as exc:
-        return [str(exc)]
-    return [
-        f"{first.repository}:{name} names {info.id if info else 'nothing'}, not the index {digest}"
-        for name, info in named.items()
-        if info is None or info.id != digest
-    ]
+            return [*problems, *_restored(engine, repository, moved, before)]
+    return []
+
+
+def _restored(engine: Engine, repository: str, names: Sequence[str], before: Mapping[str, str | None]) -> list[str]:
+    """Move each of `names` back to what it named before (the last moved first; one that named nothing is
+    removed); what became of each."""
+    said = []
+    for name in reversed(names):
+        reference, old = f"{repository}:{name}", before[name]
+        try:
+            if _id_at(engine, reference) == old:
+                continue
+            if old is None:
+                engine.remove_image(reference)
+            else:
+                engine.tag(old, repository, name)
+            back = _id_at(engine, reference) == old
+        except EngineError:
+            back = False
+        what = f"back to {old}" if old else "back to nothing (it named nothing before)"
+        said.append(f"{reference} put {what}" if back else f"{reference} could not be put {what}")
+    return said

@@ -35,6 +35,7 @@ class Outcome:
     verify_seconds: float | None = None  # of test_seconds: size budgets, versions, libraries, pins, GPU architectures
     gate_seconds: float | None = None  # of test_seconds: the security gate, when it ran
     smoke_seconds: float | None = None  # of test_seconds: the smoke suites, when they ran
+    image_id: str = ""  # the id of the image verified and tagged (built, promoted) or found up to date (skipped)
 
 
 def summary(outcomes: Sequence[Outcome], always: tuple[str, ...] = ("built", "skipped", "failed")) -> str:

@@ -477,19 +477,14 @@ class DockerEngine:
                 return found
         return None
 
-    def stored_document(self, reference: str) -> bytes | None:
-        """The document the image's id names in the content store (its own index, or its image manifest), read by
-        that digest and hashed to it (content_store); None where no store answers (then no local index is made)."""
-        if not self._content_stores:
-            return None
-        info = self.inspect(reference)
-        if info is None:
-            raise EngineError(f"no image {reference} here to read its index")
+    def stored_blob(self, digest: str) -> bytes | None:
+        """A document of the content store by its digest, hashed to it (content_store); None where no store
+        gives it (then no local index is made, or a manifest it would name is not held)."""
         for store in self._content_stores:
             try:
-                return store.get(info.id, manifests.MAX_BYTES)
+                return store.get(digest, manifests.MAX_BYTES)
             except content_store.Unreadable:
-                continue  # not this engine's store, or not reachable: the next
+                continue  # another containerd's, or none reachable: the next
         return None
 
     def hold_index(self, reference: str, document: bytes) -> None:

@@ -404,10 +404,10 @@ class Engine(Protocol):
         image."""
         ...
 
-    def stored_document(self, reference: str) -> bytes | None:
-        """The document the image's id names in the engine's content store (on the containerd store: the image's
-        own index, or its image manifest), its bytes hashed to that id; None where no content store answers (the
-        classic store; a user who may not use containerd's socket). EngineError when there is no such image."""
+    def stored_blob(self, digest: str) -> bytes | None:
+        """A document of the engine's content store by its digest (an image's own index, or a manifest: on the
+        containerd store an image's id names its own), its bytes hashed to the digest; None where no content store
+        gives it (not held; the classic store; a user who may not use containerd's socket)."""
         ...
 
     def hold_index(self, reference: str, document: bytes) -> None:

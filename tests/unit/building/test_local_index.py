@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,11 @@ from tests.unit.building.test_builder import run
 from tests.unit.building.test_platforms_build import REPOSITORY, engine_holding
 from tests.unit.building.test_platforms_build import selection as selection
 from torchimages.building import local_index
+from torchimages.building.builder import Builder
 from torchimages.building.local_index import Held, NoIndex
-from torchimages.building.requests import BuildRequest
-from torchimages.engine import EngineError
+from torchimages.building.requests import BuildOptions, BuildRequest
+from torchimages.combination import Image
+from torchimages.engine import EngineError, ImageInfo
 from torchimages.planning import plan
 
 AMD64_MANIFEST = "sha256:" + "a" * 64
@@ -107,6 +110,17 @@ def test_an_own_index_holding_more_gives_the_image_manifest_alone_and_says_so() 
     assert "holds 1 more manifest(s)" in found.note and "SBOM and provenance are not carried" in found.note
 
 
+def test_an_attestation_named_twice_in_the_own_index_is_carried_once() -> None:
+    document = json.loads(ARM64_OWN)
+    document["manifests"].append(document["manifests"][1])
+    raw = json.dumps(document).encode()
+    found = local_index.held(raw, digest(raw), "linux/arm64", "r:t-arm64")
+    assert [d["digest"] for d in found.descriptors] == [ARM64_MANIFEST, ARM64_ATTESTATION]
+    assert found.attestations == (ARM64_ATTESTATION,)
+    written = local_index.document([found])
+    assert local_index.read_back(written, written, [found], "tmp") == []
+
+
 def test_an_image_manifest_is_named_as_it_is_with_its_platform() -> None:
     raw = b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{},"layers":[]}'
     found = local_index.held(raw, digest(raw), "linux/arm64", "r:t-arm64")
@@ -176,10 +190,20 @@ def own_of(request: BuildRequest) -> bytes:
 
 
 def containerd_engine() -> FakeEngine:
+    """The containerd store: each build's image is named by its platform's own index, and the content store holds
+    the manifests it names (bytes of the size the index says)."""
     engine = engine_holding()
     engine.containerd_store = True
     engine.build_document = own_of
+    for manifest in (AMD64_MANIFEST, ARM64_MANIFEST):
+        engine.documents[manifest] = b"m" * 1234
+    for attestation in (AMD64_ATTESTATION, ARM64_ATTESTATION):
+        engine.documents[attestation] = b"a" * 567
     return engine
+
+
+def options(tmp_path: Path) -> BuildOptions:
+    return BuildOptions(images_dir=tmp_path / "images", log_dir=tmp_path / "logs")
 
 
 def public(selection: list[plan.Selected]) -> list[str]:
@@ -218,7 +242,7 @@ def test_an_index_read_back_as_other_bytes_fails_both_and_moves_no_tag(
     engine.hold_index = lambda reference, document: hold(reference, document.replace(b"arm64", b"amd64"))  # type: ignore[method-assign]
     outcomes = run(engine, selection, tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
-    assert "local index not written" in outcomes[0].detail and "not the index written" in outcomes[0].detail
+    assert "local index not written" in outcomes[0].detail and "not the index loaded" in outcomes[0].detail
     assert not any(name in engine.images for name in public(selection)) and engine.temporary() == []
 
 
@@ -235,7 +259,7 @@ def test_where_the_content_store_is_not_read_nothing_is_written_and_the_outcome_
     engine = engine_holding()  # the classic store: no document
     outcomes = run(engine, selection, tmp_path)
     assert [o.status for o in outcomes] == ["built", "built"] and engine.held_indexes == []
-    assert f"no local index {public(selection)[0]}: the engine's content store cannot be read" in outcomes[0].detail
+    assert f"no local index {public(selection)[0]}: the engine's content store did not give" in outcomes[0].detail
 
 
 def test_with_push_the_index_is_written_here_and_in_the_registry(
@@ -247,3 +271,136 @@ def test_with_push_the_index_is_written_here_and_in_the_registry(
     names = public(selection)
     assert all(engine.ids[name] == digest(BUILT.encode()) for name in names)
     assert all(f"{REPOSITORY}:{n}" in engine.indexes for n in selection[0].combination.image("runtime").names)
+
+
+def test_an_interrupt_during_the_load_moves_no_public_name(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    cancelled = threading.Event()
+    hold = engine.hold_index
+
+    def interrupted(reference: str, document: bytes) -> None:
+        cancelled.set()
+        hold(reference, document)
+
+    engine.hold_index = interrupted  # type: ignore[method-assign]
+    builder = Builder(engine, options(tmp_path), None, out=lambda _: None, cancelled=cancelled)
+    outcomes = builder.build(selection)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert "interrupted before the public tags were moved" in outcomes[0].detail
+    assert not any(name in engine.images for name in public(selection)) and engine.temporary() == []
+
+
+def test_an_alias_that_cannot_be_moved_puts_the_tag_back_and_says_so(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    tag, alias = public(selection)
+    old = "sha256:" + "0" * 64
+    engine.add(ImageInfo(tag, old, {}, {}, "", ()))  # the tag named an earlier index; the alias nothing
+    engine.add(ImageInfo(f"{REPOSITORY}:dangling", old, {}, {}, "", ()))  # the engine keeps it once untagged
+    real = engine.tag
+
+    def refusing(reference: str, repository: str, name: str) -> None:
+        if f"{repository}:{name}" == alias:
+            raise EngineError("refused")
+        real(reference, repository, name)
+
+    engine.tag = refusing  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert f"{alias} could not be moved to" in outcomes[0].detail and f"{tag} put back to {old}" in outcomes[0].detail
+    assert engine.ids[tag] == old and alias not in engine.images
+
+
+def test_a_temporary_name_that_cannot_be_removed_is_said_and_the_index_stands(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    remove = engine.remove_image
+
+    def refusing(reference: str) -> None:
+        if reference.startswith("torchimages-tmp/index:"):
+            raise EngineError("device busy")
+        remove(reference)
+
+    engine.remove_image = refusing  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert all(engine.ids[name] == digest(BUILT.encode()) for name in public(selection))
+    assert "is left (device busy): `docker rmi torchimages-tmp/index:" in outcomes[0].detail
+
+
+def test_a_platform_tag_moved_after_its_verification_is_not_indexed(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    real = engine.tag
+
+    def moving(reference: str, repository: str, name: str) -> None:
+        real(reference, repository, name)
+        if name.endswith("-arm64"):  # meanwhile someone tags another image as the amd64 one
+            engine.ids[f"{repository}:{name.removesuffix('-arm64')}-amd64"] = "sha256:" + "f" * 64
+
+    engine.tag = moving  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert "names sha256:" + "f" * 64 + " now, not the image verified" in outcomes[0].detail
+    assert engine.held_indexes == [] and not [c for c, _ in engine.calls if c == "create_index"]
+
+
+def test_an_attestation_the_store_does_not_hold_is_left_out_and_said(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    del engine.documents[ARM64_ATTESTATION]  # as after a pull of one platform: its attestations not fetched
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    ((_, written),) = engine.held_indexes
+    assert [m["digest"] for m in json.loads(written)["manifests"]] == [
+        AMD64_MANIFEST,
+        AMD64_ATTESTATION,
+        ARM64_MANIFEST,
+    ]
+    assert f"attestation manifest(s) {ARM64_ATTESTATION} not held on this engine" in outcomes[0].detail
+
+
+def test_a_failed_platform_says_what_the_public_name_still_names_here(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    tag, _ = public(selection)
+    engine.add(ImageInfo(tag, "sha256:" + "0" * 64, {}, {}, "", ()))  # an earlier run's index
+    engine.holds_by_platform["linux/arm64"] = engine.holds_by_platform["linux/amd64"]
+    amd64, _ = run(engine, selection, tmp_path)
+    assert f"here {tag} (sha256:{'0' * 64}) still name(s) what was written before" in amd64.detail
+
+
+def written_twice(served: bytes | None = None) -> tuple[FakeEngine, list[str], tuple[str, list[str]]]:
+    """Both platforms' images here, verified; the index written once (with `served`), then again."""
+    engine = containerd_engine()
+    images = {}
+    for own, platform in ((AMD64_OWN, "linux/amd64"), (ARM64_OWN, "linux/arm64")):
+        image = Image("runtime", REPOSITORY, "t", ("a",), "d", (), platform=platform, platform_tag="t-" + platform[6:])
+        engine.add(ImageInfo(image.platform_reference, digest(own), {}, {}, "", ()))
+        engine.documents[digest(own)] = own
+        images[image] = digest(own)
+    first = next(iter(images))
+    said = local_index.write(engine, first, images, None, served)
+    again = local_index.write(engine, first, images, None, served)
+    return engine, [f"{REPOSITORY}:t", f"{REPOSITORY}:a"], (said[0], said[1] + again[1])
+
+
+def test_names_that_name_the_index_already_are_left_as_they_are() -> None:
+    engine, names, (said, problems) = written_twice()
+    assert problems == [] and len(engine.held_indexes) == 1  # the second write loaded nothing
+    assert all(engine.ids[name] == digest(BOTH.encode()) for name in names) and "the index" in said
+
+
+def test_with_push_the_names_here_take_the_registrys_index_where_it_names_what_is_held() -> None:
+    registry = BOTH.replace('"schemaVersion":2', '"annotations":{"by":"imagetools"},"schemaVersion":2').encode()
+    engine, names, (said, problems) = written_twice(served=registry)
+    assert problems == [] and all(engine.ids[name] == digest(registry) for name in names)
+    other = registry.replace(ARM64_ATTESTATION.encode(), OTHER.encode())  # names what this engine does not hold
+    engine, names, (said, problems) = written_twice(served=other)
+    assert problems == [] and all(engine.ids[name] == digest(BOTH.encode()) for name in names)
+    assert f"not the registry's index: the registry's index lacks attestation {ARM64_ATTESTATION}" in said

@@ -213,3 +213,35 @@ def test_an_index_that_is_a_docker_manifest_list_gets_one_verdict_whichever_way_
     read = attestation.attested_in(sha(listed), blobs, "linux/amd64")
     top = json.dumps({"manifests": [{"mediaType": manifests.DOCKER_LIST, "digest": sha(listed)}]}).encode()
     assert attestation.read_attested(top, blobs, "linux/amd64") == read and read.problems() == []
+
+
+def test_a_stored_blob_is_read_by_digest_from_the_store_that_holds_it_else_none(tmp_path: Path) -> None:
+    index, blobs = image_blobs()
+    (tmp_path / "other").mkdir()
+    other, _ = fake_ctr(tmp_path / "other", {})
+    store, _ = fake_ctr(tmp_path, blobs)
+    found = engine_with(tmp_path, store, index)
+    found.__dict__.update(_content_stores=(other, store))
+    assert found.stored_blob(index) == blobs[index]
+    assert found.stored_blob("sha256:" + "9" * 64) is None  # held by neither
+    found.__dict__.update(_content_stores=())  # the classic store, or a socket this user may not use
+    assert found.stored_blob(index) is None
+
+
+def test_an_index_is_held_by_loading_a_layout_of_it_and_never_on_the_classic_store(tmp_path: Path) -> None:
+    from tests.unit.engine.test_containerd_store import CLASSIC
+    from torchimages.engine import oci_layout
+
+    index = b'{"manifests":[],"mediaType":"application/vnd.oci.image.index.v1+json","schemaVersion":2}'
+    found, sdk = engine_of(CONTAINERD)
+    loaded: list[bytes] = []
+    sdk.images.load = loaded.append  # type: ignore[attr-defined]
+    found.hold_index("r/x:staged", index)
+    assert loaded == [oci_layout.layout("r/x:staged", index)]
+    with pytest.raises(engine.EngineError, match="not an index"):
+        found.hold_index("r/x:staged", b'{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"}')
+    classic, sdk = engine_of(CLASSIC)
+    sdk.images.load = loaded.append  # type: ignore[attr-defined]
+    with pytest.raises(engine.EngineError, match="classic image store holds no index"):
+        classic.hold_index("r/x:staged", index)
+    assert len(loaded) == 1
