@@ -1,10 +1,12 @@
 """One public tag for two platforms (issue 20): each platform's image is built for its platform, verified under
 its own local tag, and the public tag (and every alias) is an index written in the registry only once every
 platform's image of the flavor passed; read back, and each image pulled back by digest, it is what was verified.
+(On the containerd store the engine holds that index too: test_local_index.py; the fake engine here is the
+classic store, where no public name is given locally to one platform's image.)
 
 Against the fake engine: what each platform's image holds is a literal below (the facts probe's answer), never
 computed by the code under test. Break a rule in builder.py or index.py (write the index when a platform failed,
-tag the public name locally, skip the read-back or the pull-back) and a test here fails.
+tag the public name locally with one platform's image, skip the read-back or the pull-back) and a test here fails.
 """
 
 from __future__ import annotations
