@@ -404,3 +404,53 @@ def test_with_push_the_names_here_take_the_registrys_index_where_it_names_what_i
     engine, names, (said, problems) = written_twice(served=other)
     assert problems == [] and all(engine.ids[name] == digest(BOTH.encode()) for name in names)
     assert f"not the registry's index: the registry's index lacks attestation {ARM64_ATTESTATION}" in said
+
+
+def test_an_index_the_store_does_not_give_back_moves_no_name(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    hold = engine.hold_index
+
+    def lost(reference: str, document: bytes) -> None:
+        hold(reference, document)
+        del engine.documents[digest(document)]  # named, but its bytes not there to read back
+
+    engine.hold_index = lost  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"] and "did not give it back" in outcomes[0].detail
+    assert not any(name in engine.images for name in public(selection))
+
+
+def test_a_name_that_does_not_name_the_index_once_moved_is_put_back(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    tag, alias = public(selection)
+    real = engine.tag
+
+    def elsewhere(reference: str, repository: str, name: str) -> None:
+        real(reference, repository, name)
+        if f"{repository}:{name}" == alias:
+            engine.ids[alias] = OTHER  # the engine says it moved it, and names something else
+
+    engine.tag = elsewhere  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert f"{alias} names {OTHER} once moved" in outcomes[0].detail
+    assert tag not in engine.images and alias not in engine.images  # both named nothing before
+
+
+def test_with_push_the_local_index_is_given_the_registrys_bytes(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = containerd_engine()
+    given: list[bytes | None] = []
+    write = local_index.write
+
+    def recorded(*args: object) -> tuple[str, list[str]]:
+        given.append(args[4])  # type: ignore[arg-type]
+        return write(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(local_index, "write", recorded)
+    run(engine, selection, tmp_path, push=True)
+    tag = public(selection)[0]
+    assert given == [engine.served[f"{REPOSITORY}@{engine.tags_served[tag]}"]]
