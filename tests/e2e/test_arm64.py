@@ -123,8 +123,10 @@ def test_the_public_tag_is_an_index_written_after_the_push_and_it_pulls_back_and
         _, index = registry_get(registry, image.repository, name, INDEXES)
         entries = [(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]]
         assert entries == [("arm64", own), *attestations], index
-    for name in image.names:  # on this engine too (the containerd store holds an index): the same entries
+    for name in image.names:  # on this engine too (the containerd store holds an index): the registry's very bytes
         local = docker_client.images.get(f"{image.repository}:{name}")
+        public, _ = registry_get(registry, image.repository, name, INDEXES)
+        assert local.id == public, (local.id, public)  # one digest here and there (the one a --sign-key signs)
         index = json.loads(stored(local.id))
         assert [(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]] == [
             ("arm64", own),

@@ -250,13 +250,14 @@ class Builder:
         elif self.cancelled.is_set():
             why = "interrupted"
         if why:
-            note = "; ".join(
-                filter(None, [f"no index {first.reference}: {why}", local_index.stale(self.engine, first)])
-            )
+            own = {outcomes[i].image_id: i.platform for i in mine if outcomes[i].image_id}
+            stale = local_index.stale(self.engine, first, own)
+            note = "; ".join(filter(None, [f"no index {first.reference}: {why}", stale]))
         else:
             problems, note = self._indexes(first, {i: outcomes[i].image_id for i in mine}, progress)
             if problems:
-                return {i: self._finish(combination, i, "failed", time.monotonic(), problems, progress) for i in mine}
+                status = "interrupted" if self.cancelled.is_set() else "failed"
+                return {i: self._finish(combination, i, status, time.monotonic(), problems, progress) for i in mine}
         progress.say(note)
         return {i: _noted(outcomes[i], note) for i in mine if i not in failed}
 
@@ -283,8 +284,8 @@ class Builder:
             pushed = f"{first.reference} names the index of {platforms.words([i.platform for i in verified])}"
             try:
                 served = self.engine.manifest(first.reference)
-            except EngineError:
-                served = None  # the local index is made here, and says it is not the registry's
+            except EngineError as exc:
+                pushed += f"; the registry's index could not be read back ({exc}): the engine's is made here"
         local, problems = local_index.write(self.engine, first, verified, self.cancelled, served)
         if problems:
             done = f"{pushed} in the registry; " if self.options.push else ""
@@ -411,6 +412,7 @@ class Builder:
                 progress.note(f"{image.own_tag}: up to date, but {lacking[0]}: built again, with them")
                 skip = False
             if skip:
+                found = self.engine.inspect(image.platform_reference)  # the image found up to date, before retagging
                 measures.size_bytes = readings.size(self.engine, image.platform_reference)
                 if hold:
                     self.engine.tag(image.platform_reference, *_split(hold))
@@ -420,7 +422,6 @@ class Builder:
                         combination, image, "failed", start, _listed("not published", problems), progress
                     )
                 progress.finish(image.own_tag, f"{image.own_tag}: up to date (build digest unchanged), skipped")
-                found = self.engine.inspect(image.platform_reference)
                 return Outcome(combination, image, "skipped", 0.0, "up to date", image_id=found.id if found else "")
         except EngineError as exc:
             return self._finish(combination, image, "failed", start, f"Docker engine error: {exc}", progress)

@@ -69,7 +69,9 @@ def held(raw: bytes, image_id: str, platform: str, reference: str) -> Held:
         raise NoIndex(str(exc)) from None
     listed = json.loads(raw)["manifests"]  # parse checked: a list of objects, each with its digest
     about = manifests.attestations_of(document, entry.digest)
-    image = next(d for d in listed if d["digest"] == entry.digest)
+    image = next(
+        d for d in listed if d["digest"] == entry.digest and manifests.platform_name(d.get("platform")) == platform
+    )
     others = [e for e in document.entries if e != entry and not (e.attestation and e.about == entry.digest)]
     if others or not about:
         note = (
@@ -113,9 +115,10 @@ def read_back(raw: bytes | None, written: bytes, images: Sequence[Held], where: 
     return manifests.index_problems(found, wanted, where, attached)
 
 
-def stale(engine: Engine, first: Image) -> str:
+def stale(engine: Engine, first: Image, own: Mapping[str, str] | None = None) -> str:
     """What the public names of `first` still name on this engine where no index was written now ("" where none
-    names anything: a tag left from an earlier run would otherwise pass for this run's)."""
+    names anything: a tag left from an earlier run would otherwise pass for this run's); `own`: the id of each
+    platform's image here -> its platform (a name may name one of them alone, as before it had several)."""
     named = []
     for name in first.names:
         try:
@@ -123,8 +126,13 @@ def stale(engine: Engine, first: Image) -> str:
         except EngineError:
             continue
         if info is not None:
-            named.append(f"{first.repository}:{name} ({info.id})")
-    return f"here {', '.join(named)} still name(s) what was written before, not these images" if named else ""
+            platform = (own or {}).get(info.id)
+            named.append(
+                f"{first.repository}:{name} names the {platform} image alone"
+                if platform
+                else f"{first.repository}:{name} still names {info.id}, written before, not an index of these images"
+            )
+    return "here " + ", ".join(named) if named else ""
 
 
 def write(
@@ -152,12 +160,13 @@ def write(
             raw = engine.stored_blob(info.id)
             if raw is None:
                 why = (
-                    f"the engine's content store did not give {reference}'s document {info.id} (the classic store "
-                    "holds one image a name; containerd's socket is root's; or ctr failed)"
+                    f"the engine's content store did not give what {reference} (id {info.id}) names (the classic "
+                    "store holds one image a name; containerd's socket is root's; or ctr failed)"
                 )
                 here = "here: " + ", ".join(i.platform_reference for i in mine)
+                own = {verified_id: i.platform for i, verified_id in mine.items()}
                 return "; ".join(
-                    filter(None, [f"no local index {first.reference}: {why}", here, stale(engine, first)])
+                    filter(None, [f"no local index {first.reference}: {why}", here, stale(engine, first, own)])
                 ), []
             found.append(_present(engine, held(raw, info.id, image.platform, reference)))
         except (EngineError, NoIndex) as exc:
@@ -167,7 +176,7 @@ def write(
     digest = manifests.digest_of(written)
     problems, said = _loaded(engine, first, written, found, cancelled)
     if problems:
-        return "", problems
+        return "", [*problems, *said]
     platforms = ", ".join(f"{image.platform} {image.manifest}" for image in found)
     line = f"{first.reference} names, on this engine, the index {digest} of {platforms}"
     return "; ".join([line, *notes, *[image.note for image in found if image.note], *said]), []
@@ -178,11 +187,13 @@ def _present(engine: Engine, image: Held) -> Held:
     EngineError where it does not hold the image manifest itself."""
     if _blob_problem(engine, image.descriptors[0]):
         raise EngineError(f"the content store does not hold the image manifest {image.manifest}")
-    missing = [d["digest"] for d in image.descriptors[1:] if _blob_problem(engine, d)]
+    why = {str(d["digest"]): problem for d in image.descriptors[1:] if (problem := _blob_problem(engine, d))}
+    missing = list(why)
     if not missing:
         return image
     kept = tuple(d for d in image.descriptors if d["digest"] not in missing)
-    note = f"{image.platform}: attestation manifest(s) {', '.join(missing)} not held on this engine: not in its index"
+    listed = ", ".join(f"{digest} ({problem})" for digest, problem in why.items())
+    note = f"{image.platform}: attestation manifest(s) {listed} not held as named on this engine: not in its index"
     attestations = tuple(a for a in image.attestations if a not in missing)
     return Held(image.platform, image.manifest, kept, attestations, "; ".join(filter(None, [image.note, note])))
 
@@ -191,7 +202,7 @@ def _blob_problem(engine: Engine, descriptor: Mapping[str, Any]) -> str:
     """Why the content store does not hold the manifest `descriptor` names as it says ("" where it does)."""
     raw = engine.stored_blob(str(descriptor["digest"]))
     if raw is None:
-        return "not held"
+        return "not given by the content store"
     return "" if len(raw) == descriptor.get("size") else f"{len(raw)} bytes, not {descriptor.get('size')}"
 
 

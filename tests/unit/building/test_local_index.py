@@ -19,7 +19,7 @@ from tests.fakes import FakeEngine
 from tests.unit.building.test_builder import run
 from tests.unit.building.test_platforms_build import REPOSITORY, engine_holding
 from tests.unit.building.test_platforms_build import selection as selection
-from torchimages.building import local_index
+from torchimages.building import index, local_index
 from torchimages.building.builder import Builder
 from torchimages.building.local_index import Held, NoIndex
 from torchimages.building.requests import BuildOptions, BuildRequest
@@ -285,7 +285,7 @@ def test_an_interrupt_during_the_load_moves_no_public_name(selection: list[plan.
     engine.hold_index = interrupted  # type: ignore[method-assign]
     builder = Builder(engine, options(tmp_path), None, out=lambda _: None, cancelled=cancelled)
     outcomes = builder.build(selection)
-    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert [o.status for o in outcomes] == ["interrupted", "interrupted"]
     assert "interrupted before the public tags were moved" in outcomes[0].detail
     assert not any(name in engine.images for name in public(selection)) and engine.temporary() == []
 
@@ -361,7 +361,8 @@ def test_an_attestation_the_store_does_not_hold_is_left_out_and_said(
         AMD64_ATTESTATION,
         ARM64_MANIFEST,
     ]
-    assert f"attestation manifest(s) {ARM64_ATTESTATION} not held on this engine" in outcomes[0].detail
+    said = f"attestation manifest(s) {ARM64_ATTESTATION} (not given by the content store) not held as named"
+    assert said in outcomes[0].detail
 
 
 def test_a_failed_platform_says_what_the_public_name_still_names_here(
@@ -372,7 +373,7 @@ def test_a_failed_platform_says_what_the_public_name_still_names_here(
     engine.add(ImageInfo(tag, "sha256:" + "0" * 64, {}, {}, "", ()))  # an earlier run's index
     engine.holds_by_platform["linux/arm64"] = engine.holds_by_platform["linux/amd64"]
     amd64, _ = run(engine, selection, tmp_path)
-    assert f"here {tag} (sha256:{'0' * 64}) still name(s) what was written before" in amd64.detail
+    assert f"here {tag} still names sha256:{'0' * 64}, written before, not an index of these images" in amd64.detail
 
 
 def written_twice(served: bytes | None = None) -> tuple[FakeEngine, list[str], tuple[str, list[str]]]:
@@ -454,3 +455,110 @@ def test_with_push_the_local_index_is_given_the_registrys_bytes(
     run(engine, selection, tmp_path, push=True)
     tag = public(selection)[0]
     assert given == [engine.served[f"{REPOSITORY}@{engine.tags_served[tag]}"]]
+
+
+def test_an_image_manifest_the_store_does_not_hold_fails_and_a_wrong_size_is_said(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    del engine.documents[ARM64_MANIFEST]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"] and engine.held_indexes == []
+    assert f"the content store does not hold the image manifest {ARM64_MANIFEST}" in outcomes[0].detail
+    engine = containerd_engine()
+    engine.documents[ARM64_ATTESTATION] = b"a" * 566  # not the size its own index says
+    outcomes = run(engine, selection, tmp_path / "again")
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert f"{ARM64_ATTESTATION} (566 bytes, not 567) not held as named" in outcomes[0].detail
+
+
+def test_write_refuses_a_platform_tag_that_names_another_image_than_the_one_verified() -> None:
+    engine = containerd_engine()
+    image = Image("runtime", REPOSITORY, "t", (), "d", (), platform="linux/arm64", platform_tag="t-arm64")
+    engine.add(ImageInfo(image.platform_reference, digest(ARM64_OWN), {}, {}, "", ()))
+    engine.documents[digest(ARM64_OWN)] = ARM64_OWN
+    said, problems = local_index.write(engine, image, {image: OTHER})
+    assert said == "" and problems == [
+        f"{image.platform_reference} names {digest(ARM64_OWN)} now, not the image verified ({OTHER})"
+    ]
+    assert engine.held_indexes == []
+
+
+def test_a_name_that_cannot_be_put_back_is_said_so(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    tag, alias = public(selection)
+    real_tag, real_remove = engine.tag, engine.remove_image
+
+    def refusing(reference: str, repository: str, name: str) -> None:
+        if f"{repository}:{name}" == alias:
+            raise EngineError("refused")
+        real_tag(reference, repository, name)
+
+    def stuck(reference: str) -> None:
+        if reference == tag:
+            raise EngineError("in use")
+        real_remove(reference)
+
+    engine.tag, engine.remove_image = refusing, stuck  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert (
+        f"{tag} could not be put back to nothing" in outcomes[0].detail and f"{tag} put back" not in outcomes[0].detail
+    )
+
+
+def test_a_public_name_of_one_platforms_image_is_said_as_that() -> None:
+    engine = containerd_engine()
+    image = Image("runtime", REPOSITORY, "t", (), "d", (), platform="linux/amd64", platform_tag="t-amd64")
+    engine.add(ImageInfo(f"{REPOSITORY}:t", digest(AMD64_OWN), {}, {}, "", ()))  # single-platform before
+    said = local_index.stale(engine, image, {digest(AMD64_OWN): "linux/amd64"})
+    assert said == f"here {REPOSITORY}:t names the linux/amd64 image alone"
+
+
+def test_the_image_entry_is_the_one_of_its_platform_not_an_attestation_of_the_same_digest() -> None:
+    document = json.loads(ARM64_OWN)
+    decoy = {**document["manifests"][1], "digest": ARM64_MANIFEST}  # an unknown/unknown entry, the image's digest
+    document["manifests"].insert(0, decoy)
+    raw = json.dumps(document).encode()
+    found = local_index.held(raw, digest(raw), "linux/arm64", "r:t-arm64")
+    assert found.descriptors[0]["platform"] == {"architecture": "arm64", "os": "linux"}
+
+
+def test_a_registry_index_that_cannot_be_read_back_is_said_and_the_engines_is_made_here(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = containerd_engine()
+    read, publish, published = engine.manifest, index.publish, threading.Event()
+
+    def unreadable(reference: str) -> bytes | None:
+        if published.is_set() and reference == public(selection)[0]:
+            raise EngineError("timed out")
+        return read(reference)
+
+    def publishing(*args: object, **kwargs: object) -> list[str]:
+        try:
+            return publish(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            published.set()  # from here on the registry does not answer
+
+    engine.manifest = unreadable  # type: ignore[method-assign]
+    monkeypatch.setattr(index, "publish", publishing)
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert "the registry's index could not be read back (timed out): the engine's is made here" in outcomes[0].detail
+
+
+def test_a_temporary_name_left_by_a_failed_index_is_said(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    engine.hold_error = EngineError("loading refused")
+    remove = engine.remove_image
+
+    def refusing(reference: str) -> None:
+        if reference.startswith("torchimages-tmp/index:"):
+            raise EngineError("device busy")
+        remove(reference)
+
+    engine.remove_image = refusing  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert "loading refused" in outcomes[0].detail and "is left (device busy)" in outcomes[0].detail
