@@ -312,10 +312,8 @@ def test_an_alias_that_cannot_be_moved_puts_the_tag_back_and_says_so(
     assert engine.ids[tag] == old and alias not in engine.images
 
 
-def test_a_temporary_name_that_cannot_be_removed_is_said_and_the_index_stands(
-    selection: list[plan.Selected], tmp_path: Path
-) -> None:
-    engine = containerd_engine()
+def keeping_temporary_names(engine: FakeEngine) -> FakeEngine:
+    """`engine`, refusing to remove the local index's temporary names."""
     remove = engine.remove_image
 
     def refusing(reference: str) -> None:
@@ -324,6 +322,13 @@ def test_a_temporary_name_that_cannot_be_removed_is_said_and_the_index_stands(
         remove(reference)
 
     engine.remove_image = refusing  # type: ignore[method-assign]
+    return engine
+
+
+def test_a_temporary_name_that_cannot_be_removed_is_said_and_the_index_stands(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = keeping_temporary_names(containerd_engine())
     outcomes = run(engine, selection, tmp_path)
     assert [o.status for o in outcomes] == ["built", "built"]
     assert all(engine.ids[name] == digest(BUILT.encode()) for name in public(selection))
@@ -549,16 +554,8 @@ def test_a_registry_index_that_cannot_be_read_back_is_said_and_the_engines_is_ma
 
 
 def test_a_temporary_name_left_by_a_failed_index_is_said(selection: list[plan.Selected], tmp_path: Path) -> None:
-    engine = containerd_engine()
+    engine = keeping_temporary_names(containerd_engine())
     engine.hold_error = EngineError("loading refused")
-    remove = engine.remove_image
-
-    def refusing(reference: str) -> None:
-        if reference.startswith("torchimages-tmp/index:"):
-            raise EngineError("device busy")
-        remove(reference)
-
-    engine.remove_image = refusing  # type: ignore[method-assign]
     outcomes = run(engine, selection, tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert "loading refused" in outcomes[0].detail and "is left (device busy)" in outcomes[0].detail
