@@ -233,12 +233,13 @@ class Builder:
         self, combination: Combination, mine: list[Image], outcomes: Mapping[Image, Outcome], progress: Progress
     ) -> dict[Image, Outcome]:
         """The public tags of one flavor's images of several platforms name an index of them: written only once
-        every platform's image passed (each verified under its own tag, `<tag>-<arch>`): on this engine where its
-        store holds an index (the containerd store: local_index.py, read back before the tags move), and with
-        `push` in the registry, each image checked to be the one verified (index.pulled_back), the index written
-        under a temporary tag, read back and checked, then the tag and every alias moved to it (index.publish,
-        staging.py). Otherwise no public tag moves, and the outcomes say why (a failed index fails every
-        platform's image)."""
+        every platform's image passed (each verified under its own tag, `<tag>-<arch>`, which still names it):
+        with `push` first in the registry, each image checked to be the one verified (index.pulled_back), the index
+        written under a temporary tag, read back and checked, then the tag and every alias moved to it
+        (index.publish, staging.py); then on this engine where its store holds an index (the containerd store:
+        local_index.py, the registry's bytes where it holds what they name, read back before the tags move).
+        Otherwise no public tag moves, and the outcomes say why and what the public names still name here (a
+        failed index fails every platform's image)."""
         first = mine[0]
         failed = [i for i in mine if outcomes[i].status not in ("built", "skipped", "promoted")]
         missing = index.missing_platforms(combination, mine)
@@ -266,7 +267,7 @@ class Builder:
         (index.publish), then on this engine (local_index.write: the registry's bytes where it holds what they
         name). What failed ("": nothing; else the detail of every image) and what is said."""
         pushed = f"the registry's index {first.reference} is written by --push"
-        served = None
+        served, unread = None, ""
         try:
             moved = [
                 f"{i.platform_reference} names {info.id if info else 'nothing'} now, not the image verified ({wanted})"
@@ -285,12 +286,12 @@ class Builder:
             try:
                 served = self.engine.manifest(first.reference)
             except EngineError as exc:
-                pushed += f"; the registry's index could not be read back ({exc}): the engine's is made here"
+                unread = f"the registry's index could not be read back ({exc}): the engine's is made here"
         local, problems = local_index.write(self.engine, first, verified, self.cancelled, served)
         if problems:
             done = f"{pushed} in the registry; " if self.options.push else ""
             return done + _listed("local index not written", problems), ""
-        return "", f"{local}; {pushed}"
+        return "", "; ".join(filter(None, [local, pushed, unread]))
 
     def _build_on(
         self,

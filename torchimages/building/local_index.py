@@ -70,8 +70,11 @@ def held(raw: bytes, image_id: str, platform: str, reference: str) -> Held:
     listed = json.loads(raw)["manifests"]  # parse checked: a list of objects, each with its digest
     about = manifests.attestations_of(document, entry.digest)
     image = next(
-        d for d in listed if d["digest"] == entry.digest and manifests.platform_name(d.get("platform")) == platform
+        (d for d in listed if d["digest"] == entry.digest and manifests.platform_name(d.get("platform")) == platform),
+        None,
     )
+    if image is None:  # parse named it by the same rules: not reached, unless the two part ways
+        raise NoIndex(f"{reference}: no entry of {entry.digest} for {platform}")
     others = [e for e in document.entries if e != entry and not (e.attestation and e.about == entry.digest)]
     if others or not about:
         note = (
