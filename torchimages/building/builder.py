@@ -57,7 +57,7 @@ from torchimages.building.requests import (
 )
 from torchimages.building.wheels import Served, serve
 from torchimages.combination import Combination, Image
-from torchimages.engine import Engine, EngineError
+from torchimages.engine import Engine, EngineError, manifests
 from torchimages.planning.plan import Selected
 from torchimages.problems import InputError, Problem, shown
 from torchimages.security.gate import Verdict
@@ -257,8 +257,12 @@ class Builder:
         else:
             problems, note = self._indexes(first, {i: outcomes[i].image_id for i in mine}, progress)
             if problems:
-                status = "interrupted" if self.cancelled.is_set() else "failed"
-                return {i: self._finish(combination, i, status, time.monotonic(), problems, progress) for i in mine}
+                stopped = self.cancelled.is_set() and "interrupted before the public tags were moved" in problems
+                own = {outcomes[i].image_id: i.platform for i in mine}
+                here = local_index.stale(self.engine, first, own)
+                detail = problems + (f"\n    {shown(here)}" if here else "")
+                status = "interrupted" if stopped else "failed"
+                return {i: self._finish(combination, i, status, time.monotonic(), detail, progress) for i in mine}
         progress.say(note)
         return {i: _noted(outcomes[i], note) for i in mine if i not in failed}
 
@@ -270,7 +274,8 @@ class Builder:
         served, unread = None, ""
         try:
             moved = [
-                f"{i.platform_reference} names {info.id if info else 'nothing'} now, not the image verified ({wanted})"
+                f"{i.platform_reference} names {info.id if info else 'nothing'} now, not the image verified or found "
+                f"up to date ({wanted})"
                 for i, wanted in verified.items()
                 if (info := self.engine.inspect(i.platform_reference)) is None or info.id != wanted
             ]
@@ -279,19 +284,33 @@ class Builder:
         if moved:
             return _listed("no index written", moved), ""
         if self.options.push:
-            problems = index.publish(self.engine, first, list(verified), progress, self.options.signer, self.cancelled)
+            written: list[str] = []
+            problems = index.publish(
+                self.engine, first, list(verified), progress, self.options.signer, self.cancelled, written.append
+            )
             if problems:
                 return _listed("index not written", problems), ""
             pushed = f"{first.reference} names the index of {platforms.words([i.platform for i in verified])}"
-            try:
-                served = self.engine.manifest(first.reference)
-            except EngineError as exc:
-                unread = f"the registry's index could not be read back ({exc}): the engine's is made here"
+            served, unread = self._registry_index(first, written[0] if written else "")
         local, problems = local_index.write(self.engine, first, verified, self.cancelled, served)
         if problems:
             done = f"{pushed} in the registry; " if self.options.push else ""
             return done + _listed("local index not written", problems), ""
         return "", "; ".join(filter(None, [local, pushed, unread]))
+
+    def _registry_index(self, first: Image, digest: str) -> tuple[bytes | None, str]:
+        """The registry's index its public tags name once written (`digest`: what staging heard them name), read
+        by that digest; else None and why the engine's is made here instead."""
+        reference = f"{first.repository}@{digest}" if digest else first.reference
+        made_here = "the engine's is made here"
+        try:
+            raw = self.engine.manifest(reference) if digest else None
+        except EngineError as exc:
+            return None, f"the registry's index {reference} could not be read back ({shown(str(exc))}): {made_here}"
+        if raw is None or manifests.digest_of(raw) != digest:
+            found = "nothing" if raw is None else f"bytes of {manifests.digest_of(raw)}"
+            return None, f"the registry's index {reference} read back as {found}: {made_here}"
+        return raw, ""
 
     def _build_on(
         self,

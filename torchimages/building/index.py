@@ -93,11 +93,12 @@ def publish(
     progress: Progress,
     signer: Signer | None = None,
     cancelled: threading.Event | None = None,
+    published: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Write the index of `images` (one flavor, every platform, each pushed under its own tag) under `first`'s
     tag and aliases (staging.publish), each image checked first to be the one verified (pulled_back)
     here; with a `signer`, signed by its digest before the tags move; the problems (none: the public tags name
-    exactly the images verified)."""
+    exactly the images verified, and `published` heard the index's digest)."""
     digests = {image: pushed_digest(engine, image) for image in images}
     unknown = [image.platform_reference for image, digest in digests.items() if digest is None]
     if unknown:
@@ -122,7 +123,7 @@ def publish(
     labels = [engine.labels(image.platform_reference) for image in images]
     annotations = index_annotations([found for found in labels if found is not None])
     sign = _signing(first, signer, cancelled, progress)
-    return _staged(engine, first, wanted, annotations, sign, cancelled, progress.note)
+    return _staged(engine, first, wanted, annotations, sign, cancelled, progress.note, published)
 
 
 def _staged(
@@ -133,6 +134,7 @@ def _staged(
     sign: Callable[[str], list[str]] | None,
     cancelled: threading.Event | None,
     note: Callable[[str], None] | None,
+    published: Callable[[str], None] | None = None,
 ) -> list[str]:
     """staging.publish of the platforms' images, each with the attestations about it (`note` hears of one whose
     attestations cannot be carried)."""
@@ -150,6 +152,7 @@ def _staged(
         note,
         sources=[found.source for found in wanted.values()],
         attached={found.digest: found.attestations for found in wanted.values() if found.attestations},
+        published=published,
     )
 
 

@@ -6,8 +6,9 @@ provenance) about each, as a registry's index does (index.py).
 Each platform's entry is copied from the document its own tag names in the content store (the image's id there:
 its own index, or its image manifest), read by digest and hashed; nothing is built again. Every manifest the index
 names must be in the content store (an attestation manifest that is not, as after a pull of one platform, is left
-out, and the outcome says so). With `--push` the index is the registry's own (its bytes, read back by staging:
-one digest here and there, the one signed) where this engine holds all it names. It is loaded under a temporary
+out, and the outcome says so). With `--push` the index is the registry's own (its bytes, read by the digest its
+tags name once staging wrote them: one digest here and there, the one signed) where this engine holds all it
+names, each as that index describes it. It is loaded under a temporary
 name, read back (these very bytes), and only then are the tag and each alias moved to it, one at a time, each read
 back; at the first failure, or an interrupt before the first move, every name moved is moved back. Where no content
 store can be read (the classic store holds one platform's image under a name; a user without containerd's socket)
@@ -25,6 +26,7 @@ from typing import Any
 from torchimages.building.references import TEMP_REPOSITORY
 from torchimages.combination import Image
 from torchimages.engine import Engine, EngineError, manifests, shared_annotations
+from torchimages.problems import shown
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def stale(engine: Engine, first: Image, own: Mapping[str, str] | None = None) ->
             named.append(
                 f"{first.repository}:{name} names the {platform} image alone"
                 if platform
-                else f"{first.repository}:{name} still names {info.id}, written before, not an index of these images"
+                else f"{first.repository}:{name} still names {info.id}, which this run did not write"
             )
     return "here " + ", ".join(named) if named else ""
 
@@ -159,7 +161,7 @@ def write(
             if info is None:
                 return "", [f"{reference} is no longer here"]
             if info.id != verified:
-                return "", [f"{reference} names {info.id} now, not the image verified ({verified})"]
+                return "", [f"{reference} names {info.id} now, not the image verified or found up to date ({verified})"]
             raw = engine.stored_blob(info.id)
             if raw is None:
                 why = (
@@ -217,8 +219,22 @@ def _chosen(
     made = document(found, annotations)
     if served is None:
         return made, []
-    differs = read_back(served, served, found, "the registry's index")
-    return (served, []) if not differs else (made, [f"not the registry's index: {'; '.join(differs)}"])
+    differs = read_back(served, served, found, "the registry's index") or _described_otherwise(served, found)
+    if not differs:
+        return served, []
+    return made, [f"not the registry's index (it names what this engine does not hold as named): {'; '.join(differs)}"]
+
+
+def _described_otherwise(served: bytes, found: Sequence[Held]) -> list[str]:
+    """Where the registry's index describes a manifest otherwise (its size, its media type) than this engine holds
+    it (`found`'s descriptors, each checked against the content store)."""
+    held_here = {str(d["digest"]): d for image in found for d in image.descriptors}
+    problems = []
+    for entry in manifests.parse(served, "the registry's index").entries:
+        here = held_here.get(entry.digest)
+        if here is None or (here.get("size"), here.get("mediaType")) != (entry.size, entry.media_type):
+            problems.append(f"its {entry.digest} as a {entry.media_type} of {entry.size} bytes")
+    return problems
 
 
 def _loaded(
@@ -253,7 +269,7 @@ def _loaded(
     try:
         engine.remove_image(staged)
     except EngineError as exc:
-        said.append(f"the temporary name {staged} is left ({exc}): `docker rmi {staged}`")
+        said.append(f"the temporary name {staged} is left ({shown(str(exc))}): `docker rmi {staged}`")
     return problems, said
 
 

@@ -44,13 +44,14 @@ def publish(
     note: Callable[[str], None] | None = None,
     sources: Sequence[str] = (),
     attached: Mapping[str, Sequence[str]] | None = None,
+    published: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Make `repository:name` for each of `names` (the tag, then its aliases) name one index of exactly `wanted`
     (platform -> its image manifest's digest, each in `repository`) and the attestation manifests `attached` to
     them (a manifest's digest -> theirs), `annotations` on it, made from `sources` (default: the manifests; an
     image's own index brings its attestations): staged, checked, signed by `sign` (its digest -> problems), then
     moved. Where every name names such an index already, it is only signed. The problems (none: every name names
-    it); `note` hears where the temporary tag is left."""
+    it); `note` hears where the temporary tag is left, `published` the digest every name names once none is left."""
     try:
         before = {name: _digest_at(engine, f"{repository}:{name}") for name in names}
     except EngineError as exc:
@@ -61,7 +62,10 @@ def publish(
         and set(before.values()) == {now}  # every name names one index already
         and not _checked(engine, repository, f"{repository}@{now}", wanted, attached)[1]  # the one wanted
     ):
-        return _kept(f"{repository}:{names[0]}", now, sign, note)
+        problems = _kept(f"{repository}:{names[0]}", now, sign, note)
+        if not problems and published is not None:
+            published(now)
+        return problems
     staged = f"{repository}:{staging_tag(names[0])}"
     sources = list(sources) or [f"{repository}@{digest}" for digest in wanted.values()]
     problems = engine.create_index(repository, [staged.rsplit(":", 1)[1]], sources, annotations)
@@ -79,6 +83,8 @@ def publish(
         return [*problems, left(staged)]
     if note is not None:
         note(left(staged))
+    if published is not None:
+        published(digest)
     return []
 
 

@@ -9,6 +9,8 @@ rule: a user of the `docker` group may not, and reads `docker save`). TORCHIMAGE
 one to read instead.
 A blob counts only where its bytes hash to its digest, so a containerd other than the engine's (a remote engine,
 another namespace) can only fail to answer, never answer falsely; a caller then reads the image's `docker save`.
+(Asked whether a blob is there at all, as the local index asks of each manifest it names, a second containerd that
+holds it would answer for the engine's: the default sockets are the engine's own and the system's.)
 """
 
 from __future__ import annotations

@@ -378,7 +378,7 @@ def test_a_failed_platform_says_what_the_public_name_still_names_here(
     engine.add(ImageInfo(tag, "sha256:" + "0" * 64, {}, {}, "", ()))  # an earlier run's index
     engine.holds_by_platform["linux/arm64"] = engine.holds_by_platform["linux/amd64"]
     amd64, _ = run(engine, selection, tmp_path)
-    assert f"here {tag} still names sha256:{'0' * 64}, written before, not an index of these images" in amd64.detail
+    assert f"here {tag} still names sha256:{'0' * 64}, which this run did not write" in amd64.detail
 
 
 def written_twice(served: bytes | None = None) -> tuple[FakeEngine, list[str], tuple[str, list[str]]]:
@@ -409,7 +409,8 @@ def test_with_push_the_names_here_take_the_registrys_index_where_it_names_what_i
     other = registry.replace(ARM64_ATTESTATION.encode(), OTHER.encode())  # names what this engine does not hold
     engine, names, (said, problems) = written_twice(served=other)
     assert problems == [] and all(engine.ids[name] == digest(BOTH.encode()) for name in names)
-    assert f"not the registry's index: the registry's index lacks attestation {ARM64_ATTESTATION}" in said
+    assert "not the registry's index (it names what this engine does not hold as named)" in said
+    assert f"the registry's index lacks attestation {ARM64_ATTESTATION}" in said
 
 
 def test_an_index_the_store_does_not_give_back_moves_no_name(selection: list[plan.Selected], tmp_path: Path) -> None:
@@ -484,7 +485,8 @@ def test_write_refuses_a_platform_tag_that_names_another_image_than_the_one_veri
     engine.documents[digest(ARM64_OWN)] = ARM64_OWN
     said, problems = local_index.write(engine, image, {image: OTHER})
     assert said == "" and problems == [
-        f"{image.platform_reference} names {digest(ARM64_OWN)} now, not the image verified ({OTHER})"
+        f"{image.platform_reference} names {digest(ARM64_OWN)} now, "
+        f"not the image verified or found up to date ({OTHER})"
     ]
     assert engine.held_indexes == []
 
@@ -536,7 +538,7 @@ def test_a_registry_index_that_cannot_be_read_back_is_said_and_the_engines_is_ma
     read, publish, published = engine.manifest, index.publish, threading.Event()
 
     def unreadable(reference: str) -> bytes | None:
-        if published.is_set() and reference == public(selection)[0]:
+        if published.is_set() and reference.startswith(f"{REPOSITORY}@"):  # read by the digest staging heard
             raise EngineError("timed out")
         return read(reference)
 
@@ -550,7 +552,7 @@ def test_a_registry_index_that_cannot_be_read_back_is_said_and_the_engines_is_ma
     monkeypatch.setattr(index, "publish", publishing)
     outcomes = run(engine, selection, tmp_path, push=True)
     assert [o.status for o in outcomes] == ["built", "built"]
-    assert "the registry's index could not be read back (timed out): the engine's is made here" in outcomes[0].detail
+    assert "could not be read back (timed out): the engine's is made here" in outcomes[0].detail
 
 
 def test_a_temporary_name_left_by_a_failed_index_is_said(selection: list[plan.Selected], tmp_path: Path) -> None:
@@ -559,3 +561,72 @@ def test_a_temporary_name_left_by_a_failed_index_is_said(selection: list[plan.Se
     outcomes = run(engine, selection, tmp_path)
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert "loading refused" in outcomes[0].detail and "is left (device busy)" in outcomes[0].detail
+
+
+def test_a_registry_index_read_back_as_nothing_by_its_digest_is_said(
+    selection: list[plan.Selected], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = containerd_engine()
+    read, publish, published = engine.manifest, index.publish, threading.Event()
+
+    def gone(reference: str) -> bytes | None:
+        return None if published.is_set() and "@" in reference else read(reference)
+
+    def publishing(*args: object, **kwargs: object) -> list[str]:
+        try:
+            return publish(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            published.set()
+
+    engine.manifest = gone  # type: ignore[method-assign]
+    monkeypatch.setattr(index, "publish", publishing)
+    outcomes = run(engine, selection, tmp_path, push=True)
+    assert [o.status for o in outcomes] == ["built", "built"]
+    assert "read back as nothing: the engine's is made here" in outcomes[0].detail
+
+
+def test_a_registry_index_describing_a_manifest_otherwise_is_not_loaded_here() -> None:
+    other_size = BOTH.replace('"size":1234}', '"size":1}', 1).encode()  # the amd64 image manifest's size
+    engine, names, (said, problems) = written_twice(served=other_size)
+    assert problems == [] and all(engine.ids[name] == digest(BOTH.encode()) for name in names)
+    assert f"its {AMD64_MANIFEST} as a application/vnd.oci.image.manifest.v1+json of 1 bytes" in said
+
+
+def test_an_engine_error_is_one_line_where_it_is_said(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    remove = engine.remove_image
+
+    def refusing(reference: str) -> None:
+        if reference.startswith("torchimages-tmp/index:"):
+            raise EngineError("busy\n[9/9] FORGED: all images signed")
+        remove(reference)
+
+    engine.remove_image = refusing  # type: ignore[method-assign]
+    outcomes = run(engine, selection, tmp_path)
+    assert "\n[9/9] FORGED" not in outcomes[0].detail and "busy\\n[9/9] FORGED" in outcomes[0].detail
+
+
+def test_a_failed_index_says_what_the_public_names_still_name(selection: list[plan.Selected], tmp_path: Path) -> None:
+    engine = containerd_engine()
+    tag, _ = public(selection)
+    engine.add(ImageInfo(tag, "sha256:" + "0" * 64, {}, {}, "", ()))
+    engine.hold_error = EngineError("loading refused")
+    outcomes = run(engine, selection, tmp_path)
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert f"here {tag} still names sha256:{'0' * 64}, which this run did not write" in outcomes[0].detail
+
+
+def test_an_index_that_fails_its_checks_while_an_interrupt_waits_is_failed_not_interrupted(
+    selection: list[plan.Selected], tmp_path: Path
+) -> None:
+    engine = containerd_engine()
+    cancelled = threading.Event()
+    hold = engine.hold_index
+
+    def other_bytes(reference: str, document: bytes) -> None:
+        cancelled.set()
+        hold(reference, document.replace(b"arm64", b"amd64"))
+
+    engine.hold_index = other_bytes  # type: ignore[method-assign]
+    outcomes = Builder(engine, options(tmp_path), None, out=lambda _: None, cancelled=cancelled).build(selection)
+    assert [o.status for o in outcomes] == ["failed", "failed"] and "not the index loaded" in outcomes[0].detail
