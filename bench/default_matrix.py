@@ -10,7 +10,9 @@ fails is said with its exit status and the run goes on; the script exits 1 if an
 built (the devels left out do not count).
 
 Removes the public tags it builds (`torchimages/pytorch:<tag>` and their aliases, as `make build` makes them) and
-prunes BuildKit's whole cache after each combination (`docker builder prune -af`): a machine of one's own. With
+prunes BuildKit's whole cache after each combination (`docker builder prune -af`; the cache the engine still holds
+then is said: Docker 26 on the containerd store frees a removed image's build records only when it restarts): a
+machine of one's own. With
 `--keep` nothing is removed (the disk must then hold every image). Stopped (a signal), it passes SIGTERM to the
 running build.py, waits for its clean-up (printing what build.py said meanwhile), prints the table of the
 combinations measured so far and removes nothing more: that combination's tags and the build cache stay (a stop
@@ -198,6 +200,23 @@ def remove(repository: str, tags: Sequence[str]) -> None:
     subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True, check=False)
 
 
+def held_cache() -> str:
+    """The build cache the engine still holds after `docker builder prune -af` ("" where none, or unread): on
+    Docker 26's containerd image store, records of images already removed stay in use until the engine restarts
+    (measured: docs/benchmarks.md), so a prune frees their disk only then."""
+    found = subprocess.run(
+        ["docker", "system", "df", "--format", "{{json .}}"], capture_output=True, text=True, check=False
+    )
+    for line in found.stdout.splitlines() if found.returncode == 0 else ():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("Type") == "Build Cache" and row.get("Size") not in (None, "0B"):
+            return f"{printable(str(row.get('Size')))} of build cache held after the prune (the engine keeps it)"
+    return ""
+
+
 def main() -> int:
     parser = bench_cli.parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="the matrix (default: matrix.yaml)")
@@ -272,6 +291,8 @@ def run_all(
                     rows.append(Row(f"{name} (build.py)", f"exit {done.returncode}"))
             if not args.keep:
                 remove(repository, [*tags, *(shown for _, shown in images)])
+                if held := held_cache():
+                    print(f"  {held}", flush=True)
 
 
 if __name__ == "__main__":

@@ -268,3 +268,22 @@ def test_an_engines_words_are_one_escaped_line(capsys: pytest.CaptureFixture[str
         bench_cli.fail("x.py", "the engine says\n  a\x1b[2Jb\r\n")
     assert stopped.value.code == 2
     assert capsys.readouterr().err == "x.py: error: the engine says a\\x1b[2Jb\n"
+
+
+@pytest.mark.parametrize(
+    ("printed", "said"),
+    [
+        ('{"Type":"Images","Size":"1GB"}\n{"Type":"Build Cache","Size":"47.37GB","Reclaimable":"0B"}\n', "47.37GB"),
+        ('{"Type":"Build Cache","Size":"0B","Reclaimable":"0B"}\n', ""),
+        ("not json\n", ""),
+        ('{"Type":"Build Cache","Size":"1\\u001b[2JGB"}\n', "1\\x1b[2JGB"),
+    ],
+)
+def test_the_matrix_bench_says_the_build_cache_a_prune_left(
+    printed: str, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matrix = bench_module("default_matrix")
+    answer = subprocess.CompletedProcess(["docker"], 0, printed, "")
+    monkeypatch.setattr(matrix.subprocess, "run", lambda *args, **kwargs: answer)
+    found = matrix.held_cache()
+    assert (found.split(" of build cache")[0] if found else "") == said
