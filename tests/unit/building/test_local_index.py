@@ -22,9 +22,9 @@ from tests.unit.building.test_platforms_build import selection as selection
 from torchimages.building import index, local_index
 from torchimages.building.builder import Builder
 from torchimages.building.local_index import Held, NoIndex
-from torchimages.building.requests import BuildOptions, BuildRequest
+from torchimages.building.requests import BuildOptions
 from torchimages.combination import Image
-from torchimages.engine import EngineError, ImageInfo
+from torchimages.engine import BuildRequest, EngineError, ImageInfo
 from torchimages.planning import plan
 
 AMD64_MANIFEST = "sha256:" + "a" * 64
@@ -300,10 +300,10 @@ def test_an_alias_that_cannot_be_moved_puts_the_tag_back_and_says_so(
     engine.add(ImageInfo(f"{REPOSITORY}:dangling", old, {}, {}, "", ()))  # the engine keeps it once untagged
     real = engine.tag
 
-    def refusing(reference: str, repository: str, name: str) -> None:
-        if f"{repository}:{name}" == alias:
+    def refusing(reference: str, repository: str, tag: str) -> None:
+        if f"{repository}:{tag}" == alias:
             raise EngineError("refused")
-        real(reference, repository, name)
+        real(reference, repository, tag)
 
     engine.tag = refusing  # type: ignore[method-assign]
     outcomes = run(engine, selection, tmp_path)
@@ -341,10 +341,10 @@ def test_a_platform_tag_moved_after_its_verification_is_not_indexed(
     engine = containerd_engine()
     real = engine.tag
 
-    def moving(reference: str, repository: str, name: str) -> None:
-        real(reference, repository, name)
-        if name.endswith("-arm64"):  # meanwhile someone tags another image as the amd64 one
-            engine.ids[f"{repository}:{name.removesuffix('-arm64')}-amd64"] = "sha256:" + "f" * 64
+    def moving(reference: str, repository: str, tag: str) -> None:
+        real(reference, repository, tag)
+        if tag.endswith("-arm64"):  # meanwhile someone tags another image as the amd64 one
+            engine.ids[f"{repository}:{tag.removesuffix('-arm64')}-amd64"] = "sha256:" + "f" * 64
 
     engine.tag = moving  # type: ignore[method-assign]
     outcomes = run(engine, selection, tmp_path, push=True)
@@ -434,9 +434,9 @@ def test_a_name_that_does_not_name_the_index_once_moved_is_put_back(
     tag, alias = public(selection)
     real = engine.tag
 
-    def elsewhere(reference: str, repository: str, name: str) -> None:
-        real(reference, repository, name)
-        if f"{repository}:{name}" == alias:
+    def elsewhere(reference: str, repository: str, tag: str) -> None:
+        real(reference, repository, tag)
+        if f"{repository}:{tag}" == alias:
             engine.ids[alias] = OTHER  # the engine says it moved it, and names something else
 
     engine.tag = elsewhere  # type: ignore[method-assign]
@@ -496,10 +496,10 @@ def test_a_name_that_cannot_be_put_back_is_said_so(selection: list[plan.Selected
     tag, alias = public(selection)
     real_tag, real_remove = engine.tag, engine.remove_image
 
-    def refusing(reference: str, repository: str, name: str) -> None:
-        if f"{repository}:{name}" == alias:
+    def refusing(reference: str, repository: str, tag: str) -> None:
+        if f"{repository}:{tag}" == alias:
             raise EngineError("refused")
-        real_tag(reference, repository, name)
+        real_tag(reference, repository, tag)
 
     def stuck(reference: str) -> None:
         if reference == tag:
