@@ -312,13 +312,13 @@ def test_an_alias_that_cannot_be_moved_puts_the_tag_back_and_says_so(
     assert engine.ids[tag] == old and alias not in engine.images
 
 
-def keeping_temporary_names(engine: FakeEngine) -> FakeEngine:
-    """`engine`, refusing to remove the local index's temporary names."""
+def keeping_temporary_names(engine: FakeEngine, why: str = "device busy") -> FakeEngine:
+    """`engine`, refusing to remove the local index's temporary names (saying `why`)."""
     remove = engine.remove_image
 
     def refusing(reference: str) -> None:
         if reference.startswith("torchimages-tmp/index:"):
-            raise EngineError("device busy")
+            raise EngineError(why)
         remove(reference)
 
     engine.remove_image = refusing  # type: ignore[method-assign]
@@ -593,15 +593,7 @@ def test_a_registry_index_describing_a_manifest_otherwise_is_not_loaded_here() -
 
 
 def test_an_engine_error_is_one_line_where_it_is_said(selection: list[plan.Selected], tmp_path: Path) -> None:
-    engine = containerd_engine()
-    remove = engine.remove_image
-
-    def refusing(reference: str) -> None:
-        if reference.startswith("torchimages-tmp/index:"):
-            raise EngineError("busy\n[9/9] FORGED: all images signed")
-        remove(reference)
-
-    engine.remove_image = refusing  # type: ignore[method-assign]
+    engine = keeping_temporary_names(containerd_engine(), "busy\n[9/9] FORGED: all images signed")
     outcomes = run(engine, selection, tmp_path)
     assert "\n[9/9] FORGED" not in outcomes[0].detail and "busy\\n[9/9] FORGED" in outcomes[0].detail
 

@@ -227,12 +227,11 @@ def test_a_blob_named_for_two_layers_keeps_what_its_first_read_found() -> None:
     assert [f.key for f in result.findings] == ["/root/.netrc", "/root/.netrc"]
 
 
-def test_a_saved_image_whose_manifest_names_another_blob_for_a_layer_is_not_clean() -> None:
-    """The `docker save` path: manifest.json names the base's blob at both places, the configuration gives the
-    second place the netrc layer's diff_id; the blob read there is not that layer."""
+def base_named_twice(base: bytes) -> FakeEngine:
+    """An engine whose `docker save` of REFERENCE names the base's blob at both places of its manifest.json, its
+    configuration giving the second place the netrc layer's diff_id."""
     from tests.unit.security.test_layers import config_of, tar_of
 
-    base = layer(*BASE)
     config = config_of([base, WRITTEN])
     blob, config_name = f"blobs/sha256/{sha(base)[7:]}", f"blobs/sha256/{sha(config)[7:]}"
     entry = {"Config": config_name, "Layers": [blob, blob]}
@@ -240,6 +239,14 @@ def test_a_saved_image_whose_manifest_names_another_blob_for_a_layer_is_not_clea
     saved.archives[REFERENCE] = tar_of(
         [(blob, base), (config_name, config), ("manifest.json", json.dumps([entry]).encode())]
     )
+    return saved
+
+
+def test_a_saved_image_whose_manifest_names_another_blob_for_a_layer_is_not_clean() -> None:
+    """The `docker save` path: manifest.json names the base's blob at both places, the configuration gives the
+    second place the netrc layer's diff_id; the blob read there is not that layer."""
+    base = layer(*BASE)
+    saved = base_named_twice(base)
     result = layers.scan(saved, REFERENCE, [])
     assert not result.scanned
     assert f"layer 2 of 2 ({sha(WRITTEN)[:19]}) not read: its blob is named for two layers of other content" in (
@@ -250,20 +257,14 @@ def test_a_saved_image_whose_manifest_names_another_blob_for_a_layer_is_not_clea
 def test_a_cached_tar_blob_named_for_another_layer_of_a_save_is_not_clean(tmp_path: Path) -> None:
     """The same save with the base's layer in the scan cache: its tar is hashed as it streams past, and neither
     place passes as taken from the cache."""
-    from tests.unit.security.test_layers import config_of, docker_26_save, tar_of
+    from tests.unit.security.test_layers import docker_26_save
 
     cache = LayerCache(tmp_path / "cache" / layer_cache.FOLDER, 1 << 30)
     base = layer(*BASE)
     first = FakeEngine()
     first.archives[REFERENCE] = docker_26_save([base])
     assert layers.scan(first, REFERENCE, [], cache=cache).scanned
-    config = config_of([base, WRITTEN])
-    blob, config_name = f"blobs/sha256/{sha(base)[7:]}", f"blobs/sha256/{sha(config)[7:]}"
-    entry = {"Config": config_name, "Layers": [blob, blob]}
-    saved = FakeEngine()
-    saved.archives[REFERENCE] = tar_of(
-        [(blob, base), (config_name, config), ("manifest.json", json.dumps([entry]).encode())]
-    )
+    saved = base_named_twice(base)
     result = layers.scan(saved, REFERENCE, [], cache=cache)
     assert not result.scanned, result.note
     assert "not read: its blob is named for two layers of other content" in result.note
