@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gzip
 import json
 import os
 import re
@@ -15,11 +16,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from xml.etree import ElementTree
 import pytest
 from docker import errors as docker_errors
 
-from torchimages import compat, engine
+from torchimages import compat, engine, settings
 from torchimages.building import bootstrap, builder, references
 from torchimages.building.outcome import Outcome
 from torchimages.building.requests import BuildOptions
@@ -118,6 +120,63 @@ def assert_suites_passed_without_a_gpu(built: Built) -> None:
         assert any(r.startswith("no usable GPU") for r in reasons), reasons
         properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
         assert properties.get("gpu") == "none visible", properties
+
+
+class _Prefixed:
+    """A stream read after the bytes already taken from its head."""
+
+    def __init__(self, head: bytes, rest: Any) -> None:
+        self.head, self.rest = head, rest
+
+    def read(self, size: int = -1) -> bytes:
+        if not self.head:
+            return bytes(self.rest.read(size))
+        if size < 0:
+            taken, self.head = self.head + bytes(self.rest.read()), b""
+        else:
+            taken, self.head = self.head[:size], self.head[size:]
+        return taken
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What `docker save` wrote of some images, each file's content as the image's user would see it (a
+    gzip layer uncompressed): how many files, how many of them were gzip, and their bytes read in all."""
+
+    files: int
+    gzipped: int
+    size: int
+    found: tuple[bytes, ...]  # the needles found
+
+
+def search_saved(references: Sequence[str], needles: Sequence[bytes]) -> Saved:
+    """Search every file `docker save` writes of the images (layers, configuration, manifests) for the needles,
+    each layer read uncompressed: the containerd store saves its layers as the gzip blobs it stores, in whose
+    bytes no needle would ever show; the classic store saves uncompressed tars. A zstd layer fails the test
+    (this search cannot read it, and must not say it found nothing)."""
+    command = [settings.text("DOCKER") or "docker", "save", *references]
+    files = gzipped = size = 0
+    found: set[bytes] = set()
+    longest = max(map(len, needles))
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as saving:
+        assert saving.stdout is not None and saving.stderr is not None
+        with tarfile.open(fileobj=saving.stdout, mode="r|") as archive:
+            for member in archive:
+                stream = archive.extractfile(member) if member.isfile() else None
+                if stream is None:
+                    continue
+                head = stream.read(4)
+                assert head != b"\x28\xb5\x2f\xfd", f"{member.name}: a zstd layer, which this search cannot read"
+                source: Any = _Prefixed(head, stream)
+                if head[:2] == b"\x1f\x8b":
+                    source, gzipped = gzip.GzipFile(fileobj=source), gzipped + 1
+                files, tail = files + 1, b""
+                while chunk := source.read(8 * 1024 * 1024):
+                    found.update(n for n in needles if n in tail + chunk)
+                    tail, size = chunk[-longest:], size + len(chunk)
+        error = saving.stderr.read().decode(errors="replace")
+    assert saving.wait() == 0, f"docker save: {saving.returncode}: {error}"
+    return Saved(files, gzipped, size, tuple(n for n in needles if n in found))
 
 
 # find's test for a file whose group lacks a permission its owner has.
