@@ -701,15 +701,16 @@ def read_archive(
     secrets: Sequence[Secret],
     known: Mapping[str, Layer] | None = None,
     limits: Limits | None = None,
-    by_blob: Callable[[str], Layer | None] | None = None,
+    by_blob: Callable[[str], tuple[Layer, str] | None] | None = None,
 ) -> Archive:
     """Read a `docker save` archive as a stream: every member that is a tar (or gzip'd tar) is read as a
     layer; small other members are kept (manifest.json and the configuration). TarError when the archive
     itself is not read as the engine writes it (or breaks off), Exceeded past the image's bounds. With
     `known` (a cache's layers by diff_id; {}: a cache that holds none of them) each layer's bytes are hashed,
-    and a tar blob named by a known digest is only hashed, not read. `by_blob` (a cache's layers by the digest of
-    a compressed blob, kept where its tar was seen to hash to its diff_id: the containerd store saves the gzip
-    blobs it keeps) does the same for a gzip blob: only hashed, never unpacked."""
+    and a tar blob named by a known digest is only hashed, not read. `by_blob` (a cache's layer by the digest of a
+    compressed blob, with the diff_id its tar was seen to hash to when kept: the containerd store saves the gzip
+    blobs it keeps) does the same for a gzip blob: only hashed, never unpacked; that diff_id is the one its place
+    is then checked against (`checked_against`)."""
     limits = limits or Limits()
     image = Meter("the image", limits.image_seconds, limits.image_bytes)
     layers: dict[str, Layer] = {}
@@ -741,7 +742,7 @@ def read_archive(
         elif kind == "gzip" and by_blob is not None and named is not None and (hit := by_blob(named)) is not None:
             compressed[name] = _drained(Metered(data, (), hashed=True))  # the compressed bytes: its name's digest
             if compressed[name] == named:
-                layers[name] = hit
+                layers[name], digests[name] = hit  # its tar's digest, as the cache saw it
                 cached.add(name)
             else:
                 layers[name] = Layer(problem="its content does not match its digest")
@@ -848,9 +849,8 @@ def layer_order(archive: Archive) -> Order:
 def checked_against(archive: Archive, order: Order) -> Archive:
     """The archive with each layer read whose tar is not the diff_id the configuration names at its place marked
     not read (what it held is still said): the save's manifest.json may name any blob for a layer. Nothing is
-    checked where the configuration names no diff_ids (the order then has the blobs' own names), nor for a gzip
-    blob taken from the scan cache by its compressed digest (no tar is hashed there, and the cache does not keep
-    the diff_id it was seen to hash to)."""
+    checked where the configuration names no diff_ids (the order then has the blobs' own names). A gzip blob taken
+    from the scan cache by its compressed digest is checked with the diff_id its tar hashed to when it was kept."""
     if not order.from_config:
         return archive
     layers = dict(archive.layers)
@@ -858,7 +858,7 @@ def checked_against(archive: Archive, order: Order) -> Archive:
     for name, diff_id in zip(order.names, order.digests, strict=True):
         places.setdefault(name, set()).add(diff_id)
     for name, diff_ids in places.items():
-        layer, digest = layers.get(name), archive.digests.get(name)  # no digest: a gzip blob taken from the cache
+        layer, digest = layers.get(name), archive.digests.get(name)
         if layer is None or layer.problem or digest is None:
             continue
         if len(diff_ids) > 1:
@@ -950,6 +950,7 @@ def scan(
     from there (`read_stored`: only those not kept), not from its `docker save`."""
     build_secrets = secrets_of(secrets)
     known: dict[str, Layer] | None = None
+    diff_ids: tuple[str, ...] = ()
     if cache is not None:
         info = engine.inspect(reference)
         diff_ids = info.layers if info is not None else ()
@@ -966,7 +967,7 @@ def scan(
             keep(cache, build_secrets, archive, order)
         return _result(archive, order)
     try:
-        by_blob = (lambda blob: cache.get(blob, build_secrets)) if cache is not None else None
+        by_blob = _by_blob(cache, build_secrets, diff_ids) if cache is not None else None
         with engine.exported(reference, cancelled) as stream:
             archive = read_archive(stream, build_secrets, known, limits, by_blob)
     except (TarError, Exceeded) as exc:
@@ -981,11 +982,32 @@ def scan(
     return _result(archive, order)
 
 
+def blob_key(blob: str, diff_id: str) -> str:
+    """The cache's key for a compressed blob whose tar was seen to hash to `diff_id`."""
+    return f"{blob} {diff_id}"
+
+
+def _by_blob(
+    cache: Cache, secrets: Sequence[Secret], diff_ids: Sequence[str]
+) -> Callable[[str], tuple[Layer, str] | None]:
+    """The cache's layer for a compressed blob whose tar was seen to hash to one of the image's diff_ids, with
+    that diff_id."""
+
+    def found(blob: str) -> tuple[Layer, str] | None:
+        for diff_id in dict.fromkeys(diff_ids):
+            if (layer := cache.get(blob_key(blob, diff_id), secrets)) is not None:
+                return layer, diff_id
+        return None
+
+    return found
+
+
 def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order) -> None:
     """Put each layer read (not from the cache, no problem) in the cache under its diff_id, when its bytes
     were seen to hash to it; a compressed blob's (`/blobs/sha256/<hex>` whose name is not its diff_id: a gzip
-    layer the containerd store saved) under its name as well, where its compressed bytes were seen to hash to that
-    name, so the next image that holds it only hashes it."""
+    layer the containerd store saved) under its name and that diff_id as well (`blob_key`), where its compressed
+    bytes were seen to hash to that name, so the next image that holds it at a place of that diff_id only hashes
+    it."""
     for name, digest in dict(zip(order.names, order.digests, strict=True)).items():
         layer = archive.layers.get(name)
         if (
@@ -996,7 +1018,7 @@ def keep(cache: Cache, secrets: Sequence[Secret], archive: Archive, order: Order
         ):
             cache.put(digest, secrets, layer)
             if (blob := _blob_digest(name)) is not None and blob != digest and archive.compressed.get(name) == blob:
-                cache.put(blob, secrets, layer)
+                cache.put(blob_key(blob, digest), secrets, layer)
 
 
 def link_notes(archive: Archive, order: Order) -> tuple[list[str], int]:

@@ -196,9 +196,34 @@ def test_a_gzip_blob_whose_content_is_not_its_name_is_not_taken_from_the_cache(c
     scan(engine, cache)
     other = gzip.compress(layer(("etc/x", b"x")), mtime=0)  # under the cached blob's name: other bytes
     blobs = [(sha(shared_gz), other), (sha(own_gz), own_gz)]
-    add(engine, [layer(("etc/x", b"x")), own], oci(blobs, [sha(layer(("etc/x", b"x"))), sha(own)]), "lie:1")
+    add(engine, [shared, own], oci(blobs, [sha(shared), sha(own)]), "lie:1")  # the cached layer's place
     lying = scan(engine, cache, "lie:1")
     assert not lying.scanned and "its content does not match its digest" in lying.note
+
+
+def test_a_cached_gzip_blob_named_for_another_layer_of_a_save_is_not_clean(cache: LayerCache) -> None:
+    """A save whose manifest names a gzip blob the cache holds (its bytes are its name) at a place whose diff_id,
+    in the configuration and inspect, is another layer's: the blob's tar is not that layer, and the scan says so
+    instead of taking the cached clean result for it."""
+    clean, secret = layer(("etc/motd", b"hello")), layer(("root/.netrc", NETRC))
+    clean_gz = gzip.compress(clean, mtime=0)
+    engine = engine_with([clean], oci([(sha(clean_gz), clean_gz)], [sha(clean)]))
+    assert scan(engine, cache).scanned
+    add(engine, [secret], oci([(sha(clean_gz), clean_gz)], [sha(secret)]), "other:1")
+    other = scan(engine, cache, "other:1")
+    assert not other.scanned and "layer 1 of 1" in other.note, other.note
+    assert "its content is not the layer its configuration names" in other.note
+
+
+def test_a_cached_gzip_blob_is_kept_with_the_diff_id_its_tar_hashed_to(cache: LayerCache) -> None:
+    """The entry for a gzip blob is keyed by the blob and its tar's digest together: the blob's name alone finds
+    nothing, and the pair finds the layer."""
+    plain = layer(("home/u/.netrc", NETRC))
+    packed = gzip.compress(plain, mtime=0)
+    scan(engine_with([plain], oci([(sha(packed), packed)], [sha(plain)])), cache)
+    assert layer_cache.load(cache, sha(packed), ()) is None
+    kept = layer_cache.load(cache, f"{sha(packed)} {sha(plain)}", ())
+    assert kept is not None and [hit.path for hit in kept.hits] == ["/home/u/.netrc"]
 
 
 # --- what the key holds ---------------------------------------------------------------------------------------
