@@ -155,8 +155,11 @@ def test_the_tag_is_the_digest_of_every_file_of_the_context(tmp_path: Path) -> N
 
 
 def test_the_scan_script_wraps_syfts_document_in_an_in_toto_statement(tmp_path: Path) -> None:
-    """BuildKit's protocol: the statement (SPDX predicate) at $BUILDKIT_SCAN_DESTINATION/<source's name>.spdx.json,
-    nothing else left there; a failing syft fails the script. `busybox` and `syft` are stand-ins on PATH."""
+    """BuildKit's protocol: the statement (SPDX predicate) in a `.spdx.json` file of $BUILDKIT_SCAN_DESTINATION,
+    nothing else left there; a failing syft fails the script. `busybox` and `syft` are stand-ins on PATH. The file is
+    not named for the source (`sbom`, BuildKit's core SBOM): the part of its name before the first dot, which
+    BuildKit compares with the core's name, is another, so BuildKit does not read every layer again at export to
+    add each file's layer."""
     bin_dir, source, out, tmp = tmp_path / "bin", tmp_path / "src" / "sbom", tmp_path / "out", tmp_path / "tmp"
     for folder in (bin_dir, source, out, tmp):
         folder.mkdir(parents=True)
@@ -176,14 +179,14 @@ def test_the_scan_script_wraps_syfts_document_in_an_in_toto_statement(tmp_path: 
     }
     done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert [p.name for p in out.iterdir()] == ["sbom.spdx.json"] and not list(tmp.iterdir())
-    statement = json.loads((out / "sbom.spdx.json").read_text())
+    assert [p.name for p in out.iterdir()] == ["syft-sbom.spdx.json"] and not list(tmp.iterdir())
+    statement = json.loads((out / "syft-sbom.spdx.json").read_text())
     assert statement == {
         "_type": "https://in-toto.io/Statement/v0.1",
         "predicateType": "https://spdx.dev/Document",
         "predicate": document,
     }
     write(bin_dir / "syft", b"#!/bin/sh\nexit 3\n")
-    (out / "sbom.spdx.json").unlink()
+    (out / "syft-sbom.spdx.json").unlink()
     failed = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=False)
     assert failed.returncode == 3 and not list(out.iterdir())
