@@ -215,6 +215,20 @@ def test_a_cached_gzip_blob_named_for_another_layer_of_a_save_is_not_clean(cache
     assert "its content is not the layer its configuration names" in other.note
 
 
+def test_a_cached_gzip_blob_at_a_place_the_saved_configuration_names_otherwise_is_not_clean(cache: LayerCache) -> None:
+    """inspect names the cached blob's layer (so the cache answers for the blob), but the save's own configuration
+    names another layer at that place: the place is checked against the diff_id the cache saw, and is not clean."""
+    clean, secret, other = layer(("etc/motd", b"hello")), layer(("root/.netrc", NETRC)), layer(("etc/x", b"x"))
+    clean_gz, other_gz = gzip.compress(clean, mtime=0), gzip.compress(other, mtime=0)
+    engine = engine_with([clean], oci([(sha(clean_gz), clean_gz)], [sha(clean)]))
+    assert scan(engine, cache).scanned
+    saved = oci([(sha(clean_gz), clean_gz), (sha(other_gz), other_gz)], [sha(secret), sha(other)])
+    add(engine, [clean, other], saved, "liar:1")  # inspect: the clean layer, then one the cache does not hold
+    liar = scan(engine, cache, "liar:1")
+    assert not liar.scanned and "layer 1 of 2" in liar.note, liar.note
+    assert "its content is not the layer its configuration names" in liar.note
+
+
 def test_a_cached_gzip_blob_is_kept_with_the_diff_id_its_tar_hashed_to(cache: LayerCache) -> None:
     """The entry for a gzip blob is keyed by the blob and its tar's digest together: the blob's name alone finds
     nothing, and the pair finds the layer."""
