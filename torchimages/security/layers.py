@@ -705,7 +705,8 @@ def read_archive(
 ) -> Archive:
     """Read a `docker save` archive as a stream: every member that is a tar (or gzip'd tar) is read as a
     layer; small other members are kept (manifest.json and the configuration). TarError when the archive
-    itself is not read as the engine writes it (or breaks off), Exceeded past the image's bounds. With
+    itself is not read as the engine writes it (or breaks off, or names a file twice), Exceeded past the image's
+    bounds. With
     `known` (a cache's layers by diff_id; {}: a cache that holds none of them) each layer's bytes are hashed,
     and a tar blob named by a known digest is only hashed, not read. `by_blob` (a cache's layer by the digest of a
     compressed blob, with the diff_id its tar was seen to hash to when kept: the containerd store saves the gzip
@@ -720,9 +721,14 @@ def read_archive(
     compressed: dict[str, str] = {}
     cached: set[str] = set()
     kept_bytes = 0
+    names: set[str] = set()
     saved = TarStream(Metered(stream, (image,)))
     for entry in saved:
         name = image_path(entry.name)
+        if entry.type in ("0", "1", "2"):  # a save names each file once: a second one would replace what the first held
+            if name in names:
+                raise TarError(f"{cut(name)} is in the archive twice")
+            names.add(name)
         if entry.type in ("1", "2"):
             links[name] = _link_target(entry)
             continue

@@ -286,3 +286,29 @@ def test_a_saved_layer_whose_tar_is_not_its_diff_id_is_not_clean() -> None:
     assert not result.scanned
     assert "layer 2 of 2" in result.note and "its content is not the layer its configuration names" in result.note
     assert [f.key for f in result.findings] == ["/root/.netrc"], "what it held is still said"
+
+
+@pytest.mark.parametrize("twice", ["layer", "link", "manifest"])
+def test_a_save_that_names_a_file_twice_is_not_read(twice: str) -> None:
+    """A second member of a name would replace what the first held (a layer holding a netrc, then a clean one under
+    the same name; two manifest.json): the save is not read, whichever comes last."""
+    from tests.unit.security.test_layers import config_of, tar_of
+
+    base, secret = layer(*BASE), layer(("root/.netrc", NETRC))
+    config = config_of([base])
+    blob, config_name = f"blobs/sha256/{sha(base)[7:]}", f"blobs/sha256/{sha(config)[7:]}"
+    manifest = json.dumps([{"Config": config_name, "Layers": [blob]}]).encode()
+    firsts: dict[str, list[tuple[str, bytes | str]]] = {
+        "layer": [(blob, secret)],
+        "link": [("old/layer.tar", blob)],
+        "manifest": [("manifest.json", json.dumps([{"Config": config_name, "Layers": []}]).encode())],
+    }
+    first = firsts[twice]
+    second: list[tuple[str, bytes | str]] = [("old/layer.tar", blob)] if twice == "link" else []
+    saved = FakeEngine()
+    saved.archives[REFERENCE] = tar_of(
+        [*first, (blob, base), *second, (config_name, config), ("manifest.json", manifest)]
+    )
+    result = layers.scan(saved, REFERENCE, [])
+    assert not result.scanned and result.findings == ()
+    assert "the exported image could not be read: " in result.note and "is in the archive twice" in result.note
