@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -140,23 +141,27 @@ class _Prefixed:
 
 @dataclass(frozen=True)
 class Saved:
-    """What `docker save` wrote of some images, each file's content as the image's user would see it (a
-    gzip layer uncompressed): how many files, how many of them were gzip, and their bytes read in all."""
+    """What `docker save` wrote of some images, each file read as its content (a gzip layer uncompressed): how many
+    files, how many of them were gzip, their bytes read in all, the sha256 of each file's content read (a layer's is
+    its diff_id), and the needles found."""
 
     files: int
     gzipped: int
     size: int
-    found: tuple[bytes, ...]  # the needles found
+    digests: frozenset[str]
+    found: tuple[bytes, ...]
 
 
 def search_saved(references: Sequence[str], needles: Sequence[bytes]) -> Saved:
     """Search every file `docker save` writes of the images (layers, configuration, manifests) for the needles,
     each layer read uncompressed: the containerd store saves its layers as the gzip blobs it stores, in whose
-    bytes no needle would ever show; the classic store saves uncompressed tars. A zstd layer fails the test
-    (this search cannot read it, and must not say it found nothing)."""
+    bytes no needle would ever show; the classic store saves uncompressed tars. A zstd layer fails the test.
+    The caller checks that every layer was read whole (`layers_read`: each diff_id among the digests). A needle
+    inside a file a layer holds compressed (a .gz, a wheel) is not looked for."""
     command = [settings.text("DOCKER") or "docker", "save", *references]
     files = gzipped = size = 0
     found: set[bytes] = set()
+    digests: set[str] = set()
     longest = max(map(len, needles))
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as saving:
         assert saving.stdout is not None and saving.stderr is not None
@@ -170,13 +175,21 @@ def search_saved(references: Sequence[str], needles: Sequence[bytes]) -> Saved:
                 source: Any = _Prefixed(head, stream)
                 if head[:2] == b"\x1f\x8b":
                     source, gzipped = gzip.GzipFile(fileobj=source), gzipped + 1
-                files, tail = files + 1, b""
+                files, tail, hashed = files + 1, b"", hashlib.sha256()
                 while chunk := source.read(8 * 1024 * 1024):
                     found.update(n for n in needles if n in tail + chunk)
                     tail, size = chunk[-longest:], size + len(chunk)
+                    hashed.update(chunk)
+                digests.add("sha256:" + hashed.hexdigest())
         error = saving.stderr.read().decode(errors="replace")
     assert saving.wait() == 0, f"docker save: {saving.returncode}: {error}"
-    return Saved(files, gzipped, size, tuple(n for n in needles if n in found))
+    return Saved(files, gzipped, size, frozenset(digests), tuple(n for n in needles if n in found))
+
+
+def layers_read(client: Any, references: Sequence[str], saved: Saved) -> None:
+    """Every layer of the images (inspect's diff_ids) was read whole and uncompressed by `search_saved`."""
+    diff_ids = {d for r in references for d in client.images.get(r).attrs["RootFS"]["Layers"]}
+    assert diff_ids and diff_ids <= saved.digests, sorted(diff_ids - saved.digests)
 
 
 # find's test for a file whose group lacks a permission its owner has.

@@ -22,6 +22,7 @@ from .conftest import (
     assert_suites_passed_without_a_gpu,
     assert_torch_compile_works_on_cpu,
     build_a_lie,
+    layers_read,
     own_temporary,
     remove_repository,
     run_cli,
@@ -94,9 +95,10 @@ def test_uv_installed_the_venv_and_left_nothing_of_itself_its_cache_or_its_secre
         image = docker_client.images.get(built.image(flavor).reference)
         history = "\n".join(str(entry.get("CreatedBy", "")) for entry in image.history())
         assert marker.decode() not in history and "127.0.0.1" not in history and "bash /mnt/venv.sh" in history
-    # every layer read uncompressed (the containerd store saves gzip blobs): over 1 GB of torch and its venv
-    saved = search_saved([built.image(f).reference for f in ("runtime", "devel")], [marker, step])
-    assert saved.size > 1 << 30 and saved.files >= 10, saved
+    # every layer read whole and uncompressed (the containerd store saves gzip blobs)
+    images = [built.image(f).reference for f in ("runtime", "devel")]
+    saved = search_saved(images, [marker, step])
+    layers_read(docker_client, images, saved)
     assert saved.found == (), f"found in a layer of runtime or devel (the CA bundle, a step script): {saved.found}"
 
 

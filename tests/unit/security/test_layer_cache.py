@@ -203,8 +203,8 @@ def test_a_gzip_blob_whose_content_is_not_its_name_is_not_taken_from_the_cache(c
 
 def test_a_cached_gzip_blob_named_for_another_layer_of_a_save_is_not_clean(cache: LayerCache) -> None:
     """A save whose manifest names a gzip blob the cache holds (its bytes are its name) at a place whose diff_id,
-    in the configuration and inspect, is another layer's: the blob's tar is not that layer, and the scan says so
-    instead of taking the cached clean result for it."""
+    in the configuration and inspect, is another layer's: the cache does not answer for the blob (its entry is
+    keyed by the diff_id its tar hashed to), so it is read, and the scan says it is not that layer."""
     clean, secret = layer(("etc/motd", b"hello")), layer(("root/.netrc", NETRC))
     clean_gz = gzip.compress(clean, mtime=0)
     engine = engine_with([clean], oci([(sha(clean_gz), clean_gz)], [sha(clean)]))
