@@ -2,8 +2,9 @@
 entries), kept by the layer's digest so that a layer is read once, whichever image holds it.
 
 An entry's key is the layer's diff_id (the sha256 of its uncompressed tar, which the scan verifies before it
-keeps or reuses an entry), the rules' digest (RULES: leaks.py, content.py, tarstream.py and layers.py, this
-format and the Python version: any change to the rules or to how a layer is read makes every entry a miss)
+keeps or reuses an entry; or a compressed blob's digest with that diff_id, layers.blob_key), the rules' digest
+(RULES, this format and the Python version: any change to the rules or to how a layer is read makes every entry a
+miss)
 and the secrets' digest (the build's secrets: a hit names one).
 A layer that could not be read (`problem`) is never kept.
 
