@@ -141,13 +141,9 @@ class _Prefixed:
 
 @dataclass(frozen=True)
 class Saved:
-    """What `docker save` wrote of some images, each file read as its content (a gzip layer uncompressed): how many
-    files, how many of them were gzip, their bytes read in all, the sha256 of each file's content read (a layer's is
-    its diff_id), and the needles found."""
+    """What `docker save` wrote of some images, each file read as its content (a gzip layer uncompressed): the
+    sha256 of each file's content (a layer's is its diff_id), and the needles found."""
 
-    files: int
-    gzipped: int
-    size: int
     digests: frozenset[str]
     found: tuple[bytes, ...]
 
@@ -159,7 +155,6 @@ def search_saved(references: Sequence[str], needles: Sequence[bytes]) -> Saved:
     The caller checks that every layer was read whole (`layers_read`: each diff_id among the digests). A needle
     inside a file a layer holds compressed (a .gz, a wheel) is not looked for."""
     command = [settings.text("DOCKER") or "docker", "save", *references]
-    files = gzipped = size = 0
     found: set[bytes] = set()
     digests: set[str] = set()
     longest = max(map(len, needles))
@@ -174,16 +169,16 @@ def search_saved(references: Sequence[str], needles: Sequence[bytes]) -> Saved:
                 assert head != b"\x28\xb5\x2f\xfd", f"{member.name}: a zstd layer, which this search cannot read"
                 source: Any = _Prefixed(head, stream)
                 if head[:2] == b"\x1f\x8b":
-                    source, gzipped = gzip.GzipFile(fileobj=source), gzipped + 1
-                files, tail, hashed = files + 1, b"", hashlib.sha256()
+                    source = gzip.GzipFile(fileobj=source)
+                tail, hashed = b"", hashlib.sha256()
                 while chunk := source.read(8 * 1024 * 1024):
                     found.update(n for n in needles if n in tail + chunk)
-                    tail, size = chunk[-longest:], size + len(chunk)
+                    tail = chunk[-longest:]
                     hashed.update(chunk)
                 digests.add("sha256:" + hashed.hexdigest())
         error = saving.stderr.read().decode(errors="replace")
     assert saving.wait() == 0, f"docker save: {saving.returncode}: {error}"
-    return Saved(files, gzipped, size, frozenset(digests), tuple(n for n in needles if n in found))
+    return Saved(frozenset(digests), tuple(n for n in needles if n in found))
 
 
 def layers_read(client: Any, references: Sequence[str], saved: Saved) -> None:

@@ -157,11 +157,14 @@ def test_the_sbom_lists_os_packages_the_venv_and_the_interpreter(built: Built) -
         }
         converted = {(c["name"], c.get("version")) for c in sbom["components"] if c["type"] == "library"}
         assert converted == listed, converted ^ listed
-        # attached as syft wrote it: BuildKit did not read every layer again at export to add a `layerID:` comment
-        # to each file (sbom_generator.OUTPUT is not BuildKit's core SBOM)
+        # syft's content: BuildKit did not read every layer again at export to add a `layerID:` comment
+        # to each file, nor name itself a creator (sbom_generator.OUTPUT is not BuildKit's core SBOM)
         files = spdx.get("files") or []
         assert len(files) > 1000, len(files)  # syft lists the files packages own
         assert not [f["fileName"] for f in files if "layerID" in f.get("comment", "")][:3]
+        creators = spdx["creationInfo"]["creators"]
+        assert any(c.startswith("Tool: syft-") for c in creators), creators
+        assert not [c for c in creators if c.startswith("Tool: buildkit")], creators
         (said,) = [p["value"] for p in sbom["metadata"]["properties"] if p["name"] == "torchimages:sbom:source"]
         statement, about = image["sbom_statement"], r"about its linux/amd64 manifest sha256:[0-9a-f]{64}"
         made_from = rf"converted from the image's SPDX SBOM attestation \(in-toto statement {statement}\) {about}"

@@ -10,6 +10,7 @@ import gzip
 import io
 import json
 import random
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -288,27 +289,48 @@ def test_a_saved_layer_whose_tar_is_not_its_diff_id_is_not_clean() -> None:
     assert [f.key for f in result.findings] == ["/root/.netrc"], "what it held is still said"
 
 
-@pytest.mark.parametrize("twice", ["layer", "link", "manifest"])
+@pytest.mark.parametrize("twice", ["layer", "symlink", "hard link", "manifest", "manifest last"])
 def test_a_save_that_names_a_file_twice_is_not_read(twice: str) -> None:
     """A second member of a name would replace what the first held (a layer holding a netrc, then a clean one under
-    the same name; two manifest.json): the save is not read, whichever comes last."""
-    from tests.unit.security.test_layers import config_of, tar_of
+    the same name; a link twice; a manifest.json naming no layer before or after the true one): the save is not
+    read, whichever comes last."""
+    from tests.unit.security.test_layers import config_of
 
     base, secret = layer(*BASE), layer(("root/.netrc", NETRC))
     config = config_of([base])
     blob, config_name = f"blobs/sha256/{sha(base)[7:]}", f"blobs/sha256/{sha(config)[7:]}"
     manifest = json.dumps([{"Config": config_name, "Layers": [blob]}]).encode()
-    firsts: dict[str, list[tuple[str, bytes | str]]] = {
-        "layer": [(blob, secret)],
-        "link": [("old/layer.tar", blob)],
-        "manifest": [("manifest.json", json.dumps([{"Config": config_name, "Layers": []}]).encode())],
+    empty = json.dumps([{"Config": config_name, "Layers": []}]).encode()
+    cases: dict[str, list[tuple[str, bytes | tuple[bytes, str]]]] = {
+        "layer": [(blob, secret), (blob, base), ("manifest.json", manifest)],
+        "symlink": [
+            (blob, base),
+            ("old/layer.tar", (tarfile.SYMTYPE, blob)),
+            ("old/layer.tar", (tarfile.SYMTYPE, blob)),
+        ],
+        "hard link": [
+            (blob, base),
+            ("old/layer.tar", (tarfile.LNKTYPE, blob)),
+            ("old/layer.tar", (tarfile.LNKTYPE, blob)),
+        ],
+        "manifest": [(blob, base), ("manifest.json", empty), ("manifest.json", manifest)],
+        "manifest last": [(blob, base), ("manifest.json", manifest), ("manifest.json", empty)],
     }
-    first = firsts[twice]
-    second: list[tuple[str, bytes | str]] = [("old/layer.tar", blob)] if twice == "link" else []
+    members = cases[twice]
+    if not twice.startswith("manifest") and twice != "layer":
+        members.append(("manifest.json", manifest))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in [*members, (config_name, config)]:
+            info = tarfile.TarInfo(name)
+            if isinstance(data, tuple):
+                info.type, info.linkname = data
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
     saved = FakeEngine()
-    saved.archives[REFERENCE] = tar_of(
-        [*first, (blob, base), *second, (config_name, config), ("manifest.json", manifest)]
-    )
+    saved.archives[REFERENCE] = out.getvalue()
     result = layers.scan(saved, REFERENCE, [])
     assert not result.scanned and result.findings == ()
     assert "the exported image could not be read: " in result.note and "is in the archive twice" in result.note
