@@ -13,6 +13,8 @@ that uses the shared build outside SHARED_MODULES is refused at collection: it w
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
@@ -76,3 +78,17 @@ class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid)
+
+    def _reschedule(self, node: Any) -> None:
+        """xdist's, but a worker gets its next group only when at most one test of its own is left (xdist: two). A
+        worker holds its last test until it knows the next one, so one is the least that keeps it going; at two, a
+        group of two long tests (the arm64 build) took the next long group (Ubuntu 22.04) behind it as it started,
+        while the other worker, busy then, later ran out of work (a `.ci/run`, 2026-12-08: docs/benchmarks.md)."""
+        if node.shutting_down:
+            return
+        if not self.workqueue:
+            node.shutdown()
+            return
+        if self._pending_of(self.assigned_work[node]) > 1:
+            return
+        self._assign_work_unit(node)

@@ -71,3 +71,30 @@ def test_the_scheduler_scopes_by_group() -> None:
     scheduler = scheduling.GroupScheduling.__new__(scheduling.GroupScheduling)
     assert scheduler._split_scope("tests/e2e/test_clusters.py::test_x") == "cpu-shared"
     assert scheduler._split_scope("tests/unit/a/test_b.py::test_c") == "unit"
+
+
+class Node:
+    def __init__(self) -> None:
+        self.shutting_down, self.shut = False, False
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+def test_a_worker_gets_its_next_group_only_with_one_test_of_its_own_left() -> None:
+    """Two tests left (the arm64 group's build and its second test): no next group yet; one left: the next group;
+    none in the queue: the worker is shut down."""
+    scheduler = scheduling.GroupScheduling.__new__(scheduling.GroupScheduling)
+    node = Node()
+    given: list[Node] = []
+    scheduler.workqueue = {"test_ubuntu_jammy": {"tests/e2e/test_ubuntu_jammy.py::test_a": False}}
+    scheduler.assigned_work = {node: {"test_arm64": {"a::build": False, "a::push": False}}}
+    scheduler._assign_work_unit = given.append
+    scheduler._reschedule(node)
+    assert given == []
+    scheduler.assigned_work[node]["test_arm64"]["a::build"] = True
+    scheduler._reschedule(node)
+    assert given == [node] and not node.shut
+    scheduler.workqueue = {}
+    scheduler._reschedule(node)
+    assert node.shut
