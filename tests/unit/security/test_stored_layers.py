@@ -307,21 +307,20 @@ def test_a_save_that_names_a_file_twice_is_not_read(twice: str) -> None:
             (blob, base),
             ("old/layer.tar", (tarfile.SYMTYPE, blob)),
             ("old/layer.tar", (tarfile.SYMTYPE, blob)),
+            ("manifest.json", manifest),
         ],
         "hard link": [
             (blob, base),
             ("old/layer.tar", (tarfile.LNKTYPE, blob)),
             ("old/layer.tar", (tarfile.LNKTYPE, blob)),
+            ("manifest.json", manifest),
         ],
         "manifest": [(blob, base), ("manifest.json", empty), ("manifest.json", manifest)],
         "manifest last": [(blob, base), ("manifest.json", manifest), ("manifest.json", empty)],
     }
-    members = cases[twice]
-    if not twice.startswith("manifest") and twice != "layer":
-        members.append(("manifest.json", manifest))
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, data in [*members, (config_name, config)]:
+        for name, data in [*cases[twice], (config_name, config)]:
             info = tarfile.TarInfo(name)
             if isinstance(data, tuple):
                 info.type, info.linkname = data
