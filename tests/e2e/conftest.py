@@ -38,6 +38,7 @@ from torchimages.building.requests import BuildOptions
 from torchimages.building.wheels import WheelSources
 from torchimages.combination import Combination, Image
 from torchimages.planning import plan
+from torchimages.security.layers import Prefixed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,22 +124,6 @@ def assert_suites_passed_without_a_gpu(built: Built) -> None:
         assert properties.get("gpu") == "none visible", properties
 
 
-class _Prefixed:
-    """A stream read after the bytes already taken from its head."""
-
-    def __init__(self, head: bytes, rest: Any) -> None:
-        self.head, self.rest = head, rest
-
-    def read(self, size: int = -1) -> bytes:
-        if not self.head:
-            return bytes(self.rest.read(size))
-        if size < 0:
-            taken, self.head = self.head + bytes(self.rest.read()), b""
-        else:
-            taken, self.head = self.head[:size], self.head[size:]
-        return taken
-
-
 @dataclass(frozen=True)
 class Saved:
     """What `docker save` wrote of some images, each file read as its content (a gzip layer uncompressed): the
@@ -167,7 +152,7 @@ def search_saved(references: Sequence[str], needles: Sequence[bytes]) -> Saved:
                     continue
                 head = stream.read(4)
                 assert head != b"\x28\xb5\x2f\xfd", f"{member.name}: a zstd layer, which this search cannot read"
-                source: Any = _Prefixed(head, stream)
+                source: Any = Prefixed(head, stream)
                 if head[:2] == b"\x1f\x8b":
                     source = gzip.GzipFile(fileobj=source)
                 tail, hashed = b"", hashlib.sha256()
