@@ -81,9 +81,10 @@ class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
 
     def _reschedule(self, node: Any) -> None:
         """xdist's, but a worker gets its next group only when at most one test of its own is left (xdist: two). A
-        worker holds its last test until it knows the next one, so one is the least that keeps it going; at two, a
-        group of two long tests (the arm64 build) took the next long group (Ubuntu 22.04) behind it as it started,
-        while the other worker, busy then, later ran out of work (a `.ci/run`, 2026-12-08: docs/benchmarks.md)."""
+        worker holds its last test until it knows the next one, so one is the least that keeps it going (zero would
+        hang it). At two, the arm64 group (a 900 s build test, then a short one) took the next group (Ubuntu 22.04) as
+        it started; at one, the next group is handed out when its build test ends, to whichever worker asks first
+        (a `.ci/run`, 2026-12-08, ran Ubuntu 22.04 last, its least free disk 3.6 GB: docs/benchmarks.md)."""
         if node.shutting_down:
             return
         if not self.workqueue:

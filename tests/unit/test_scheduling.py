@@ -98,3 +98,15 @@ def test_a_worker_gets_its_next_group_only_with_one_test_of_its_own_left() -> No
     scheduler.workqueue = {}
     scheduler._reschedule(node)
     assert node.shut
+
+
+def test_a_worker_whose_group_has_one_test_gets_the_next_group_at_once() -> None:
+    """The initial schedule and a one-test group: one test left is enough to be given the next group."""
+    scheduler = scheduling.GroupScheduling.__new__(scheduling.GroupScheduling)
+    node = Node()
+    given: list[Node] = []
+    scheduler.workqueue = {"test_join": {"tests/e2e/test_join.py::test_a": False}}
+    scheduler.assigned_work = {node: {"test_jobs": {"tests/e2e/test_jobs.py::test_a": False}}}
+    scheduler._assign_work_unit = given.append
+    scheduler._reschedule(node)
+    assert given == [node] and not node.shut
